@@ -1,0 +1,1 @@
+"""Spoke-side agent: installs the serving stack and reports status."""

@@ -1,0 +1,1 @@
+"""Hub-side manager: hub intents to ManifestWorks, status back."""

@@ -1,0 +1,196 @@
+"""Build the testbed's Go binaries from the Go module proxy into a version-keyed cache.
+
+Each tool is built in a small wrapper Go module (``<cache>/src/<tool>-<version>``)
+that requires the upstream module at the pinned version.  Where upstream's own
+``go.mod`` uses local ``replace`` lines (Kubernetes' staging modules) the wrapper
+replaces them with the published versions.  The binaries land in
+``<cache>/bin/<tool>-<version>/`` and a finished build leaves a ``.complete``
+marker, so a warm machine rebuilds nothing.
+
+Run ``python -m testbed build`` (``make binaries``).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import re
+import shutil
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+from testbed import versions
+from testbed.paths import cache_dir, gomodcache
+
+
+class BuildError(RuntimeError):
+    """A binary could not be built; the message says which and what to do."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Tool:
+    """One upstream Go module and the main packages built from it."""
+
+    name: str
+    module: str
+    version: str
+    packages: dict[str, str]
+    """binary name -> Go package path."""
+    replaces: Callable[[], dict[str, str]] = dataclasses.field(default=lambda: {})
+    ldflags: str = "-s -w"
+
+    @property
+    def bin_dir(self) -> Path:
+        """Directory the binaries of this tool and version are cached in."""
+        return cache_dir() / "bin" / f"{self.name}-{self.version}"
+
+    def is_built(self) -> bool:
+        """True when every binary of this tool is in the cache."""
+        return (self.bin_dir / ".complete").exists() and all(
+            (self.bin_dir / b).exists() for b in self.packages
+        )
+
+
+def _kubernetes_staging_replaces() -> dict[str, str]:
+    """Map each k8s.io staging module to its published v0.x release."""
+    gomod = gomodcache() / "k8s.io" / f"kubernetes@{versions.KUBERNETES}" / "go.mod"
+    if not gomod.exists():
+        _run(["go", "mod", "download", f"k8s.io/kubernetes@{versions.KUBERNETES}"], Path.cwd())
+    staging = re.findall(r"^\s*(k8s\.io/[\w.-]+)\s*=>\s*\./staging/", gomod.read_text(), re.M)
+    minor = versions.KUBERNETES.removeprefix("v1.")
+    return {m: f"v0.{minor}" for m in staging}
+
+
+def _k8s_ldflags() -> str:
+    major, minor, _ = versions.KUBERNETES.removeprefix("v").split(".")
+    pkg = "k8s.io/component-base/version"
+    return (
+        f"-s -w -X {pkg}.gitVersion={versions.KUBERNETES} -X {pkg}.gitMajor={major} "
+        f"-X {pkg}.gitMinor={minor} -X {pkg}.gitTreeState=clean"
+    )
+
+
+TOOLS: tuple[Tool, ...] = (
+    Tool(
+        "etcd",
+        "go.etcd.io/etcd/server/v3",
+        versions.ETCD,
+        {"etcd": "go.etcd.io/etcd/server/v3"},
+    ),
+    Tool(
+        "kubernetes",
+        "k8s.io/kubernetes",
+        versions.KUBERNETES,
+        {
+            "kube-apiserver": "k8s.io/kubernetes/cmd/kube-apiserver",
+            "kube-controller-manager": "k8s.io/kubernetes/cmd/kube-controller-manager",
+            "kube-scheduler": "k8s.io/kubernetes/cmd/kube-scheduler",
+        },
+        replaces=_kubernetes_staging_replaces,
+        ldflags=_k8s_ldflags(),
+    ),
+    Tool("kwok", "sigs.k8s.io/kwok", versions.KWOK, {"kwok": "sigs.k8s.io/kwok/cmd/kwok"}),
+    Tool(
+        "ocm",
+        "open-cluster-management.io/ocm",
+        versions.OCM,
+        {
+            "registration": "open-cluster-management.io/ocm/cmd/registration",
+            "work": "open-cluster-management.io/ocm/cmd/work",
+            "placement": "open-cluster-management.io/ocm/cmd/placement",
+            "addon": "open-cluster-management.io/ocm/cmd/addon",
+        },
+    ),
+    Tool("helm", "helm.sh/helm/v3", versions.HELM, {"helm": "helm.sh/helm/v3/cmd/helm"}),
+)
+
+
+def _run(cmd: Sequence[str], cwd: Path, env: dict[str, str] | None = None) -> None:
+    proc = subprocess.run(
+        list(cmd), cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
+    )
+    if proc.returncode != 0:
+        tail = "\n".join(proc.stdout.splitlines()[-30:])
+        hint = ""
+        if "403" in proc.stdout or "not available" in proc.stdout or "unknown revision" in proc.stdout:
+            hint = (
+                "\nThe Go module proxy refused a module or version: check the pin in "
+                "testbed/versions.py and that this machine reaches the Go module proxy."
+            )
+        raise BuildError(f"`{' '.join(cmd)}` failed in {cwd}:\n{tail}{hint}")
+
+
+def _go_env() -> dict[str, str]:
+    env = dict(os.environ)
+    env.setdefault("CGO_ENABLED", "0")
+    env["GOFLAGS"] = "-mod=mod"
+    env.setdefault("GOTOOLCHAIN", "local")
+    return env
+
+
+def build_tool(tool: Tool, log: Callable[[str], None] = print) -> float:
+    """Build one tool into the cache (no-op when cached); return seconds spent."""
+    if tool.is_built():
+        return 0.0
+    if shutil.which("go") is None:
+        raise BuildError(
+            "Go is not installed (no `go` on PATH): the testbed builds Kubernetes, etcd, kwok, "
+            "OCM and helm from the Go module proxy. Install Go >= 1.24 and run `make binaries`."
+        )
+    start = time.monotonic()
+    src = cache_dir() / "src" / f"{tool.name}-{tool.version}"
+    src.mkdir(parents=True, exist_ok=True)
+    env = _go_env()
+    replaces = tool.replaces()
+    lines = [f"module testbed.local/{tool.name}", "", "go 1.24", ""]
+    lines += [f"replace {mod} => {mod} {ver}" for mod, ver in sorted(replaces.items())]
+    (src / "go.mod").write_text("\n".join(lines) + "\n")
+    log(f"[build] {tool.name} {tool.version}: resolving {tool.module}")
+    _run(["go", "get", *(f"{p}@{tool.version}" for p in tool.packages.values())], src, env)
+    tool.bin_dir.mkdir(parents=True, exist_ok=True)
+    for binary, pkg in tool.packages.items():
+        t0 = time.monotonic()
+        log(f"[build] {tool.name} {tool.version}: compiling {binary}")
+        out = tool.bin_dir / binary
+        _run(["go", "build", "-trimpath", f"-ldflags={tool.ldflags}", "-o", str(out), pkg], src, env)
+        log(f"[build] {binary} done in {time.monotonic() - t0:.0f}s")
+    (tool.bin_dir / ".complete").write_text(tool.version + "\n")
+    return time.monotonic() - start
+
+
+def binary(name: str) -> Path:
+    """Path of a cached binary by name; raises BuildError when it is not built."""
+    for tool in TOOLS:
+        if name in tool.packages:
+            path = tool.bin_dir / name
+            if not path.exists():
+                raise BuildError(f"{name} is not built yet: run `make binaries`")
+            return path
+    raise KeyError(name)
+
+
+def build_all(only: Sequence[str] = (), log: Callable[[str], None] = print) -> None:
+    """Build every tool (or only the named ones), printing progress and timings."""
+    total = time.monotonic()
+    for tool in TOOLS:
+        if only and tool.name not in only:
+            continue
+        if tool.is_built():
+            log(f"[build] {tool.name} {tool.version}: cached in {tool.bin_dir}")
+            continue
+        spent = build_tool(tool, log)
+        log(f"[build] {tool.name} {tool.version}: built in {spent:.0f}s")
+    log(f"[build] all binaries ready in {time.monotonic() - total:.0f}s (cache: {cache_dir()})")
+
+
+def main(argv: Sequence[str] = ()) -> int:
+    """CLI entry: build all binaries, or those named."""
+    try:
+        build_all(list(argv))
+    except BuildError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    return 0
