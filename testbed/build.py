@@ -115,7 +115,8 @@ def _run(cmd: Sequence[str], cwd: Path, env: dict[str, str] | None = None) -> No
     if proc.returncode != 0:
         tail = "\n".join(proc.stdout.splitlines()[-30:])
         hint = ""
-        if "403" in proc.stdout or "not available" in proc.stdout or "unknown revision" in proc.stdout:
+        refused = ("403", "not available", "unknown revision")
+        if any(word in proc.stdout for word in refused):
             hint = (
                 "\nThe Go module proxy refused a module or version: check the pin in "
                 "testbed/versions.py and that this machine reaches the Go module proxy."
@@ -155,7 +156,8 @@ def build_tool(tool: Tool, log: Callable[[str], None] = print) -> float:
         t0 = time.monotonic()
         log(f"[build] {tool.name} {tool.version}: compiling {binary}")
         out = tool.bin_dir / binary
-        _run(["go", "build", "-trimpath", f"-ldflags={tool.ldflags}", "-o", str(out), pkg], src, env)
+        cmd = ["go", "build", "-trimpath", f"-ldflags={tool.ldflags}", "-o", str(out), pkg]
+        _run(cmd, src, env)
         log(f"[build] {binary} done in {time.monotonic() - t0:.0f}s")
     (tool.bin_dir / ".complete").write_text(tool.version + "\n")
     return time.monotonic() - start

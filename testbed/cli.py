@@ -1,11 +1,53 @@
-"""Command line for the testbed: ``build`` and ``up``."""
+"""Command line for the testbed: ``build`` the binaries, or bring a fleet ``up``."""
 
 from __future__ import annotations
 
 import argparse
+import json
+import signal
+import sys
+import threading
 from collections.abc import Sequence
+from pathlib import Path
+from types import FrameType
 
 from testbed import build
+from testbed.build import BuildError
+from testbed.processes import ProcessFailed
+
+
+def _up(spokes: int, run_dir: Path | None, state_file: Path | None) -> int:
+    from testbed.fleet import Testbed
+
+    stop = threading.Event()
+
+    def _on_signal(signum: int, frame: FrameType | None) -> None:
+        stop.set()
+
+    signal.signal(signal.SIGINT, _on_signal)
+    signal.signal(signal.SIGTERM, _on_signal)
+    build.build_all()
+    bed = Testbed(spokes=spokes, run_dir=run_dir)
+    try:
+        bed.start()
+        print(bed.describe())
+        if state_file is not None:
+            state = {
+                "run_dir": str(bed.run_dir),
+                "pids": [p.pid for p in bed.processes],
+                "kubeconfigs": {c.name: str(c.kubeconfig) for c in bed.all_clusters},
+            }
+            state_file.write_text(json.dumps(state))
+        print("[testbed] up; press Ctrl-C to stop everything", flush=True)
+        while not stop.wait(2):
+            bed.check_processes()
+    except ProcessFailed as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    finally:
+        bed.stop()
+        print("[testbed] stopped", flush=True)
+    return 0
 
 
 def main(argv: Sequence[str]) -> int:
@@ -14,7 +56,15 @@ def main(argv: Sequence[str]) -> int:
     sub = parser.add_subparsers(dest="command", required=True)
     b = sub.add_parser("build", help="build the Go binaries into the cache")
     b.add_argument("tools", nargs="*", help="only these tools")
+    up = sub.add_parser("up", help="start a hub and N spokes until Ctrl-C")
+    up.add_argument("--spokes", type=int, default=2)
+    up.add_argument("--run-dir", type=Path, default=None)
+    up.add_argument("--state-file", type=Path, default=None, help="write pids and paths as JSON")
     args = parser.parse_args(list(argv))
-    if args.command == "build":
-        return build.main(args.tools)
-    return 2
+    try:
+        if args.command == "build":
+            return build.main(args.tools)
+        return _up(args.spokes, args.run_dir, args.state_file)
+    except BuildError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1

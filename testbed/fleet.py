@@ -1,0 +1,512 @@
+"""The local fleet: one etcd, a hub with OCM, and N spokes joined through real OCM agents.
+
+Everything runs as plain processes on loopback ports; ``Testbed`` is a context
+manager that starts them all and stops every one of them on exit.
+
+Startup order (each step in parallel across clusters where it can be):
+
+1. etcd (one server, a key prefix per API server);
+2. every kube-apiserver;
+3. hub: kube-controller-manager (it also signs the agents' CSRs), OCM CRDs,
+   registration controller, placement controller; spokes: kube-controller-manager,
+   kube-scheduler, kwok with one fake node, the OCM spoke CRDs;
+4. per spoke, the OCM registration agent joins the hub with a bootstrap
+   kubeconfig; the testbed accepts it as ``clusteradm accept`` would (approve the
+   CSR, set ``hubAcceptsClient``);
+5. per spoke, the OCM work agent with the hub kubeconfig that registration wrote.
+"""
+
+from __future__ import annotations
+
+import shutil
+import tempfile
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from types import TracebackType
+from typing import Any
+
+from testbed import upstream
+from testbed.build import binary
+from testbed.cluster import Cluster, write_kubeconfig
+from testbed.pki import CertificateAuthority, KeyPair, service_account_key
+from testbed.processes import Process, ProcessFailed, free_port, wait_until
+
+HUB_NAMESPACE = "open-cluster-management-hub"
+AGENT_NAMESPACE = "open-cluster-management-agent"
+WORKSPACE_NAMESPACE = "model-serving"
+"""Hub namespace with a ManagedClusterSetBinding for the default cluster set."""
+BOOTSTRAP_GROUP = "system:bootstrappers:managedcluster"
+CLUSTERSET_LABEL = "cluster.open-cluster-management.io/clusterset"
+
+
+class Testbed:
+    """A hub and ``spokes`` managed clusters on real control-plane binaries."""
+
+    def __init__(
+        self,
+        spokes: int = 2,
+        run_dir: Path | None = None,
+        log: Any = print,
+        status_sync_interval: str = "1s",
+    ) -> None:
+        self.spoke_count = spokes
+        self._own_run_dir = run_dir is None
+        self.run_dir = run_dir or Path(tempfile.mkdtemp(prefix="testbed-"))
+        self.log_dir = self.run_dir / "logs"
+        self.log = log
+        self.status_sync_interval = status_sync_interval
+        self.processes: list[Process] = []
+        self.hub: Cluster
+        self.spokes: list[Cluster] = []
+        self.startup_seconds = 0.0
+
+    # ----------------------------------------------------------------- lifecycle
+    def __enter__(self) -> Testbed:
+        try:
+            self.start()
+        except BaseException:
+            self.stop()
+            raise
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.stop()
+
+    def _spawn(self, name: str, argv: list[str | Path]) -> Process:
+        proc = Process(name, [str(a) for a in argv], self.log_dir).start()
+        self.processes.append(proc)
+        return proc
+
+    def stop(self) -> None:
+        """Stop every process the testbed started, newest first."""
+        for proc in reversed(self.processes):
+            proc.stop()
+        self.processes.clear()
+
+    def cleanup(self) -> None:
+        """Stop everything and remove the run directory if the testbed created it."""
+        self.stop()
+        if self._own_run_dir:
+            shutil.rmtree(self.run_dir, ignore_errors=True)
+
+    def start(self) -> None:
+        """Bring the whole fleet up; raises ProcessFailed with the failing log tail."""
+        t0 = time.monotonic()
+        self.run_dir.mkdir(parents=True, exist_ok=True)
+        self.ca = CertificateAuthority(self.run_dir / "pki")
+        self.admin = self.ca.issue(
+            "admin", "testbed-admin", organizations=("system:masters",), client=True
+        )
+        self._start_etcd()
+        self.hub = self._start_apiserver("hub")
+        self.spokes = [self._start_apiserver(f"cluster{i + 1}") for i in range(self.spoke_count)]
+        for cluster in self.all_clusters:
+            self._wait_apiserver(cluster)
+        self.log(f"[testbed] API servers ready after {time.monotonic() - t0:.1f}s")
+
+        self._start_controller_manager(self.hub)
+        for spoke in self.spokes:
+            self._start_controller_manager(spoke)
+            self._start_scheduler(spoke)
+            self._start_kwok(spoke)
+        with ThreadPoolExecutor(max_workers=1 + len(self.spokes)) as pool:
+            jobs = [pool.submit(self._prepare_hub)]
+            jobs += [pool.submit(self._prepare_spoke, s) for s in self.spokes]
+            for job in jobs:
+                job.result()
+        self._start_ocm_hub()
+        for spoke in self.spokes:
+            self._start_registration_agent(spoke)
+        self._accept_spokes()
+        for spoke in self.spokes:
+            self._start_work_agent(spoke)
+        self._wait_clusters_available()
+        self.bind_clusterset(WORKSPACE_NAMESPACE)
+        self.startup_seconds = time.monotonic() - t0
+        self.log(f"[testbed] hub + {self.spoke_count} spokes ready in {self.startup_seconds:.1f}s")
+
+    @property
+    def all_clusters(self) -> list[Cluster]:
+        """The hub followed by the spokes."""
+        return [self.hub, *self.spokes]
+
+    def check_processes(self) -> None:
+        """Raise ProcessFailed if any testbed process has exited."""
+        for proc in self.processes:
+            proc.check()
+
+    # ------------------------------------------------------------------- etcd
+    def _start_etcd(self) -> None:
+        client, peer = free_port(), free_port()
+        self.etcd_url = f"http://127.0.0.1:{client}"
+        self.etcd = self._spawn(
+            "etcd",
+            [
+                binary("etcd"),
+                "--name=testbed",
+                f"--data-dir={self.run_dir / 'etcd'}",
+                f"--listen-client-urls={self.etcd_url}",
+                f"--advertise-client-urls={self.etcd_url}",
+                f"--listen-peer-urls=http://127.0.0.1:{peer}",
+                f"--initial-advertise-peer-urls=http://127.0.0.1:{peer}",
+                f"--initial-cluster=testbed=http://127.0.0.1:{peer}",
+                "--unsafe-no-fsync=true",
+                "--quota-backend-bytes=8589934592",
+                "--log-level=warn",
+            ],
+        )
+
+    # --------------------------------------------------------- control planes
+    def _start_apiserver(self, name: str) -> Cluster:
+        directory = self.run_dir / name
+        directory.mkdir(parents=True, exist_ok=True)
+        port = free_port()
+        serving = self.ca.issue(
+            f"{name}-apiserver", f"{name}-apiserver", hosts=("127.0.0.1", "localhost"), server=True
+        )
+        sa_key = service_account_key(directory / "sa.key")
+        kubeconfig = write_kubeconfig(
+            directory / "admin.kubeconfig", name, f"https://127.0.0.1:{port}", self.ca.pair.cert,
+            self.admin,
+        )
+        cluster = Cluster(name=name, directory=directory, port=port, kubeconfig=kubeconfig)
+        cluster.processes["kube-apiserver"] = self._spawn(
+            f"{name}-kube-apiserver",
+            [
+                binary("kube-apiserver"),
+                f"--etcd-servers={self.etcd_url}",
+                f"--etcd-prefix=/{name}",
+                "--bind-address=127.0.0.1",
+                "--advertise-address=127.0.0.1",
+                f"--secure-port={port}",
+                f"--tls-cert-file={serving.cert}",
+                f"--tls-private-key-file={serving.key}",
+                f"--client-ca-file={self.ca.pair.cert}",
+                f"--service-account-issuer=https://{name}.testbed.local",
+                f"--service-account-key-file={sa_key}",
+                f"--service-account-signing-key-file={sa_key}",
+                "--service-cluster-ip-range=10.96.0.0/16",
+                "--authorization-mode=RBAC",
+                "--allow-privileged=true",
+                "--endpoint-reconciler-type=none",
+                "--profiling=false",
+                f"--cert-dir={directory / 'certs'}",
+            ],
+        )
+        return cluster
+
+    def _wait_apiserver(self, cluster: Cluster) -> None:
+        proc = cluster.processes["kube-apiserver"]
+        wait_until(
+            f"{cluster.name} kube-apiserver /readyz",
+            lambda: cluster.kubectl("get", "--raw=/readyz", check=False, timeout=10).returncode
+            == 0,
+            timeout=120,
+            watch=[self.etcd, proc],
+            interval=0.5,
+        )
+
+    def _component_kubeconfig(self, cluster: Cluster) -> list[str]:
+        kc = str(cluster.kubeconfig)
+        return [
+            f"--kubeconfig={kc}",
+            f"--authentication-kubeconfig={kc}",
+            f"--authorization-kubeconfig={kc}",
+        ]
+
+    def _start_controller_manager(self, cluster: Cluster) -> None:
+        cluster.processes["kube-controller-manager"] = self._spawn(
+            f"{cluster.name}-kube-controller-manager",
+            [
+                binary("kube-controller-manager"),
+                *self._component_kubeconfig(cluster),
+                "--leader-elect=false",
+                "--bind-address=127.0.0.1",
+                f"--secure-port={free_port()}",
+                f"--service-account-private-key-file={cluster.directory / 'sa.key'}",
+                f"--root-ca-file={self.ca.pair.cert}",
+                "--use-service-account-credentials=true",
+                f"--cluster-signing-cert-file={self.ca.pair.cert}",
+                f"--cluster-signing-key-file={self.ca.pair.key}",
+                "--controllers=*",
+                "--concurrent-deployment-syncs=10",
+                "--node-monitor-grace-period=60s",
+            ],
+        )
+
+    def _start_scheduler(self, cluster: Cluster) -> None:
+        cluster.processes["kube-scheduler"] = self._spawn(
+            f"{cluster.name}-kube-scheduler",
+            [
+                binary("kube-scheduler"),
+                *self._component_kubeconfig(cluster),
+                "--leader-elect=false",
+                "--bind-address=127.0.0.1",
+                f"--secure-port={free_port()}",
+            ],
+        )
+
+    def _start_kwok(self, cluster: Cluster) -> None:
+        cluster.processes["kwok"] = self._spawn(
+            f"{cluster.name}-kwok",
+            [
+                binary("kwok"),
+                f"--kubeconfig={cluster.kubeconfig}",
+                "--manage-all-nodes=true",
+                f"--server-address=127.0.0.1:{free_port()}",
+                "--cidr=10.244.0.1/16",
+                "--node-ip=10.0.0.2",
+            ],
+        )
+
+    # ------------------------------------------------------------------- OCM
+    def _prepare_hub(self) -> None:
+        hub = self.hub
+        hub.apply_files(upstream.ocm_hub_crds())
+        hub.apply_objects(
+            [
+                _namespace(HUB_NAMESPACE),
+                _namespace(WORKSPACE_NAMESPACE),
+                {
+                    "apiVersion": "rbac.authorization.k8s.io/v1",
+                    "kind": "ClusterRole",
+                    "metadata": {"name": "testbed:ocm-bootstrap"},
+                    "rules": [
+                        {
+                            "apiGroups": ["certificates.k8s.io"],
+                            "resources": ["certificatesigningrequests"],
+                            "verbs": ["create", "get", "list", "watch"],
+                        },
+                        {
+                            "apiGroups": ["cluster.open-cluster-management.io"],
+                            "resources": ["managedclusters"],
+                            "verbs": ["create", "get", "list", "watch"],
+                        },
+                    ],
+                },
+                {
+                    "apiVersion": "rbac.authorization.k8s.io/v1",
+                    "kind": "ClusterRoleBinding",
+                    "metadata": {"name": "testbed:ocm-bootstrap"},
+                    "roleRef": {
+                        "apiGroup": "rbac.authorization.k8s.io",
+                        "kind": "ClusterRole",
+                        "name": "testbed:ocm-bootstrap",
+                    },
+                    "subjects": [
+                        {
+                            "apiGroup": "rbac.authorization.k8s.io",
+                            "kind": "Group",
+                            "name": BOOTSTRAP_GROUP,
+                        }
+                    ],
+                },
+            ]
+        )
+        hub.wait_crds_established()
+
+    def _prepare_spoke(self, spoke: Cluster) -> None:
+        spoke.apply_files(upstream.ocm_spoke_crds())
+        spoke.apply_objects(
+            [
+                _namespace(AGENT_NAMESPACE),
+                {
+                    "apiVersion": "v1",
+                    "kind": "Node",
+                    "metadata": {
+                        "name": f"{spoke.name}-node-0",
+                        "annotations": {"kwok.x-k8s.io/node": "fake"},
+                        "labels": {
+                            "kubernetes.io/hostname": f"{spoke.name}-node-0",
+                            "kubernetes.io/os": "linux",
+                            "kubernetes.io/arch": "amd64",
+                            "type": "kwok",
+                        },
+                    },
+                },
+            ]
+        )
+        spoke.wait_crds_established()
+
+    def _ocm_controller_flags(self, cluster: Cluster, namespace: str) -> list[str]:
+        return [
+            f"--kubeconfig={cluster.kubeconfig}",
+            f"--namespace={namespace}",
+            "--disable-leader-election",
+            f"--listen=127.0.0.1:{free_port()}",
+        ]
+
+    def _start_ocm_hub(self) -> None:
+        hub = self.hub
+        hub.processes["registration"] = self._spawn(
+            "hub-registration-controller",
+            [binary("registration"), "controller", *self._ocm_controller_flags(hub, HUB_NAMESPACE)],
+        )
+        hub.processes["placement"] = self._spawn(
+            "hub-placement-controller",
+            [binary("placement"), "controller", *self._ocm_controller_flags(hub, HUB_NAMESPACE)],
+        )
+
+    def _start_registration_agent(self, spoke: Cluster) -> None:
+        bootstrap_pair = self.ca.issue(
+            f"{spoke.name}-bootstrap",
+            f"system:testbed:bootstrap:{spoke.name}",
+            organizations=(BOOTSTRAP_GROUP,),
+            client=True,
+        )
+        bootstrap = write_kubeconfig(
+            spoke.directory / "bootstrap.kubeconfig", "hub", self.hub.server, self.ca.pair.cert,
+            bootstrap_pair,
+        )
+        hub_dir = spoke.directory / "hub-kubeconfig"
+        hub_dir.mkdir(exist_ok=True)
+        spoke.processes["registration-agent"] = self._spawn(
+            f"{spoke.name}-registration-agent",
+            [
+                binary("registration"),
+                "agent",
+                *self._ocm_controller_flags(spoke, AGENT_NAMESPACE),
+                f"--cluster-name={spoke.name}",
+                f"--bootstrap-kubeconfig={bootstrap}",
+                f"--hub-kubeconfig-dir={hub_dir}",
+                "--hub-kubeconfig-secret=hub-kubeconfig-secret",
+                f"--spoke-external-server-urls={spoke.server}",
+            ],
+        )
+
+    def hub_kubeconfig_for(self, spoke: Cluster) -> Path:
+        """The hub kubeconfig that OCM registration issued to ``spoke``'s agents."""
+        return spoke.directory / "hub-kubeconfig" / "kubeconfig"
+
+    def _accept_spokes(self) -> None:
+        """Do what ``clusteradm accept`` does, until every spoke has its hub kubeconfig."""
+        from kubernetes import client
+
+        api = self.hub.api_client()
+        certs = client.CertificatesV1Api(api)
+        custom = client.CustomObjectsApi(api)
+        names = {s.name for s in self.spokes}
+        watch = [self.hub.processes["kube-controller-manager"], self.hub.processes["registration"]]
+        watch += [s.processes["registration-agent"] for s in self.spokes]
+
+        def accepted() -> bool:
+            csrs: Any = certs.list_certificate_signing_request(
+                label_selector="open-cluster-management.io/cluster-name"
+            )
+            for csr in csrs.items:
+                cluster = csr.metadata.labels.get("open-cluster-management.io/cluster-name")
+                conditions = (csr.status.conditions if csr.status else None) or []
+                if cluster in names and not any(c.type == "Approved" for c in conditions):
+                    csr.status = csr.status or client.V1CertificateSigningRequestStatus()
+                    csr.status.conditions = [
+                        *conditions,
+                        client.V1CertificateSigningRequestCondition(
+                            type="Approved",
+                            status="True",
+                            reason="TestbedAccept",
+                            message="approved by the testbed as clusteradm accept would",
+                        ),
+                    ]
+                    certs.replace_certificate_signing_request_approval(csr.metadata.name, csr)
+            for name in names:
+                try:
+                    mc: Any = custom.get_cluster_custom_object(
+                        "cluster.open-cluster-management.io", "v1", "managedclusters", name
+                    )
+                except client.ApiException as exc:
+                    if exc.status == 404:
+                        continue
+                    raise
+                if not mc.get("spec", {}).get("hubAcceptsClient"):
+                    custom.patch_cluster_custom_object(
+                        "cluster.open-cluster-management.io",
+                        "v1",
+                        "managedclusters",
+                        name,
+                        {"spec": {"hubAcceptsClient": True}},
+                    )
+            return all(self.hub_kubeconfig_for(s).exists() for s in self.spokes)
+
+        try:
+            wait_until("spokes to join the hub", accepted, timeout=120, watch=watch, interval=0.5)
+        finally:
+            api.close()
+
+    def _start_work_agent(self, spoke: Cluster) -> None:
+        hub_kubeconfig = self.hub_kubeconfig_for(spoke)
+        spoke.processes["work-agent"] = self._spawn(
+            f"{spoke.name}-work-agent",
+            [
+                binary("work"),
+                "agent",
+                *self._ocm_controller_flags(spoke, AGENT_NAMESPACE),
+                f"--spoke-cluster-name={spoke.name}",
+                f"--hub-kubeconfig={hub_kubeconfig}",
+                f"--workload-source-config={hub_kubeconfig}",
+                f"--status-sync-interval={self.status_sync_interval}",
+                f"--agent-id={spoke.name}-work-agent",
+            ],
+        )
+
+    def managed_cluster(self, name: str) -> dict[str, Any]:
+        """The hub's ManagedCluster object for ``name``."""
+        from kubernetes import client
+
+        with self.hub.api_client() as api:
+            obj: Any = client.CustomObjectsApi(api).get_cluster_custom_object(
+                "cluster.open-cluster-management.io", "v1", "managedclusters", name
+            )
+            return dict(obj)
+
+    def _wait_clusters_available(self) -> None:
+        def available() -> bool:
+            for spoke in self.spokes:
+                mc = self.managed_cluster(spoke.name)
+                conds = {c["type"]: c["status"] for c in mc.get("status", {}).get("conditions", [])}
+                if conds.get("ManagedClusterConditionAvailable") != "True":
+                    return False
+                if mc["metadata"].get("labels", {}).get(CLUSTERSET_LABEL) != "default":
+                    return False
+            return True
+
+        wait_until(
+            "ManagedClusters Available in the default cluster set",
+            available,
+            timeout=120,
+            watch=self.processes,
+            interval=0.5,
+        )
+
+    def bind_clusterset(self, namespace: str, clusterset: str = "default") -> None:
+        """Create ``namespace`` on the hub with a ManagedClusterSetBinding to ``clusterset``."""
+        self.hub.apply_objects(
+            [
+                _namespace(namespace),
+                {
+                    "apiVersion": "cluster.open-cluster-management.io/v1beta2",
+                    "kind": "ManagedClusterSetBinding",
+                    "metadata": {"name": clusterset, "namespace": namespace},
+                    "spec": {"clusterSet": clusterset},
+                },
+            ]
+        )
+
+    def describe(self) -> str:
+        """Human-readable kubeconfig paths for every cluster."""
+        lines = [f"run dir: {self.run_dir}"]
+        for c in self.all_clusters:
+            lines.append(f"  {c.name:<10} export KUBECONFIG={c.kubeconfig}")
+        return "\n".join(lines)
+
+
+def _namespace(name: str) -> dict[str, Any]:
+    return {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}}
+
+
+__all__ = ["KeyPair", "ProcessFailed", "Testbed"]

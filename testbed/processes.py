@@ -1,0 +1,131 @@
+"""Child processes of the testbed: start, watch, tail logs, stop without orphans."""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import signal
+import socket
+import subprocess
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+_PR_SET_PDEATHSIG = 1
+
+
+class ProcessFailed(RuntimeError):
+    """A testbed process exited (or never became ready); carries its log tail."""
+
+
+def _die_with_parent() -> None:  # pragma: no cover - runs in the forked child
+    """Ask the kernel to SIGKILL this child when the testbed process dies."""
+    libc = ctypes.CDLL("libc.so.6", use_errno=True)
+    libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
+    os.setpgrp()
+
+
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 that is free right now."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+class Process:
+    """One long-running binary with its log file.
+
+    Processes must be started from the main thread: the kernel delivers the
+    parent-death signal when the *thread* that forked the child exits.
+    """
+
+    def __init__(self, name: str, argv: Sequence[str], log_dir: Path) -> None:
+        self.name = name
+        self.argv = [str(a) for a in argv]
+        self.log_path = log_dir / f"{name}.log"
+        self._proc: subprocess.Popen[bytes] | None = None
+
+    @property
+    def pid(self) -> int | None:
+        """PID of the running process, if started."""
+        return self._proc.pid if self._proc else None
+
+    def start(self) -> Process:
+        """Start the process, appending its output to its log file."""
+        self.log_path.parent.mkdir(parents=True, exist_ok=True)
+        with self.log_path.open("ab") as log:
+            log.write(f"--- start {' '.join(self.argv)}\n".encode())
+            log.flush()
+            self._proc = subprocess.Popen(
+                self.argv,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                preexec_fn=_die_with_parent,
+            )
+        return self
+
+    def alive(self) -> bool:
+        """True while the process runs."""
+        return self._proc is not None and self._proc.poll() is None
+
+    def check(self) -> None:
+        """Raise ProcessFailed with the log tail when the process has exited."""
+        if self._proc is not None and self._proc.poll() is not None:
+            raise ProcessFailed(
+                f"{self.name} exited with code {self._proc.returncode}; last log lines "
+                f"({self.log_path}):\n{self.tail()}"
+            )
+
+    def tail(self, lines: int = 25) -> str:
+        """The last lines of the process log."""
+        try:
+            text = self.log_path.read_text(errors="replace")
+        except FileNotFoundError:
+            return "(no log)"
+        return "\n".join(text.splitlines()[-lines:])
+
+    def stop(self, timeout: float = 10.0) -> None:
+        """Terminate the process (and its process group), killing it after ``timeout``."""
+        proc = self._proc
+        if proc is None or proc.poll() is not None:
+            return
+        try:
+            os.killpg(proc.pid, signal.SIGTERM)
+        except ProcessLookupError:
+            return
+        try:
+            proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait(5)
+
+    def kill(self) -> None:
+        """SIGKILL the process at once (fault injection)."""
+        if self._proc is not None and self._proc.poll() is None:
+            os.killpg(self._proc.pid, signal.SIGKILL)
+            self._proc.wait(5)
+
+
+def wait_until(
+    what: str,
+    condition: Callable[[], object],
+    timeout: float,
+    watch: Sequence[Process] = (),
+    interval: float = 0.25,
+) -> None:
+    """Poll ``condition()`` until true; fail early when a watched process dies."""
+    deadline = time.monotonic() + timeout
+    last_error: Exception | None = None
+    while time.monotonic() < deadline:
+        for proc in watch:
+            proc.check()
+        try:
+            if condition():
+                return
+        except Exception as exc:  # the condition may fail while a server starts
+            last_error = exc
+        time.sleep(interval)
+    detail = f" (last error: {last_error})" if last_error else ""
+    tails = "".join(f"\n--- {p.name} ({p.log_path}):\n{p.tail(15)}" for p in watch)
+    raise ProcessFailed(f"timed out after {timeout:.0f}s waiting for {what}{detail}{tails}")

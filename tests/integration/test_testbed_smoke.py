@@ -1,0 +1,178 @@
+"""The testbed is real: OCM work, placement and registration on real control planes."""
+
+from __future__ import annotations
+
+import json
+import uuid
+from typing import Any
+
+import yaml
+
+from testbed import upstream
+from testbed.fleet import Testbed
+from tests.helpers import eventually
+
+WORK_API = ("work.open-cluster-management.io", "v1", "manifestworks")
+
+
+def _get_json(cluster: Any, *args: str) -> Any:
+    return json.loads(cluster.kubectl("get", *args, "-o", "json").stdout)
+
+
+def _manifestwork(name: str, namespace_on_spoke: str) -> dict[str, Any]:
+    deployment = {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": {"name": "smoke", "namespace": namespace_on_spoke},
+        "spec": {
+            "replicas": 1,
+            "selector": {"matchLabels": {"app": "smoke"}},
+            "template": {
+                "metadata": {"labels": {"app": "smoke"}},
+                "spec": {"containers": [{"name": "c", "image": "example.invalid/smoke:1"}]},
+            },
+        },
+    }
+    return {
+        "apiVersion": "work.open-cluster-management.io/v1",
+        "kind": "ManifestWork",
+        "metadata": {"name": name, "namespace": "cluster1"},
+        "spec": {
+            "workload": {
+                "manifests": [
+                    {"apiVersion": "v1", "kind": "Namespace",
+                     "metadata": {"name": namespace_on_spoke}},
+                    {"apiVersion": "v1", "kind": "ConfigMap",
+                     "metadata": {"name": "smoke", "namespace": namespace_on_spoke},
+                     "data": {"hello": "spoke"}},
+                    deployment,
+                ]
+            },
+            "manifestConfigs": [
+                {
+                    "resourceIdentifier": {"group": "apps", "resource": "deployments",
+                                           "name": "smoke", "namespace": namespace_on_spoke},
+                    "feedbackRules": [
+                        {"type": "JSONPaths",
+                         "jsonPaths": [{"name": "readyReplicas", "path": ".status.readyReplicas"}]}
+                    ],
+                }
+            ],
+        },
+    }
+
+
+def test_manifestwork_reaches_spoke_and_feeds_back(testbed: Testbed) -> None:
+    hub, spoke1 = testbed.hub, testbed.spokes[0]
+    ns = f"smoke-{uuid.uuid4().hex[:6]}"
+    work = _manifestwork(f"smoke-{ns}", ns)
+    hub.apply_objects([work])
+
+    cm = eventually(lambda: _get_json(spoke1, "configmap", "smoke", "-n", ns), timeout=60)
+    assert cm["data"] == {"hello": "spoke"}
+
+    def available() -> bool:
+        dep = _get_json(spoke1, "deployment", "smoke", "-n", ns)
+        conds = {c["type"]: c["status"] for c in dep.get("status", {}).get("conditions", [])}
+        return conds.get("Available") == "True" and dep["status"].get("readyReplicas") == 1
+
+    eventually(available, timeout=90)
+    pod = _get_json(spoke1, "pods", "-n", ns, "-l", "app=smoke")["items"][0]
+    assert pod["spec"]["nodeName"] == "cluster1-node-0"  # placed by the real scheduler
+    assert pod["status"]["phase"] == "Running"  # made Running by kwok
+
+    def fed_back() -> int | None:
+        mw = _get_json(hub, "manifestwork", work["metadata"]["name"], "-n", "cluster1")
+        for m in mw.get("status", {}).get("resourceStatus", {}).get("manifests", []):
+            if m["resourceMeta"]["kind"] == "Deployment":
+                for v in m.get("statusFeedback", {}).get("values", []):
+                    if v["name"] == "readyReplicas":
+                        return int(v["fieldValue"]["integer"])
+        return None
+
+    assert eventually(fed_back, timeout=60) == 1
+
+    # Deleting the ManifestWork removes what it applied on the spoke.
+    hub.kubectl("delete", "manifestwork", work["metadata"]["name"], "-n", "cluster1")
+    eventually(
+        lambda: spoke1.kubectl("get", "namespace", ns, check=False).returncode != 0
+        or _get_json(spoke1, "namespace", ns)["status"].get("phase") == "Terminating",
+        timeout=60,
+    )
+    eventually(
+        lambda: spoke1.kubectl("get", "configmap", "smoke", "-n", ns, check=False).returncode != 0,
+        timeout=60,
+    )
+
+
+def _decided_clusters(hub: Any, namespace: str, placement: str) -> set[str]:
+    decisions = _get_json(
+        hub, "placementdecisions", "-n", namespace,
+        "-l", f"cluster.open-cluster-management.io/placement={placement}",
+    )["items"]
+    return {d["clusterName"] for pd in decisions for d in pd.get("status", {}).get("decisions", [])}
+
+
+def test_placement_selects_spokes_and_follows_labels(testbed: Testbed, hub_namespace: str) -> None:
+    hub = testbed.hub
+    label = f"smoke-{uuid.uuid4().hex[:6]}"
+    for spoke in testbed.spokes:
+        hub.kubectl("label", "managedcluster", spoke.name, f"{label}=yes")
+    try:
+        hub.apply_objects([{
+            "apiVersion": "cluster.open-cluster-management.io/v1beta1",
+            "kind": "Placement",
+            "metadata": {"name": "smoke", "namespace": hub_namespace},
+            "spec": {
+                "clusterSets": ["default"],
+                "predicates": [{"requiredClusterSelector": {
+                    "labelSelector": {"matchLabels": {label: "yes"}}}}],
+            },
+        }])
+        names = {s.name for s in testbed.spokes}
+        eventually(lambda: _decided_clusters(hub, hub_namespace, "smoke") == names, timeout=60)
+
+        hub.kubectl("label", "managedcluster", "cluster2", f"{label}=no", "--overwrite")
+        eventually(
+            lambda: _decided_clusters(hub, hub_namespace, "smoke") == {"cluster1"}, timeout=60
+        )
+    finally:
+        for spoke in testbed.spokes:
+            hub.kubectl("label", "managedcluster", spoke.name, f"{label}-", check=False)
+
+
+def _create_isvc(spoke: Any, namespace: str, body: dict[str, Any]) -> None:
+    spoke.kubectl("create", "namespace", namespace)
+    spoke.kubectl("create", "-f", "-", input=yaml.safe_dump(body))
+    got = _get_json(spoke, "inferenceservice", body["metadata"]["name"], "-n", namespace)
+    assert got["spec"]["predictor"] == body["spec"]["predictor"]
+
+
+def _crd_names(paths: list[Any]) -> list[str]:
+    return [yaml.safe_load(p.read_text())["metadata"]["name"] for p in paths]
+
+
+def test_kserve_and_modelmesh_crds_install(testbed: Testbed) -> None:
+    # Both projects define serving.kserve.io InferenceService, so each goes to its own spoke
+    # and is removed afterwards, leaving the shared testbed as it was.
+    cases = [
+        (testbed.spokes[0], upstream.kserve_crds(), {"model": {
+            "modelFormat": {"name": "sklearn"}, "storageUri": "s3://models/iris"}}),
+        (testbed.spokes[1], upstream.modelmesh_crds(), {"model": {
+            "modelFormat": {"name": "sklearn"}, "storageUri": "s3://models/iris"}}),
+    ]
+    for spoke, crds, predictor in cases:
+        ns = f"isvc-{uuid.uuid4().hex[:6]}"
+        spoke.apply_files(crds)
+        try:
+            spoke.wait_crds_established()
+            _create_isvc(spoke, ns, {
+                "apiVersion": "serving.kserve.io/v1beta1",
+                "kind": "InferenceService",
+                "metadata": {"name": "iris", "namespace": ns},
+                "spec": {"predictor": predictor},
+            })
+        finally:
+            spoke.kubectl("delete", "namespace", ns, "--wait=false", check=False)
+            spoke.kubectl("delete", "crd", *_crd_names(crds), "--wait=true", check=False,
+                          timeout=180)

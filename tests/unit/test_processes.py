@@ -1,0 +1,62 @@
+"""Process handling: no orphans even when the testbed process is killed outright."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from testbed.processes import Process, ProcessFailed, free_port, wait_until
+from tests.helpers import eventually
+
+
+def _gone(pid: int) -> bool:
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text().split()[2]
+    except FileNotFoundError:
+        return True
+    return stat == "Z"
+
+
+def test_children_die_when_parent_is_killed(tmp_path: Path) -> None:
+    script = textwrap.dedent(
+        f"""
+        import sys, time
+        sys.path.insert(0, {str(Path.cwd())!r})
+        from pathlib import Path
+        from testbed.processes import Process
+        procs = [Process(f"sleep{{i}}", ["sleep", "300"], Path({str(tmp_path)!r})).start()
+                 for i in range(3)]
+        print(" ".join(str(p.pid) for p in procs), flush=True)
+        time.sleep(300)
+        """
+    )
+    parent = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True)
+    assert parent.stdout is not None
+    pids = [int(p) for p in parent.stdout.readline().split()]
+    assert len(pids) == 3 and not any(_gone(p) for p in pids)
+    parent.kill()
+    parent.wait()
+    eventually(lambda: all(_gone(p) for p in pids), timeout=10)
+
+
+def test_stop_terminates_and_check_reports_log_tail(tmp_path: Path) -> None:
+    proc = Process("sleeper", ["sleep", "300"], tmp_path).start()
+    assert proc.alive()
+    proc.stop()
+    assert not proc.alive()
+
+    failing = Process("failing", ["sh", "-c", "echo boom-123; exit 3"], tmp_path).start()
+    with pytest.raises(ProcessFailed, match="boom-123"):
+        wait_until("never", lambda: False, timeout=5, watch=[failing])
+
+
+def test_free_port_is_bindable() -> None:
+    import socket
+
+    port = free_port()
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", port))
