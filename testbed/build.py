@@ -24,6 +24,7 @@ from pathlib import Path
 
 from testbed import versions
 from testbed.paths import cache_dir, gomodcache
+from testbed.upstream import ModuleError, module_dir
 
 
 class BuildError(RuntimeError):
@@ -149,6 +150,17 @@ def build_tool(tool: Tool, log: Callable[[str], None] = print) -> float:
     lines = [f"module testbed.local/{tool.name}", "", "go 1.24", ""]
     lines += [f"replace {mod} => {mod} {ver}" for mod, ver in sorted(replaces.items())]
     (src / "go.mod").write_text("\n".join(lines) + "\n")
+    # Seed go.sum with upstream's own: it pins every dependency's checksum, including
+    # modules the checksum database does not list (Go then needs no lookup for them).
+    try:
+        upstream_sum = module_dir(tool.module, tool.version) / "go.sum"
+    except ModuleError as exc:
+        raise BuildError(str(exc)) from exc
+    if upstream_sum.exists():
+        ours = src / "go.sum"
+        known = set(ours.read_text().splitlines()) if ours.exists() else set()
+        known.update(upstream_sum.read_text().splitlines())
+        ours.write_text("".join(f"{line}\n" for line in sorted(known) if line))
     log(f"[build] {tool.name} {tool.version}: resolving {tool.module}")
     _run(["go", "get", *(f"{p}@{tool.version}" for p in tool.packages.values())], src, env)
     tool.bin_dir.mkdir(parents=True, exist_ok=True)

@@ -1,0 +1,272 @@
+"""Base model and schema helpers shared by every API model.
+
+A validation rule is declared once, as a :class:`Cel`: its CEL expression goes
+into the CRD (``x-kubernetes-validations``, checked at admission by the API
+server) and its Python ``check`` runs when pydantic validates the same object,
+so both sides reject the same objects with the same message.
+
+Rules on a whole model are listed in the model's ``cel_rules`` class variable;
+rules on one field are attached with ``Annotated[..., Cel(...)]``.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Hashable, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from decimal import Decimal, InvalidOperation
+from typing import Annotated, Any, ClassVar, Literal, Self
+
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    ConfigDict,
+    Field,
+    GetCoreSchemaHandler,
+    GetJsonSchemaHandler,
+    model_validator,
+)
+from pydantic.alias_generators import to_camel
+from pydantic.json_schema import JsonSchemaValue
+from pydantic_core import CoreSchema, core_schema
+
+CelReason = Literal[
+    "FieldValueInvalid", "FieldValueForbidden", "FieldValueRequired", "FieldValueDuplicate"
+]
+
+
+@dataclass(frozen=True)
+class Cel:
+    """One ``x-kubernetes-validations`` rule and its Python twin.
+
+    ``check`` receives the validated value (a model instance for model rules)
+    and returns ``True`` when the value is valid.  ``field_path`` (relative to
+    the schema the rule is on, e.g. ``.kserve``) and ``reason`` tune where and
+    how the API server reports a failure.
+    """
+
+    rule: str
+    message: str
+    check: Callable[[Any], bool] | None = field(default=None, compare=False)
+    field_path: str | None = None
+    reason: CelReason | None = None
+
+    def schema(self) -> dict[str, str]:
+        """The rule as it appears in a CRD."""
+        out = {"rule": self.rule, "message": self.message}
+        if self.field_path:
+            out["fieldPath"] = self.field_path
+        if self.reason:
+            out["reason"] = self.reason
+        return out
+
+    def validate(self, value: Any) -> None:
+        """Raise ``ValueError`` with the rule's message if ``check`` rejects ``value``."""
+        if self.check is not None and not self.check(value):
+            raise ValueError(self.message)
+
+    def __get_pydantic_core_schema__(
+        self, source: Any, handler: GetCoreSchemaHandler
+    ) -> CoreSchema:
+        inner = handler(source)
+        if self.check is None:
+            return inner
+
+        def run(value: Any) -> Any:
+            self.validate(value)
+            return value
+
+        return core_schema.no_info_after_validator_function(run, inner)
+
+    def __get_pydantic_json_schema__(
+        self, schema: CoreSchema, handler: GetJsonSchemaHandler
+    ) -> JsonSchemaValue:
+        out = dict(handler(schema))
+        out["x-kubernetes-validations"] = [
+            *out.get("x-kubernetes-validations", []),
+            self.schema(),
+        ]
+        return out
+
+
+def _model_schema_extra(schema: dict[str, Any], cls: type[BaseModel]) -> None:
+    rules: Sequence[Cel] = getattr(cls, "cel_rules", ())
+    if rules:
+        schema["x-kubernetes-validations"] = [rule.schema() for rule in rules]
+
+
+class ApiModel(BaseModel):
+    """Base of every API model: camelCase on the wire, strict about unknown fields.
+
+    Attribute docstrings become the field descriptions of the CRDs (what
+    ``kubectl explain`` prints).
+    """
+
+    model_config = ConfigDict(
+        alias_generator=to_camel,
+        validate_by_name=True,
+        validate_by_alias=True,
+        serialize_by_alias=True,
+        extra="forbid",
+        strict=True,  # like the API server: "1" is not an integer, "yes" is not a boolean
+        use_attribute_docstrings=True,
+        json_schema_extra=_model_schema_extra,
+    )
+
+    cel_rules: ClassVar[tuple[Cel, ...]] = ()
+    """Rules on the whole model (CEL in the CRD, ``check`` in Python)."""
+
+    @model_validator(mode="after")
+    def _check_cel_rules(self) -> Self:
+        for rule in type(self).cel_rules:
+            rule.validate(self)
+        return self
+
+    @classmethod
+    def from_object(cls, obj: Mapping[str, Any]) -> Self:
+        """Validate a Kubernetes object given as any mapping (e.g. a kopf body)."""
+        return cls.model_validate(plain(obj))
+
+    def to_dict(self) -> dict[str, Any]:
+        """The object as the API server stores it (camelCase, unset fields left out)."""
+        return self.model_dump(mode="json", by_alias=True, exclude_none=True)
+
+
+class OpenModel(ApiModel):
+    """A model that keeps fields it does not declare (``x-kubernetes-preserve-unknown-fields``).
+
+    Used for upstream objects (ServingRuntime and InferenceService templates,
+    HPA metrics) that this API passes through without owning their schema.
+    """
+
+    model_config = ConfigDict(extra="allow")
+
+
+def plain(value: Any) -> Any:
+    """``value`` with every mapping turned into a dict and every list-like into a list."""
+    if isinstance(value, Mapping):
+        return {str(k): plain(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [plain(v) for v in value]
+    return value
+
+
+# Helpers -----------------------------------------------------------------------------------------
+
+
+def unique_items(values: list[Any]) -> list[Any]:
+    """Reject lists with duplicates (``x-kubernetes-list-type: set`` in the CRD)."""
+    seen: set[Hashable] = set()
+    for value in values:
+        if value in seen:
+            raise ValueError(f"duplicate value {value!r}")
+        seen.add(value)
+    return values
+
+
+def unique_by(key: str) -> Callable[[list[Any]], list[Any]]:
+    """Reject lists whose items repeat ``key`` (``x-kubernetes-list-type: map``)."""
+
+    def check(values: list[Any]) -> list[Any]:
+        seen: set[Hashable] = set()
+        for value in values:
+            k = getattr(value, key)
+            if k in seen:
+                raise ValueError(f"duplicate {key} {k!r}")
+            seen.add(k)
+        return values
+
+    return check
+
+
+def set_list(max_items: int, *, min_items: int = 0) -> Any:
+    """``Field`` arguments for a list of unique scalars."""
+    return Field(
+        min_length=min_items or None,
+        max_length=max_items,
+        json_schema_extra={"x-kubernetes-list-type": "set"},
+    )
+
+
+def map_list(key: str, max_items: int) -> Any:
+    """``Field`` arguments for a list of objects keyed by ``key`` (camelCase)."""
+    return Field(
+        max_length=max_items,
+        json_schema_extra={
+            "x-kubernetes-list-type": "map",
+            "x-kubernetes-list-map-keys": [key],
+        },
+    )
+
+
+UniqueList = AfterValidator(unique_items)
+"""Python side of ``x-kubernetes-list-type: set``."""
+
+
+# Strings -----------------------------------------------------------------------------------------
+
+DNS_LABEL_RE = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"
+DNS_SUBDOMAIN_RE = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$"
+SECRET_KEY_RE = r"^[-._a-zA-Z0-9]+$"
+QUANTITY_RE = (
+    r"^[+-]?([0-9]+([.][0-9]*)?|[.][0-9]+)"
+    r"(([KMGTPE]i)|[numkMGTPE]|([eE][+-]?([0-9]+([.][0-9]*)?|[.][0-9]+)))?$"
+)
+
+DnsLabel = Annotated[str, Field(min_length=1, max_length=63, pattern=DNS_LABEL_RE)]
+"""An RFC 1123 label: a namespace or a Deployment name."""
+
+DnsSubdomain = Annotated[str, Field(min_length=1, max_length=253, pattern=DNS_SUBDOMAIN_RE)]
+"""An RFC 1123 subdomain: the name of most Kubernetes objects."""
+
+SecretKey = Annotated[str, Field(min_length=1, max_length=253, pattern=SECRET_KEY_RE)]
+"""A key of a Secret's data."""
+
+Quantity = Annotated[str, Field(max_length=64, pattern=QUANTITY_RE)]
+"""A resource quantity such as ``500m``, ``2Gi`` or ``1``."""
+
+ShortText = Annotated[str, Field(max_length=1024)]
+"""A bounded free-form string (reasons, messages, identifiers)."""
+
+Timestamp = Annotated[datetime, Field(strict=False)]
+"""An RFC 3339 date-time (parsed from its string form)."""
+
+
+def is_dns_label(value: str) -> bool:
+    """Whether ``value`` is an RFC 1123 label."""
+    return len(value) <= 63 and re.fullmatch(DNS_LABEL_RE, value) is not None
+
+
+_SUFFIXES: dict[str, Decimal] = {
+    "": Decimal(1),
+    "n": Decimal("1e-9"),
+    "u": Decimal("1e-6"),
+    "m": Decimal("1e-3"),
+    "k": Decimal(10**3),
+    "M": Decimal(10**6),
+    "G": Decimal(10**9),
+    "T": Decimal(10**12),
+    "P": Decimal(10**15),
+    "E": Decimal(10**18),
+    "Ki": Decimal(2**10),
+    "Mi": Decimal(2**20),
+    "Gi": Decimal(2**30),
+    "Ti": Decimal(2**40),
+    "Pi": Decimal(2**50),
+    "Ei": Decimal(2**60),
+}
+
+
+def parse_quantity(value: str) -> Decimal:
+    """The numeric value of a Kubernetes quantity (``"1500m"`` -> ``Decimal("1.5")``)."""
+    if re.fullmatch(QUANTITY_RE, value) is None:
+        raise ValueError(f"{value!r} is not a quantity")
+    number = value.rstrip("numkMGTPEi")
+    suffix = value[len(number) :]
+    if suffix not in _SUFFIXES:  # e.g. "1e3": the exponent is part of the number
+        number, suffix = value, ""
+    try:
+        return Decimal(number) * _SUFFIXES[suffix]
+    except InvalidOperation as err:  # pragma: no cover - the pattern rules this out
+        raise ValueError(f"{value!r} is not a quantity") from err

@@ -1,0 +1,321 @@
+"""Types shared by several kinds: placement, overrides, conditions and intent status."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Annotated, Any, ClassVar, Literal
+
+from pydantic import AfterValidator, Field
+
+from addon_api import constants as c
+from addon_api.base import (
+    ApiModel,
+    Cel,
+    DnsSubdomain,
+    OpenModel,
+    ShortText,
+    Timestamp,
+    UniqueList,
+    map_list,
+    set_list,
+    unique_by,
+)
+
+# Kind metadata (read by the CRD generator) ------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class PrinterColumn:
+    """One ``additionalPrinterColumns`` entry (a column of ``kubectl get``)."""
+
+    name: str
+    type: Literal["string", "integer", "number", "boolean", "date"]
+    json_path: str
+    description: str
+    priority: int = 0
+
+
+AGE_COLUMN = PrinterColumn(
+    "Age",
+    "date",
+    ".metadata.creationTimestamp",
+    "Time since the object was created.",
+)
+
+
+@dataclass(frozen=True)
+class CrdInfo:
+    """How a kind is served: names, scope and ``kubectl get`` columns."""
+
+    plural: str
+    short_names: tuple[str, ...]
+    scope: Literal["Namespaced", "Cluster"]
+    hub: bool
+    """Served by the hub (an intent) rather than by the managed clusters."""
+    columns: tuple[PrinterColumn, ...] = ()
+    categories: tuple[str, ...] = field(default=())
+
+
+class ObjectMeta(OpenModel):
+    """The part of Kubernetes object metadata the add-on reads; the rest is kept as is."""
+
+    name: str | None = None
+    """Name of the object."""
+    namespace: str | None = None
+    """Namespace of the object (unset for cluster-scoped kinds)."""
+    labels: dict[str, str] = Field(default_factory=dict)
+    """Labels of the object."""
+    annotations: dict[str, str] = Field(default_factory=dict)
+    """Annotations of the object."""
+    uid: str | None = None
+    """Unique id assigned by the API server."""
+    generation: int | None = None
+    """Generation of the spec, incremented by the API server on every spec change."""
+    resource_version: str | None = None
+    """Opaque version of the whole object, for optimistic concurrency."""
+
+
+class Resource(ApiModel):
+    """Base of every top-level kind: apiVersion, kind and metadata."""
+
+    crd: ClassVar[CrdInfo]
+    """How the kind is served (used to generate its CRD)."""
+    metadata_schema: ClassVar[dict[str, Any]] = {"type": "object"}
+    """Schema of metadata in the CRD (only name and generateName may be restricted)."""
+
+    api_version: Literal["modelserving.opendatahub.io/v1alpha1"] = (
+        "modelserving.opendatahub.io/v1alpha1"
+    )
+    """API version of the object: modelserving.opendatahub.io/v1alpha1."""
+    kind: str
+    """Kind of the object."""
+    metadata: ObjectMeta = Field(default_factory=ObjectMeta)
+    """Standard object metadata."""
+
+
+# Placement and overrides -------------------------------------------------------------------------
+
+
+class PlacementRef(ApiModel):
+    """A reference to an OCM Placement in the same namespace as the intent."""
+
+    name: DnsSubdomain
+    """Name of the Placement (cluster.open-cluster-management.io/v1beta1) whose decisions
+    select the managed clusters. It must be in the intent's namespace, which needs a
+    ManagedClusterSetBinding for the Placement to select any cluster."""
+
+
+class LabelSelectorRequirement(ApiModel):
+    """A label selector requirement: a key, an operator and values."""
+
+    cel_rules = (
+        Cel(
+            "self.operator in ['In', 'NotIn'] ? (has(self.values) && size(self.values) > 0)"
+            " : (!has(self.values) || size(self.values) == 0)",
+            "values must be non-empty when operator is In or NotIn,"
+            " and empty when operator is Exists or DoesNotExist",
+            lambda r: bool(r.values) == (r.operator in ("In", "NotIn")),
+            field_path=".values",
+        ),
+    )
+
+    key: Annotated[str, Field(min_length=1, max_length=317)]
+    """The label key the selector applies to."""
+    operator: Literal["In", "NotIn", "Exists", "DoesNotExist"]
+    """How the key relates to the values."""
+    values: list[Annotated[str, Field(max_length=63)]] = Field(
+        default_factory=list, max_length=c.MAX_SELECTOR_TERMS
+    )
+    """Label values; non-empty for In and NotIn, empty for Exists and DoesNotExist."""
+
+
+class LabelSelector(ApiModel):
+    """Selects ManagedClusters by their labels (all terms must match).
+
+    An empty selector matches every cluster of the Placement.
+    """
+
+    match_labels: dict[str, Annotated[str, Field(max_length=63)]] = Field(
+        default_factory=dict, max_length=c.MAX_SELECTOR_TERMS
+    )
+    """Labels a cluster must carry, with these exact values."""
+    match_expressions: list[LabelSelectorRequirement] = Field(
+        default_factory=list, max_length=c.MAX_SELECTOR_TERMS
+    )
+    """Requirements a cluster's labels must all meet."""
+
+    def matches(self, labels: dict[str, str]) -> bool:
+        """Whether a cluster with ``labels`` is selected."""
+        for key, value in self.match_labels.items():
+            if labels.get(key) != value:
+                return False
+        for req in self.match_expressions:
+            present = req.key in labels
+            if req.operator == "Exists" and not present:
+                return False
+            if req.operator == "DoesNotExist" and present:
+                return False
+            if req.operator == "In" and labels.get(req.key) not in req.values:
+                return False
+            if req.operator == "NotIn" and present and labels[req.key] in req.values:
+                return False
+        return True
+
+
+def _check_patch(patch: dict[str, Any]) -> dict[str, Any]:
+    for key in ("placementRef", "overrides"):
+        if key in patch:
+            raise ValueError(f"an override patch cannot change {key}")
+    return patch
+
+
+class Override(ApiModel):
+    """Changes what is sent to some of the clusters of the Placement.
+
+    The patch applies to clusters named in clusterNames and to clusters matched by
+    clusterSelector (either is enough). Overrides apply in order, later ones on top.
+    """
+
+    cel_rules = (
+        Cel(
+            "has(self.clusterNames) || has(self.clusterSelector)",
+            "an override must select clusters: set clusterNames, clusterSelector or both",
+            lambda o: o.cluster_names is not None or o.cluster_selector is not None,
+        ),
+    )
+
+    cluster_names: (
+        Annotated[list[DnsSubdomain], set_list(c.MAX_CLUSTER_NAMES, min_items=1), UniqueList]
+        | None
+    ) = None
+    """Names of ManagedClusters the patch applies to."""
+    cluster_selector: LabelSelector | None = None
+    """Labels of ManagedClusters the patch applies to."""
+    patch: Annotated[dict[str, Any], AfterValidator(_check_patch)]
+    """JSON merge patch (RFC 7386) applied to this intent's spec, as sent to the selected
+    clusters. placementRef and overrides cannot be patched; a null value removes a field."""
+
+    def selects(self, cluster: str, labels: dict[str, str]) -> bool:
+        """Whether this override applies to the cluster named ``cluster``."""
+        if self.cluster_names is not None and cluster in self.cluster_names:
+            return True
+        return self.cluster_selector is not None and self.cluster_selector.matches(labels)
+
+
+def merge_patch(target: Any, patch: Any) -> Any:
+    """Apply a JSON merge patch (RFC 7386) to ``target``; neither argument is modified."""
+    if not isinstance(patch, dict):
+        return patch
+    result = dict(target) if isinstance(target, dict) else {}
+    for key, value in patch.items():
+        if value is None:
+            result.pop(key, None)
+        else:
+            result[key] = merge_patch(result.get(key), value)
+    return result
+
+
+Overrides = Annotated[list[Override], Field(max_length=c.MAX_OVERRIDES)]
+
+
+# Status ------------------------------------------------------------------------------------------
+
+
+class Condition(ApiModel):
+    """A standard Kubernetes condition (same fields as metav1.Condition)."""
+
+    type: Annotated[str, Field(min_length=1, max_length=316)]
+    """Type of the condition, e.g. Ready, Progressing, Degraded or PlacementResolved."""
+    status: Literal["True", "False", "Unknown"]
+    """Whether the condition holds."""
+    observed_generation: Annotated[int, Field(ge=0)] | None = None
+    """The metadata.generation the condition was computed from."""
+    last_transition_time: Timestamp | None = None
+    """When the status of the condition last changed."""
+    reason: Annotated[str, Field(max_length=1024)] = ""
+    """A CamelCase word saying why the condition is in this status."""
+    message: Annotated[str, Field(max_length=32768)] = ""
+    """Human-readable details."""
+
+
+Conditions = Annotated[
+    list[Condition], map_list("type", c.MAX_CONDITIONS), AfterValidator(unique_by("type"))
+]
+
+
+class StatusSummary(ApiModel):
+    """Counts of the selected clusters by state."""
+
+    desired: Annotated[int, Field(ge=0)] = 0
+    """Clusters the intent should be on (the Placement's decisions)."""
+    ready: Annotated[int, Field(ge=0)] = 0
+    """Clusters where the intent is fully in effect."""
+    progressing: Annotated[int, Field(ge=0)] = 0
+    """Clusters still being brought to the desired state."""
+    failed: Annotated[int, Field(ge=0)] = 0
+    """Clusters that report a failure."""
+    ready_text: Annotated[str, Field(max_length=32)] = "0/0"
+    """ready/desired, for kubectl get."""
+
+    @classmethod
+    def of(cls, desired: int, ready: int, progressing: int, failed: int) -> StatusSummary:
+        """A summary with readyText filled in."""
+        return cls(
+            desired=desired,
+            ready=ready,
+            progressing=progressing,
+            failed=failed,
+            ready_text=f"{ready}/{desired}",
+        )
+
+
+class ClusterStatus(ApiModel):
+    """What one managed cluster reports about an intent."""
+
+    cluster: DnsSubdomain
+    """Name of the ManagedCluster."""
+    phase: Annotated[str, Field(max_length=64)] = ""
+    """Short state of the intent on that cluster (e.g. Waiting, Applied, Available, Failed)."""
+    ready: bool = False
+    """Whether the intent is fully in effect on that cluster."""
+    reason: Annotated[str, Field(max_length=256)] = ""
+    """A CamelCase word saying why the cluster is in this phase."""
+    message: ShortText = ""
+    """Human-readable details."""
+    url: Annotated[str, Field(max_length=2048)] = ""
+    """Where the model is served on that cluster (InferenceServices only)."""
+    model_state: Annotated[str, Field(max_length=64)] = ""
+    """Active model state reported by KServe (InferenceServices only), e.g. Loaded."""
+    waiting_for: Annotated[list[Annotated[str, Field(max_length=256)]], Field(max_length=16)] = (
+        Field(default_factory=list)
+    )
+    """What must happen on that cluster before the intent is sent there
+    (e.g. ServingPlatform Available, StorageConnection delivered)."""
+    last_update_time: Timestamp | None = None
+    """When this entry last changed."""
+
+
+IntentPhase = Literal["Pending", "Progressing", "Ready", "Degraded", "Invalid"]
+
+
+class IntentStatus(ApiModel):
+    """Observed state of a hub intent, aggregated over the selected clusters."""
+
+    observed_generation: Annotated[int, Field(ge=0)] | None = None
+    """The metadata.generation this status was computed from."""
+    phase: IntentPhase = "Pending"
+    """Pending (not yet on any cluster), Progressing, Ready (ready on every selected cluster),
+    Degraded (failed on some cluster) or Invalid (the manager rejected the spec; see the
+    Ready condition)."""
+    conditions: Conditions = Field(default_factory=list)
+    """Ready, Progressing, Degraded and PlacementResolved."""
+    summary: StatusSummary = Field(default_factory=StatusSummary)
+    """Counts of the selected clusters by state."""
+    clusters: Annotated[
+        list[ClusterStatus],
+        map_list("cluster", c.MAX_CLUSTER_STATUSES),
+        AfterValidator(unique_by("cluster")),
+    ] = Field(default_factory=list)
+    """Per-cluster entries, non-ready clusters first, at most 100."""
+    clusters_omitted: Annotated[int, Field(ge=0)] = 0
+    """Selected clusters left out of clusters because of the size bound."""

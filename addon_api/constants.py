@@ -1,0 +1,119 @@
+"""Names shared by the manager, the agent and the generated CRDs.
+
+Everything the two sides must agree on by name lives here, so that a rename is
+one edit.
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+ADDON_NAME: Final = "model-serving"
+"""Name of the OCM add-on (ClusterManagementAddOn / ManagedClusterAddOn)."""
+
+GROUP: Final = "modelserving.opendatahub.io"
+"""API group of every kind of the add-on, on the hub and on the spokes."""
+
+VERSION: Final = "v1alpha1"
+"""The one served and stored version."""
+
+API_VERSION: Final = f"{GROUP}/{VERSION}"
+"""``apiVersion`` of every object of the add-on."""
+
+CATEGORY: Final = "modelserving"
+"""``kubectl get modelserving`` lists every hub intent."""
+
+FIELD_MANAGER: Final = "model-serving-addon"
+"""Field manager used for server-side apply by the manager and the agent."""
+
+# Kinds -------------------------------------------------------------------------------------------
+
+KIND_MODEL_SERVING: Final = "ModelServing"
+KIND_STORAGE_CONNECTION: Final = "StorageConnection"
+KIND_SERVING_RUNTIME: Final = "MultiClusterServingRuntime"
+KIND_INFERENCE_SERVICE: Final = "MultiClusterInferenceService"
+KIND_SERVING_PLATFORM: Final = "ServingPlatform"
+KIND_SEALED_STORAGE_CONNECTION: Final = "SealedStorageConnection"
+
+HUB_KINDS: Final = (
+    KIND_MODEL_SERVING,
+    KIND_STORAGE_CONNECTION,
+    KIND_SERVING_RUNTIME,
+    KIND_INFERENCE_SERVICE,
+)
+"""Kinds served by the hub (the intents)."""
+
+SPOKE_KINDS: Final = (KIND_SERVING_PLATFORM, KIND_SEALED_STORAGE_CONNECTION)
+"""Kinds served by every managed cluster (installed with the agent)."""
+
+# Labels and annotations --------------------------------------------------------------------------
+
+LABEL_MANAGED_BY: Final = "app.kubernetes.io/managed-by"
+"""Standard label; value :data:`FIELD_MANAGER` on everything the add-on creates."""
+
+LABEL_PART_OF: Final = "app.kubernetes.io/part-of"
+"""Standard label; value :data:`ADDON_NAME`."""
+
+LABEL_INTENT_KIND: Final = f"{GROUP}/intent-kind"
+"""On a ManifestWork (and what it carries): kind of the hub intent that owns it."""
+
+LABEL_INTENT_NAMESPACE: Final = f"{GROUP}/intent-namespace"
+"""On a ManifestWork (and what it carries): hub namespace of the owning intent."""
+
+LABEL_INTENT_NAME: Final = f"{GROUP}/intent-name"
+"""On a ManifestWork (and what it carries): name of the owning intent."""
+
+LABEL_COMPONENT: Final = f"{GROUP}/component"
+"""On stack objects the agent installs: the component (deployment name) they belong to."""
+
+ANNOTATION_RENDER_HASH: Final = f"{GROUP}/render-hash"
+"""Hash of the inputs a ManifestWork was rendered from (steady state makes no writes)."""
+
+# Conditions --------------------------------------------------------------------------------------
+
+CONDITION_READY: Final = "Ready"
+CONDITION_PROGRESSING: Final = "Progressing"
+CONDITION_DEGRADED: Final = "Degraded"
+CONDITION_PLACEMENT_RESOLVED: Final = "PlacementResolved"
+
+INTENT_CONDITION_TYPES: Final = (
+    CONDITION_READY,
+    CONDITION_PROGRESSING,
+    CONDITION_DEGRADED,
+    CONDITION_PLACEMENT_RESOLVED,
+)
+"""Condition types the manager maintains on every hub intent."""
+
+# Spoke-side names --------------------------------------------------------------------------------
+
+STORAGE_CONFIG_SECRET: Final = "storage-config"
+"""Secret both KServe and ModelMesh read storage credentials from, one entry per connection."""
+
+MODELMESH_ENABLED_LABEL: Final = "modelmesh-enabled"
+"""Namespace label (value ``"true"``) that lets ModelMesh serve in a namespace."""
+
+DEPLOYMENT_MODE_ANNOTATION: Final = "serving.kserve.io/deploymentMode"
+"""InferenceService annotation choosing Standard/RawDeployment or ModelMesh."""
+
+# Size bounds (also what keeps the CEL cost estimates of the CRDs small) -------------------------
+
+MAX_OVERRIDES: Final = 32
+"""Overrides per intent."""
+
+MAX_CLUSTER_NAMES: Final = 100
+"""Cluster names one override lists."""
+
+MAX_CLUSTER_STATUSES: Final = 100
+"""Per-cluster status entries kept in an intent's status (non-ready clusters first)."""
+
+MAX_CONDITIONS: Final = 16
+"""Conditions per status."""
+
+MAX_COMPONENTS: Final = 16
+"""Entries of ``components`` and ``devFlags.images``."""
+
+MAX_NAMESPACES: Final = 64
+"""Entries of ``servingNamespaces`` and ``targetNamespaces``."""
+
+MAX_SELECTOR_TERMS: Final = 32
+"""``matchLabels`` entries, ``matchExpressions`` items and values per expression."""

@@ -1,0 +1,400 @@
+"""Hub intents: what the hub admin declares once for a set of managed clusters.
+
+All four kinds are namespaced; an intent may only use a Placement in its own
+namespace.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Annotated, Any, Literal
+
+from pydantic import Field
+
+from addon_api import constants as c
+from addon_api.base import (
+    ApiModel,
+    Cel,
+    DnsLabel,
+    DnsSubdomain,
+    OpenModel,
+    SecretKey,
+    UniqueList,
+    set_list,
+)
+from addon_api.common import (
+    AGE_COLUMN,
+    CrdInfo,
+    IntentStatus,
+    Overrides,
+    PlacementRef,
+    PrinterColumn,
+    Resource,
+)
+from addon_api.platform import PlatformSettings
+
+_READY = PrinterColumn(
+    "Ready", "string", ".status.summary.readyText", "Clusters ready / clusters selected."
+)
+_PHASE = PrinterColumn("Phase", "string", ".status.phase", "Aggregated state.")
+
+
+class IntentSpec(ApiModel):
+    """Fields every hub intent has: where it goes, and per-cluster changes."""
+
+    placement_ref: PlacementRef
+    """The OCM Placement (in this namespace) whose decisions select the managed clusters."""
+    overrides: Overrides = Field(default_factory=list)
+    """Per-cluster changes, applied in order to what is sent to the clusters they select."""
+
+
+# ModelServing ------------------------------------------------------------------------------------
+
+
+class ModelServingSpec(PlatformSettings, IntentSpec):
+    """Which serving platform runs on the clusters of a Placement, and how."""
+
+
+class ModelServing(Resource):
+    """A model serving platform (KServe or ModelMesh) for the clusters of a Placement.
+
+    The add-on installs, configures and removes the platform on every managed cluster
+    the Placement selects.
+    """
+
+    crd = CrdInfo(
+        plural="modelservings",
+        short_names=("msv",),
+        scope="Namespaced",
+        hub=True,
+        categories=(c.CATEGORY,),
+        columns=(
+            PrinterColumn("Platform", "string", ".spec.platform", "Serving platform."),
+            PrinterColumn(
+                "State", "string", ".spec.managementState", "Managed or Removed.", priority=1
+            ),
+            _READY,
+            _PHASE,
+            AGE_COLUMN,
+        ),
+    )
+
+    kind: Literal["ModelServing"] = "ModelServing"
+    """Kind of the object."""
+    spec: ModelServingSpec
+    """Desired state of the serving platform on the selected clusters."""
+    status: IntentStatus | None = None
+    """Observed state, aggregated over the selected clusters."""
+
+
+# StorageConnection -------------------------------------------------------------------------------
+
+StorageType = Literal["s3", "gcs", "azure", "pvc", "uri"]
+STORAGE_TYPES: tuple[StorageType, ...] = ("s3", "gcs", "azure", "pvc", "uri")
+SECRET_STORAGE_TYPES: tuple[StorageType, ...] = ("s3", "gcs", "azure")
+"""Storage types whose credentials come from a Secret."""
+
+_CREDENTIAL_FIELD_RE = "^[a-z][a-z0-9_]*$"
+
+
+class StorageSecretRef(ApiModel):
+    """The hub Secret (same namespace) holding the credentials of a storage connection."""
+
+    name: DnsSubdomain
+    """Name of the Secret."""
+    keys: Annotated[
+        dict[str, SecretKey],
+        Field(max_length=16),
+        Cel(
+            f"self.all(k, size(k) <= 63 && k.matches('{_CREDENTIAL_FIELD_RE}'))",
+            "keys of secretRef.keys must be storage-config field names"
+            " (lowercase letters, digits and '_'), e.g. access_key_id",
+            lambda m: all(
+                len(k) <= 63 and re.fullmatch(_CREDENTIAL_FIELD_RE, k) is not None for k in m
+            ),
+        ),
+    ] = Field(default_factory=dict)
+    """Which Secret data key fills which field of the storage-config entry
+    (e.g. access_key_id: AWS_ACCESS_KEY_ID). When empty, every data key of the Secret
+    becomes a field of the entry under its own name."""
+
+
+class S3Storage(ApiModel):
+    """An S3-compatible object store."""
+
+    endpoint: Annotated[str, Field(max_length=2048, pattern="^https?://[^ ]+$")] | None = None
+    """Endpoint URL (e.g. https://s3.eu-west-1.amazonaws.com or a MinIO URL)."""
+    region: Annotated[str, Field(max_length=64)] | None = None
+    """Region of the bucket."""
+    bucket: Annotated[str, Field(min_length=1, max_length=255)] | None = None
+    """Default bucket."""
+
+
+class GcsStorage(ApiModel):
+    """Google Cloud Storage."""
+
+    bucket: Annotated[str, Field(min_length=1, max_length=255)] | None = None
+    """Default bucket."""
+
+
+class AzureStorage(ApiModel):
+    """Azure Blob Storage."""
+
+    storage_account: Annotated[str, Field(min_length=3, max_length=24, pattern="^[a-z0-9]+$")]
+    """Storage account name."""
+    container: Annotated[str, Field(min_length=3, max_length=63)] | None = None
+    """Default blob container."""
+
+
+class PvcStorage(ApiModel):
+    """A PersistentVolumeClaim that already exists in each target namespace."""
+
+    claim_name: DnsSubdomain
+    """Name of the PersistentVolumeClaim."""
+
+
+class UriStorage(ApiModel):
+    """A plain http(s) location that needs no credentials."""
+
+    uri: Annotated[str, Field(min_length=1, max_length=2048, pattern="^https?://[^ ]+$")]
+    """Base URI of the models."""
+
+
+def _section_rule(kind: StorageType) -> Cel:
+    return Cel(
+        f"has(self.{kind}) == (self.type == '{kind}')",
+        f"spec.{kind} must be set when spec.type is {kind}, and only then",
+        lambda s: (getattr(s, kind) is not None) == (s.type == kind),
+        field_path=f".{kind}",
+    )
+
+
+class StorageConnectionSpec(IntentSpec):
+    """A storage backend and the spoke namespaces its credentials are delivered to."""
+
+    cel_rules = (
+        Cel(
+            "!(self.type in ['s3', 'gcs', 'azure']) || has(self.secretRef)",
+            "spec.secretRef is required when spec.type is s3, gcs or azure",
+            lambda s: s.type not in SECRET_STORAGE_TYPES or s.secret_ref is not None,
+            field_path=".secretRef",
+            reason="FieldValueRequired",
+        ),
+        Cel(
+            "!(self.type in ['pvc', 'uri']) || !has(self.secretRef)",
+            "spec.secretRef must not be set when spec.type is pvc or uri",
+            lambda s: s.type in SECRET_STORAGE_TYPES or s.secret_ref is None,
+            field_path=".secretRef",
+            reason="FieldValueForbidden",
+        ),
+        *(_section_rule(kind) for kind in STORAGE_TYPES),
+    )
+
+    type: StorageType
+    """Kind of storage: s3, gcs, azure, pvc or uri. Exactly the section of that name must
+    be set."""
+    secret_ref: StorageSecretRef | None = None
+    """Credentials (required for s3, gcs and azure; not allowed for pvc and uri)."""
+    s3: S3Storage | None = None
+    """S3 settings (type s3)."""
+    gcs: GcsStorage | None = None
+    """Google Cloud Storage settings (type gcs)."""
+    azure: AzureStorage | None = None
+    """Azure Blob Storage settings (type azure)."""
+    pvc: PvcStorage | None = None
+    """PersistentVolumeClaim settings (type pvc)."""
+    uri: UriStorage | None = None
+    """Plain URI settings (type uri)."""
+    target_namespaces: Annotated[
+        list[DnsLabel], set_list(c.MAX_NAMESPACES, min_items=1), UniqueList
+    ]
+    """Namespaces on the managed clusters whose storage-config Secret gets this entry."""
+    entry_name: SecretKey | None = None
+    """Key of the entry in the storage-config Secret (default: the name of this object)."""
+
+    def entry_key(self, object_name: str) -> str:
+        """The storage-config key this connection is delivered under."""
+        return self.entry_name or object_name
+
+
+class StorageConnection(Resource):
+    """A storage backend that models are read from, for the clusters of a Placement.
+
+    Its credentials, sealed per cluster, become an entry of the storage-config Secret in
+    the target namespaces of the selected managed clusters.
+    """
+
+    crd = CrdInfo(
+        plural="storageconnections",
+        short_names=("sconn",),
+        scope="Namespaced",
+        hub=True,
+        categories=(c.CATEGORY,),
+        columns=(
+            PrinterColumn("Type", "string", ".spec.type", "Storage type."),
+            _READY,
+            _PHASE,
+            AGE_COLUMN,
+        ),
+    )
+
+    kind: Literal["StorageConnection"] = "StorageConnection"
+    """Kind of the object."""
+    spec: StorageConnectionSpec
+    """The storage backend and where it is delivered."""
+    status: IntentStatus | None = None
+    """Observed state, aggregated over the selected clusters."""
+
+
+# MultiClusterServingRuntime ----------------------------------------------------------------------
+
+
+class RuntimeContainer(OpenModel):
+    """A container of the ServingRuntime (a core/v1 Container)."""
+
+    name: DnsLabel
+    """Name of the container."""
+
+
+class SupportedModelFormat(OpenModel):
+    """A model format the runtime can serve."""
+
+    name: Annotated[str, Field(min_length=1, max_length=63)]
+    """Name of the format (e.g. sklearn, onnx, pytorch)."""
+
+
+class ServingRuntimeTemplate(OpenModel):
+    """A KServe ServingRuntime spec (serving.kserve.io/v1alpha1), passed through as is."""
+
+    containers: Annotated[list[RuntimeContainer], Field(min_length=1, max_length=16)]
+    """Containers of the runtime."""
+    supported_model_formats: Annotated[
+        list[SupportedModelFormat], Field(min_length=1, max_length=64)
+    ]
+    """Model formats the runtime serves."""
+
+
+class MultiClusterServingRuntimeSpec(IntentSpec):
+    """A KServe ServingRuntime to create on the selected clusters."""
+
+    target_namespace: DnsLabel
+    """Namespace of the ServingRuntime on the managed clusters."""
+    template: ServingRuntimeTemplate
+    """Spec of the ServingRuntime, named like this object on every cluster."""
+
+
+class MultiClusterServingRuntime(Resource):
+    """A KServe ServingRuntime created on every managed cluster selected by a Placement."""
+
+    crd = CrdInfo(
+        plural="multiclusterservingruntimes",
+        short_names=("mcsr",),
+        scope="Namespaced",
+        hub=True,
+        categories=(c.CATEGORY,),
+        columns=(
+            PrinterColumn(
+                "Target", "string", ".spec.targetNamespace", "Namespace on the clusters."
+            ),
+            _READY,
+            _PHASE,
+            AGE_COLUMN,
+        ),
+    )
+
+    kind: Literal["MultiClusterServingRuntime"] = "MultiClusterServingRuntime"
+    """Kind of the object."""
+    spec: MultiClusterServingRuntimeSpec
+    """The runtime and where it goes."""
+    status: IntentStatus | None = None
+    """Observed state, aggregated over the selected clusters."""
+
+
+# MultiClusterInferenceService --------------------------------------------------------------------
+
+
+class InferenceServiceTemplate(OpenModel):
+    """A KServe InferenceService spec (serving.kserve.io/v1beta1), passed through as is."""
+
+    predictor: dict[str, Any]
+    """The predictor (model format, storageUri, runtime, resources, ...)."""
+
+
+DeploymentMode = Literal["Standard", "RawDeployment", "ModelMesh"]
+
+_ISVC_NAME_RE = "^[a-z]([-a-z0-9]*[a-z0-9])?$"
+
+
+def _isvc_name_ok(name: str | None) -> bool:
+    return name is None or (len(name) <= 63 and re.fullmatch(_ISVC_NAME_RE, name) is not None)
+
+
+class MultiClusterInferenceServiceSpec(IntentSpec):
+    """A KServe InferenceService to create on the selected clusters."""
+
+    target_namespace: DnsLabel
+    """Namespace of the InferenceService on the managed clusters."""
+    template: InferenceServiceTemplate
+    """Spec of the InferenceService, named like this object on every cluster."""
+    storage_connections: Annotated[list[DnsSubdomain], set_list(16), UniqueList] = Field(
+        default_factory=list
+    )
+    """StorageConnections (in this namespace) the model is read through; the
+    InferenceService is sent to a cluster only once they are delivered there."""
+    deployment_mode: DeploymentMode = "Standard"
+    """Standard (RawDeployment is its older name) needs platform KServe on the cluster,
+    ModelMesh needs platform ModelMesh."""
+
+
+class MultiClusterInferenceService(Resource):
+    """A KServe InferenceService created on every managed cluster selected by a Placement."""
+
+    cel_rules = (
+        Cel(
+            f"size(self.metadata.name) <= 63 && self.metadata.name.matches('{_ISVC_NAME_RE}')",
+            "metadata.name must be a DNS-1035 label (a lowercase letter first, then lowercase"
+            " letters, digits and '-', at most 63 characters), as KServe requires",
+            lambda o: _isvc_name_ok(o.metadata.name),
+            field_path=".metadata.name",
+        ),
+    )
+    metadata_schema = {
+        "type": "object",
+        "properties": {
+            "name": {"type": "string", "maxLength": 63},
+            "generateName": {"type": "string", "maxLength": 58},
+        },
+    }
+
+    crd = CrdInfo(
+        plural="multiclusterinferenceservices",
+        short_names=("mcisvc",),
+        scope="Namespaced",
+        hub=True,
+        categories=(c.CATEGORY,),
+        columns=(
+            PrinterColumn(
+                "Target", "string", ".spec.targetNamespace", "Namespace on the clusters."
+            ),
+            PrinterColumn("Mode", "string", ".spec.deploymentMode", "Deployment mode."),
+            _READY,
+            _PHASE,
+            AGE_COLUMN,
+        ),
+    )
+
+    kind: Literal["MultiClusterInferenceService"] = "MultiClusterInferenceService"
+    """Kind of the object."""
+    spec: MultiClusterInferenceServiceSpec
+    """The model service and where it goes."""
+    status: IntentStatus | None = None
+    """Observed state, aggregated over the selected clusters."""
+
+
+HUB_RESOURCES: tuple[type[Resource], ...] = (
+    ModelServing,
+    StorageConnection,
+    MultiClusterServingRuntime,
+    MultiClusterInferenceService,
+)
+"""Every hub kind, in documentation order."""
