@@ -6,7 +6,7 @@ import argparse
 import json
 import signal
 import sys
-import threading
+import time
 from collections.abc import Sequence
 from pathlib import Path
 from types import FrameType
@@ -19,13 +19,10 @@ from testbed.processes import ProcessFailed
 def _up(spokes: int, run_dir: Path | None, state_file: Path | None) -> int:
     from testbed.fleet import Testbed
 
-    stop = threading.Event()
+    def _on_term(signum: int, frame: FrameType | None) -> None:
+        raise KeyboardInterrupt
 
-    def _on_signal(signum: int, frame: FrameType | None) -> None:
-        stop.set()
-
-    signal.signal(signal.SIGINT, _on_signal)
-    signal.signal(signal.SIGTERM, _on_signal)
+    signal.signal(signal.SIGTERM, _on_term)
     build.build_all()
     bed = Testbed(spokes=spokes, run_dir=run_dir)
     try:
@@ -39,15 +36,17 @@ def _up(spokes: int, run_dir: Path | None, state_file: Path | None) -> int:
             }
             state_file.write_text(json.dumps(state))
         print("[testbed] up; press Ctrl-C to stop everything", flush=True)
-        while not stop.wait(2):
+        while True:
+            time.sleep(2)
             bed.check_processes()
+    except KeyboardInterrupt:
+        return 0
     except ProcessFailed as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1
     finally:
         bed.stop()
         print("[testbed] stopped", flush=True)
-    return 0
 
 
 def main(argv: Sequence[str]) -> int:

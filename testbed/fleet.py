@@ -43,6 +43,8 @@ CLUSTERSET_LABEL = "cluster.open-cluster-management.io/clusterset"
 class Testbed:
     """A hub and ``spokes`` managed clusters on real control-plane binaries."""
 
+    __test__ = False  # not a pytest test class
+
     def __init__(
         self,
         spokes: int = 2,
@@ -188,6 +190,11 @@ class Testbed:
                 f"--tls-cert-file={serving.cert}",
                 f"--tls-private-key-file={serving.key}",
                 f"--client-ca-file={self.ca.pair.cert}",
+                f"--requestheader-client-ca-file={self.ca.pair.cert}",
+                "--requestheader-allowed-names=front-proxy-client",
+                "--requestheader-username-headers=X-Remote-User",
+                "--requestheader-group-headers=X-Remote-Group",
+                "--requestheader-extra-headers-prefix=X-Remote-Extra-",
                 f"--service-account-issuer=https://{name}.testbed.local",
                 f"--service-account-key-file={sa_key}",
                 f"--service-account-signing-key-file={sa_key}",
@@ -423,13 +430,15 @@ class Testbed:
                     if exc.status == 404:
                         continue
                     raise
+                patch: dict[str, Any] = {}
                 if not mc.get("spec", {}).get("hubAcceptsClient"):
+                    patch["spec"] = {"hubAcceptsClient": True}
+                if CLUSTERSET_LABEL not in mc["metadata"].get("labels", {}):
+                    # What OCM's ManagedCluster mutating webhook (not run here) defaults.
+                    patch["metadata"] = {"labels": {CLUSTERSET_LABEL: "default"}}
+                if patch:
                     custom.patch_cluster_custom_object(
-                        "cluster.open-cluster-management.io",
-                        "v1",
-                        "managedclusters",
-                        name,
-                        {"spec": {"hubAcceptsClient": True}},
+                        "cluster.open-cluster-management.io", "v1", "managedclusters", name, patch
                     )
             return all(self.hub_kubeconfig_for(s).exists() for s in self.spokes)
 

@@ -19,6 +19,7 @@ from kubernetes import client
 
 from addon_api import constants as c
 from addon_api.crdgen import RESOURCES
+from tests.helpers import eventually
 
 pytestmark = pytest.mark.testbed
 
@@ -367,13 +368,8 @@ def test_spoke_status_via_python_client(clusters: dict[str, Cluster]) -> None:
 
 @pytest.mark.parametrize("path", sorted(EXAMPLES.glob("*.yaml")), ids=lambda p: p.name)
 def test_example_is_accepted(clusters: dict[str, Cluster], hub_namespace: str, path: Path) -> None:
-    docs = [
-        doc
-        for doc in yaml.safe_load_all(path.read_text())
-        if doc and doc["apiVersion"].startswith(f"{c.GROUP}/")
-    ]
-    if not docs:
-        pytest.skip(f"{path.name} has no {c.GROUP} objects")
+    docs = [doc for doc in yaml.safe_load_all(path.read_text()) if doc]
+    assert docs, f"{path.name} is empty"
     result = clusters["hub"].kubectl(
         "apply",
         "--server-side",
@@ -386,3 +382,23 @@ def test_example_is_accepted(clusters: dict[str, Cluster], hub_namespace: str, p
         check=False,
     )
     assert result.returncode == 0, result.stderr
+
+
+def test_example_placement_selects_the_default_cluster_set(
+    clusters: dict[str, Cluster], hub_namespace: str
+) -> None:
+    hub = clusters["hub"]
+    hub.kubectl("apply", "-n", hub_namespace, "-f", str(EXAMPLES / "placement.yaml"))
+
+    def decided() -> set[str]:
+        out = hub.kubectl(
+            "get", "placementdecisions", "-n", hub_namespace,
+            "-l", "cluster.open-cluster-management.io/placement=default", "-o", "json",
+        ).stdout
+        return {
+            d["clusterName"]
+            for pd in json.loads(out)["items"]
+            for d in pd.get("status", {}).get("decisions", [])
+        }
+
+    assert eventually(lambda: decided() == {"cluster1", "cluster2"}, timeout=60)
