@@ -1,24 +1,38 @@
 """The ``model-serving-addon`` command: one entry point for every role.
 
-Subcommands import their role lazily so that the manager never loads agent code
-and the other way round.
+``manager`` and ``agent`` hand the rest of the command line to their package's
+``main(argv)``; each role is imported lazily so the manager never loads agent
+code and the other way round.
 """
 
 from __future__ import annotations
 
 import argparse
+import importlib
 import sys
 from collections.abc import Sequence
+
+ROLES = {
+    "manager": ("addon_manager.main", "run the hub manager (kopf) against the hub cluster"),
+    "agent": ("addon_agent.main", "run the spoke agent (kopf) on a managed cluster"),
+}
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the subcommand named on the command line."""
+    args_in = list(sys.argv[1:] if argv is None else argv)
+    if args_in and args_in[0] in ROLES:
+        module = importlib.import_module(ROLES[args_in[0]][0])
+        code: int = module.main(args_in[1:])
+        return code
     parser = argparse.ArgumentParser(prog="model-serving-addon")
     sub = parser.add_subparsers(dest="command", required=True)
+    for role, (_, help_text) in ROLES.items():
+        sub.add_parser(role, help=help_text, add_help=False)
     crds = sub.add_parser("crds", help="write crds/*.yaml (and docs/api.md) from the models")
     crds.add_argument("--out", default="crds", help="directory for the CRD files")
     crds.add_argument("--docs", default="docs/api.md", help="API reference to write")
-    args = parser.parse_args(list(sys.argv[1:] if argv is None else argv))
+    args = parser.parse_args(args_in)
     if args.command == "crds":
         from addon_api import crdgen
 

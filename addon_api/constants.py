@@ -117,3 +117,15 @@ MAX_NAMESPACES: Final = 64
 
 MAX_SELECTOR_TERMS: Final = 32
 """``matchLabels`` entries, ``matchExpressions`` items and values per expression."""
+
+# Agent identity and sealing -----------------------------------------------------------------------
+AGENT_NAMESPACE: Final = "open-cluster-management-agent-addon"
+"""Spoke namespace the agent runs in (OCM's default namespace for add-on agents)."""
+AGENT_IDENTITY_CONFIGMAP: Final = "model-serving-agent-identity"
+"""ConfigMap (in :data:`AGENT_NAMESPACE`) where the agent publishes its public key."""
+AGENT_KEY_SECRET: Final = "model-serving-agent-key"
+"""Secret (in :data:`AGENT_NAMESPACE`) holding the agent's private key; never leaves the spoke."""
+IDENTITY_PUBLIC_KEY: Final = "publicKey"
+"""Identity ConfigMap key: base64 of the agent's X25519 public key."""
+IDENTITY_KEY_ID: Final = "keyId"
+"""Identity ConfigMap key: id of that public key (see ``addon_api.sealing.key_id``)."""
