@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import yaml
 
 from testbed import build, upstream, versions
@@ -22,8 +24,9 @@ def test_every_tool_has_a_version_keyed_cache_dir() -> None:
         assert tool.bin_dir.name == f"{tool.name}-{tool.version}"
 
 
-def _kinds(paths: list) -> set[str]:  # type: ignore[type-arg]
-    return {yaml.safe_load(p.read_text())["spec"]["names"]["kind"] for p in paths}
+def _kinds(paths: list[Path]) -> set[str]:
+    docs = (yaml.load(p.read_text(), Loader=yaml.CSafeLoader) for p in paths)
+    return {d["spec"]["names"]["kind"] for d in docs}
 
 
 def test_upstream_crds_come_from_the_module_cache() -> None:
