@@ -360,6 +360,30 @@ class Testbed:
             [binary("placement"), "controller", *self._ocm_controller_flags(hub, HUB_NAMESPACE)],
         )
 
+    def ensure_hub_controller(self, component: str) -> Process:
+        """Start an optional OCM hub controller once (idempotent); return its process.
+
+        ``addon-manager`` runs OCM's add-on manager (ClusterManagementAddOn,
+        AddOnTemplate, ManagedClusterAddOn); ``work-manager`` runs OCM's work hub
+        manager with the ManifestWorkReplicaSet feature gate.
+        """
+        hub = self.hub
+        existing = hub.processes.get(component)
+        if existing is not None and existing.alive():
+            return existing
+        flags = self._ocm_controller_flags(hub, HUB_NAMESPACE)
+        if component == "addon-manager":
+            argv: list[str | Path] = [binary("addon"), "manager", *flags]
+        elif component == "work-manager":
+            argv = [
+                binary("work"), "manager", *flags, "--feature-gates=ManifestWorkReplicaSet=true"
+            ]
+        else:
+            raise ValueError(f"unknown hub controller {component!r}")
+        proc = self._spawn(f"hub-{component}", argv)
+        hub.processes[component] = proc
+        return proc
+
     def _start_registration_agent(self, spoke: Cluster) -> None:
         bootstrap_pair = self.ca.issue(
             f"{spoke.name}-bootstrap",

@@ -176,3 +176,34 @@ def test_kserve_and_modelmesh_crds_install(testbed: Testbed) -> None:
             spoke.kubectl("delete", "namespace", ns, "--wait=false", check=False)
             spoke.kubectl("delete", "crd", *_crd_names(crds), "--wait=true", check=False,
                           timeout=180)
+
+
+def test_work_manager_fans_out_a_manifestworkreplicaset(
+    testbed: Testbed, hub_namespace: str
+) -> None:
+    hub = testbed.hub
+    proc = testbed.ensure_hub_controller("work-manager")
+    assert testbed.ensure_hub_controller("work-manager") is proc  # idempotent
+    name = f"mwrs-{uuid.uuid4().hex[:6]}"
+    hub.apply_objects([
+        {"apiVersion": "cluster.open-cluster-management.io/v1beta1", "kind": "Placement",
+         "metadata": {"name": "all", "namespace": hub_namespace},
+         "spec": {"clusterSets": ["default"]}},
+        {"apiVersion": "work.open-cluster-management.io/v1alpha1",
+         "kind": "ManifestWorkReplicaSet",
+         "metadata": {"name": name, "namespace": hub_namespace},
+         "spec": {
+             "placementRefs": [{"name": "all", "rolloutStrategy": {"type": "All"}}],
+             "manifestWorkTemplate": {"workload": {"manifests": [
+                 {"apiVersion": "v1", "kind": "ConfigMap",
+                  "metadata": {"name": name, "namespace": "default"}, "data": {"k": "v"}}]}},
+         }},
+    ])
+    for spoke in testbed.spokes:
+        eventually(lambda s=spoke: s.kubectl(  # type: ignore[misc]
+            "get", "configmap", name, "-n", "default", check=False).returncode == 0, timeout=60)
+    hub.kubectl("delete", "manifestworkreplicaset", name, "-n", hub_namespace)
+    for spoke in testbed.spokes:
+        eventually(lambda s=spoke: s.kubectl(  # type: ignore[misc]
+            "get", "configmap", name, "-n", "default", check=False).returncode != 0, timeout=60)
+    proc.check()
