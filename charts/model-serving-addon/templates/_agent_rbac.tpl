@@ -1,0 +1,60 @@
+{{/*
+The agent's rights on its managed cluster: exactly the kinds the KServe and ModelMesh bundles
+contain, plus its own kinds. No wildcards. `bind` and `escalate` on RBAC kinds are needed because
+the agent installs the stacks' own ClusterRoles and bindings.
+*/}}
+{{- define "msa.agentClusterRole" -}}
+apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRole
+metadata:
+  name: model-serving-agent
+rules:
+  - apiGroups: [modelserving.opendatahub.io]
+    resources: [servingplatforms, sealedstorageconnections]
+    verbs: [get, list, watch, patch, update]
+  - apiGroups: [modelserving.opendatahub.io]
+    resources: [servingplatforms/status, sealedstorageconnections/status, servingplatforms/finalizers, sealedstorageconnections/finalizers]
+    verbs: [get, patch, update]
+  - apiGroups: [apiextensions.k8s.io]
+    resources: [customresourcedefinitions]
+    verbs: [get, list, watch, create, patch, update, delete]
+  - apiGroups: [admissionregistration.k8s.io]
+    resources: [mutatingwebhookconfigurations, validatingwebhookconfigurations]
+    verbs: [get, list, watch, create, patch, update, delete]
+  - apiGroups: [""]
+    resources: [namespaces, configmaps, secrets, services, serviceaccounts]
+    verbs: [get, list, watch, create, patch, update, delete]
+  - apiGroups: [""]
+    resources: [pods, endpoints]
+    verbs: [get, list, watch]
+  - apiGroups: ["", events.k8s.io]
+    resources: [events]
+    verbs: [create, patch]
+  - apiGroups: [apps]
+    resources: [deployments, statefulsets]
+    verbs: [get, list, watch, create, patch, update, delete]
+  - apiGroups: [autoscaling]
+    resources: [horizontalpodautoscalers]
+    verbs: [get, list, watch, create, patch, update, delete]
+  - apiGroups: [policy]
+    resources: [poddisruptionbudgets]
+    verbs: [get, list, watch, create, patch, update, delete]
+  - apiGroups: [networking.k8s.io]
+    resources: [networkpolicies]
+    verbs: [get, list, watch, create, patch, update, delete]
+  - apiGroups: [rbac.authorization.k8s.io]
+    resources: [clusterroles, clusterrolebindings, roles, rolebindings]
+    verbs: [get, list, watch, create, patch, update, delete, bind, escalate]
+  - apiGroups: [coordination.k8s.io]
+    resources: [leases]
+    verbs: [get, list, watch, create, patch, update]
+  - apiGroups: [serving.kserve.io]
+    resources: [inferenceservices, servingruntimes, clusterservingruntimes, trainedmodels, inferencegraphs, predictors, clusterstoragecontainers, localmodelcaches, localmodelnodes, localmodelnodegroups]
+    verbs: [get, list, watch, create, patch, update, delete]
+  - apiGroups: [monitoring.coreos.com]
+    resources: [servicemonitors, podmonitors]
+    verbs: [get, list, watch, create, patch, update, delete]
+  - apiGroups: [cert-manager.io]
+    resources: [certificates, issuers]
+    verbs: [get, list, watch, create, patch, update, delete]
+{{- end -}}

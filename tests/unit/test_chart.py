@@ -1,0 +1,115 @@
+"""The Helm chart, rendered by the real helm binary (no cluster needed)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from addon_api import constants as c
+from tests.chart_support import CHART, helm, render
+
+
+def _kinds(objs: list[dict[str, Any]]) -> list[str]:
+    return sorted(o["kind"] for o in objs)
+
+
+def _agent_manifests(objs: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    template = next(o for o in objs if o["kind"] == "AddOnTemplate")
+    manifests: list[dict[str, Any]] = template["spec"]["agentSpec"]["workload"]["manifests"]
+    return manifests
+
+
+def test_lint_passes() -> None:
+    out = helm("lint", str(CHART), "--strict")
+    assert "0 chart(s) failed" in out.stdout
+
+
+def test_default_render() -> None:
+    objs = render()
+    kinds = _kinds(objs)
+    assert kinds.count("CustomResourceDefinition") == 4  # the hub intents only
+    for kind in ("Deployment", "ClusterRole", "ClusterRoleBinding", "ServiceAccount",
+                 "ClusterManagementAddOn", "AddOnTemplate", "AddOnDeploymentConfig"):
+        assert kind in kinds
+    assert "ServiceMonitor" not in kinds and "PrometheusRule" not in kinds
+    cma = next(o for o in objs if o["kind"] == "ClusterManagementAddOn")
+    assert cma["metadata"]["name"] == c.ADDON_NAME
+    assert cma["spec"]["installStrategy"] == {"type": "Manual"}
+    agent_kinds = _kinds(_agent_manifests(objs))
+    assert agent_kinds == ["ClusterRole", "ClusterRoleBinding", "CustomResourceDefinition",
+                           "CustomResourceDefinition", "Deployment", "Namespace",
+                           "ServiceAccount"]
+    manager = next(o for o in objs if o["kind"] == "Deployment")
+    pod = manager["spec"]["template"]["spec"]
+    assert pod["securityContext"]["runAsNonRoot"] is True
+    assert pod["containers"][0]["securityContext"]["readOnlyRootFilesystem"] is True
+    assert manager["spec"]["strategy"]["type"] == "Recreate"
+    assert pod["containers"][0]["args"][0] == "manager"
+
+
+def test_agent_deployment_uses_template_variables() -> None:
+    dep = next(m for m in _agent_manifests(render()) if m["kind"] == "Deployment")
+    container = dep["spec"]["template"]["spec"]["containers"][0]
+    assert container["image"] == "{{IMAGE}}"
+    assert "--cluster-name={{CLUSTER_NAME}}" in container["args"]
+    assert "--log-level={{LOG_LEVEL}}" in container["args"]
+    assert dep["metadata"]["namespace"] == c.AGENT_NAMESPACE
+    assert "--namespace={{INSTALL_NAMESPACE}}" in container["args"]
+
+
+@pytest.mark.parametrize(
+    ("sets", "expect"),
+    [
+        (("serviceMonitor.enabled=true",), "ServiceMonitor"),
+        (("addon.installStrategy=Placements", "addon.placements[0].name=all",
+          "addon.placements[0].namespace=fleet"), "Placements"),
+        (("manager.addonEnablement=false",), "--no-addon-enablement"),
+        (("image.tag=v9.9.9",), "quay.io/opendatahub/model-serving-addon:v9.9.9"),
+    ],
+)
+def test_feature_flags(sets: tuple[str, ...], expect: str) -> None:
+    objs = render(*sets)
+    text = repr(objs)
+    assert expect in text
+
+
+@pytest.mark.parametrize(
+    ("sets", "field"),
+    [
+        (("manager.logLevel=loud",), "logLevel"),
+        (("manager.replicas=3",), "replicas"),
+        (("addon.installStrategy=Sometimes",), "installStrategy"),
+        (("agent.installNamespace=Not_A_Label",), "installNamespace"),
+        (("unknownKey=1",), "unknownKey"),
+        (("serviceMonitor.interval=soon",), "interval"),
+    ],
+)
+def test_schema_rejects_bad_values(sets: tuple[str, ...], field: str) -> None:
+    args = ["template", "msa", str(CHART)]
+    for s in sets:
+        args += ["--set", s]
+    proc = helm(*args, check=False)
+    assert proc.returncode != 0
+    assert "values don't meet the specifications of the schema" in proc.stderr
+    assert field in proc.stderr
+
+
+def _rules(objs: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    roles = [o for o in objs if o["kind"] in ("ClusterRole", "Role")]
+    roles += [m for m in _agent_manifests(objs) if m["kind"] in ("ClusterRole", "Role")]
+    assert len(roles) == 2
+    return [r for role in roles for r in role["rules"]]
+
+
+def test_rbac_has_no_wildcards() -> None:
+    for rule in _rules(render("serviceMonitor.enabled=true")):
+        for key in ("verbs", "resources", "apiGroups"):
+            assert "*" not in rule.get(key, []), rule
+
+
+def test_disabling_the_addon_orphans_namespace_and_crds() -> None:
+    orphan = "addon.open-cluster-management.io/deletion-orphan"
+    for m in _agent_manifests(render()):
+        annotated = orphan in m["metadata"].get("annotations", {})
+        assert annotated == (m["kind"] in ("Namespace", "CustomResourceDefinition")), m["kind"]
