@@ -392,8 +392,14 @@ def test_example_placement_selects_the_default_cluster_set(
 
     def decided() -> set[str]:
         out = hub.kubectl(
-            "get", "placementdecisions", "-n", hub_namespace,
-            "-l", "cluster.open-cluster-management.io/placement=default", "-o", "json",
+            "get",
+            "placementdecisions",
+            "-n",
+            hub_namespace,
+            "-l",
+            "cluster.open-cluster-management.io/placement=default",
+            "-o",
+            "json",
         ).stdout
         return {
             d["clusterName"]

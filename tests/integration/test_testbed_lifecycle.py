@@ -30,9 +30,21 @@ def test_up_then_ctrl_c_stops_every_process(tmp_path: Path) -> None:
     state_file = tmp_path / "state.json"
     started = time.monotonic()
     proc = subprocess.Popen(
-        [sys.executable, "-m", "testbed", "up", "--spokes", "1",
-         "--run-dir", str(tmp_path / "run"), "--state-file", str(state_file)],
-        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+        [
+            sys.executable,
+            "-m",
+            "testbed",
+            "up",
+            "--spokes",
+            "1",
+            "--run-dir",
+            str(tmp_path / "run"),
+            "--state-file",
+            str(state_file),
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
     )
     try:
         eventually(lambda: state_file.exists() or proc.poll() is not None, timeout=240)

@@ -40,21 +40,35 @@ def _manifestwork(name: str, namespace_on_spoke: str) -> dict[str, Any]:
         "spec": {
             "workload": {
                 "manifests": [
-                    {"apiVersion": "v1", "kind": "Namespace",
-                     "metadata": {"name": namespace_on_spoke}},
-                    {"apiVersion": "v1", "kind": "ConfigMap",
-                     "metadata": {"name": "smoke", "namespace": namespace_on_spoke},
-                     "data": {"hello": "spoke"}},
+                    {
+                        "apiVersion": "v1",
+                        "kind": "Namespace",
+                        "metadata": {"name": namespace_on_spoke},
+                    },
+                    {
+                        "apiVersion": "v1",
+                        "kind": "ConfigMap",
+                        "metadata": {"name": "smoke", "namespace": namespace_on_spoke},
+                        "data": {"hello": "spoke"},
+                    },
                     deployment,
                 ]
             },
             "manifestConfigs": [
                 {
-                    "resourceIdentifier": {"group": "apps", "resource": "deployments",
-                                           "name": "smoke", "namespace": namespace_on_spoke},
+                    "resourceIdentifier": {
+                        "group": "apps",
+                        "resource": "deployments",
+                        "name": "smoke",
+                        "namespace": namespace_on_spoke,
+                    },
                     "feedbackRules": [
-                        {"type": "JSONPaths",
-                         "jsonPaths": [{"name": "readyReplicas", "path": ".status.readyReplicas"}]}
+                        {
+                            "type": "JSONPaths",
+                            "jsonPaths": [
+                                {"name": "readyReplicas", "path": ".status.readyReplicas"}
+                            ],
+                        }
                     ],
                 }
             ],
@@ -95,8 +109,10 @@ def test_manifestwork_reaches_spoke_and_feeds_back(testbed: Testbed) -> None:
     # Deleting the ManifestWork removes what it applied on the spoke.
     hub.kubectl("delete", "manifestwork", work["metadata"]["name"], "-n", "cluster1")
     eventually(
-        lambda: spoke1.kubectl("get", "namespace", ns, check=False).returncode != 0
-        or _get_json(spoke1, "namespace", ns)["status"].get("phase") == "Terminating",
+        lambda: (
+            spoke1.kubectl("get", "namespace", ns, check=False).returncode != 0
+            or _get_json(spoke1, "namespace", ns)["status"].get("phase") == "Terminating"
+        ),
         timeout=60,
     )
     eventually(
@@ -107,8 +123,12 @@ def test_manifestwork_reaches_spoke_and_feeds_back(testbed: Testbed) -> None:
 
 def _decided_clusters(hub: Any, namespace: str, placement: str) -> set[str]:
     decisions = _get_json(
-        hub, "placementdecisions", "-n", namespace,
-        "-l", f"cluster.open-cluster-management.io/placement={placement}",
+        hub,
+        "placementdecisions",
+        "-n",
+        namespace,
+        "-l",
+        f"cluster.open-cluster-management.io/placement={placement}",
     )["items"]
     return {d["clusterName"] for pd in decisions for d in pd.get("status", {}).get("decisions", [])}
 
@@ -119,16 +139,25 @@ def test_placement_selects_spokes_and_follows_labels(testbed: Testbed, hub_names
     for spoke in testbed.spokes:
         hub.kubectl("label", "managedcluster", spoke.name, f"{label}=yes")
     try:
-        hub.apply_objects([{
-            "apiVersion": "cluster.open-cluster-management.io/v1beta1",
-            "kind": "Placement",
-            "metadata": {"name": "smoke", "namespace": hub_namespace},
-            "spec": {
-                "clusterSets": ["default"],
-                "predicates": [{"requiredClusterSelector": {
-                    "labelSelector": {"matchLabels": {label: "yes"}}}}],
-            },
-        }])
+        hub.apply_objects(
+            [
+                {
+                    "apiVersion": "cluster.open-cluster-management.io/v1beta1",
+                    "kind": "Placement",
+                    "metadata": {"name": "smoke", "namespace": hub_namespace},
+                    "spec": {
+                        "clusterSets": ["default"],
+                        "predicates": [
+                            {
+                                "requiredClusterSelector": {
+                                    "labelSelector": {"matchLabels": {label: "yes"}}
+                                }
+                            }
+                        ],
+                    },
+                }
+            ]
+        )
         names = {s.name for s in testbed.spokes}
         eventually(lambda: _decided_clusters(hub, hub_namespace, "smoke") == names, timeout=60)
 
@@ -156,26 +185,37 @@ def test_kserve_and_modelmesh_crds_install(testbed: Testbed) -> None:
     # Both projects define serving.kserve.io InferenceService, so each goes to its own spoke
     # and is removed afterwards, leaving the shared testbed as it was.
     cases = [
-        (testbed.spokes[0], upstream.kserve_crds(), {"model": {
-            "modelFormat": {"name": "sklearn"}, "storageUri": "s3://models/iris"}}),
-        (testbed.spokes[1], upstream.modelmesh_crds(), {"model": {
-            "modelFormat": {"name": "sklearn"}, "storageUri": "s3://models/iris"}}),
+        (
+            testbed.spokes[0],
+            upstream.kserve_crds(),
+            {"model": {"modelFormat": {"name": "sklearn"}, "storageUri": "s3://models/iris"}},
+        ),
+        (
+            testbed.spokes[1],
+            upstream.modelmesh_crds(),
+            {"model": {"modelFormat": {"name": "sklearn"}, "storageUri": "s3://models/iris"}},
+        ),
     ]
     for spoke, crds, predictor in cases:
         ns = f"isvc-{uuid.uuid4().hex[:6]}"
         spoke.apply_files(crds)
         try:
             spoke.wait_crds_established()
-            _create_isvc(spoke, ns, {
-                "apiVersion": "serving.kserve.io/v1beta1",
-                "kind": "InferenceService",
-                "metadata": {"name": "iris", "namespace": ns},
-                "spec": {"predictor": predictor},
-            })
+            _create_isvc(
+                spoke,
+                ns,
+                {
+                    "apiVersion": "serving.kserve.io/v1beta1",
+                    "kind": "InferenceService",
+                    "metadata": {"name": "iris", "namespace": ns},
+                    "spec": {"predictor": predictor},
+                },
+            )
         finally:
             spoke.kubectl("delete", "namespace", ns, "--wait=false", check=False)
-            spoke.kubectl("delete", "crd", *_crd_names(crds), "--wait=true", check=False,
-                          timeout=180)
+            spoke.kubectl(
+                "delete", "crd", *_crd_names(crds), "--wait=true", check=False, timeout=180
+            )
 
 
 def test_work_manager_fans_out_a_manifestworkreplicaset(
@@ -185,25 +225,55 @@ def test_work_manager_fans_out_a_manifestworkreplicaset(
     proc = testbed.ensure_hub_controller("work-manager")
     assert testbed.ensure_hub_controller("work-manager") is proc  # idempotent
     name = f"mwrs-{uuid.uuid4().hex[:6]}"
-    hub.apply_objects([
-        {"apiVersion": "cluster.open-cluster-management.io/v1beta1", "kind": "Placement",
-         "metadata": {"name": "all", "namespace": hub_namespace},
-         "spec": {"clusterSets": ["default"]}},
-        {"apiVersion": "work.open-cluster-management.io/v1alpha1",
-         "kind": "ManifestWorkReplicaSet",
-         "metadata": {"name": name, "namespace": hub_namespace},
-         "spec": {
-             "placementRefs": [{"name": "all", "rolloutStrategy": {"type": "All"}}],
-             "manifestWorkTemplate": {"workload": {"manifests": [
-                 {"apiVersion": "v1", "kind": "ConfigMap",
-                  "metadata": {"name": name, "namespace": "default"}, "data": {"k": "v"}}]}},
-         }},
-    ])
+    hub.apply_objects(
+        [
+            {
+                "apiVersion": "cluster.open-cluster-management.io/v1beta1",
+                "kind": "Placement",
+                "metadata": {"name": "all", "namespace": hub_namespace},
+                "spec": {"clusterSets": ["default"]},
+            },
+            {
+                "apiVersion": "work.open-cluster-management.io/v1alpha1",
+                "kind": "ManifestWorkReplicaSet",
+                "metadata": {"name": name, "namespace": hub_namespace},
+                "spec": {
+                    "placementRefs": [{"name": "all", "rolloutStrategy": {"type": "All"}}],
+                    "manifestWorkTemplate": {
+                        "workload": {
+                            "manifests": [
+                                {
+                                    "apiVersion": "v1",
+                                    "kind": "ConfigMap",
+                                    "metadata": {"name": name, "namespace": "default"},
+                                    "data": {"k": "v"},
+                                }
+                            ]
+                        }
+                    },
+                },
+            },
+        ]
+    )
     for spoke in testbed.spokes:
-        eventually(lambda s=spoke: s.kubectl(  # type: ignore[misc]
-            "get", "configmap", name, "-n", "default", check=False).returncode == 0, timeout=60)
+        eventually(
+            lambda s=spoke: (
+                s.kubectl(  # type: ignore[misc]
+                    "get", "configmap", name, "-n", "default", check=False
+                ).returncode
+                == 0
+            ),
+            timeout=60,
+        )
     hub.kubectl("delete", "manifestworkreplicaset", name, "-n", hub_namespace)
     for spoke in testbed.spokes:
-        eventually(lambda s=spoke: s.kubectl(  # type: ignore[misc]
-            "get", "configmap", name, "-n", "default", check=False).returncode != 0, timeout=60)
+        eventually(
+            lambda s=spoke: (
+                s.kubectl(  # type: ignore[misc]
+                    "get", "configmap", name, "-n", "default", check=False
+                ).returncode
+                != 0
+            ),
+            timeout=60,
+        )
     proc.check()
