@@ -1,0 +1,114 @@
+"""What the manager knows about an existing ManifestWork, read from its labels and status.
+
+A :class:`WorkFact` is small and immutable; the kopf index over ManifestWorks holds one
+per work the add-on owns, so nothing in the hot path lists ManifestWorks.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from addon_api import constants as c
+
+FeedbackValue = str | int | bool
+
+
+@dataclass(frozen=True)
+class WorkFact:
+    """One ManifestWork the add-on owns, as last seen."""
+
+    name: str
+    cluster: str
+    """Cluster namespace of the work (the ManagedCluster's name)."""
+    kind: str
+    """Owner intent kind (label), or the identity kind."""
+    intent_namespace: str
+    intent_name: str
+    render_hash: str
+    deleting: bool = False
+    applied: str = "Unknown"
+    """Status of the work's Applied condition (True, False or Unknown)."""
+    available: str = "Unknown"
+    """Status of the work's Available condition."""
+    reason: str = ""
+    """Reason of the first condition that is not True (or of Applied)."""
+    message: str = ""
+    feedback: tuple[tuple[str, FeedbackValue], ...] = ()
+    """Status feedback values of the manifests, by rule name (first manifest wins)."""
+
+    @property
+    def owner(self) -> tuple[str, str, str]:
+        """(kind, namespace, name) of the owning intent."""
+        return self.kind, self.intent_namespace, self.intent_name
+
+    def value(self, name: str) -> FeedbackValue | None:
+        """The fed-back value named ``name``, if any."""
+        for key, val in self.feedback:
+            if key == name:
+                return val
+        return None
+
+
+def owner_of(labels: Mapping[str, str]) -> tuple[str, str, str] | None:
+    """(kind, namespace, name) from a ManifestWork's owner labels, or None if not ours."""
+    if labels.get(c.LABEL_MANAGED_BY) != c.FIELD_MANAGER:
+        return None
+    kind = labels.get(c.LABEL_INTENT_KIND)
+    ns = labels.get(c.LABEL_INTENT_NAMESPACE)
+    name = labels.get(c.LABEL_INTENT_NAME)
+    if not kind or ns is None or name is None:
+        return None
+    return kind, ns, name
+
+
+def _field_value(raw: Mapping[str, Any]) -> FeedbackValue | None:
+    kind = raw.get("type")
+    if kind == "String":
+        return str(raw.get("string", ""))
+    if kind == "Integer":
+        return int(raw.get("integer", 0))
+    if kind == "Boolean":
+        return bool(raw.get("boolean", False))
+    return None
+
+
+def parse_work(work: Mapping[str, Any]) -> WorkFact | None:
+    """A :class:`WorkFact` for a ManifestWork the add-on owns; None for anyone else's."""
+    meta = work.get("metadata") or {}
+    owner = owner_of(meta.get("labels") or {})
+    if owner is None:
+        return None
+    status = work.get("status") or {}
+    conds = {str(x.get("type")): x for x in status.get("conditions") or []}
+    applied = conds.get("Applied", {})
+    available = conds.get("Available", {})
+    problem = next(
+        (conds[t] for t in ("Applied", "Available") if conds.get(t, {}).get("status") != "True"
+         and t in conds),
+        None,
+    )
+    if problem is None and conds.get("Degraded", {}).get("status") == "True":
+        problem = conds["Degraded"]
+    not_true = problem if problem is not None else applied
+    feedback: dict[str, FeedbackValue] = {}
+    for manifest in (status.get("resourceStatus") or {}).get("manifests") or []:
+        for item in (manifest.get("statusFeedback") or {}).get("values") or []:
+            value = _field_value(item.get("fieldValue") or {})
+            if value is not None and item.get("name") not in feedback:
+                feedback[str(item["name"])] = value
+    return WorkFact(
+        name=str(meta.get("name", "")),
+        cluster=str(meta.get("namespace", "")),
+        kind=owner[0],
+        intent_namespace=owner[1],
+        intent_name=owner[2],
+        render_hash=str((meta.get("annotations") or {}).get(c.ANNOTATION_RENDER_HASH, "")),
+        deleting=bool(meta.get("deletionTimestamp")),
+        applied=str(applied.get("status", "Unknown")),
+        available=str(available.get("status", "Unknown")),
+        reason=str(not_true.get("reason", "")),
+        message=str(not_true.get("message", ""))[:1024],
+        feedback=tuple(sorted(feedback.items())),
+    )

@@ -1,0 +1,381 @@
+"""kopf handlers: indexes over the hub, one daemon per intent, deletion with a finalizer.
+
+Handlers stay thin: indexes turn watch events into :class:`~addon_manager.facts.WorkFact`
+and small tuples, event handlers wake the intents a change concerns, and each intent's
+daemon calls :meth:`~addon_manager.reconcile.Reconciler.reconcile` (at most once a second,
+which also coalesces status writes).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import datetime
+import hashlib
+import logging
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import kopf
+
+from addon_api import constants as c
+from addon_manager import conflicts, metrics, naming
+from addon_manager.facts import WorkFact, owner_of, parse_work
+from addon_manager.placement import decided_clusters, decision_key
+from addon_manager.reconcile import PLURALS, Reconciler, Writer
+
+log = logging.getLogger(__name__)
+
+FINALIZER = f"{c.GROUP}/cleanup"
+CLUSTER_GROUP = "cluster.open-cluster-management.io"
+ADDON_GROUP = "addon.open-cluster-management.io"
+WORK_GROUP = "work.open-cluster-management.io"
+INDEX_NAMES = (
+    "placement_decisions", "placements", "managed_clusters", "manifest_works", "secrets_index",
+    "addons_index", *(f"{plural}_index" for plural in PLURALS.values()),
+)
+
+
+@dataclass
+class Settings:
+    """What main() tells the handlers."""
+
+    writer: Writer | None = None
+    addons: bool = True
+    min_interval: float = 1.0
+    """Seconds between two reconciles of one intent (coalesces status writes)."""
+    resync: float = 300.0
+    """Seconds after which an idle intent is reconciled anyway (writes nothing if in sync)."""
+    deletion_blocked_after: float = 30.0
+    connection: kopf.ConnectionInfo | None = None
+
+
+SETTINGS = Settings()
+
+
+@dataclass
+class Wakeups:
+    """One asyncio.Event per intent; set when something the intent depends on changed."""
+
+    events: dict[tuple[str, str, str], asyncio.Event] = field(default_factory=dict)
+
+    def get(self, key: tuple[str, str, str]) -> asyncio.Event:
+        """The event of an intent (created on first use)."""
+        if key not in self.events:
+            self.events[key] = asyncio.Event()
+        return self.events[key]
+
+    def poke(self, keys: Iterable[tuple[str, str, str]]) -> None:
+        """Wake these intents."""
+        for key in keys:
+            self.get(key).set()
+
+
+WAKEUPS = Wakeups()
+_RECONCILER: Reconciler | None = None
+_CLUSTER_LABELS: dict[str, dict[str, str]] = {}
+
+
+def _store(index: Any, key: Any) -> list[Any]:
+    try:
+        return list(index[key])
+    except KeyError:
+        return []
+
+
+class IndexWorld:
+    """The reconciler's :class:`~addon_manager.reconcile.World`, read from kopf indexes."""
+
+    def __init__(self, indexes: Mapping[str, Any]) -> None:
+        self.ix = {name: indexes[name] for name in INDEX_NAMES}
+
+    def placement_exists(self, namespace: str, name: str) -> bool:
+        """Whether the Placement exists."""
+        return (namespace, name) in self.ix["placements"]
+
+    def placement_clusters(self, namespace: str, name: str) -> frozenset[str]:
+        """Union of the clusters of every decision object of the Placement."""
+        out: set[str] = set()
+        for names in _store(self.ix["placement_decisions"], (namespace, name)):
+            out.update(names)
+        return frozenset(out)
+
+    def cluster_labels(self, cluster: str) -> dict[str, str]:
+        """Labels of a ManagedCluster."""
+        found = _store(self.ix["managed_clusters"], cluster)
+        return dict(found[0]) if found else {}
+
+    def works_of(self, kind: str, namespace: str, name: str) -> dict[str, WorkFact]:
+        """Works owned by an intent, by cluster."""
+        return {w.cluster: w for w in _store(self.ix["manifest_works"], ("owner", kind,
+                                                                        namespace, name))}
+
+    def works_on(self, cluster: str, kind: str) -> list[WorkFact]:
+        """Works of one owner kind on one cluster."""
+        return _store(self.ix["manifest_works"], ("on", cluster, kind))
+
+    def foreign_work(self, cluster: str, name: str) -> bool:
+        """Whether a ManifestWork of that name exists there and is not the add-on's."""
+        return any(o is None for o in _store(self.ix["manifest_works"], ("name", cluster, name)))
+
+    def claims(self) -> list[conflicts.Claim]:
+        """Every ModelServing with the clusters its Placement selects."""
+        return [
+            conflicts.Claim(ns, name, created, self.placement_clusters(ns, placement))
+            for ns, name, created, placement, _ in _store(
+                self.ix["modelservings_index"], ("all",))
+        ]
+
+    def storage_clusters(self) -> frozenset[str]:
+        """Clusters selected by any StorageConnection."""
+        out: set[str] = set()
+        for ns, _, _, placement, _ in _store(self.ix["storageconnections_index"], ("all",)):
+            out.update(self.placement_clusters(ns, placement))
+        return frozenset(out)
+
+    def secret_digest(self, namespace: str, name: str) -> str | None:
+        """Digest of a hub Secret's data."""
+        found = _store(self.ix["secrets_index"], (namespace, name))
+        return str(found[0]) if found else None
+
+    def addon_exists(self, cluster: str) -> bool:
+        """Whether the ManagedClusterAddOn model-serving exists in the cluster namespace."""
+        return cluster in self.ix["addons_index"]
+
+    def intents_of_kind(self, kind: str) -> list[tuple[str, str, str]]:
+        """Keys of every intent of a kind."""
+        return [(kind, ns, name) for ns, name, *_ in _store(
+            self.ix[f"{PLURALS[kind]}_index"], ("all",))]
+
+    def intents_using(self, namespace: str, placement: str) -> list[tuple[str, str, str]]:
+        """Keys of every intent that uses a Placement."""
+        out: list[tuple[str, str, str]] = []
+        for plural in PLURALS.values():
+            out.extend(_store(self.ix[f"{plural}_index"], ("placement", namespace, placement)))
+        return out
+
+    def intents_reading_secret(self, namespace: str, name: str) -> list[tuple[str, str, str]]:
+        """Keys of the StorageConnections whose credentials are in a Secret."""
+        return _store(self.ix["storageconnections_index"], ("secret", namespace, name))
+
+
+def _reconciler(indexes: Mapping[str, Any]) -> Reconciler:
+    global _RECONCILER
+    if _RECONCILER is None:
+        assert SETTINGS.writer is not None, "main() sets the writer"
+        _RECONCILER = Reconciler(IndexWorld(indexes), SETTINGS.writer, addons=SETTINGS.addons)
+    return _RECONCILER
+
+
+# Startup and login -------------------------------------------------------------------------------
+
+
+@kopf.on.startup()
+def configure(settings: kopf.OperatorSettings, **_: Any) -> None:
+    """Our finalizer, progress kept in annotations, only warnings posted as Events."""
+    settings.persistence.finalizer = FINALIZER
+    settings.persistence.progress_storage = kopf.AnnotationsProgressStorage(prefix=c.GROUP)
+    settings.persistence.diffbase_storage = kopf.AnnotationsDiffBaseStorage(
+        prefix=c.GROUP, key="last-handled-configuration"
+    )
+    settings.posting.level = logging.WARNING
+    settings.watching.server_timeout = 300
+
+
+@kopf.on.login()
+def login(logger: Any, **kwargs: Any) -> kopf.ConnectionInfo | None:
+    """The connection main() built from --kubeconfig; in-cluster credentials otherwise."""
+    if SETTINGS.connection is not None:
+        return SETTINGS.connection
+    return kopf.login_via_client(logger=logger, **kwargs)
+
+
+# Indexes -----------------------------------------------------------------------------------------
+
+
+@kopf.index(CLUSTER_GROUP, "v1beta1", "placementdecisions")
+def placement_decisions(body: kopf.Body, **_: Any) -> dict[Any, Any]:
+    """(namespace, placement) -> clusters of one decision object."""
+    key = decision_key(body)
+    return {key: decided_clusters(body)} if key else {}
+
+
+@kopf.index(CLUSTER_GROUP, "v1beta1", "placements")
+def placements(namespace: str | None, name: str, **_: Any) -> dict[Any, Any]:
+    """(namespace, name) of every Placement."""
+    return {(namespace, name): True}
+
+
+@kopf.index(CLUSTER_GROUP, "v1", "managedclusters")
+def managed_clusters(name: str, labels: Mapping[str, str], **_: Any) -> dict[Any, Any]:
+    """Cluster name -> labels."""
+    return {name: dict(labels)}
+
+
+@kopf.index(WORK_GROUP, "v1", "manifestworks")
+def manifest_works(body: kopf.Body, namespace: str | None, name: str, **_: Any) -> dict[Any, Any]:
+    """Our works by owner and by (cluster, kind); every work's owner by (cluster, name)."""
+    fact = parse_work(body)
+    if fact is None:
+        return {("name", namespace, name): None}
+    return {
+        ("owner", *fact.owner): fact,
+        ("on", fact.cluster, fact.kind): fact,
+        ("name", namespace, name): fact.owner,
+    }
+
+
+@kopf.index("", "v1", "secrets")
+def secrets_index(body: kopf.Body, namespace: str | None, name: str, **_: Any) -> dict[Any, Any]:
+    """(namespace, name) -> digest of the Secret's data (never the data itself)."""
+    data = body.get("data") or {}
+    digest = hashlib.sha256(
+        "\x00".join(f"{k}={data[k]}" for k in sorted(data)).encode()
+    ).hexdigest()[:32]
+    return {(namespace, name): digest}
+
+
+@kopf.index(ADDON_GROUP, "v1alpha1", "managedclusteraddons")
+def addons_index(namespace: str | None, name: str, **_: Any) -> dict[Any, Any]:
+    """Cluster namespaces that have the model-serving ManagedClusterAddOn."""
+    return {namespace: True} if name == c.ADDON_NAME else {}
+
+
+def _intent_index(kind: str) -> Any:
+    def index(body: kopf.Body, namespace: str | None, name: str, **_: Any) -> dict[Any, Any]:
+        spec = body.get("spec") or {}
+        placement = str((spec.get("placementRef") or {}).get("name", ""))
+        created = str(body.get("metadata", {}).get("creationTimestamp", ""))
+        secret = str((spec.get("secretRef") or {}).get("name", ""))
+        out: dict[Any, Any] = {
+            ("all",): (namespace, name, created, placement, secret),
+            ("placement", namespace, placement): (kind, namespace, name),
+        }
+        if secret:
+            out[("secret", namespace, secret)] = (kind, namespace, name)
+        return out
+
+    return index
+
+
+for _kind, _plural in PLURALS.items():
+    kopf.index(c.GROUP, c.VERSION, _plural, id=f"{_plural}_index")(_intent_index(_kind))
+
+
+# Wake-ups ----------------------------------------------------------------------------------------
+
+
+@kopf.on.event(CLUSTER_GROUP, "v1beta1", "placementdecisions")
+def decision_changed(body: kopf.Body, **kwargs: Any) -> None:
+    """A decision changed: wake the intents of its Placement."""
+    key = decision_key(body)
+    if key:
+        WAKEUPS.poke(IndexWorld(kwargs).intents_using(*key))
+
+
+@kopf.on.event(CLUSTER_GROUP, "v1beta1", "placements")
+def placement_changed(namespace: str | None, name: str, **kwargs: Any) -> None:
+    """A Placement appeared or went away: wake the intents that use it."""
+    WAKEUPS.poke(IndexWorld(kwargs).intents_using(str(namespace), name))
+
+
+@kopf.on.event(CLUSTER_GROUP, "v1", "managedclusters")
+def cluster_changed(name: str, labels: Mapping[str, str], **kwargs: Any) -> None:
+    """Labels of a cluster changed: overrides may select it differently now."""
+    new = dict(labels)
+    if _CLUSTER_LABELS.get(name) == new:
+        return
+    _CLUSTER_LABELS[name] = new
+    world = IndexWorld(kwargs)
+    for kind in PLURALS:
+        WAKEUPS.poke(world.intents_of_kind(kind))
+
+
+@kopf.on.event(WORK_GROUP, "v1", "manifestworks", labels={c.LABEL_MANAGED_BY: c.FIELD_MANAGER})
+def work_changed(labels: Mapping[str, str], **kwargs: Any) -> None:
+    """A work of ours changed: wake its owner and the intents gated on it."""
+    owner = owner_of(labels)
+    if owner is None:
+        return
+    world = IndexWorld(kwargs)
+    kind = owner[0]
+    if kind in PLURALS:
+        WAKEUPS.poke([owner])
+    if kind == c.KIND_MODEL_SERVING:
+        WAKEUPS.poke(world.intents_of_kind(c.KIND_SERVING_RUNTIME))
+        WAKEUPS.poke(world.intents_of_kind(c.KIND_INFERENCE_SERVICE))
+    elif kind == c.KIND_STORAGE_CONNECTION:
+        WAKEUPS.poke(world.intents_of_kind(c.KIND_INFERENCE_SERVICE))
+    elif kind == naming.KIND_IDENTITY:
+        WAKEUPS.poke(world.intents_of_kind(c.KIND_STORAGE_CONNECTION))
+
+
+@kopf.on.event("", "v1", "secrets")
+def secret_changed(namespace: str | None, name: str, **kwargs: Any) -> None:
+    """A Secret changed: re-seal the StorageConnections that read it."""
+    WAKEUPS.poke(IndexWorld(kwargs).intents_reading_secret(str(namespace), name))
+
+
+# Intents -----------------------------------------------------------------------------------------
+
+
+def _register_intent(kind: str, plural: str) -> None:
+    @kopf.on.event(c.GROUP, c.VERSION, plural, id=f"{plural}_event")
+    def changed(namespace: str | None, name: str, **kwargs: Any) -> None:
+        WAKEUPS.poke([(kind, str(namespace), name)])
+        if kind == c.KIND_MODEL_SERVING:  # claims changed: other ModelServings may win/lose
+            WAKEUPS.poke(IndexWorld(kwargs).intents_of_kind(kind))
+
+    @kopf.daemon(c.GROUP, c.VERSION, plural, id=f"{plural}_daemon", cancellation_timeout=10)
+    async def run(
+        body: kopf.Body, namespace: str | None, name: str, stopped: kopf.DaemonStopped,
+        logger: logging.Logger | logging.LoggerAdapter[Any], **kwargs: Any,
+    ) -> None:
+        key = (kind, str(namespace), name)
+        wake = WAKEUPS.get(key)
+        reconciler = _reconciler(kwargs)
+        while not stopped:
+            wake.clear()
+            try:
+                outcome = await reconciler.reconcile(kind, body)
+            except Exception:
+                logger.exception("reconcile of %s %s/%s failed", kind, str(namespace), name)
+                await asyncio.sleep(5)
+                continue
+            if outcome.phase_after and outcome.phase_after != outcome.phase_before:
+                kopf.event(
+                    body, type="Warning" if outcome.phase_after == "Degraded" else "Normal",
+                    reason=outcome.phase_after,
+                    message=f"phase {outcome.phase_before or 'unset'} -> {outcome.phase_after}",
+                )
+            if outcome.conflicts and outcome.status_written:
+                kopf.event(body, type="Warning", reason="Conflict",
+                           message="another ModelServing serves " + ", ".join(outcome.conflicts))
+            await asyncio.sleep(SETTINGS.min_interval)
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(wake.wait(), timeout=SETTINGS.resync)
+
+    @kopf.on.delete(c.GROUP, c.VERSION, plural, id=f"{plural}_cleanup")
+    async def delete(
+        body: kopf.Body, namespace: str | None, name: str, runtime: datetime.timedelta,
+        **kwargs: Any,
+    ) -> None:
+        reconciler = _reconciler(kwargs)
+        remaining = await reconciler.cleanup(kind, str(namespace), name)
+        if remaining:
+            if runtime.total_seconds() >= SETTINGS.deletion_blocked_after:
+                await reconciler.write_deletion_blocked(kind, str(namespace), name, body, remaining)
+            raise kopf.TemporaryError(
+                f"waiting for ManifestWorks to go on {len(remaining)} cluster(s)", delay=2
+            )
+        metrics.forget_intent(kind, str(namespace), name)
+        WAKEUPS.events.pop((kind, str(namespace), name), None)
+        if kind == c.KIND_MODEL_SERVING:
+            WAKEUPS.poke(IndexWorld(kwargs).intents_of_kind(kind))
+
+    del changed, run, delete
+
+
+for _kind, _plural in PLURALS.items():
+    _register_intent(_kind, _plural)

@@ -1,0 +1,115 @@
+"""``model-serving-addon manager``: run the hub manager (kopf, embedded, clusterwide)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import sys
+import time
+from typing import Any
+
+import kopf
+from kubernetes import client, config
+from prometheus_client import start_http_server
+
+from addon_manager import handlers
+from addon_manager.apply import HubWriter
+
+
+class JsonFormatter(logging.Formatter):
+    """One JSON object per log line: time, level, logger, message (+ exception)."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        """Render ``record`` as JSON."""
+        out: dict[str, Any] = {
+            "ts": time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(record.created))
+            + f".{int(record.msecs):03d}Z",
+            "level": record.levelname,
+            "logger": record.name,
+            "msg": record.getMessage(),
+        }
+        for attr in ("k8s_skip", "k8s_ref"):
+            ref = getattr(record, attr, None)
+            if isinstance(ref, dict) and ref.get("name"):
+                out["object"] = f"{ref.get('namespace', '')}/{ref['name']}"
+        if record.exc_info:
+            out["exc"] = self.formatException(record.exc_info)
+        return json.dumps(out)
+
+
+def parse_args(argv: list[str]) -> argparse.Namespace:
+    """The manager's command line."""
+    p = argparse.ArgumentParser(prog="model-serving-addon manager")
+    p.add_argument("--kubeconfig", help="kubeconfig of the hub (default: in-cluster)")
+    p.add_argument("--metrics-port", type=int, default=8080,
+                   help="port of /metrics (0 disables)")
+    p.add_argument("--no-addon-enablement", action="store_true",
+                   help="do not create ManagedClusterAddOn model-serving in selected clusters")
+    p.add_argument("--concurrency", type=int, default=16,
+                   help="concurrent writes to the hub API server")
+    p.add_argument("--min-interval", type=float, default=1.0,
+                   help="seconds between two reconciles (and status writes) of one intent")
+    p.add_argument("--deletion-blocked-after", type=float, default=30.0,
+                   help="seconds before a deletion waiting for works reports DeletionBlocked")
+    p.add_argument("--log-level", default="INFO",
+                   choices=["DEBUG", "INFO", "WARNING", "ERROR"])
+    p.add_argument("--log-format", default="json", choices=["json", "text"])
+    return p.parse_args(argv)
+
+
+def connection_from_kubeconfig(cfg: client.Configuration) -> kopf.ConnectionInfo:
+    """Kopf credentials from a loaded kubernetes client configuration."""
+    header = cfg.get_api_key_with_prefix("BearerToken") or cfg.get_api_key_with_prefix(
+        "authorization"
+    )
+    parts = header.split(" ", 1) if header else []
+    scheme, token = (parts[0], parts[1]) if len(parts) == 2 else (None, parts[0] if parts else None)
+    return kopf.ConnectionInfo(
+        server=cfg.host,
+        ca_path=cfg.ssl_ca_cert,
+        insecure=not cfg.verify_ssl,
+        username=cfg.username or None,
+        password=cfg.password or None,
+        scheme=scheme,
+        token=token,
+        certificate_path=cfg.cert_file,
+        private_key_path=cfg.key_file,
+    )
+
+
+def main(argv: list[str]) -> int:
+    """Run the manager until interrupted."""
+    args = parse_args(argv)
+    handler = logging.StreamHandler(sys.stderr)
+    if args.log_format == "json":
+        handler.setFormatter(JsonFormatter())
+    else:
+        handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s %(message)s"))
+    logging.basicConfig(level=args.log_level, handlers=[handler], force=True)
+    logging.getLogger("kubernetes").setLevel(logging.WARNING)
+    logging.getLogger("urllib3").setLevel(logging.WARNING)
+    quiet = max(logging.WARNING, logging.getLevelName(args.log_level))
+    logging.getLogger("kopf.objects").setLevel(quiet)  # "handler succeeded" noise
+
+    cfg = client.Configuration()
+    if args.kubeconfig:
+        config.load_kube_config(  # type: ignore[no-untyped-call]
+            config_file=args.kubeconfig, client_configuration=cfg
+        )
+        handlers.SETTINGS.connection = connection_from_kubeconfig(cfg)
+    else:
+        config.load_incluster_config(client_configuration=cfg)  # type: ignore[no-untyped-call]
+    cfg.connection_pool_maxsize = max(args.concurrency, 4)
+    writer = HubWriter(client.ApiClient(cfg), concurrency=args.concurrency)
+    handlers.SETTINGS.writer = writer
+    handlers.SETTINGS.addons = not args.no_addon_enablement
+    handlers.SETTINGS.min_interval = args.min_interval
+    handlers.SETTINGS.deletion_blocked_after = args.deletion_blocked_after
+    if args.metrics_port:
+        start_http_server(args.metrics_port)
+    try:
+        kopf.run(standalone=True, clusterwide=True)
+    finally:
+        writer.close()
+    return 0

@@ -1,0 +1,62 @@
+"""Prometheus metrics of the manager (served on ``/metrics``)."""
+
+from __future__ import annotations
+
+import contextlib
+
+from prometheus_client import Counter, Gauge, Histogram
+
+WORK_APPLIES = Counter(
+    "model_serving_manifestwork_applies_total", "ManifestWorks written (server-side apply).",
+    ["kind"],
+)
+WORK_SKIPS = Counter(
+    "model_serving_manifestwork_skips_total",
+    "ManifestWorks left alone because their render hash already matched.", ["kind"],
+)
+WORK_DELETES = Counter(
+    "model_serving_manifestwork_deletes_total", "ManifestWorks deleted.", ["kind"]
+)
+WORK_ERRORS = Counter(
+    "model_serving_manifestwork_errors_total",
+    "ManifestWork writes that failed after retries, or were refused (foreign owner).",
+    ["kind", "reason"],
+)
+API_WRITES = Counter(
+    "model_serving_api_writes_total",
+    "Every write request the manager sends to the hub API server (retries included).",
+    ["verb", "resource"],
+)
+RECONCILE_SECONDS = Histogram(
+    "model_serving_reconcile_duration_seconds", "Duration of one intent reconcile.", ["kind"],
+    buckets=(0.005, 0.01, 0.05, 0.1, 0.5, 1, 2.5, 5, 10, 30, 60, 120),
+)
+FANOUT_SECONDS = Histogram(
+    "model_serving_fanout_duration_seconds",
+    "Time to write every changed ManifestWork of one intent reconcile.", ["kind"],
+    buckets=(0.01, 0.05, 0.1, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300),
+)
+INTENT_CONDITIONS = Gauge(
+    "model_serving_intent_condition",
+    "1 when the intent's condition has this status.",
+    ["kind", "namespace", "name", "condition", "status"],
+)
+CLUSTERS_DESIRED = Gauge(
+    "model_serving_intent_clusters_desired", "Clusters an intent should be on.",
+    ["kind", "namespace", "name"],
+)
+CLUSTERS_READY = Gauge(
+    "model_serving_intent_clusters_ready", "Clusters where an intent is ready.",
+    ["kind", "namespace", "name"],
+)
+
+
+def forget_intent(kind: str, namespace: str, name: str) -> None:
+    """Drop the per-intent series of a deleted intent."""
+    for gauge in (CLUSTERS_DESIRED, CLUSTERS_READY):
+        with contextlib.suppress(KeyError):
+            gauge.remove(kind, namespace, name)
+    for cond in ("Ready", "Progressing", "Degraded", "PlacementResolved"):
+        for status in ("True", "False"):
+            with contextlib.suppress(KeyError):
+                INTENT_CONDITIONS.remove(kind, namespace, name, cond, status)

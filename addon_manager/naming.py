@@ -1,0 +1,56 @@
+"""Deterministic names of what the manager creates on the hub and on the spokes."""
+
+from __future__ import annotations
+
+import hashlib
+
+from addon_api import constants as c
+
+MAX_NAME = 253
+"""Longest name of a Kubernetes object (RFC 1123 subdomain)."""
+
+KIND_PREFIX: dict[str, str] = {
+    c.KIND_MODEL_SERVING: "msv",
+    c.KIND_STORAGE_CONNECTION: "sconn",
+    c.KIND_SERVING_RUNTIME: "mcsr",
+    c.KIND_INFERENCE_SERVICE: "mcisvc",
+}
+"""Short prefix of the ManifestWork names of each hub kind."""
+
+KIND_IDENTITY = "AgentIdentity"
+"""Owner kind label of the per-cluster ReadOnly work that reads the agent identity back."""
+
+IDENTITY_WORK_NAME = "model-serving-agent-identity"
+"""Name of the identity ManifestWork in every cluster namespace that needs one."""
+
+SERVING_PLATFORM_NAME = "model-serving"
+"""Name of the cluster-scoped ServingPlatform on every spoke (one per cluster)."""
+
+
+def short_hash(*parts: str, length: int = 8) -> str:
+    """A short, stable hex digest of ``parts`` (separated so that parts cannot run together)."""
+    return hashlib.sha256("\x00".join(parts).encode()).hexdigest()[:length]
+
+
+def bounded(base: str, suffix: str, limit: int = MAX_NAME) -> str:
+    """``base-suffix`` cut so the result is at most ``limit`` characters and ends clean."""
+    room = limit - len(suffix) - 1
+    head = base[:room].rstrip("-.")
+    return f"{head}-{suffix}"
+
+
+def work_name(kind: str, namespace: str, name: str) -> str:
+    """Name of the ManifestWork carrying intent ``kind`` ``namespace/name`` to a cluster.
+
+    Unique per (kind, namespace, name): the hash suffix covers all three, so
+    ``a-b``/``c`` and ``a``/``b-c`` do not collide; at most 253 characters.
+    """
+    return bounded(f"{KIND_PREFIX[kind]}-{namespace}-{name}", short_hash(kind, namespace, name))
+
+
+def sealed_name(namespace: str, name: str) -> str:
+    """Name of the spoke SealedStorageConnection for hub StorageConnection ``namespace/name``."""
+    full = f"{namespace}.{name}"  # a namespace has no dots, so this is unique
+    if len(full) <= MAX_NAME:
+        return full
+    return bounded(full, short_hash(namespace, name))

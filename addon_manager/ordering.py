@@ -1,0 +1,86 @@
+"""Ordering across ManifestWorks: what must be true on a cluster before an intent goes there.
+
+OCM orders manifests only inside one work, so the manager holds a work back until the
+works it depends on report success through their feedback. A gate only holds back a work
+that was never sent: once a work exists it is kept up to date, whatever happens later.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from addon_api import constants as c
+from addon_manager.facts import WorkFact
+
+WAITING_FOR_PLATFORM = "WaitingForPlatform"
+WAITING_FOR_STORAGE = "WaitingForStorage"
+WAITING_FOR_AGENT_KEY = "WaitingForAgentKey"
+
+
+@dataclass(frozen=True)
+class Wait:
+    """One thing an intent waits for on one cluster."""
+
+    reason: str
+    what: str
+    """Human-readable: e.g. ``ServingPlatform Available``."""
+
+
+@dataclass(frozen=True)
+class AgentKey:
+    """An agent's published public key (from the identity work's feedback)."""
+
+    public_key: str
+    key_id: str
+
+
+def platform_available(platform_works: list[WorkFact]) -> bool:
+    """Whether one of the cluster's ServingPlatform works reports phase Available."""
+    return any(w.value("phase") == "Available" and not w.deleting for w in platform_works)
+
+
+def agent_key(identity: WorkFact | None) -> AgentKey | None:
+    """The key an identity work reports, or None when the agent has not published one."""
+    if identity is None:
+        return None
+    key, kid = identity.value(c.IDENTITY_PUBLIC_KEY), identity.value(c.IDENTITY_KEY_ID)
+    if isinstance(key, str) and isinstance(kid, str) and key and kid:
+        return AgentKey(key, kid)
+    return None
+
+
+def storage_delivered(work: WorkFact | None) -> bool:
+    """Whether a StorageConnection work reports its entry Delivered on the cluster."""
+    return work is not None and not work.deleting and work.value("phase") == "Delivered"
+
+
+def waits_for_runtime(platform_works: list[WorkFact]) -> list[Wait]:
+    """Gates of a ServingRuntime on one cluster."""
+    if platform_available(platform_works):
+        return []
+    return [Wait(WAITING_FOR_PLATFORM, "ServingPlatform Available")]
+
+
+def waits_for_inference_service(
+    platform_works: list[WorkFact],
+    storage: list[str],
+    storage_works: Mapping[str, WorkFact | None],
+) -> list[Wait]:
+    """Gates of an InferenceService on one cluster.
+
+    ``storage`` lists the StorageConnections it reads through; ``storage_works`` maps each
+    to its work on this cluster (None when it has none).
+    """
+    out = waits_for_runtime(platform_works)
+    for name in storage:
+        if not storage_delivered(storage_works.get(name)):
+            out.append(Wait(WAITING_FOR_STORAGE, f"StorageConnection {name} delivered"))
+    return out
+
+
+def waits_for_storage(key: AgentKey | None) -> list[Wait]:
+    """Gates of a StorageConnection on one cluster: the agent's published key."""
+    if key is not None:
+        return []
+    return [Wait(WAITING_FOR_AGENT_KEY, "agent public key published")]

@@ -1,0 +1,417 @@
+"""One intent's reconcile: desired works from the world's facts, the writes, the status.
+
+The facts come from a :class:`World` (kopf indexes in production, a plain object in unit
+tests); writes go through :class:`~addon_manager.apply.HubWriter`. Nothing here lists
+objects: every lookup is an index read.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Awaitable, Mapping
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any, Protocol, cast
+
+from pydantic import ValidationError
+
+from addon_api import constants as c
+from addon_api import sealing
+from addon_api.common import Condition, IntentStatus, Resource
+from addon_api.hub import (
+    ModelServing,
+    MultiClusterInferenceService,
+    MultiClusterServingRuntime,
+    StorageConnection,
+)
+from addon_manager import conflicts, metrics, naming, ordering, render
+from addon_manager import status as st
+from addon_manager.apply import WriteError
+from addon_manager.facts import WorkFact
+
+log = logging.getLogger(__name__)
+
+MODELS: dict[str, type[Resource]] = {
+    c.KIND_MODEL_SERVING: ModelServing,
+    c.KIND_STORAGE_CONNECTION: StorageConnection,
+    c.KIND_SERVING_RUNTIME: MultiClusterServingRuntime,
+    c.KIND_INFERENCE_SERVICE: MultiClusterInferenceService,
+}
+PLURALS: dict[str, str] = {
+    c.KIND_MODEL_SERVING: "modelservings",
+    c.KIND_STORAGE_CONNECTION: "storageconnections",
+    c.KIND_SERVING_RUNTIME: "multiclusterservingruntimes",
+    c.KIND_INFERENCE_SERVICE: "multiclusterinferenceservices",
+}
+WATCH_GRACE = 15.0
+"""Seconds a write of ours is trusted before the watch shows it (no duplicate writes)."""
+
+
+class World(Protocol):
+    """Read-only facts about the hub, kept current by watches."""
+
+    def placement_exists(self, namespace: str, name: str) -> bool:
+        """Whether the Placement exists."""
+
+    def placement_clusters(self, namespace: str, name: str) -> frozenset[str]:
+        """Clusters the Placement's decisions select."""
+
+    def cluster_labels(self, cluster: str) -> dict[str, str]:
+        """Labels of a ManagedCluster."""
+
+    def works_of(self, kind: str, namespace: str, name: str) -> dict[str, WorkFact]:
+        """Works owned by an intent, by cluster."""
+
+    def works_on(self, cluster: str, kind: str) -> list[WorkFact]:
+        """Works of one owner kind on one cluster."""
+
+    def foreign_work(self, cluster: str, name: str) -> bool:
+        """Whether a ManifestWork of that name exists there and the add-on does not own it."""
+
+    def claims(self) -> list[conflicts.Claim]:
+        """Every ModelServing with the clusters its Placement selects."""
+
+    def storage_clusters(self) -> frozenset[str]:
+        """Clusters selected by any StorageConnection."""
+
+    def secret_digest(self, namespace: str, name: str) -> str | None:
+        """Digest of a hub Secret's data, None when it does not exist."""
+
+    def addon_exists(self, cluster: str) -> bool:
+        """Whether the ManagedClusterAddOn model-serving exists in the cluster namespace."""
+
+
+class Writer(Protocol):
+    """What the reconciler writes with (see HubWriter)."""
+
+    def apply_work(self, body: dict[str, Any], *, force: bool) -> Awaitable[None]:
+        """Server-side apply a ManifestWork."""
+
+    def delete_work(self, namespace: str, name: str) -> Awaitable[None]:
+        """Delete a ManifestWork."""
+
+    def patch_status(
+        self, group: str, version: str, plural: str, namespace: str, name: str,
+        status: dict[str, Any],
+    ) -> Awaitable[None]:
+        """Merge-patch an intent's status."""
+
+    def ensure_addon(self, cluster: str) -> Awaitable[None]:
+        """Create the ManagedClusterAddOn if missing."""
+
+    def read_secret(self, namespace: str, name: str) -> Awaitable[dict[str, str] | None]:
+        """Read a hub Secret's decoded data."""
+
+
+@dataclass
+class Outcome:
+    """What one reconcile did."""
+
+    applied: int = 0
+    skipped: int = 0
+    deleted: int = 0
+    errors: int = 0
+    status_written: bool = False
+    phase_before: str = ""
+    phase_after: str = ""
+    conflicts: list[str] = field(default_factory=list)
+
+
+def _now() -> datetime:
+    return datetime.now(UTC).replace(microsecond=0)
+
+
+class Reconciler:
+    """Reconciles intents against a :class:`World` through a :class:`Writer`."""
+
+    def __init__(self, world: World, writer: Writer, *, addons: bool = True) -> None:
+        self.world = world
+        self.writer = writer
+        self.addons = addons
+        self._applied: dict[tuple[str, str], tuple[str, float]] = {}
+        self._deleted: dict[tuple[str, str], float] = {}
+        self._addons: dict[str, float] = {}
+
+    # writes ---------------------------------------------------------------------------------
+
+    def _recently_applied(self, cluster: str, name: str, digest: str) -> bool:
+        seen = self._applied.get((cluster, name))
+        return seen is not None and seen[0] == digest and time.monotonic() - seen[1] < WATCH_GRACE
+
+    def _needs_write(self, rw: render.RenderedWork, have: WorkFact | None) -> bool:
+        if have is not None and (have.render_hash == rw.render_hash or have.deleting):
+            return False
+        return not self._recently_applied(rw.cluster, rw.name, rw.render_hash)
+
+    async def _apply(self, kind: str, rw: render.RenderedWork, have: WorkFact | None,
+                     secret: dict[str, str] | None, intent: Resource | None) -> None:
+        body = rw.body
+        if rw.seal_inputs is not None:
+            assert isinstance(intent, StorageConnection)
+            payload = render.storage_payload(intent, secret or {})
+            body = render.with_sealed(
+                rw, sealing.seal(rw.seal_inputs.public_key, rw.seal_inputs.binding, payload)
+            )
+        await self.writer.apply_work(body, force=have is not None)
+        self._applied[(rw.cluster, rw.name)] = (rw.render_hash, time.monotonic())
+        metrics.WORK_APPLIES.labels(kind).inc()
+
+    async def _delete(self, work: WorkFact) -> bool:
+        key = (work.cluster, work.name)
+        seen = self._deleted.get(key)
+        if work.deleting or (seen is not None and time.monotonic() - seen < WATCH_GRACE):
+            return False
+        await self.writer.delete_work(work.cluster, work.name)
+        self._deleted[key] = time.monotonic()
+        self._applied.pop(key, None)
+        metrics.WORK_DELETES.labels(work.kind).inc()
+        return True
+
+    # reconcile ------------------------------------------------------------------------------
+
+    async def reconcile(self, kind: str, body: Mapping[str, Any]) -> Outcome:
+        """Bring one intent's works to the desired set and write its status if it changed."""
+        started = time.monotonic()
+        out = Outcome()
+        meta = body.get("metadata") or {}
+        ns, name = str(meta.get("namespace")), str(meta.get("name"))
+        generation = meta.get("generation")
+        previous_raw = body.get("status") or None
+        previous: IntentStatus | None
+        try:
+            previous = IntentStatus.from_object(previous_raw) if previous_raw else None
+        except ValidationError:
+            previous = None
+        out.phase_before = previous.phase if previous else ""
+        try:
+            intent = MODELS[kind].from_object(
+                {k: v for k, v in body.items() if k in ("apiVersion", "kind", "metadata", "spec")}
+            )
+        except ValidationError as err:
+            await self._write_invalid(kind, ns, name, generation, previous_raw, str(err), out)
+            return out
+        spec: Any = cast(Any, intent).spec
+        placement = spec.placement_ref.name
+        found = self.world.placement_exists(ns, placement)
+        clusters = self.world.placement_clusters(ns, placement) if found else frozenset()
+        existing = self.world.works_of(kind, ns, name)
+        lost: dict[str, tuple[str, str]] = {}
+        if kind == c.KIND_MODEL_SERVING:
+            lost = conflicts.lost_clusters(
+                (ns, name), clusters, conflicts.winners(self.world.claims())
+            )
+        inputs: dict[str, st.ClusterInput] = {}
+        desired: dict[str, render.RenderedWork] = {}
+        secret_name = ""
+        if isinstance(intent, StorageConnection) and intent.spec.secret_ref is not None:
+            secret_name = intent.spec.secret_ref.name
+        for cl in sorted(clusters):
+            work = existing.get(cl)
+            if cl in lost:
+                owner = lost[cl]
+                inputs[cl] = st.ClusterInput(
+                    cl, conflict_with=f"ModelServing {owner[0]}/{owner[1]}"
+                )
+                out.conflicts.append(cl)
+                continue
+            try:
+                rw, waits, problem = self._render_one(kind, intent, ns, name, cl, secret_name)
+            except render.RenderError as err:
+                inputs[cl] = st.ClusterInput(cl, work=work, error=str(err),
+                                             error_reason="RenderFailed")
+                continue
+            if problem:
+                inputs[cl] = st.ClusterInput(cl, work=work, error=problem[1],
+                                             error_reason=problem[0])
+                continue
+            if rw is None or (waits and work is None):
+                inputs[cl] = st.ClusterInput(cl, work=work, waits=waits)
+                continue
+            desired[cl] = rw
+            inputs[cl] = st.ClusterInput(cl, work=work)
+
+        fanout_started = time.monotonic()
+        secret_data: dict[str, str] | None = None
+        jobs: list[tuple[str, str, Awaitable[Any]]] = []
+        for cl, rw in desired.items():
+            have = existing.get(cl)
+            if not self._needs_write(rw, have):
+                out.skipped += 1
+                metrics.WORK_SKIPS.labels(kind).inc()
+                continue
+            if have is None and self.world.foreign_work(cl, rw.name):
+                inputs[cl] = st.ClusterInput(
+                    cl, error=f"ManifestWork {cl}/{rw.name} exists and is not ours",
+                    error_reason="ForeignWork")
+                metrics.WORK_ERRORS.labels(kind, "ForeignWork").inc()
+                continue
+            if rw.seal_inputs is not None and secret_name and secret_data is None:
+                secret_data = await self.writer.read_secret(ns, secret_name)
+            jobs.append(("apply", cl, self._apply(kind, rw, have, secret_data, intent)))
+        for cl, work in existing.items():
+            if cl not in clusters or cl in lost:
+                jobs.append(("delete", cl, self._delete(work)))
+        if kind == c.KIND_STORAGE_CONNECTION:
+            jobs.extend(self._identity_jobs(clusters - set(lost)))
+        if kind == c.KIND_MODEL_SERVING and self.addons:
+            jobs.extend(("addon", cl, self._ensure_addon(cl)) for cl in desired)
+        results = await asyncio.gather(*(j[2] for j in jobs), return_exceptions=True)
+        for (what, cl, _), result in zip(jobs, results, strict=True):
+            if isinstance(result, BaseException):
+                if not isinstance(result, (WriteError, sealing.SealError)):
+                    raise result
+                out.errors += 1
+                metrics.WORK_ERRORS.labels(kind, what).inc()
+                log.warning("%s %s/%s on %s failed: %s", what, ns, name, cl, result)
+                if what == "apply" and cl in inputs:
+                    reason = "ForeignWork" if getattr(result, "status", 0) == 409 else "ApplyFailed"
+                    inputs[cl] = st.ClusterInput(cl, work=existing.get(cl), error=str(result),
+                                                 error_reason=reason)
+            elif what == "apply":
+                out.applied += 1
+            elif what == "delete" and result:
+                out.deleted += 1
+        if out.applied or out.deleted:
+            metrics.FANOUT_SECONDS.labels(kind).observe(time.monotonic() - fanout_started)
+            log.info(
+                "fan-out of %s %s/%s: %d applied, %d deleted, %d unchanged in %.2fs",
+                kind, ns, name, out.applied, out.deleted, out.skipped,
+                time.monotonic() - fanout_started,
+            )
+        removed = kind == c.KIND_MODEL_SERVING and spec.management_state == "Removed"
+        entries = [st.cluster_status(kind, inputs[cl], removed=removed) for cl in sorted(clusters)]
+        new = st.aggregate(
+            entries, st.PlacementState(placement, found, clusters), generation, previous, _now()
+        )
+        await self._write_status(kind, ns, name, previous_raw, new, out)
+        self._observe(kind, ns, name, new)
+        metrics.RECONCILE_SECONDS.labels(kind).observe(time.monotonic() - started)
+        return out
+
+    def _render_one(
+        self, kind: str, intent: Resource, ns: str, name: str, cl: str, secret_name: str
+    ) -> tuple[render.RenderedWork | None, list[ordering.Wait], tuple[str, str] | None]:
+        labels = self.world.cluster_labels(cl)
+        if isinstance(intent, ModelServing):
+            return render.render_model_serving(intent, cl, labels), [], None
+        if isinstance(intent, MultiClusterServingRuntime):
+            waits = ordering.waits_for_runtime(self.world.works_on(cl, c.KIND_MODEL_SERVING))
+            return render.render_serving_runtime(intent, cl, labels), waits, None
+        if isinstance(intent, MultiClusterInferenceService):
+            storage = list(intent.spec.storage_connections)
+            waits = ordering.waits_for_inference_service(
+                self.world.works_on(cl, c.KIND_MODEL_SERVING),
+                storage,
+                {s: self.world.works_of(c.KIND_STORAGE_CONNECTION, ns, s).get(cl)
+                 for s in storage},
+            )
+            return render.render_inference_service(intent, cl, labels), waits, None
+        assert isinstance(intent, StorageConnection)
+        identity = next(iter(self.world.works_on(cl, naming.KIND_IDENTITY)), None)
+        key = ordering.agent_key(identity)
+        waits = ordering.waits_for_storage(key)
+        if key is None:
+            return None, waits, None
+        digest = ""
+        if secret_name:
+            found = self.world.secret_digest(ns, secret_name)
+            if found is None:
+                return None, [], ("SecretNotFound", f"Secret {secret_name} does not exist")
+            digest = found
+        inputs = render.SealInputs(
+            public_key=key.public_key,
+            key_id=key.key_id,
+            binding=sealing.binding_for(c.AGENT_NAMESPACE, naming.sealed_name(ns, name)),
+            secret_digest=digest,
+        )
+        return render.render_storage_connection(intent, cl, labels, inputs), [], None
+
+    def _identity_jobs(self, clusters: frozenset[str]) -> list[tuple[str, str, Awaitable[Any]]]:
+        jobs: list[tuple[str, str, Awaitable[Any]]] = []
+        for cl in sorted(clusters):
+            rw = render.render_identity(cl)
+            have = next(iter(self.world.works_on(cl, naming.KIND_IDENTITY)), None)
+            if self._needs_write(rw, have):
+                jobs.append(("identity", cl, self._apply(naming.KIND_IDENTITY, rw, have, None,
+                                                         None)))
+        return jobs
+
+    async def gc_identity(self) -> int:
+        """Delete identity works on clusters no StorageConnection selects any more."""
+        keep = self.world.storage_clusters()
+        gone = [w for w in self.world.works_of(naming.KIND_IDENTITY, "", "agent").values()
+                if w.cluster not in keep]
+        results = await asyncio.gather(*(self._delete(w) for w in gone), return_exceptions=True)
+        return sum(1 for r in results if r is True)
+
+    async def _ensure_addon(self, cluster: str) -> None:
+        seen = self._addons.get(cluster)
+        if self.world.addon_exists(cluster) or (
+            seen is not None and time.monotonic() - seen < WATCH_GRACE
+        ):
+            return
+        await self.writer.ensure_addon(cluster)
+        self._addons[cluster] = time.monotonic()
+
+    async def cleanup(self, kind: str, namespace: str, name: str) -> list[str]:
+        """Delete an intent's works; return the clusters whose works still exist."""
+        works = self.world.works_of(kind, namespace, name)
+        await asyncio.gather(*(self._delete(w) for w in works.values()), return_exceptions=True)
+        if kind == c.KIND_STORAGE_CONNECTION:
+            await self.gc_identity()
+        return sorted(works)
+
+    # status ---------------------------------------------------------------------------------
+
+    async def _write_status(
+        self, kind: str, ns: str, name: str, previous_raw: Mapping[str, Any] | None,
+        new: IntentStatus, out: Outcome,
+    ) -> None:
+        new_dict = new.to_dict()
+        old = dict(previous_raw) if previous_raw else None
+        extra = [x for x in (old or {}).get("conditions", []) if x.get("type") == "DeletionBlocked"]
+        if extra:
+            new_dict["conditions"] = [*new_dict["conditions"], *extra]
+        out.phase_after = new.phase
+        if st.comparable(new_dict) == st.comparable(old):
+            return
+        await self.writer.patch_status(c.GROUP, c.VERSION, PLURALS[kind], ns, name, new_dict)
+        out.status_written = True
+
+    async def _write_invalid(
+        self, kind: str, ns: str, name: str, generation: Any,
+        previous_raw: Mapping[str, Any] | None, message: str, out: Outcome,
+    ) -> None:
+        now = _now()
+        new = IntentStatus(
+            observed_generation=generation, phase="Invalid",
+            conditions=[Condition(type=c.CONDITION_READY, status="False", reason="InvalidSpec",
+                                  message=message[:32768], last_transition_time=now)],
+        )
+        await self._write_status(kind, ns, name, previous_raw, new, out)
+
+    async def write_deletion_blocked(
+        self, kind: str, ns: str, name: str, body: Mapping[str, Any], clusters: list[str]
+    ) -> None:
+        """Add (or refresh) the DeletionBlocked condition naming the clusters left."""
+        meta = body.get("metadata") or {}
+        status = dict(body.get("status") or {})
+        cond = st.deletion_blocked(clusters, meta.get("generation"), _now()).to_dict()
+        conds = [x for x in status.get("conditions") or [] if x.get("type") != "DeletionBlocked"]
+        old = [x for x in status.get("conditions") or [] if x.get("type") == "DeletionBlocked"]
+        if old and old[0].get("message") == cond["message"]:
+            return
+        await self.writer.patch_status(
+            c.GROUP, c.VERSION, PLURALS[kind], ns, name, {"conditions": [*conds, cond]}
+        )
+
+    def _observe(self, kind: str, ns: str, name: str, new: IntentStatus) -> None:
+        metrics.CLUSTERS_DESIRED.labels(kind, ns, name).set(new.summary.desired)
+        metrics.CLUSTERS_READY.labels(kind, ns, name).set(new.summary.ready)
+        for cond in new.conditions:
+            for value in ("True", "False"):
+                metrics.INTENT_CONDITIONS.labels(kind, ns, name, cond.type, value).set(
+                    1 if cond.status == value else 0
+                )

@@ -1,0 +1,360 @@
+"""Rendering: (intent, cluster, cluster labels) to the ManifestWork sent to that cluster.
+
+Everything here is pure. A rendered work carries a hash of what it was rendered from
+(annotation ``render-hash``), so the manager writes only when the hash changes.
+Sealed credentials are randomised ciphertext: their work is hashed over the sealing
+*inputs* (a digest standing in for the ciphertext) and the ciphertext is filled in by
+:func:`with_sealed` only when the work is actually written.
+"""
+
+from __future__ import annotations
+
+import copy
+import hashlib
+import json
+from dataclasses import dataclass
+from typing import Any
+
+from addon_api import constants as c
+from addon_api.common import Override, merge_patch
+from addon_api.hub import (
+    ModelServing,
+    MultiClusterInferenceService,
+    MultiClusterServingRuntime,
+    StorageConnection,
+)
+from addon_api.spoke import ServingPlatformSpec
+from addon_manager import naming
+
+WORK_API_VERSION = "work.open-cluster-management.io/v1"
+SPOKE_FIELD_MANAGER = "work-agent-model-serving"
+"""Field manager the work agent uses on the spokes (OCM requires the work-agent prefix)."""
+SEALED_PLACEHOLDER_PREFIX = "sealing-inputs:"
+
+Intent = (
+    ModelServing | StorageConnection | MultiClusterServingRuntime | MultiClusterInferenceService
+)
+
+
+class RenderError(ValueError):
+    """The intent cannot be rendered for a cluster (e.g. an override makes it invalid)."""
+
+
+@dataclass(frozen=True)
+class RenderedWork:
+    """A ManifestWork ready to apply (except a sealed payload still to fill in)."""
+
+    name: str
+    cluster: str
+    body: dict[str, Any]
+    render_hash: str
+    seal_inputs: SealInputs | None = None
+
+
+@dataclass(frozen=True)
+class SealInputs:
+    """What a StorageConnection work is sealed from (never the plaintext itself)."""
+
+    public_key: str
+    key_id: str
+    binding: str
+    secret_digest: str
+    """Digest of the source Secret's data ("" for types without credentials)."""
+
+
+def canonical_hash(value: Any) -> str:
+    """SHA-256 (hex, first 32 digits) of the canonical JSON form of ``value``."""
+    data = json.dumps(value, sort_keys=True, separators=(",", ":")).encode()
+    return hashlib.sha256(data).hexdigest()[:32]
+
+
+def owner_labels(kind: str, namespace: str, name: str) -> dict[str, str]:
+    """Labels naming the hub intent that owns a ManifestWork (and what it carries)."""
+    return {
+        c.LABEL_MANAGED_BY: c.FIELD_MANAGER,
+        c.LABEL_PART_OF: c.ADDON_NAME,
+        c.LABEL_INTENT_KIND: kind,
+        c.LABEL_INTENT_NAMESPACE: namespace,
+        c.LABEL_INTENT_NAME: name,
+    }
+
+
+def cluster_spec(
+    spec: dict[str, Any], overrides: list[Override], cluster: str, labels: dict[str, str]
+) -> dict[str, Any]:
+    """The intent spec as sent to ``cluster``: overrides applied in order, routing removed."""
+    out: dict[str, Any] = copy.deepcopy(spec)
+    for override in overrides:
+        if override.selects(cluster, labels):
+            patched = merge_patch(out, override.patch)
+            out = patched if isinstance(patched, dict) else {}
+    out.pop("placementRef", None)
+    out.pop("overrides", None)
+    return out
+
+
+def _jsonpaths(pairs: list[tuple[str, str]]) -> list[dict[str, Any]]:
+    return [{"type": "JSONPaths", "jsonPaths": [{"name": n, "path": p} for n, p in pairs]}]
+
+
+def _ssa_config(
+    group: str, resource: str, name: str, namespace: str, feedback: list[tuple[str, str]]
+) -> dict[str, Any]:
+    ident = {"group": group, "resource": resource, "name": name}
+    if namespace:
+        ident["namespace"] = namespace
+    return {
+        "resourceIdentifier": ident,
+        "feedbackRules": _jsonpaths(feedback),
+        "updateStrategy": {
+            "type": "ServerSideApply",
+            "serverSideApply": {"fieldManager": SPOKE_FIELD_MANAGER, "force": True},
+        },
+    }
+
+
+def _cond(ctype: str, field: str) -> str:
+    return f'.status.conditions[?(@.type=="{ctype}")].{field}'
+
+
+SERVING_PLATFORM_FEEDBACK = [
+    ("phase", ".status.phase"),
+    ("message", ".status.message"),
+    ("observedGeneration", ".status.observedGeneration"),
+    ("readyComponents", ".status.readyComponents"),
+    ("totalComponents", ".status.totalComponents"),
+    ("stackVersion", ".status.stackVersion"),
+]
+SEALED_FEEDBACK = [("phase", ".status.phase"), ("message", ".status.message")]
+SERVING_RUNTIME_FEEDBACK = [("disabled", ".spec.disabled")]
+INFERENCE_SERVICE_FEEDBACK = [
+    ("ready", _cond("Ready", "status")),
+    ("readyReason", _cond("Ready", "reason")),
+    ("readyMessage", _cond("Ready", "message")),
+    ("predictorReady", _cond("PredictorReady", "status")),
+    ("url", ".status.url"),
+    ("addressUrl", ".status.address.url"),
+    ("transitionStatus", ".status.modelStatus.transitionStatus"),
+    ("activeModelState", ".status.modelStatus.states.activeModelState"),
+    ("targetModelState", ".status.modelStatus.states.targetModelState"),
+    ("failureReason", ".status.modelStatus.lastFailureInfo.reason"),
+    ("failureMessage", ".status.modelStatus.lastFailureInfo.message"),
+]
+IDENTITY_FEEDBACK = [
+    (c.IDENTITY_PUBLIC_KEY, f".data.{c.IDENTITY_PUBLIC_KEY}"),
+    (c.IDENTITY_KEY_ID, f".data.{c.IDENTITY_KEY_ID}"),
+]
+
+
+def _work(
+    kind: str,
+    namespace: str,
+    name: str,
+    cluster: str,
+    manifests: list[dict[str, Any]],
+    configs: list[dict[str, Any]],
+    *,
+    work_name: str | None = None,
+    seal_inputs: SealInputs | None = None,
+) -> RenderedWork:
+    wname = work_name or naming.work_name(kind, namespace, name)
+    body: dict[str, Any] = {
+        "apiVersion": WORK_API_VERSION,
+        "kind": "ManifestWork",
+        "metadata": {
+            "name": wname,
+            "namespace": cluster,
+            "labels": owner_labels(kind, namespace, name),
+            "annotations": {},
+        },
+        "spec": {
+            "workload": {"manifests": manifests},
+            "deleteOption": {"propagationPolicy": "Foreground"},
+            "manifestConfigs": configs,
+        },
+    }
+    digest = canonical_hash(body)
+    body["metadata"]["annotations"][c.ANNOTATION_RENDER_HASH] = digest
+    return RenderedWork(wname, cluster, body, digest, seal_inputs)
+
+
+def render_model_serving(
+    intent: ModelServing, cluster: str, labels: dict[str, str]
+) -> RenderedWork:
+    """The ServingPlatform work of a ModelServing for one cluster."""
+    ns, name = str(intent.metadata.namespace), str(intent.metadata.name)
+    spec = cluster_spec(intent.spec.to_dict(), intent.spec.overrides, cluster, labels)
+    spec["source"] = {"namespace": ns, "name": name}
+    try:
+        spec = ServingPlatformSpec.model_validate(spec).to_dict()
+    except ValueError as err:
+        raise RenderError(f"spec for {cluster} is invalid after overrides: {err}") from err
+    platform = {
+        "apiVersion": c.API_VERSION,
+        "kind": c.KIND_SERVING_PLATFORM,
+        "metadata": {
+            "name": naming.SERVING_PLATFORM_NAME,
+            "labels": owner_labels(c.KIND_MODEL_SERVING, ns, name),
+        },
+        "spec": spec,
+    }
+    config = _ssa_config(
+        c.GROUP, "servingplatforms", naming.SERVING_PLATFORM_NAME, "", SERVING_PLATFORM_FEEDBACK
+    )
+    return _work(c.KIND_MODEL_SERVING, ns, name, cluster, [platform], [config])
+
+
+def render_serving_runtime(
+    intent: MultiClusterServingRuntime, cluster: str, labels: dict[str, str]
+) -> RenderedWork:
+    """The KServe ServingRuntime work of a MultiClusterServingRuntime for one cluster."""
+    ns, name = str(intent.metadata.namespace), str(intent.metadata.name)
+    spec = cluster_spec(intent.spec.to_dict(), intent.spec.overrides, cluster, labels)
+    target = str(spec.get("targetNamespace", intent.spec.target_namespace))
+    runtime = {
+        "apiVersion": "serving.kserve.io/v1alpha1",
+        "kind": "ServingRuntime",
+        "metadata": {
+            "name": name,
+            "namespace": target,
+            "labels": owner_labels(c.KIND_SERVING_RUNTIME, ns, name),
+        },
+        "spec": spec.get("template", {}),
+    }
+    config = _ssa_config(
+        "serving.kserve.io", "servingruntimes", name, target, SERVING_RUNTIME_FEEDBACK
+    )
+    return _work(c.KIND_SERVING_RUNTIME, ns, name, cluster, [runtime], [config])
+
+
+def render_inference_service(
+    intent: MultiClusterInferenceService, cluster: str, labels: dict[str, str]
+) -> RenderedWork:
+    """The KServe InferenceService work of a MultiClusterInferenceService for one cluster."""
+    ns, name = str(intent.metadata.namespace), str(intent.metadata.name)
+    spec = cluster_spec(intent.spec.to_dict(), intent.spec.overrides, cluster, labels)
+    target = str(spec.get("targetNamespace", intent.spec.target_namespace))
+    mode = str(spec.get("deploymentMode", intent.spec.deployment_mode))
+    isvc = {
+        "apiVersion": "serving.kserve.io/v1beta1",
+        "kind": "InferenceService",
+        "metadata": {
+            "name": name,
+            "namespace": target,
+            "labels": owner_labels(c.KIND_INFERENCE_SERVICE, ns, name),
+            "annotations": {c.DEPLOYMENT_MODE_ANNOTATION: mode},
+        },
+        "spec": spec.get("template", {}),
+    }
+    config = _ssa_config(
+        "serving.kserve.io", "inferenceservices", name, target, INFERENCE_SERVICE_FEEDBACK
+    )
+    return _work(c.KIND_INFERENCE_SERVICE, ns, name, cluster, [isvc], [config])
+
+
+def seal_placeholder(inputs: SealInputs) -> str:
+    """What stands in for the ciphertext in the hashed body: a digest of the sealing inputs."""
+    return SEALED_PLACEHOLDER_PREFIX + canonical_hash(
+        [inputs.key_id, inputs.binding, inputs.secret_digest]
+    )
+
+
+def render_storage_connection(
+    intent: StorageConnection, cluster: str, labels: dict[str, str], inputs: SealInputs
+) -> RenderedWork:
+    """The SealedStorageConnection work of a StorageConnection for one cluster.
+
+    ``spec.sealed`` holds a placeholder; :func:`with_sealed` puts the ciphertext in.
+    """
+    ns, name = str(intent.metadata.namespace), str(intent.metadata.name)
+    spec = cluster_spec(intent.spec.to_dict(), intent.spec.overrides, cluster, labels)
+    sealed_name = naming.sealed_name(ns, name)
+    sealed = {
+        "apiVersion": c.API_VERSION,
+        "kind": c.KIND_SEALED_STORAGE_CONNECTION,
+        "metadata": {
+            "name": sealed_name,
+            "namespace": c.AGENT_NAMESPACE,
+            "labels": owner_labels(c.KIND_STORAGE_CONNECTION, ns, name),
+        },
+        "spec": {
+            "keyId": inputs.key_id,
+            "sealed": seal_placeholder(inputs),
+            "type": spec.get("type", intent.spec.type),
+            "targetNamespaces": spec.get("targetNamespaces", intent.spec.target_namespaces),
+            "entryName": spec.get("entryName") or name,
+            "source": {"namespace": ns, "name": name},
+        },
+    }
+    config = _ssa_config(
+        c.GROUP, "sealedstorageconnections", sealed_name, c.AGENT_NAMESPACE, SEALED_FEEDBACK
+    )
+    return _work(
+        c.KIND_STORAGE_CONNECTION, ns, name, cluster, [sealed], [config], seal_inputs=inputs
+    )
+
+
+def with_sealed(work: RenderedWork, ciphertext: str) -> dict[str, Any]:
+    """The work body with the sealed payload in place of its placeholder."""
+    body = copy.deepcopy(work.body)
+    body["spec"]["workload"]["manifests"][0]["spec"]["sealed"] = ciphertext
+    return body
+
+
+def render_identity(cluster: str) -> RenderedWork:
+    """The ReadOnly work reading the agent identity ConfigMap of ``cluster`` back."""
+    cm = {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": {"name": c.AGENT_IDENTITY_CONFIGMAP, "namespace": c.AGENT_NAMESPACE},
+    }
+    config = {
+        "resourceIdentifier": {
+            "group": "",
+            "resource": "configmaps",
+            "name": c.AGENT_IDENTITY_CONFIGMAP,
+            "namespace": c.AGENT_NAMESPACE,
+        },
+        "feedbackRules": _jsonpaths(IDENTITY_FEEDBACK),
+        "updateStrategy": {"type": "ReadOnly"},
+    }
+    return _work(
+        naming.KIND_IDENTITY, "", "agent", cluster, [cm], [config],
+        work_name=naming.IDENTITY_WORK_NAME,
+    )
+
+
+def storage_payload(intent: StorageConnection, secret_data: dict[str, str]) -> dict[str, Any]:
+    """The storage-config entry (JSON object) of a StorageConnection, credentials included.
+
+    ``secret_data`` is the decoded data of the source Secret. Only the manager calls
+    this, right before sealing; the result is never stored.
+    """
+    spec = intent.spec
+    out: dict[str, Any] = {"type": spec.type}
+    if spec.secret_ref is not None:
+        if spec.secret_ref.keys:
+            for field_name, key in spec.secret_ref.keys.items():
+                if key in secret_data:
+                    out[field_name] = secret_data[key]
+        else:
+            out.update(secret_data)
+    if spec.s3 is not None:
+        for field_name, value in (
+            ("endpoint_url", spec.s3.endpoint),
+            ("region", spec.s3.region),
+            ("bucket", spec.s3.bucket),
+        ):
+            if value is not None:
+                out[field_name] = value
+    if spec.gcs is not None and spec.gcs.bucket is not None:
+        out["bucket"] = spec.gcs.bucket
+    if spec.azure is not None:
+        out["storage_account"] = spec.azure.storage_account
+        if spec.azure.container is not None:
+            out["container"] = spec.azure.container
+    if spec.pvc is not None:
+        out["claim_name"] = spec.pvc.claim_name
+    if spec.uri is not None:
+        out["uri"] = spec.uri.uri
+    return out

@@ -1,0 +1,246 @@
+"""Status aggregation: what the clusters report, folded into an intent's status.
+
+Pure: per-cluster inputs (the work as last seen, what it waits for, conflicts, errors)
+go in; :class:`~addon_api.common.IntentStatus` comes out.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any, Literal
+
+from addon_api import constants as c
+from addon_api.common import ClusterStatus, Condition, IntentStatus, StatusSummary
+from addon_manager.facts import WorkFact
+from addon_manager.ordering import Wait
+
+Category = Literal["ready", "progressing", "failed"]
+CONDITION_DELETION_BLOCKED = "DeletionBlocked"
+FAILED_ISVC_TRANSITIONS = ("BlockedByFailedLoad", "InvalidSpec")
+NAMED_CLUSTERS = 10
+"""Clusters named in a condition message before "and N more"."""
+
+
+@dataclass(frozen=True)
+class ClusterInput:
+    """Everything known about an intent on one cluster."""
+
+    cluster: str
+    work: WorkFact | None = None
+    waits: Sequence[Wait] = ()
+    conflict_with: str = ""
+    """The intent that owns this cluster instead (ModelServing conflicts)."""
+    error: str = ""
+    """A render or apply error for this cluster."""
+    error_reason: str = "ApplyFailed"
+
+
+@dataclass(frozen=True)
+class PlacementState:
+    """How the intent's Placement resolved."""
+
+    name: str
+    found: bool
+    clusters: frozenset[str] = field(default_factory=frozenset)
+
+
+def _s(value: object) -> str:
+    return "" if value is None else str(value)
+
+
+def _work_category(kind: str, work: WorkFact, removed: bool) -> tuple[ClusterStatus, Category]:
+    cl = work.cluster
+    if kind == c.KIND_MODEL_SERVING:
+        phase = _s(work.value("phase")) or "Applied"
+        msg = _s(work.value("message"))
+        if phase in ("Degraded", "RemovalBlocked"):
+            return ClusterStatus(cluster=cl, phase=phase, reason=phase, message=msg), "failed"
+        done = "Removed" if removed else "Available"
+        ok = phase == done
+        return ClusterStatus(cluster=cl, phase=phase, ready=ok, reason=phase, message=msg), (
+            "ready" if ok else "progressing"
+        )
+    if kind == c.KIND_STORAGE_CONNECTION:
+        phase = _s(work.value("phase")) or "Applied"
+        msg = _s(work.value("message"))
+        cat: Category = (
+            "ready" if phase == "Delivered" else "failed" if phase == "Failed" else "progressing"
+        )
+        return ClusterStatus(
+            cluster=cl, phase=phase, ready=cat == "ready", reason=phase, message=msg
+        ), cat
+    if kind == c.KIND_SERVING_RUNTIME:
+        ok = work.available == "True"
+        return ClusterStatus(
+            cluster=cl, phase="Available" if ok else "Applied", ready=ok,
+            reason="Available" if ok else work.reason,
+        ), "ready" if ok else "progressing"
+    # InferenceService
+    url = _s(work.value("url")) or _s(work.value("addressUrl"))
+    state = _s(work.value("activeModelState"))
+    failure = _s(work.value("failureReason"))
+    transition = _s(work.value("transitionStatus"))
+    if work.value("ready") == "True":
+        return ClusterStatus(
+            cluster=cl, phase="Ready", ready=True, reason="Ready", url=url, model_state=state
+        ), "ready"
+    if failure or transition in FAILED_ISVC_TRANSITIONS:
+        return ClusterStatus(
+            cluster=cl, phase="Failed", reason=failure or transition,
+            message=_s(work.value("failureMessage")) or _s(work.value("readyMessage")),
+            url=url, model_state=state,
+        ), "failed"
+    return ClusterStatus(
+        cluster=cl, phase="Progressing", reason=_s(work.value("readyReason")) or "Applied",
+        message=_s(work.value("readyMessage")), url=url, model_state=state,
+    ), "progressing"
+
+
+def cluster_status(kind: str, item: ClusterInput, *, removed: bool = False) -> tuple[
+    ClusterStatus, Category
+]:
+    """The per-cluster entry of an intent and whether it counts as ready/progressing/failed.
+
+    ``removed`` is true for a ModelServing with managementState Removed (done = Removed).
+    """
+    cl = item.cluster
+    if item.conflict_with:
+        return ClusterStatus(
+            cluster=cl, phase="Conflict", reason="Conflict",
+            message=f"{item.conflict_with} (older) already serves this cluster",
+        ), "failed"
+    if item.error:
+        return ClusterStatus(
+            cluster=cl, phase="Failed", reason=item.error_reason, message=item.error[:1024]
+        ), "failed"
+    work = item.work
+    if work is None:
+        if item.waits:
+            return ClusterStatus(
+                cluster=cl, phase="Waiting", reason=item.waits[0].reason,
+                message="waiting for " + ", ".join(w.what for w in item.waits),
+                waiting_for=[w.what for w in item.waits],
+            ), "progressing"
+        return ClusterStatus(cluster=cl, phase="Pending", reason="Sending"), "progressing"
+    if work.deleting:
+        return ClusterStatus(cluster=cl, phase="Removing", reason="WorkDeleting"), "progressing"
+    if work.applied == "False":
+        return ClusterStatus(
+            cluster=cl, phase="Failed", reason=work.reason or "NotApplied", message=work.message
+        ), "failed"
+    if work.applied != "True":
+        return ClusterStatus(cluster=cl, phase="Applying", reason="WorkNotApplied"), "progressing"
+    return _work_category(kind, work, removed)
+
+
+def _named(clusters: Sequence[str]) -> str:
+    head = ", ".join(clusters[:NAMED_CLUSTERS])
+    more = len(clusters) - NAMED_CLUSTERS
+    return head + (f" and {more} more" if more > 0 else "")
+
+
+def _condition(
+    ctype: str, ok: bool, reason: str, message: str, generation: int | None,
+    previous: dict[str, Condition], now: datetime,
+) -> Condition:
+    status: Literal["True", "False"] = "True" if ok else "False"
+    prev = previous.get(ctype)
+    since = prev.last_transition_time if prev is not None and prev.status == status else None
+    return Condition(
+        type=ctype, status=status, reason=reason, message=message[:32768],
+        observed_generation=generation, last_transition_time=since or now,
+    )
+
+
+_ORDER: dict[Category, int] = {"failed": 0, "progressing": 1, "ready": 2}
+
+
+def aggregate(
+    entries: Iterable[tuple[ClusterStatus, Category]],
+    placement: PlacementState,
+    generation: int | None,
+    previous: IntentStatus | None,
+    now: datetime,
+    *,
+    extra_conditions: Sequence[Condition] = (),
+    max_clusters: int = c.MAX_CLUSTER_STATUSES,
+) -> IntentStatus:
+    """The intent status: summary, conditions, phase and the bounded per-cluster list."""
+    items = sorted(entries, key=lambda e: (_ORDER[e[1]], e[0].cluster))
+    failed = [s.cluster for s, cat in items if cat == "failed"]
+    progressing = [s.cluster for s, cat in items if cat == "progressing"]
+    ready = [s.cluster for s, cat in items if cat == "ready"]
+    desired = len(items)
+    prev = {x.type: x for x in (previous.conditions if previous else [])}
+    conds: list[Condition] = []
+
+    def add(ctype: str, ok: bool, reason: str, message: str) -> None:
+        conds.append(_condition(ctype, ok, reason, message, generation, prev, now))
+
+    if not placement.found:
+        add(c.CONDITION_PLACEMENT_RESOLVED, False, "PlacementNotFound",
+            f"Placement {placement.name} does not exist in this namespace")
+    elif not placement.clusters:
+        add(c.CONDITION_PLACEMENT_RESOLVED, False, "NoClustersSelected",
+            f"Placement {placement.name} selects no cluster")
+    else:
+        add(c.CONDITION_PLACEMENT_RESOLVED, True, "Resolved",
+            f"Placement {placement.name} selects {len(placement.clusters)} cluster(s)")
+    all_ready = desired > 0 and len(ready) == desired
+    if all_ready:
+        add(c.CONDITION_READY, True, "AllClustersReady", f"ready on {desired} cluster(s)")
+    elif desired == 0:
+        add(c.CONDITION_READY, False, "NoClusters", "no cluster is selected")
+    else:
+        add(c.CONDITION_READY, False, "NotAllClustersReady", f"ready on {len(ready)}/{desired}")
+    add(c.CONDITION_PROGRESSING, bool(progressing),
+        "ClustersProgressing" if progressing else "Stable",
+        f"progressing on {_named(progressing)}" if progressing else "")
+    add(c.CONDITION_DEGRADED, bool(failed), "ClustersFailed" if failed else "NoFailures",
+        f"failed on {_named(failed)}" if failed else "")
+    conds.extend(extra_conditions)
+    if failed:
+        phase: Any = "Degraded"
+    elif all_ready:
+        phase = "Ready"
+    elif desired and (progressing or ready):
+        phase = "Progressing"
+    else:
+        phase = "Pending"
+    kept = [s for s, _ in items[:max_clusters]]
+    return IntentStatus(
+        observed_generation=generation,
+        phase=phase,
+        conditions=conds,
+        summary=StatusSummary.of(desired, len(ready), len(progressing), len(failed)),
+        clusters=kept,
+        clusters_omitted=max(0, desired - len(kept)),
+    )
+
+
+def deletion_blocked(clusters: Sequence[str], generation: int | None, now: datetime) -> Condition:
+    """The DeletionBlocked condition naming the clusters whose works do not go away."""
+    return Condition(
+        type=CONDITION_DELETION_BLOCKED, status="True", reason="WorksRemain",
+        message=f"ManifestWorks not removed yet on {_named(list(clusters))}"
+        " (is the cluster reachable?)",
+        observed_generation=generation, last_transition_time=now,
+    )
+
+
+def comparable(status: dict[str, Any] | None) -> dict[str, Any]:
+    """A status dict without timestamps, for deciding whether a write is needed."""
+    if not status:
+        return {}
+    out = dict(status)
+    out["conditions"] = [
+        {k: v for k, v in cond.items() if k != "lastTransitionTime"}
+        for cond in status.get("conditions") or []
+    ]
+    out["clusters"] = [
+        {k: v for k, v in cl.items() if k != "lastUpdateTime"}
+        for cl in status.get("clusters") or []
+    ]
+    return out

@@ -1,0 +1,208 @@
+"""Running the manager against the testbed, and small hub/spoke helpers for its tests."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import urllib.request
+from pathlib import Path
+from typing import Any
+
+from testbed import upstream
+from testbed.fleet import Testbed
+
+ROOT = Path(__file__).resolve().parents[2]
+CRDS = ROOT / "crds"
+HUB_CRDS = [
+    p
+    for p in sorted(CRDS.glob("*.yaml"))
+    if "servingplatforms" not in p.name and "sealedstorage" not in p.name
+]
+SPOKE_CRDS = [
+    CRDS / "servingplatforms.modelserving.opendatahub.io.yaml",
+    CRDS / "sealedstorageconnections.modelserving.opendatahub.io.yaml",
+]
+API = "modelserving.opendatahub.io/v1alpha1"
+
+
+def free_port() -> int:
+    """A free TCP port on loopback."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+class Manager:
+    """The manager as a subprocess, its log in a file, its metrics over HTTP."""
+
+    def __init__(self, kubeconfig: Path, log_path: Path, *args: str) -> None:
+        self.kubeconfig = kubeconfig
+        self.log_path = log_path
+        self.args = args
+        self.port = 0
+        self.proc: subprocess.Popen[bytes] | None = None
+
+    def start(self) -> Manager:
+        """Start (or restart) the manager process."""
+        self.port = free_port()
+        log = open(self.log_path, "ab")  # noqa: SIM115 - the child owns it
+        self.proc = subprocess.Popen(
+            [
+                str(ROOT / ".venv/bin/model-serving-addon"),
+                "manager",
+                f"--kubeconfig={self.kubeconfig}",
+                f"--metrics-port={self.port}",
+                *self.args,
+            ],
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            cwd=ROOT,
+            env={**os.environ},
+        )
+        log.close()
+        return self
+
+    def kill(self) -> None:
+        """kill -9 the manager."""
+        if self.proc and self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGKILL)
+            self.proc.wait(timeout=10)
+
+    def stop(self) -> None:
+        """Stop the manager (SIGTERM, then SIGKILL)."""
+        if self.proc and self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                self.kill()
+
+    def metrics(self) -> dict[str, float]:
+        """Every sample of /metrics, keyed by name{labels}."""
+        with urllib.request.urlopen(f"http://127.0.0.1:{self.port}/metrics", timeout=5) as r:
+            text = r.read().decode()
+        out: dict[str, float] = {}
+        for line in text.splitlines():
+            if line and not line.startswith("#"):
+                key, _, value = line.rpartition(" ")
+                out[key] = float(value)
+        return out
+
+    def total(self, prefix: str) -> float:
+        """Sum of the samples whose key starts with ``prefix``."""
+        return sum(v for k, v in self.metrics().items() if k.startswith(prefix))
+
+    def writes(self) -> float:
+        """API writes the manager made so far."""
+        return self.total("model_serving_api_writes_total")
+
+    def tail(self, lines: int = 80) -> str:
+        """The last lines of the manager log."""
+        try:
+            return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-lines:])
+        except OSError:
+            return ""
+
+    def print_tail(self) -> None:
+        """Print the log tail (pytest shows it when the test failed)."""
+        print(f"--- manager log tail ({self.log_path}) ---\n{self.tail()}", file=sys.stderr)
+
+
+def get_json(cluster: Any, *args: str) -> Any:
+    """``kubectl get ... -o json`` as a dict."""
+    return json.loads(cluster.kubectl("get", *args, "-o", "json").stdout)
+
+
+def exists(cluster: Any, *args: str) -> bool:
+    """Whether ``kubectl get`` finds the object."""
+    return bool(cluster.kubectl("get", *args, check=False).returncode == 0)
+
+
+def prepare(testbed: Testbed) -> None:
+    """Hub CRDs of the add-on; spoke CRDs (ours and KServe's), the agent namespace."""
+    testbed.hub.apply_files(HUB_CRDS)
+    testbed.hub.wait_crds_established()
+    for spoke in testbed.spokes:
+        spoke.apply_files([*SPOKE_CRDS, *upstream.kserve_crds()])
+        spoke.apply_objects(
+            [
+                {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": n}}
+                for n in ("models", "open-cluster-management-agent-addon")
+            ]
+        )
+        spoke.wait_crds_established()
+
+
+def works(hub: Any, owner_ns: str, owner_name: str, kind: str) -> dict[str, Any]:
+    """The manager's works of one intent, by cluster namespace."""
+    items = get_json(
+        hub,
+        "manifestworks",
+        "-A",
+        "-l",
+        f"modelserving.opendatahub.io/intent-kind={kind},"
+        f"modelserving.opendatahub.io/intent-namespace={owner_ns},"
+        f"modelserving.opendatahub.io/intent-name={owner_name}",
+    )["items"]
+    return {w["metadata"]["namespace"]: w for w in items}
+
+
+def placement(name: str, namespace: str, labels: dict[str, str] | None = None) -> dict[str, Any]:
+    """A Placement over the default cluster set (optionally by cluster labels)."""
+    spec: dict[str, Any] = {"clusterSets": ["default"]}
+    if labels:
+        spec["predicates"] = [
+            {"requiredClusterSelector": {"labelSelector": {"matchLabels": labels}}}
+        ]
+    return {
+        "apiVersion": "cluster.open-cluster-management.io/v1beta1",
+        "kind": "Placement",
+        "metadata": {"name": name, "namespace": namespace},
+        "spec": spec,
+    }
+
+
+def model_serving(name: str, namespace: str, placement_name: str, **spec: Any) -> dict[str, Any]:
+    """A ModelServing (KServe by default)."""
+    return {
+        "apiVersion": API,
+        "kind": "ModelServing",
+        "metadata": {"name": name, "namespace": namespace},
+        "spec": {"platform": "KServe", "placementRef": {"name": placement_name}, **spec},
+    }
+
+
+def set_platform_phase(spoke: Any, phase: str) -> None:
+    """Write the spoke ServingPlatform's status as the agent would."""
+    spoke.kubectl(
+        "patch",
+        "servingplatform",
+        "model-serving",
+        "--subresource=status",
+        "--type=merge",
+        "-p",
+        json.dumps({"status": {"phase": phase, "readyComponents": 1, "totalComponents": 1}}),
+    )
+
+
+def differences(expected: Any, actual: Any, path: str = "") -> list[str]:
+    """Where ``actual`` differs from ``expected``, ignoring fields the API server defaulted
+    (keys present only in ``actual``)."""
+    if isinstance(expected, dict) and isinstance(actual, dict):
+        out: list[str] = []
+        for key, value in expected.items():
+            if key not in actual:
+                out.append(f"{path}.{key}: missing")
+            else:
+                out.extend(differences(value, actual[key], f"{path}.{key}"))
+        return out
+    if isinstance(expected, list) and isinstance(actual, list):
+        if len(expected) != len(actual):
+            return [f"{path}: {len(actual)} items, expected {len(expected)}"]
+        return [d for i, (e, a) in enumerate(zip(expected, actual, strict=True))
+                for d in differences(e, a, f"{path}[{i}]")]
+    return [] if expected == actual else [f"{path}: {actual!r} != {expected!r}"]
