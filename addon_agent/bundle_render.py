@@ -1,0 +1,143 @@
+"""Render the upstream stack bundles from the Go module cache.
+
+``python -m addon_agent.bundle_render --out DIR`` writes
+``DIR/<platform>/<version>/bundle.yaml`` and ``DIR/<platform>/<version>/manifest.json``
+for every stack in :mod:`addon_agent.stacks`. Bundles are build/test artefacts and are
+never committed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import re
+import shutil
+import subprocess
+import tempfile
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+from addon_agent.stacks import KSERVE, MODELMESH, STACKS, Stack
+
+BUNDLE_FILE = "bundle.yaml"
+MANIFEST_FILE = "manifest.json"
+
+
+class RenderError(RuntimeError):
+    """A bundle could not be rendered."""
+
+
+def module_dir(module: str, version: str) -> Path:
+    """Directory of ``module@version`` in the Go module cache (downloaded if needed)."""
+    proc = subprocess.run(
+        ["go", "mod", "download", "-json", f"{module}@{version}"],
+        capture_output=True,
+        text=True,
+        cwd=tempfile.gettempdir(),
+    )
+    try:
+        info = json.loads(proc.stdout)
+    except ValueError as err:
+        raise RenderError(f"go mod download {module}@{version}: {proc.stderr.strip()}") from err
+    if proc.returncode != 0 or not info.get("Dir"):
+        raise RenderError(f"go mod download {module}@{version}: {info.get('Error', proc.stderr)}")
+    return Path(info["Dir"])
+
+
+def kustomize(directory: Path) -> str:
+    """``kubectl kustomize DIR`` output."""
+    proc = subprocess.run(["kubectl", "kustomize", str(directory)], capture_output=True, text=True)
+    if proc.returncode != 0:
+        raise RenderError(f"kustomize {directory}: {proc.stderr.strip()}")
+    return proc.stdout
+
+
+def pin_latest_images(text: str, org: str, version: str) -> str:
+    """Replace ``<org>/<image>:latest`` by ``<org>/<image>:<version>`` (release pinning)."""
+    return re.sub(rf"\b({re.escape(org)}/[a-z0-9._-]+):latest\b", rf"\1:{version}", text)
+
+
+def _copy_config(source: Path, into: Path) -> Path:
+    target = into / "config"
+    shutil.copytree(source / "config", target)
+    for path in target.rglob("*"):  # the module cache is read-only; the copy must not be
+        path.chmod(0o755 if path.is_dir() else 0o644)
+    return target
+
+
+def render_kserve(source: Path, stack: Stack = KSERVE) -> str:
+    """KServe without Knative/Istio: the ``overlays/standalone/kserve`` overlay."""
+    with tempfile.TemporaryDirectory() as tmp:
+        config = _copy_config(source, Path(tmp))
+        text = kustomize(config / "overlays" / "standalone" / "kserve")
+    return pin_latest_images(text, "kserve", stack.version)
+
+
+def _set_namespace(kustomization: Path, namespace: str) -> None:
+    text = kustomization.read_text()
+    text = re.sub(r"(?m)^namespace:.*\n", "", text)
+    kustomization.write_text(f"namespace: {namespace}\n{text}")
+
+
+def render_modelmesh(source: Path, stack: Stack = MODELMESH) -> str:
+    """ModelMesh Serving: ``config/default`` plus cluster-scope RBAC, in one namespace.
+
+    Upstream's install script edits the namespace of both kustomizations before
+    building (the webhook's service namespace is substituted inside ``default``),
+    so the render does the same on a copy.
+    """
+    with tempfile.TemporaryDirectory() as tmp:
+        config = _copy_config(source, Path(tmp))
+        _set_namespace(config / "default" / "kustomization.yaml", stack.namespace)
+        _set_namespace(config / "rbac" / "cluster-scope" / "kustomization.yaml", stack.namespace)
+        parts = [
+            f"apiVersion: v1\nkind: Namespace\nmetadata:\n  name: {stack.namespace}\n",
+            kustomize(config / "default"),
+            kustomize(config / "rbac" / "cluster-scope"),
+        ]
+    return "---\n".join(parts)
+
+
+RENDERERS: dict[str, Callable[[Path, Stack], str]] = {
+    KSERVE.platform: render_kserve,
+    MODELMESH.platform: render_modelmesh,
+}
+
+
+def bundle_path(root: Path, stack: Stack) -> Path:
+    """Directory of one stack's rendered bundle under ``root``."""
+    return root / stack.platform / stack.version
+
+
+def render(out: Path, stacks: Sequence[Stack] = tuple(STACKS.values())) -> list[Path]:
+    """Render every stack into ``out``; return the bundle directories written."""
+    written = []
+    for stack in stacks:
+        text = RENDERERS[stack.platform](module_dir(stack.module, stack.version), stack)
+        target = bundle_path(out, stack)
+        target.mkdir(parents=True, exist_ok=True)
+        (target / BUNDLE_FILE).write_text(text)
+        manifest = {
+            "platform": stack.platform,
+            "version": stack.version,
+            "module": stack.module,
+            "sha256": hashlib.sha256(text.encode()).hexdigest(),
+        }
+        (target / MANIFEST_FILE).write_text(json.dumps(manifest, indent=2) + "\n")
+        written.append(target)
+    return written
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Command line: render the bundles into ``--out``."""
+    parser = argparse.ArgumentParser(prog="python -m addon_agent.bundle_render")
+    parser.add_argument("--out", required=True, type=Path, help="root of the rendered bundles")
+    args = parser.parse_args(argv)
+    for path in render(args.out):
+        print(path)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

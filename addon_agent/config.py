@@ -1,0 +1,22 @@
+"""Runtime settings of the agent (from the command line)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+
+@dataclass(frozen=True)
+class AgentConfig:
+    """What the agent was started with."""
+
+    kubeconfig: str | None
+    namespace: str
+    bundle_dir: Path
+    cache_dir: Path
+    metrics_port: int
+    metrics_address: str
+    cluster_name: str
+    resync_seconds: float
+    lease_seconds: float
+    log_level: str = "INFO"

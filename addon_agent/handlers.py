@@ -1,0 +1,254 @@
+"""kopf handlers of the agent: thin wrappers around the reconcile functions."""
+
+from __future__ import annotations
+
+import logging
+import threading
+from typing import Any
+
+import kopf
+
+from addon_agent import delivery, identity, lease, metrics, namespaces
+from addon_agent import status as st
+from addon_agent.bundle_source import BundleError
+from addon_agent.config import AgentConfig
+from addon_agent.installer import ISVC_API, Installer, NotReady
+from addon_agent.kube import Kube, api_client_for
+from addon_agent.login import connection_info
+from addon_api import constants as c
+from addon_api.base import plain
+from addon_api.spoke import SealedStorageConnectionSpec, ServingPlatformSpec
+
+log = logging.getLogger(__name__)
+
+PLATFORMS = (c.GROUP, c.VERSION, "servingplatforms")
+SEALED = (c.GROUP, c.VERSION, "sealedstorageconnections")
+
+
+class Agent:
+    """State shared by the handlers: the cluster client, the installer, the private key."""
+
+    def __init__(self, config: AgentConfig) -> None:
+        self.config = config
+        self.kube = Kube(api_client_for(config.kubeconfig))
+        self.installer = Installer(self.kube, config.bundle_dir, config.namespace, config.cache_dir)
+        self.lock = threading.Lock()
+        self.private_key: bytes | None = None
+
+    # ServingPlatform ----------------------------------------------------------------------------
+
+    def _write_platform_status(self, name: str, status: dict[str, Any]) -> None:
+        self.kube.patch_status(f"{c.GROUP}/{c.VERSION}", c.KIND_SERVING_PLATFORM, name, status)
+
+    def reconcile_platform(self, body: kopf.Body) -> None:
+        """Install or remove the stack as the ServingPlatform says; write its status."""
+        if body.metadata.get("deletionTimestamp"):
+            return
+        name = body.metadata["name"]
+        generation = body.metadata.get("generation")
+        previous = list((body.get("status") or {}).get("conditions") or [])
+        with self.lock, metrics.RECONCILE_SECONDS.labels(kind="ServingPlatform").time():
+            spec = ServingPlatformSpec.model_validate(plain(body["spec"]))
+            if spec.management_state == "Removed":
+                self._remove(name, spec.force, generation, previous, final_phase="Removed")
+                return
+            try:
+                plan = self.installer.build_plan(spec)
+                self.installer.install(plan)
+            except BundleError as err:
+                metrics.RECONCILE_ERRORS.labels(kind="ServingPlatform").inc()
+                self._write_platform_status(
+                    name,
+                    st.simple_status("Degraded", "BundleError", str(err), generation, previous),
+                )
+                return
+            except NotReady as err:
+                self._write_platform_status(
+                    name,
+                    st.simple_status("Installing", "Installing", str(err), generation, previous),
+                )
+                return
+            namespaces.reconcile(
+                self.kube,
+                spec.serving_namespaces,
+                spec.platform,
+                bool(spec.monitoring and spec.monitoring.enabled),
+            )
+            status = self.installer.read_status(plan, generation, previous)
+            self._write_platform_status(name, status)
+            self._record_metrics(spec.platform, status, plan.controllers())
+
+    def _record_metrics(
+        self, platform: str, status: dict[str, Any], controllers: list[tuple[str, str]]
+    ) -> None:
+        components = {
+            n: st.deployment_available(self.kube.get("apps/v1", "Deployment", n, ns))
+            for ns, n in controllers
+        }
+        metrics.record_platform(platform, status["phase"] == "Available", components)
+        if self.kube.served(ISVC_API, "InferenceService"):
+            metrics.record_inference_services(self.kube.list(ISVC_API, "InferenceService"))
+
+    def _remove(
+        self,
+        name: str,
+        force: bool,
+        generation: int | None,
+        previous: list[dict[str, Any]],
+        final_phase: str,
+    ) -> bool:
+        """Uninstall; True when nothing the agent installed remains."""
+        foreign = [] if force else self.installer.foreign_inference_services()
+        if foreign:
+            message = "InferenceServices not created by the add-on still exist: " + ", ".join(
+                foreign[:20]
+            )
+            self._write_platform_status(
+                name,
+                st.simple_status(
+                    "RemovalBlocked", "ForeignInferenceServices", message, generation, previous
+                ),
+            )
+            return False
+        if self.installer.inventory():
+            self._write_platform_status(
+                name,
+                st.simple_status(
+                    "Removing", "Removing", "uninstalling the stack", generation, previous
+                ),
+            )
+        namespaces.disable_all(self.kube)
+        remaining = self.installer.uninstall()
+        if remaining:
+            message = "waiting for removal of " + ", ".join(
+                f"{r.kind} {r.name}" for r in remaining[:10]
+            )
+            self._write_platform_status(
+                name, st.simple_status("Removing", "Removing", message, generation, previous)
+            )
+            return False
+        self._write_platform_status(
+            name,
+            st.simple_status(
+                final_phase, "Removed", "the stack is not installed", generation, previous
+            ),
+        )
+        metrics.record_platform("", False, {})
+        return True
+
+    def delete_platform(self, body: kopf.Body) -> None:
+        """Uninstall on deletion; raise TemporaryError while blocked or not finished."""
+        name = body.metadata["name"]
+        spec = ServingPlatformSpec.model_validate(plain(body["spec"]))
+        previous = list((body.get("status") or {}).get("conditions") or [])
+        with self.lock:
+            done = self._remove(
+                name, spec.force, body.metadata.get("generation"), previous, "Removed"
+            )
+        if not done:
+            raise kopf.TemporaryError(
+                "stack not removed yet", delay=min(self.config.resync_seconds, 10)
+            )
+
+    # SealedStorageConnection --------------------------------------------------------------------
+
+    def deliver(self, body: kopf.Body) -> None:
+        """Decrypt a SealedStorageConnection into storage-config entries; write its status."""
+        if body.metadata.get("deletionTimestamp"):
+            return
+        ns, name = body.metadata["namespace"], body.metadata["name"]
+        generation = body.metadata.get("generation")
+        previous = list((body.get("status") or {}).get("conditions") or [])
+        with metrics.RECONCILE_SECONDS.labels(kind="SealedStorageConnection").time():
+            try:
+                if self.private_key is None:
+                    self.private_key = identity.ensure_identity(self.kube, self.config.namespace)
+                spec = SealedStorageConnectionSpec.model_validate(plain(body["spec"]))
+                delivery.deliver(self.kube, self.private_key, ns, name, spec)
+            except delivery.DeliveryError as err:
+                metrics.RECONCILE_ERRORS.labels(kind="SealedStorageConnection").inc()
+                status = {
+                    "phase": "Failed" if err.reason != "NamespaceMissing" else "Pending",
+                    "message": str(err)[:1024],
+                    "observedGeneration": generation,
+                    "conditions": [
+                        st.condition("Delivered", False, err.reason, str(err), previous),
+                        st.condition("Degraded", True, err.reason, str(err), previous),
+                    ],
+                }
+            else:
+                message = "entry delivered to " + ", ".join(spec.target_namespaces)
+                status = {
+                    "phase": "Delivered",
+                    "message": message,
+                    "observedGeneration": generation,
+                    "conditions": [
+                        st.condition("Delivered", True, "Delivered", message, previous),
+                        st.condition("Degraded", False, "Delivered", message, previous),
+                    ],
+                }
+        self.kube.patch_status(
+            f"{c.GROUP}/{c.VERSION}", c.KIND_SEALED_STORAGE_CONNECTION, name, status, namespace=ns
+        )
+
+    def forget(self, body: kopf.Body) -> None:
+        """Remove the connection's entries (its deletion)."""
+        delivery.remove(self.kube, body.metadata["namespace"], body.metadata["name"])
+
+
+def register(agent: Agent, registry: kopf.OperatorRegistry) -> None:
+    """Register every handler of the agent on ``registry``."""
+    config = agent.config
+
+    @kopf.on.login(registry=registry)
+    def login(**kwargs: Any) -> kopf.ConnectionInfo | None:
+        if config.kubeconfig:
+            return connection_info(config.kubeconfig)
+        return kopf.login_with_service_account(**kwargs)
+
+    @kopf.on.startup(registry=registry)
+    def startup(settings: kopf.OperatorSettings, **_: Any) -> None:
+        settings.persistence.finalizer = f"{c.GROUP}/agent"
+        settings.persistence.progress_storage = kopf.AnnotationsProgressStorage(
+            prefix=f"agent.{c.GROUP}"
+        )
+        settings.persistence.diffbase_storage = kopf.AnnotationsDiffBaseStorage(
+            prefix=f"agent.{c.GROUP}", key="last-handled-configuration"
+        )
+        settings.posting.level = logging.WARNING
+        settings.scanning.disabled = True
+        identity.ensure_namespace(agent.kube, config.namespace)
+        agent.private_key = identity.ensure_identity(agent.kube, config.namespace)
+        lease.start(agent.kube, config.namespace, config.lease_seconds)
+
+    @kopf.on.resume(*PLATFORMS, registry=registry)
+    @kopf.on.create(*PLATFORMS, registry=registry)
+    @kopf.on.update(*PLATFORMS, field="spec", registry=registry)
+    def platform_changed(body: kopf.Body, **_: Any) -> None:
+        agent.reconcile_platform(body)
+
+    @kopf.timer(*PLATFORMS, interval=config.resync_seconds, registry=registry)
+    def platform_resync(body: kopf.Body, **_: Any) -> None:
+        try:
+            agent.reconcile_platform(body)
+        except Exception:
+            metrics.RECONCILE_ERRORS.labels(kind="ServingPlatform").inc()
+            raise
+
+    @kopf.on.delete(*PLATFORMS, registry=registry)
+    def platform_deleted(body: kopf.Body, **_: Any) -> None:
+        agent.delete_platform(body)
+
+    @kopf.on.resume(*SEALED, registry=registry)
+    @kopf.on.create(*SEALED, registry=registry)
+    @kopf.on.update(*SEALED, field="spec", registry=registry)
+    def sealed_changed(body: kopf.Body, **_: Any) -> None:
+        agent.deliver(body)
+
+    @kopf.timer(*SEALED, interval=max(config.resync_seconds, 30), registry=registry)
+    def sealed_resync(body: kopf.Body, **_: Any) -> None:
+        agent.deliver(body)
+
+    @kopf.on.delete(*SEALED, registry=registry)
+    def sealed_deleted(body: kopf.Body, **_: Any) -> None:
+        agent.forget(body)

@@ -1,0 +1,281 @@
+"""Install, upgrade and remove a serving stack on the cluster (the I/O around planning)."""
+
+from __future__ import annotations
+
+import base64
+import datetime as dt
+import json
+import logging
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from addon_agent import bundle_source, certs, planning, status
+from addon_agent import labels as lb
+from addon_agent.kube import Kube
+from addon_agent.planning import ClusterFacts, Plan
+from addon_agent.stacks import STACKS
+from addon_api import constants as c
+from addon_api.spoke import ServingPlatformSpec
+
+log = logging.getLogger(__name__)
+
+Obj = dict[str, Any]
+INVENTORY_CONFIGMAP = "model-serving-agent-inventory"
+WEBHOOK_CA_SECRET = "model-serving-agent-webhook-ca"
+ESTABLISHED_TIMEOUT = 60.0
+ISVC_API = "serving.kserve.io/v1beta1"
+
+
+class NotReady(RuntimeError):
+    """The install cannot go on yet (e.g. CRDs not Established); retry later."""
+
+
+@dataclass(frozen=True)
+class Ref:
+    """Identity of an object the agent applied."""
+
+    api_version: str
+    kind: str
+    namespace: str
+    name: str
+
+    @classmethod
+    def of(cls, obj: Obj) -> Ref:
+        """The Ref of an object."""
+        meta = obj["metadata"]
+        return cls(obj["apiVersion"], obj["kind"], meta.get("namespace") or "", meta["name"])
+
+    def as_list(self) -> list[str]:
+        """JSON form."""
+        return [self.api_version, self.kind, self.namespace, self.name]
+
+
+def _phase_of_ref(ref: Ref) -> int:
+    return planning.phase_of({"kind": ref.kind})
+
+
+class Installer:
+    """Everything the agent does to a cluster for one ServingPlatform."""
+
+    def __init__(self, kube: Kube, bundle_root: Path, agent_namespace: str, cache: Path) -> None:
+        self.kube = kube
+        self.bundle_root = bundle_root
+        self.agent_namespace = agent_namespace
+        self.cache = cache
+
+    # Facts and plan -----------------------------------------------------------------------------
+
+    def facts(self) -> ClusterFacts:
+        """What is installed on the cluster that changes the plan."""
+        return ClusterFacts(
+            cert_manager=self.kube.served("cert-manager.io/v1", "Certificate"),
+            prometheus_operator=self.kube.served("monitoring.coreos.com/v1", "ServiceMonitor"),
+        )
+
+    def build_plan(self, spec: ServingPlatformSpec) -> Plan:
+        """The desired objects for ``spec`` (webhook certificates included)."""
+        manifests = spec.dev_flags.manifests if spec.dev_flags else None
+        text, stack = bundle_source.load(
+            STACKS[spec.platform], self.bundle_root, manifests, self.cache
+        )
+        the_plan = planning.plan(planning.parse_bundle(text), spec, stack, self.facts())
+        if the_plan.certificates:
+            self._add_webhook_certs(the_plan)
+        return the_plan
+
+    def _ca(self, now: dt.datetime) -> certs.KeyPair:
+        secret = self.kube.get("v1", "Secret", WEBHOOK_CA_SECRET, self.agent_namespace)
+        data = (secret or {}).get("data") or {}
+        if data.get("tls.crt") and data.get("tls.key"):
+            pair = certs.KeyPair(_unb64(data["tls.crt"]), _unb64(data["tls.key"]))
+            if not certs.needs_renewal(pair.cert_pem, now):
+                return pair
+        pair = certs.new_ca(now)
+        self.kube.apply(
+            {
+                "apiVersion": "v1",
+                "kind": "Secret",
+                "metadata": {
+                    "name": WEBHOOK_CA_SECRET,
+                    "namespace": self.agent_namespace,
+                    "labels": lb.ours(),
+                },
+                "type": "kubernetes.io/tls",
+                "data": {
+                    "tls.crt": planning.b64(pair.cert_pem),
+                    "tls.key": planning.b64(pair.key_pem),
+                },
+            }
+        )
+        return pair
+
+    def _add_webhook_certs(self, the_plan: Plan) -> None:
+        now = dt.datetime.now(dt.UTC)
+        ca = self._ca(now)
+        secrets = []
+        for request in the_plan.certificates:
+            existing = self.kube.get("v1", "Secret", request.secret_name, request.namespace)
+            data = (existing or {}).get("data") or {}
+            leaf_pem = _unb64(data["tls.crt"]) if data.get("tls.crt") else None
+            if (
+                leaf_pem
+                and data.get("tls.key")
+                and certs.leaf_valid(leaf_pem, ca, request.dns_names, now)
+            ):
+                leaf = certs.KeyPair(leaf_pem, _unb64(data["tls.key"]))
+            else:
+                leaf = certs.new_leaf(ca, request.dns_names, now)
+            secrets.append(
+                planning.webhook_cert_secret(request, leaf.cert_pem, leaf.key_pem, ca.cert_pem)
+            )
+        objects = the_plan.objects + [planning.label(s, the_plan.stack) for s in secrets]
+        # A Secret of the bundle with the same name (e.g. an empty placeholder) is replaced.
+        names = {planning.key_of(s) for s in secrets}
+        objects = [o for o in objects if planning.key_of(o) not in names or o in secrets]
+        planning.inject_ca_bundle(objects, planning.b64(ca.cert_pem))
+        the_plan.objects = planning.order(objects)
+
+    # Inventory ----------------------------------------------------------------------------------
+
+    def inventory(self) -> list[Ref]:
+        """Every object the agent applied and has not removed yet."""
+        cm = self.kube.get("v1", "ConfigMap", INVENTORY_CONFIGMAP, self.agent_namespace)
+        raw = ((cm or {}).get("data") or {}).get("objects", "[]")
+        return [Ref(*item) for item in json.loads(raw)]
+
+    def _save_inventory(self, refs: list[Ref]) -> None:
+        unique = list(dict.fromkeys(refs))
+        self.kube.apply(
+            {
+                "apiVersion": "v1",
+                "kind": "ConfigMap",
+                "metadata": {
+                    "name": INVENTORY_CONFIGMAP,
+                    "namespace": self.agent_namespace,
+                    "labels": lb.ours(),
+                },
+                "data": {"objects": json.dumps([r.as_list() for r in unique])},
+            }
+        )
+
+    # Install ------------------------------------------------------------------------------------
+
+    def _apply_namespace(self, obj: Obj) -> bool:
+        existing = self.kube.get("v1", "Namespace", obj["metadata"]["name"])
+        if existing is not None and not lb.is_ours(existing):
+            return False  # pre-existing namespace: used, never taken over
+        self.kube.apply(obj)
+        return True
+
+    def wait_established(self, names: list[str], timeout: float = ESTABLISHED_TIMEOUT) -> None:
+        """Wait until every named CRD is Established; raise NotReady on timeout."""
+        deadline = time.monotonic() + timeout
+        pending = list(names)
+        while pending:
+            pending = [
+                n
+                for n in pending
+                if not status.condition_true(
+                    self.kube.get("apiextensions.k8s.io/v1", "CustomResourceDefinition", n),
+                    "Established",
+                )
+            ]
+            if not pending:
+                break
+            if time.monotonic() > deadline:
+                raise NotReady(f"CRDs not Established: {', '.join(pending)}")
+            time.sleep(0.5)
+        self.kube.dyn.resources.invalidate_cache()
+
+    def install(self, the_plan: Plan) -> None:
+        """Apply the plan in order, then remove what an earlier plan had and this one has not."""
+        previous = self.inventory()
+        applied: list[Ref] = []
+        self._save_inventory(previous + [Ref.of(o) for o in the_plan.objects])
+        crds_done = False
+        for obj in the_plan.objects:
+            if obj["kind"] != "CustomResourceDefinition" and not crds_done:
+                self.wait_established(the_plan.crd_names())
+                crds_done = True
+            if obj["kind"] == "Namespace":
+                if self._apply_namespace(obj):
+                    applied.append(Ref.of(obj))
+                continue
+            self.kube.apply(obj)
+            applied.append(Ref.of(obj))
+        keep = set(applied)
+        stale = [r for r in previous if r not in keep]
+        self._delete(stale)
+        self._save_inventory(applied)
+
+    def _delete(self, refs: list[Ref]) -> list[Ref]:
+        """Delete objects in reverse apply order; return those still present."""
+        remaining = []
+        for ref in sorted(refs, key=_phase_of_ref, reverse=True):
+            try:
+                current = self.kube.get(ref.api_version, ref.kind, ref.name, ref.namespace or None)
+            except Exception:  # kind no longer served (its CRD went first)
+                continue
+            if current is None or not lb.is_ours(current):
+                continue
+            self.kube.delete(ref.api_version, ref.kind, ref.name, ref.namespace or None)
+            remaining.append(ref)
+        return remaining
+
+    # Status -------------------------------------------------------------------------------------
+
+    def read_status(self, the_plan: Plan, generation: int | None, previous: list[Obj]) -> Obj:
+        """Status of a Managed platform from what the cluster shows now."""
+        deployments = {
+            name: self.kube.get("apps/v1", "Deployment", name, ns)
+            for ns, name in the_plan.controllers()
+        }
+        crds = {
+            n: self.kube.get("apiextensions.k8s.io/v1", "CustomResourceDefinition", n)
+            for n in the_plan.crd_names()
+        }
+        return status.platform_status(
+            generation=generation,
+            version=the_plan.stack.version,
+            deployments=deployments,
+            crds=crds,
+            warnings=the_plan.warnings,
+            previous=previous,
+        )
+
+    # Removal ------------------------------------------------------------------------------------
+
+    def foreign_inference_services(self) -> list[str]:
+        """namespace/name of InferenceServices the add-on did not create."""
+        if not self.kube.served(ISVC_API, "InferenceService"):
+            return []
+        out = []
+        for isvc in self.kube.list(ISVC_API, "InferenceService"):
+            labels = isvc["metadata"].get("labels") or {}
+            if lb.is_ours(isvc) or labels.get(c.LABEL_PART_OF) == c.ADDON_NAME:
+                continue
+            out.append(f"{isvc['metadata']['namespace']}/{isvc['metadata']['name']}")
+        return sorted(out)
+
+    def uninstall(self) -> list[Ref]:
+        """Delete everything in the inventory (reverse order); return what is still there."""
+        refs = self.inventory()
+        remaining = self._delete(refs)
+        still = [r for r in remaining if self._exists(r)]
+        self._save_inventory(still)
+        return still
+
+    def _exists(self, ref: Ref) -> bool:
+        try:
+            return (
+                self.kube.get(ref.api_version, ref.kind, ref.name, ref.namespace or None)
+                is not None
+            )
+        except Exception:
+            return False
+
+
+def _unb64(value: str) -> str:
+    return base64.b64decode(value).decode()

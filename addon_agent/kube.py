@@ -1,0 +1,155 @@
+"""Thin synchronous Kubernetes I/O for the agent (dynamic client, server-side apply)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from kubernetes import client, config
+from kubernetes.dynamic import DynamicClient
+from kubernetes.dynamic.exceptions import NotFoundError, ResourceNotFoundError
+
+from addon_api import constants as c
+
+Obj = dict[str, Any]
+
+
+def api_client_for(kubeconfig: str | None) -> client.ApiClient:
+    """An ApiClient from ``kubeconfig``, or from in-cluster config when none is given."""
+    if kubeconfig:
+        api: client.ApiClient = config.new_client_from_config(config_file=kubeconfig)  # type: ignore[no-untyped-call]
+        return api
+    config.load_incluster_config()  # type: ignore[no-untyped-call]
+    return client.ApiClient()
+
+
+class Kube:
+    """Get, list, apply and delete any kind by apiVersion/kind."""
+
+    def __init__(self, api: client.ApiClient) -> None:
+        self.api = api
+        self.dyn = DynamicClient(api)  # type: ignore[no-untyped-call]
+
+    def resource(self, api_version: str, kind: str) -> Any:
+        """The dynamic resource of a kind; rediscovers once (new CRDs)."""
+        try:
+            return self.dyn.resources.get(api_version=api_version, kind=kind)
+        except ResourceNotFoundError:
+            self.dyn.resources.invalidate_cache()
+            return self.dyn.resources.get(api_version=api_version, kind=kind)
+
+    def served(self, api_version: str, kind: str) -> bool:
+        """Whether the API server serves a kind."""
+        try:
+            self.resource(api_version, kind)
+        except ResourceNotFoundError:
+            return False
+        return True
+
+    def apply(self, obj: Obj, *, force: bool = True) -> Obj:
+        """Server-side apply ``obj`` with the agent's field manager."""
+        res = self.resource(obj["apiVersion"], obj["kind"])
+        meta = obj["metadata"]
+        out = res.server_side_apply(
+            body=obj,
+            name=meta["name"],
+            namespace=meta.get("namespace") if res.namespaced else None,
+            field_manager=c.FIELD_MANAGER,
+            force_conflicts=force,
+        )
+        result: Obj = out.to_dict()
+        return result
+
+    def get(
+        self, api_version: str, kind: str, name: str, namespace: str | None = None
+    ) -> Obj | None:
+        """An object, or None when it does not exist."""
+        res = self.resource(api_version, kind)
+        try:
+            out = res.get(name=name, namespace=namespace if res.namespaced else None)
+        except NotFoundError:
+            return None
+        result: Obj = out.to_dict()
+        return result
+
+    def list(
+        self,
+        api_version: str,
+        kind: str,
+        *,
+        namespace: str | None = None,
+        label_selector: str | None = None,
+    ) -> list[Obj]:
+        """Objects of a kind (all namespaces unless ``namespace``)."""
+        res = self.resource(api_version, kind)
+        kwargs: dict[str, Any] = {}
+        if label_selector:
+            kwargs["label_selector"] = label_selector
+        if res.namespaced and namespace:
+            kwargs["namespace"] = namespace
+        try:
+            out = res.get(**kwargs).to_dict()
+        except NotFoundError:  # the kind went away (its CRD was deleted): discovery is stale
+            self.dyn.resources.invalidate_cache()
+            return []
+        items: list[Obj] = out.get("items", [])
+        return items
+
+    def delete(self, api_version: str, kind: str, name: str, namespace: str | None = None) -> bool:
+        """Delete an object (background propagation); False when it was already gone."""
+        res = self.resource(api_version, kind)
+        try:
+            res.delete(
+                name=name,
+                namespace=namespace if res.namespaced else None,
+                body={"propagationPolicy": "Background"},
+            )
+        except NotFoundError:
+            return False
+        return True
+
+    def patch_status(
+        self, api_version: str, kind: str, name: str, status: Obj, namespace: str | None = None
+    ) -> None:
+        """Merge-patch the status subresource of an object."""
+        res = self.resource(api_version, kind)
+        res.status.patch(
+            body={"status": status},
+            name=name,
+            namespace=namespace if res.namespaced else None,
+            content_type="application/merge-patch+json",
+        )
+
+    def patch(
+        self, api_version: str, kind: str, name: str, body: Obj, namespace: str | None = None
+    ) -> Obj:
+        """Merge-patch an object."""
+        res = self.resource(api_version, kind)
+        out = res.patch(
+            body=body,
+            name=name,
+            namespace=namespace if res.namespaced else None,
+            content_type="application/merge-patch+json",
+        )
+        result: Obj = out.to_dict()
+        return result
+
+
+def create(kube: Kube, obj: Obj) -> Obj:
+    """Create an object (fails if it exists)."""
+    res = kube.resource(obj["apiVersion"], obj["kind"])
+    out = res.create(
+        body=obj, namespace=obj["metadata"].get("namespace") if res.namespaced else None
+    )
+    result: Obj = out.to_dict()
+    return result
+
+
+def replace(kube: Kube, obj: Obj) -> Obj:
+    """Replace an object; its metadata.resourceVersion makes this a compare-and-swap."""
+    res = kube.resource(obj["apiVersion"], obj["kind"])
+    meta = obj["metadata"]
+    out = res.replace(
+        body=obj, name=meta["name"], namespace=meta.get("namespace") if res.namespaced else None
+    )
+    result: Obj = out.to_dict()
+    return result

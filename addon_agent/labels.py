@@ -1,0 +1,35 @@
+"""Labels and annotations the agent puts on what it creates (how it finds its own objects)."""
+
+from __future__ import annotations
+
+from typing import Any, Final
+
+from addon_api import constants as c
+
+LABEL_PLATFORM: Final = f"{c.GROUP}/platform"
+"""On stack objects: the platform (KServe or ModelMesh) they belong to."""
+LABEL_STACK_VERSION: Final = f"{c.GROUP}/stack-version"
+"""On stack objects: the version of the bundle they came from."""
+LABEL_SERVING_NAMESPACE: Final = f"{c.GROUP}/serving-namespace"
+"""On namespaces enabled for serving by the agent (value ``"true"``)."""
+ANNOTATION_CREATED_BY_AGENT: Final = f"{c.GROUP}/created-by-agent"
+"""On namespaces the agent created (so it may delete them again)."""
+ANNOTATION_OWNED_ENTRIES: Final = f"{c.GROUP}/owned-entries"
+"""On storage-config Secrets: JSON map entry name -> SealedStorageConnection ns/name."""
+
+LABEL_STORAGE_CONFIG: Final = f"{c.GROUP}/storage-config"
+"""On storage-config Secrets the agent wrote entries into (value ``"true"``)."""
+
+MANAGED_SELECTOR: Final = f"{c.LABEL_MANAGED_BY}={c.FIELD_MANAGER}"
+"""Label selector matching everything the agent created."""
+
+
+def ours() -> dict[str, str]:
+    """The labels on every object the agent creates."""
+    return {c.LABEL_MANAGED_BY: c.FIELD_MANAGER, c.LABEL_PART_OF: c.ADDON_NAME}
+
+
+def is_ours(obj: dict[str, Any]) -> bool:
+    """Whether ``obj`` carries the agent's managed-by label."""
+    labels = (obj.get("metadata") or {}).get("labels") or {}
+    return bool(labels.get(c.LABEL_MANAGED_BY) == c.FIELD_MANAGER)

@@ -1,0 +1,82 @@
+"""``model-serving-addon agent``: run the spoke agent (kopf, embedded, cluster-wide)."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import tempfile
+from collections.abc import Sequence
+from pathlib import Path
+
+import kopf
+from prometheus_client import start_http_server
+
+from addon_agent import lease
+from addon_agent.config import AgentConfig
+from addon_agent.handlers import Agent, register
+from addon_api import constants as c
+
+
+def parse(argv: Sequence[str]) -> AgentConfig:
+    """The agent's configuration from its command line."""
+    parser = argparse.ArgumentParser(prog="model-serving-addon agent")
+    parser.add_argument(
+        "--kubeconfig",
+        default=os.environ.get("KUBECONFIG"),
+        help="kubeconfig of the managed cluster (default: in-cluster)",
+    )
+    parser.add_argument("--namespace", default=c.AGENT_NAMESPACE, help="agent namespace")
+    parser.add_argument(
+        "--bundle-dir",
+        type=Path,
+        default=Path("/bundles"),
+        help="root of the rendered stack bundles (<platform>/<version>/)",
+    )
+    parser.add_argument(
+        "--cache-dir",
+        type=Path,
+        default=Path(tempfile.gettempdir()) / "model-serving-agent-cache",
+        help="where devFlags.manifests tarballs are downloaded and extracted",
+    )
+    parser.add_argument("--metrics-port", type=int, default=8383)
+    parser.add_argument("--metrics-address", default="0.0.0.0")
+    parser.add_argument("--cluster-name", default="", help="name of the managed cluster (logs)")
+    parser.add_argument(
+        "--resync-seconds",
+        type=float,
+        default=60.0,
+        help="interval of the full reconcile that repairs drift",
+    )
+    parser.add_argument("--lease-seconds", type=float, default=10.0, help="Lease renewal interval")
+    parser.add_argument("--log-level", default="INFO")
+    args = parser.parse_args(list(argv))
+    return AgentConfig(
+        kubeconfig=args.kubeconfig,
+        namespace=args.namespace,
+        bundle_dir=args.bundle_dir,
+        cache_dir=args.cache_dir,
+        metrics_port=args.metrics_port,
+        metrics_address=args.metrics_address,
+        cluster_name=args.cluster_name,
+        resync_seconds=args.resync_seconds,
+        lease_seconds=args.lease_seconds,
+        log_level=args.log_level.upper(),
+    )
+
+
+def main(argv: Sequence[str]) -> int:
+    """Run the agent until interrupted."""
+    config = parse(argv)
+    logging.basicConfig(
+        level=config.log_level,
+        format=f"%(asctime)s %(levelname)s [{config.cluster_name or 'agent'}] %(name)s %(message)s",
+    )
+    start_http_server(config.metrics_port, addr=config.metrics_address)
+    registry = kopf.OperatorRegistry()
+    register(Agent(config), registry)
+    try:
+        kopf.run(registry=registry, standalone=True, clusterwide=True)
+    finally:
+        lease.stop()
+    return 0

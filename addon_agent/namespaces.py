@@ -1,0 +1,88 @@
+"""Serving namespaces: enable the listed ones, disable the ones dropped from the list."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from addon_agent import labels as lb
+from addon_agent.kube import Kube
+from addon_api import constants as c
+
+MONITORING_ROLEBINDING = "model-serving-monitoring"
+MONITORING_SUBJECT = {"kind": "ServiceAccount", "name": "prometheus-k8s", "namespace": "monitoring"}
+
+
+def desired_labels(platform: str) -> dict[str, str]:
+    """Labels the agent sets on a serving namespace for ``platform``."""
+    out = {lb.LABEL_SERVING_NAMESPACE: "true"}
+    if platform == "ModelMesh":
+        out[c.MODELMESH_ENABLED_LABEL] = "true"
+    return out
+
+
+def namespace_patch(name: str, platform: str, created: bool) -> dict[str, Any]:
+    """The server-side apply body of one enabled serving namespace."""
+    labels = desired_labels(platform)
+    if created:
+        labels.update(lb.ours())
+    meta: dict[str, Any] = {"name": name, "labels": labels}
+    if created:
+        meta["annotations"] = {lb.ANNOTATION_CREATED_BY_AGENT: "true"}
+    return {"apiVersion": "v1", "kind": "Namespace", "metadata": meta}
+
+
+def monitoring_rolebinding(namespace: str) -> dict[str, Any]:
+    """RoleBinding letting Prometheus read the serving namespace (monitoring enabled)."""
+    return {
+        "apiVersion": "rbac.authorization.k8s.io/v1",
+        "kind": "RoleBinding",
+        "metadata": {"name": MONITORING_ROLEBINDING, "namespace": namespace, "labels": lb.ours()},
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "view"},
+        "subjects": [MONITORING_SUBJECT],
+    }
+
+
+def reconcile(kube: Kube, wanted: Sequence[str], platform: str, monitoring: bool) -> None:
+    """Enable ``wanted`` namespaces and disable the ones the agent enabled before."""
+    enabled = kube.list("v1", "Namespace", label_selector=f"{lb.LABEL_SERVING_NAMESPACE}=true")
+    for name in wanted:
+        existing = kube.get("v1", "Namespace", name)
+        created = existing is None or (
+            (existing["metadata"].get("annotations") or {}).get(lb.ANNOTATION_CREATED_BY_AGENT)
+            == "true"
+        )
+        kube.apply(namespace_patch(name, platform, created))
+        if monitoring:
+            kube.apply(monitoring_rolebinding(name))
+        else:
+            _drop_rolebinding(kube, name)
+    for ns in enabled:
+        name = ns["metadata"]["name"]
+        if name not in wanted:
+            disable(kube, ns)
+
+
+def _drop_rolebinding(kube: Kube, namespace: str) -> None:
+    rb = kube.get("rbac.authorization.k8s.io/v1", "RoleBinding", MONITORING_ROLEBINDING, namespace)
+    if rb is not None and lb.is_ours(rb):
+        kube.delete(
+            "rbac.authorization.k8s.io/v1", "RoleBinding", MONITORING_ROLEBINDING, namespace
+        )
+
+
+def disable(kube: Kube, ns: dict[str, Any]) -> None:
+    """Undo what the agent did to a namespace; delete it only when the agent created it."""
+    name = ns["metadata"]["name"]
+    if (ns["metadata"].get("annotations") or {}).get(lb.ANNOTATION_CREATED_BY_AGENT) == "true":
+        kube.delete("v1", "Namespace", name)
+        return
+    _drop_rolebinding(kube, name)
+    # Applying an empty intent drops every field the agent's field manager owned (its labels).
+    kube.apply({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}})
+
+
+def disable_all(kube: Kube) -> None:
+    """Disable every namespace the agent enabled (platform removal)."""
+    for ns in kube.list("v1", "Namespace", label_selector=f"{lb.LABEL_SERVING_NAMESPACE}=true"):
+        disable(kube, ns)

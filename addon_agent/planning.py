@@ -1,0 +1,451 @@
+"""Pure install planning: bundle objects + ServingPlatform spec -> ordered desired objects.
+
+Nothing here talks to a cluster; :mod:`addon_agent.installer` does the I/O.
+"""
+
+from __future__ import annotations
+
+import base64
+import copy
+import json
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+import yaml
+
+from addon_agent import labels as lb
+from addon_agent.stacks import KSERVE, MODELMESH, Stack
+from addon_api import constants as c
+from addon_api.platform import ComponentSpec
+from addon_api.spoke import ServingPlatformSpec
+
+Obj = dict[str, Any]
+
+CLUSTER_SCOPED_KINDS = frozenset(
+    {
+        "Namespace",
+        "CustomResourceDefinition",
+        "ClusterRole",
+        "ClusterRoleBinding",
+        "MutatingWebhookConfiguration",
+        "ValidatingWebhookConfiguration",
+        "PriorityClass",
+        "StorageClass",
+        "IngressClass",
+    }
+)
+WEBHOOK_KINDS = frozenset({"MutatingWebhookConfiguration", "ValidatingWebhookConfiguration"})
+CERT_MANAGER_GROUP = "cert-manager.io"
+MAX_ACTIVE_REPLICAS = 2
+ETCD_IMAGE = "quay.io/coreos/etcd:v3.5.4"
+ETCD_NAME = "etcd"
+ETCD_SECRET = "model-serving-etcd"
+ETCD_KEY = "etcd_connection"
+MODELMESH_CONFIG = "model-serving-config"
+KSERVE_CONFIG = "inferenceservice-config"
+SA_TOKEN = "/var/run/secrets/kubernetes.io/serviceaccount/token"
+
+
+@dataclass(frozen=True)
+class ClusterFacts:
+    """What the agent found on the cluster that changes the plan."""
+
+    cert_manager: bool = False
+    """cert-manager's Certificate CRD is served."""
+    prometheus_operator: bool = False
+    """prometheus-operator's ServiceMonitor CRD is served."""
+
+
+@dataclass(frozen=True)
+class CertRequest:
+    """A webhook serving certificate the agent must provide (no cert-manager)."""
+
+    namespace: str
+    secret_name: str
+    dns_names: tuple[str, ...]
+
+
+@dataclass
+class Plan:
+    """The ordered desired objects of one stack and what the status needs to know."""
+
+    stack: Stack
+    objects: list[Obj]
+    warnings: list[str] = field(default_factory=list)
+    certificates: list[CertRequest] = field(default_factory=list)
+
+    def controllers(self) -> list[tuple[str, str]]:
+        """(namespace, name) of every Deployment in the plan."""
+        return [
+            (o["metadata"].get("namespace", ""), o["metadata"]["name"])
+            for o in self.objects
+            if o["kind"] == "Deployment"
+        ]
+
+    def crd_names(self) -> list[str]:
+        """Names of the CRDs in the plan."""
+        return [
+            o["metadata"]["name"] for o in self.objects if o["kind"] == "CustomResourceDefinition"
+        ]
+
+
+def b64(text: str) -> str:
+    """Base64 of a UTF-8 string (Secret ``data`` values)."""
+    return base64.b64encode(text.encode()).decode()
+
+
+def parse_bundle(text: str) -> list[Obj]:
+    """The Kubernetes objects of a multi-document YAML text (empty documents dropped)."""
+    out: list[Obj] = []
+    for doc in yaml.safe_load_all(text):
+        if not doc:
+            continue
+        if doc.get("kind") == "List":
+            out.extend(item for item in doc.get("items", []) if item)
+        else:
+            out.append(doc)
+    return out
+
+
+def group_of(obj: Obj) -> str:
+    """API group of an object ("" for the core group)."""
+    api_version = str(obj.get("apiVersion", ""))
+    return api_version.split("/")[0] if "/" in api_version else ""
+
+
+def key_of(obj: Obj) -> tuple[str, str, str, str]:
+    """(group, kind, namespace, name): identity of an object."""
+    meta = obj.get("metadata", {})
+    return (group_of(obj), obj["kind"], meta.get("namespace", ""), meta["name"])
+
+
+def phase_of(obj: Obj) -> int:
+    """Apply order: CRDs, namespaces, config/RBAC/custom resources, webhooks, controllers."""
+    kind = obj["kind"]
+    if kind == "CustomResourceDefinition":
+        return 0
+    if kind == "Namespace":
+        return 1
+    if kind in WEBHOOK_KINDS:
+        return 3
+    if kind in ("Deployment", "StatefulSet", "DaemonSet"):
+        return 4
+    if kind in ("HorizontalPodAutoscaler", "ServiceMonitor"):
+        return 5
+    return 2
+
+
+def order(objects: Iterable[Obj]) -> list[Obj]:
+    """Objects sorted by apply phase (stable within a phase)."""
+    return sorted(objects, key=phase_of)
+
+
+def _crd_scopes(objects: Iterable[Obj]) -> dict[tuple[str, str], str]:
+    return {
+        (o["spec"]["group"], o["spec"]["names"]["kind"]): o["spec"].get("scope", "Namespaced")
+        for o in objects
+        if o["kind"] == "CustomResourceDefinition"
+    }
+
+
+def normalise_scope(objects: list[Obj]) -> list[Obj]:
+    """Drop ``metadata.namespace`` from cluster-scoped objects (kustomize adds it to all)."""
+    scopes = _crd_scopes(objects)
+    for obj in objects:
+        cluster = obj["kind"] in CLUSTER_SCOPED_KINDS or (
+            scopes.get((group_of(obj), obj["kind"])) == "Cluster"
+        )
+        if cluster:
+            obj.get("metadata", {}).pop("namespace", None)
+    return objects
+
+
+def label(obj: Obj, stack: Stack) -> Obj:
+    """Put the agent's labels on an object (not on its pod template)."""
+    meta = obj.setdefault("metadata", {})
+    meta.setdefault("labels", {})
+    meta["labels"] = {
+        **(meta["labels"] or {}),
+        **lb.ours(),
+        lb.LABEL_PLATFORM: stack.platform,
+        lb.LABEL_STACK_VERSION: stack.version,
+    }
+    return obj
+
+
+# Component settings ------------------------------------------------------------------------------
+
+
+def apply_component(deployment: Obj, spec: ComponentSpec | None, image: str | None) -> Obj:
+    """Replicas, resources and image of one Deployment (autoscaling leaves replicas out)."""
+    pod = deployment["spec"]["template"]["spec"]
+    containers = pod.get("containers", [])
+    if image:
+        for container in containers:
+            container["image"] = image
+    if spec is None:
+        return deployment
+    if spec.autoscaling is not None:
+        deployment["spec"].pop("replicas", None)
+    elif spec.replicas is not None:
+        deployment["spec"]["replicas"] = spec.replicas
+    if spec.resources is not None:
+        resources = spec.resources.to_dict()
+        for container in containers:
+            container["resources"] = copy.deepcopy(resources)
+    if deployment["metadata"].get("name"):
+        deployment["metadata"].setdefault("labels", {})[c.LABEL_COMPONENT] = deployment["metadata"][
+            "name"
+        ]
+    return deployment
+
+
+def hpa_for(deployment: Obj, spec: ComponentSpec) -> Obj:
+    """An autoscaling/v2 HorizontalPodAutoscaler for ``deployment``."""
+    assert spec.autoscaling is not None
+    auto = spec.autoscaling
+    metrics = [m.to_dict() for m in auto.metrics] or [
+        {
+            "type": "Resource",
+            "resource": {
+                "name": "cpu",
+                "target": {"type": "Utilization", "averageUtilization": 80},
+            },
+        }
+    ]
+    name = deployment["metadata"]["name"]
+    return {
+        "apiVersion": "autoscaling/v2",
+        "kind": "HorizontalPodAutoscaler",
+        "metadata": {
+            "name": name,
+            "namespace": deployment["metadata"].get("namespace", ""),
+            "labels": {c.LABEL_COMPONENT: name},
+        },
+        "spec": {
+            "scaleTargetRef": {"apiVersion": "apps/v1", "kind": "Deployment", "name": name},
+            "minReplicas": auto.min_replicas,
+            "maxReplicas": auto.max_replicas,
+            "metrics": metrics,
+        },
+    }
+
+
+# Platform configuration --------------------------------------------------------------------------
+
+
+def _edit_json(data: dict[str, str], key: str, values: dict[str, Any]) -> None:
+    try:
+        current = json.loads(data.get(key) or "{}")
+    except ValueError:
+        current = {}
+    if not isinstance(current, dict):
+        current = {}
+    current.update(values)
+    data[key] = json.dumps(current, indent=2, sort_keys=True)
+
+
+def configure_kserve(config_map: Obj, spec: ServingPlatformSpec) -> Obj:
+    """Headless Standard mode in ``inferenceservice-config``."""
+    options = spec.kserve
+    mode = options.deployment_mode if options else "Standard"
+    headless = options.service_cluster_ip_none if options else True
+    data = config_map.setdefault("data", {})
+    _edit_json(data, "deploy", {"defaultDeploymentMode": mode})
+    _edit_json(data, "ingress", {"disableIngressCreation": True})
+    _edit_json(data, "service", {"serviceClusterIPNone": headless})
+    return config_map
+
+
+def modelmesh_extras(spec: ServingPlatformSpec, namespace: str) -> list[Obj]:
+    """``model-serving-config`` and, for the built-in etcd, etcd plus its connection Secret."""
+    options = spec.modelmesh
+    pods = options.pods_per_runtime if options else 2
+    config = {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": {"name": MODELMESH_CONFIG, "namespace": namespace},
+        "data": {"config.yaml": yaml.safe_dump({"podsPerRuntime": pods})},
+    }
+    out: list[Obj] = [config]
+    etcd = options.etcd if options else None
+    if etcd is not None and etcd.external is not None:
+        return out
+    selector = {"app.kubernetes.io/name": ETCD_NAME, c.LABEL_COMPONENT: ETCD_NAME}
+    connection = {
+        "endpoints": f"http://{ETCD_NAME}.{namespace}.svc:2379",
+        "root_prefix": "modelmesh-serving",
+    }
+    out += [
+        {
+            "apiVersion": "v1",
+            "kind": "Secret",
+            "metadata": {"name": ETCD_SECRET, "namespace": namespace},
+            "type": "Opaque",
+            "data": {ETCD_KEY: b64(json.dumps(connection))},
+        },
+        {
+            "apiVersion": "v1",
+            "kind": "Service",
+            "metadata": {"name": ETCD_NAME, "namespace": namespace},
+            "spec": {
+                "selector": selector,
+                "ports": [{"name": "client", "port": 2379, "targetPort": 2379}],
+            },
+        },
+        {
+            "apiVersion": "apps/v1",
+            "kind": "Deployment",
+            "metadata": {"name": ETCD_NAME, "namespace": namespace},
+            "spec": {
+                "replicas": 1,
+                "selector": {"matchLabels": selector},
+                "template": {
+                    "metadata": {"labels": selector},
+                    "spec": {
+                        "containers": [
+                            {
+                                "name": ETCD_NAME,
+                                "image": ETCD_IMAGE,
+                                "command": [
+                                    "etcd",
+                                    "--data-dir=/tmp/etcd.data",
+                                    "--listen-client-urls=http://0.0.0.0:2379",
+                                    f"--advertise-client-urls=http://{ETCD_NAME}.{namespace}.svc:2379",
+                                ],
+                                "ports": [{"containerPort": 2379, "name": "client"}],
+                                "resources": {
+                                    "requests": {"cpu": "50m", "memory": "64Mi"},
+                                    "limits": {"cpu": "500m", "memory": "512Mi"},
+                                },
+                            }
+                        ]
+                    },
+                },
+            },
+        },
+    ]
+    return out
+
+
+def external_etcd_env(deployment: Obj, secret_name: str) -> Obj:
+    """Point the ModelMesh controller at an existing etcd connection Secret."""
+    for container in deployment["spec"]["template"]["spec"].get("containers", []):
+        for env in container.get("env", []):
+            if env.get("name") == "ETCD_SECRET_NAME":
+                env["value"] = secret_name
+    return deployment
+
+
+def stack_service_monitor(stack: Stack, objects: list[Obj]) -> Obj | None:
+    """A ServiceMonitor for the stack's metrics Service, if the bundle has one."""
+    for obj in objects:
+        meta = obj["metadata"]
+        if obj["kind"] == "Service" and meta["name"] == stack.metrics_service:
+            ports = obj["spec"].get("ports", [])
+            port = ports[0].get("name", "https") if ports else "https"
+            return {
+                "apiVersion": "monitoring.coreos.com/v1",
+                "kind": "ServiceMonitor",
+                "metadata": {
+                    "name": f"{stack.controller}-metrics",
+                    "namespace": meta.get("namespace", ""),
+                },
+                "spec": {
+                    "selector": {"matchLabels": obj["spec"].get("selector", {})},
+                    "endpoints": [
+                        {
+                            "port": port,
+                            "scheme": "https",
+                            "bearerTokenFile": SA_TOKEN,
+                            "tlsConfig": {"insecureSkipVerify": True},
+                        }
+                    ],
+                },
+            }
+    return None
+
+
+# The plan ----------------------------------------------------------------------------------------
+
+
+def plan(bundle: list[Obj], spec: ServingPlatformSpec, stack: Stack, facts: ClusterFacts) -> Plan:
+    """Ordered desired objects of ``stack`` configured by ``spec`` on a cluster with ``facts``."""
+    objects = normalise_scope(copy.deepcopy(bundle))
+    result = Plan(stack=stack, objects=[])
+    images = spec.dev_flags.images if spec.dev_flags else {}
+    if stack.platform == MODELMESH.platform:
+        objects += modelmesh_extras(spec, stack.namespace)
+    extra: list[Obj] = []
+    for obj in objects:
+        meta = obj.setdefault("metadata", {})
+        if group_of(obj) == CERT_MANAGER_GROUP and not facts.cert_manager:
+            if obj["kind"] == "Certificate":
+                result.certificates.append(
+                    CertRequest(
+                        namespace=meta.get("namespace", stack.namespace),
+                        secret_name=obj["spec"]["secretName"],
+                        dns_names=tuple(obj["spec"].get("dnsNames") or [obj["spec"]["commonName"]]),
+                    )
+                )
+            continue
+        if (
+            obj["kind"] == "ConfigMap"
+            and meta["name"] == KSERVE_CONFIG
+            and stack.platform == KSERVE.platform
+        ):
+            configure_kserve(obj, spec)
+        if obj["kind"] == "Deployment":
+            name = meta["name"]
+            component = spec.components.get(name)
+            apply_component(obj, component, images.get(name))
+            if component is not None and component.autoscaling is not None:
+                extra.append(hpa_for(obj, component))
+            replicas = obj["spec"].get("replicas")
+            if component is not None and component.autoscaling is not None:
+                replicas = component.autoscaling.max_replicas
+            if isinstance(replicas, int) and replicas > MAX_ACTIVE_REPLICAS:
+                result.warnings.append(
+                    f"{name} may run {replicas} replicas; with leader election only one is active"
+                )
+            etcd = spec.modelmesh.etcd if spec.modelmesh else None
+            if (
+                stack.platform == MODELMESH.platform
+                and etcd is not None
+                and etcd.external is not None
+            ):
+                external_etcd_env(obj, etcd.external.secret_ref.name)
+        result.objects.append(obj)
+    monitoring = spec.monitoring is not None and spec.monitoring.enabled
+    if monitoring and facts.prometheus_operator:
+        monitor = stack_service_monitor(stack, result.objects)
+        if monitor is not None:
+            extra.append(monitor)
+    result.objects = order(label(o, stack) for o in result.objects + extra)
+    return result
+
+
+def inject_ca_bundle(objects: list[Obj], ca_bundle_b64: str) -> list[Obj]:
+    """Set ``caBundle`` on every webhook and CRD conversion webhook of the plan."""
+    for obj in objects:
+        if obj["kind"] in WEBHOOK_KINDS:
+            for hook in obj.get("webhooks", []):
+                hook.setdefault("clientConfig", {})["caBundle"] = ca_bundle_b64
+        elif obj["kind"] == "CustomResourceDefinition":
+            conversion = obj.get("spec", {}).get("conversion") or {}
+            webhook = conversion.get("webhook")
+            if conversion.get("strategy") == "Webhook" and webhook:
+                webhook.setdefault("clientConfig", {})["caBundle"] = ca_bundle_b64
+    return objects
+
+
+def webhook_cert_secret(request: CertRequest, cert_pem: str, key_pem: str, ca_pem: str) -> Obj:
+    """The TLS Secret a webhook server mounts (tls.crt, tls.key, ca.crt)."""
+    return {
+        "apiVersion": "v1",
+        "kind": "Secret",
+        "metadata": {"name": request.secret_name, "namespace": request.namespace},
+        "type": "kubernetes.io/tls",
+        "data": {"tls.crt": b64(cert_pem), "tls.key": b64(key_pem), "ca.crt": b64(ca_pem)},
+    }

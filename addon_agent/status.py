@@ -1,0 +1,130 @@
+"""Pure status computation for ServingPlatform and SealedStorageConnection."""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Sequence
+from typing import Any
+
+Obj = dict[str, Any]
+
+
+def now_iso() -> str:
+    """Current UTC time in RFC 3339 (condition timestamps)."""
+    return dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def condition_true(obj: Obj | None, kind: str) -> bool:
+    """Whether ``obj.status.conditions`` has ``kind`` with status True."""
+    if not obj:
+        return False
+    for cond in (obj.get("status") or {}).get("conditions") or []:
+        if cond.get("type") == kind:
+            return bool(cond.get("status") == "True")
+    return False
+
+
+def deployment_available(deployment: Obj | None) -> bool:
+    """Available condition True for the current generation."""
+    if not deployment:
+        return False
+    status = deployment.get("status") or {}
+    generation = deployment.get("metadata", {}).get("generation", 0)
+    if status.get("observedGeneration", 0) < generation:
+        return False
+    return condition_true(deployment, "Available")
+
+
+def condition(kind: str, ok: bool, reason: str, message: str, previous: Sequence[Obj] = ()) -> Obj:
+    """A condition; keeps lastTransitionTime when the status did not change."""
+    status = "True" if ok else "False"
+    stamp = now_iso()
+    for old in previous:
+        if (
+            old.get("type") == kind
+            and old.get("status") == status
+            and old.get("lastTransitionTime")
+        ):
+            stamp = old["lastTransitionTime"]
+    return {
+        "type": kind,
+        "status": status,
+        "reason": reason,
+        "message": message[:1024],
+        "lastTransitionTime": stamp,
+    }
+
+
+def platform_status(
+    *,
+    generation: int | None,
+    version: str,
+    deployments: dict[str, Obj | None],
+    crds: dict[str, Obj | None],
+    warnings: Sequence[str],
+    previous: Sequence[Obj] = (),
+) -> Obj:
+    """Status of a Managed platform from its Deployments and CRDs as read from the cluster."""
+    ready = sorted(n for n, d in deployments.items() if deployment_available(d))
+    waiting = sorted(set(deployments) - set(ready))
+    not_established = sorted(n for n, crd in crds.items() if not condition_true(crd, "Established"))
+    available = not waiting and not not_established
+    missing = [n for n, d in deployments.items() if d is None]
+    if available:
+        phase, reason, message = (
+            "Available",
+            "AllComponentsAvailable",
+            f"{version}: all components available",
+        )
+    elif missing or not_established:
+        phase, reason = "Installing", "Installing"
+        message = "waiting for " + ", ".join(
+            [f"CRD {n}" for n in not_established] + [f"Deployment {n}" for n in waiting]
+        )
+    else:
+        phase, reason = "Degraded", "ComponentsUnavailable"
+        message = "not available: " + ", ".join(waiting)
+    if warnings:
+        message = f"{message}; warning: {'; '.join(warnings)}"
+    progressing = phase == "Installing"
+    return {
+        "phase": phase,
+        "message": message[:1024],
+        "observedGeneration": generation,
+        "readyComponents": len(ready),
+        "totalComponents": len(deployments),
+        "stackVersion": version,
+        "conditions": [
+            condition("Available", available, reason, message, previous),
+            condition("Progressing", progressing, reason, message, previous),
+            condition(
+                "Degraded",
+                phase == "Degraded" or bool(warnings),
+                "ReplicasWarning" if warnings and phase != "Degraded" else reason,
+                message,
+                previous,
+            ),
+        ],
+    }
+
+
+def simple_status(
+    phase: str, reason: str, message: str, generation: int | None, previous: Sequence[Obj] = ()
+) -> Obj:
+    """Status of a platform being removed, removed, blocked or failing before install."""
+    return {
+        "phase": phase,
+        "message": message[:1024],
+        "observedGeneration": generation,
+        "readyComponents": 0,
+        "totalComponents": 0,
+        "conditions": [
+            condition("Available", False, reason, message, previous),
+            condition(
+                "Progressing", phase in ("Removing", "Installing"), reason, message, previous
+            ),
+            condition(
+                "Degraded", phase in ("RemovalBlocked", "Degraded"), reason, message, previous
+            ),
+        ],
+    }

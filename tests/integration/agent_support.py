@@ -1,0 +1,219 @@
+"""Support for the agent's integration tests: bundles, an agent process per spoke, helpers."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from addon_agent import bundle_render
+from addon_agent.stacks import STACKS
+from addon_api import constants as c
+from tests.helpers import eventually
+
+ROOT = Path(__file__).resolve().parents[2]
+CRDS = [
+    ROOT / "crds" / "servingplatforms.modelserving.opendatahub.io.yaml",
+    ROOT / "crds" / "sealedstorageconnections.modelserving.opendatahub.io.yaml",
+]
+MANAGED = f"{c.LABEL_MANAGED_BY}={c.FIELD_MANAGER}"
+SP_API = f"{c.GROUP}/{c.VERSION}"
+# Kinds scanned for leftovers after an uninstall.
+SCANNED_KINDS = (
+    "customresourcedefinitions",
+    "namespaces",
+    "clusterroles",
+    "clusterrolebindings",
+    "validatingwebhookconfigurations",
+    "mutatingwebhookconfigurations",
+    "deployments,services,configmaps,secrets,serviceaccounts,roles,rolebindings,"
+    "networkpolicies,horizontalpodautoscalers",
+)
+
+
+def bundle_cache() -> Path:
+    """Root of the rendered bundles, shared across runs (keyed by platform/version)."""
+    base = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache"))
+    return base / "model-serving-addon" / "bundles"
+
+
+@pytest.fixture(scope="session")
+def bundles() -> Path:
+    """Rendered bundles of every stack (rendered once per version)."""
+    root = bundle_cache()
+    missing = [
+        s
+        for s in STACKS.values()
+        if not (bundle_render.bundle_path(root, s) / bundle_render.MANIFEST_FILE).exists()
+    ]
+    if missing:
+        bundle_render.render(root, missing)
+    return root
+
+
+def free_port() -> int:
+    """A free TCP port on 127.0.0.1."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+        return port
+
+
+class AgentProcess:
+    """``model-serving-addon agent`` against one spoke, logging to a file."""
+
+    def __init__(
+        self, kubeconfig: Path, bundles: Path, log_path: Path, resync: float = 2.0
+    ) -> None:
+        self.kubeconfig = kubeconfig
+        self.bundles = bundles
+        self.log_path = log_path
+        self.resync = resync
+        self.metrics_port = free_port()
+        self.proc: subprocess.Popen[bytes] | None = None
+
+    def start(self) -> None:
+        """Start the agent."""
+        self.log_path.parent.mkdir(parents=True, exist_ok=True)
+        log = self.log_path.open("ab")
+        self.proc = subprocess.Popen(
+            [
+                str(Path(sys.executable).parent / "model-serving-addon"),
+                "agent",
+                f"--kubeconfig={self.kubeconfig}",
+                f"--bundle-dir={self.bundles}",
+                f"--cache-dir={self.log_path.parent / 'agent-cache'}",
+                f"--metrics-port={self.metrics_port}",
+                "--metrics-address=127.0.0.1",
+                f"--resync-seconds={self.resync}",
+                "--lease-seconds=2",
+                "--cluster-name=test",
+            ],
+            stdout=log,
+            stderr=subprocess.STDOUT,
+        )
+        log.close()
+
+    def stop(self) -> None:
+        """Stop the agent (SIGTERM, then SIGKILL)."""
+        if self.proc is None:
+            return
+        self.proc.terminate()
+        try:
+            self.proc.wait(15)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait(5)
+        self.proc = None
+
+    def restart(self) -> None:
+        """Stop and start again."""
+        self.stop()
+        self.start()
+
+    def tail(self, lines: int = 80) -> str:
+        """Last lines of the agent log."""
+        if not self.log_path.exists():
+            return ""
+        return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-lines:])
+
+    def metrics(self) -> str:
+        """Text of /metrics."""
+        with urllib.request.urlopen(
+            f"http://127.0.0.1:{self.metrics_port}/metrics", timeout=5
+        ) as r:
+            text: str = r.read().decode()
+            return text
+
+
+@pytest.fixture(scope="module")
+def spoke(testbed: Any) -> Any:
+    """The first spoke with the agent's CRDs installed."""
+    cluster = testbed.spokes[0]
+    cluster.apply_files(CRDS)
+    cluster.wait_crds_established()
+    return cluster
+
+
+@pytest.fixture(scope="module")
+def agent(spoke: Any, bundles: Path, request: pytest.FixtureRequest) -> Iterator[AgentProcess]:
+    """An agent process on the spoke; its log tail is printed when a test of the module failed."""
+    name = Path(str(request.fspath)).stem
+    run_dir = Path(os.environ.get("TESTBED_RUN_DIR", "/tmp")) / "agent-logs"
+    proc = AgentProcess(Path(spoke.kubeconfig), bundles, run_dir / f"{name}.log")
+    proc.start()
+    try:
+        yield proc
+    finally:
+        proc.stop()
+        if request.session.testsfailed:
+            print(f"--- agent log tail ({proc.log_path}) ---\n{proc.tail()}")
+
+
+def get(cluster: Any, *args: str) -> Any:
+    """``kubectl get ... -o json`` parsed (None when not found)."""
+    proc = cluster.kubectl("get", *args, "-o", "json", check=False)
+    if proc.returncode != 0:
+        if "NotFound" in proc.stderr or "not found" in proc.stderr:
+            return None
+        raise AssertionError(proc.stderr)
+    return json.loads(proc.stdout)
+
+
+def platform(name: str, spec: dict[str, Any]) -> dict[str, Any]:
+    """A ServingPlatform object."""
+    return {
+        "apiVersion": SP_API,
+        "kind": "ServingPlatform",
+        "metadata": {"name": name},
+        "spec": spec,
+    }
+
+
+def platform_status(cluster: Any, name: str) -> dict[str, Any]:
+    """status of a ServingPlatform ({} when none yet)."""
+    obj = get(cluster, "servingplatform", name)
+    return dict((obj or {}).get("status") or {})
+
+
+def wait_phase(cluster: Any, name: str, phase: str, timeout: float = 120) -> dict[str, Any]:
+    """Wait until the ServingPlatform reports ``phase`` for its current generation."""
+
+    def check() -> dict[str, Any]:
+        obj = get(cluster, "servingplatform", name)
+        status = (obj or {}).get("status") or {}
+        assert status.get("phase") == phase, status
+        assert status.get("observedGeneration") == obj["metadata"]["generation"], status
+        return dict(status)
+
+    return eventually(check, timeout=timeout)
+
+
+def leftovers(cluster: Any, extra_selector: str = "") -> list[str]:
+    """Objects still labelled as created by the agent (agent's own state excluded)."""
+    selector = MANAGED + (f",{extra_selector}" if extra_selector else "")
+    found = []
+    for kinds in SCANNED_KINDS:
+        out = get(cluster, kinds, "-A", "-l", selector)
+        for item in (out or {}).get("items", []):
+            meta = item["metadata"]
+            if meta.get("namespace") == c.AGENT_NAMESPACE:
+                continue
+            found.append(f"{item['kind']} {meta.get('namespace', '')}/{meta['name']}")
+    return found
+
+
+def timed(fn: Any) -> tuple[Any, float]:
+    """Run ``fn`` and return (result, seconds)."""
+    start = time.monotonic()
+    out = fn()
+    return out, time.monotonic() - start

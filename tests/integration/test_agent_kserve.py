@@ -1,0 +1,148 @@
+"""KServe (Standard/headless) on a testbed spoke: install, settings, drift, metrics, removal."""
+
+from __future__ import annotations
+
+import base64
+import json
+from typing import Any
+
+from tests.helpers import eventually
+from tests.integration import agent_support as support
+from tests.integration.agent_support import (
+    AgentProcess,
+    get,
+    leftovers,
+    platform,
+    timed,
+    wait_phase,
+)
+
+bundles = support.bundles
+spoke = support.spoke
+agent = support.agent
+
+NAME = "kserve"
+CONTROLLER = "kserve-controller-manager"
+RESOURCES = {"requests": {"cpu": "20m", "memory": "64Mi"}, "limits": {"cpu": "1", "memory": "1Gi"}}
+SPEC = {
+    "platform": "KServe",
+    "components": {CONTROLLER: {"replicas": 1, "resources": RESOURCES}},
+    "kserve": {"serviceClusterIPNone": True},
+    "devFlags": {"images": {CONTROLLER: "example.com/kserve/kserve-controller:test"}},
+}
+
+
+def deployment(spoke: Any) -> Any:
+    return get(spoke, "deployment", "-n", "kserve", CONTROLLER)
+
+
+def test_install_to_available(spoke: Any, agent: AgentProcess) -> None:
+    spoke.apply_objects([platform(NAME, SPEC)])
+    status, seconds = timed(lambda: wait_phase(spoke, NAME, "Available", timeout=180))
+    print(f"KServe install to Available: {seconds:.1f}s")
+    assert status["stackVersion"] == "v0.17.0"
+    assert status["readyComponents"] == status["totalComponents"] == 1
+    conditions = {c["type"]: c["status"] for c in status["conditions"]}
+    assert conditions["Available"] == "True"
+
+
+def test_component_settings_and_image(spoke: Any, agent: AgentProcess) -> None:
+    dep = deployment(spoke)
+    assert dep["spec"]["replicas"] == 1
+    manager = dep["spec"]["template"]["spec"]["containers"][0]
+    assert manager["image"] == "example.com/kserve/kserve-controller:test"
+    assert manager["resources"]["requests"] == RESOURCES["requests"]
+    assert dep["metadata"]["labels"]["app.kubernetes.io/managed-by"] == "model-serving-addon"
+
+
+def test_inferenceservice_config_is_headless_standard(spoke: Any, agent: AgentProcess) -> None:
+    cm = get(spoke, "configmap", "-n", "kserve", "inferenceservice-config")
+    assert json.loads(cm["data"]["deploy"])["defaultDeploymentMode"] == "Standard"
+    assert json.loads(cm["data"]["ingress"])["disableIngressCreation"] is True
+    assert json.loads(cm["data"]["service"])["serviceClusterIPNone"] is True
+
+
+def test_self_signed_webhook_certificate_injected(spoke: Any, agent: AgentProcess) -> None:
+    secret = get(spoke, "secret", "-n", "kserve", "kserve-webhook-server-cert")
+    ca = base64.b64decode(secret["data"]["ca.crt"]).decode()
+    assert "BEGIN CERTIFICATE" in base64.b64decode(secret["data"]["tls.crt"]).decode()
+    hooks = get(spoke, "validatingwebhookconfiguration", "inferenceservice.serving.kserve.io")
+    for hook in hooks["webhooks"]:
+        assert base64.b64decode(hook["clientConfig"]["caBundle"]).decode() == ca
+    mutating = get(spoke, "mutatingwebhookconfiguration", "inferenceservice.serving.kserve.io")
+    assert all(h["clientConfig"]["caBundle"] for h in mutating["webhooks"])
+    # cert-manager is not installed: no Certificate/Issuer applied
+    assert get(spoke, "crd", "certificates.cert-manager.io") is None
+
+
+def test_drift_is_repaired(spoke: Any, agent: AgentProcess) -> None:
+    spoke.kubectl(
+        "set", "image", "-n", "kserve", f"deployment/{CONTROLLER}", "manager=evil/image:1"
+    )
+    eventually(
+        lambda: (
+            deployment(spoke)["spec"]["template"]["spec"]["containers"][0]["image"]
+            == "example.com/kserve/kserve-controller:test"
+        ),
+        timeout=30,
+    )
+    uid = deployment(spoke)["metadata"]["uid"]
+    spoke.kubectl("delete", "deployment", "-n", "kserve", CONTROLLER)
+    eventually(
+        lambda: (deployment(spoke) or {}).get("metadata", {}).get("uid") not in (None, uid),
+        timeout=30,
+    )
+    wait_phase(spoke, NAME, "Available", timeout=60)
+
+
+def test_autoscaling_creates_hpa_and_leaves_replicas(spoke: Any, agent: AgentProcess) -> None:
+    spec = {
+        **SPEC,
+        "components": {CONTROLLER: {"autoscaling": {"minReplicas": 1, "maxReplicas": 3}}},
+    }
+    spoke.apply_objects([platform(NAME, spec)])
+    hpa = eventually(lambda: get(spoke, "hpa", "-n", "kserve", CONTROLLER), timeout=60)
+    assert hpa["spec"]["maxReplicas"] == 3
+    assert hpa["spec"]["scaleTargetRef"]["name"] == CONTROLLER
+    status = wait_phase(spoke, NAME, "Available", timeout=60)
+    assert "only one is active" in status["message"]  # > 2 replicas warning
+    spoke.kubectl("scale", "-n", "kserve", f"deployment/{CONTROLLER}", "--replicas=2")
+    # one full resync later the agent has not reset the replicas the autoscaler owns
+    eventually(lambda: deployment(spoke)["spec"]["replicas"] == 2, timeout=10)
+    gen = get(spoke, "servingplatform", NAME)["metadata"]["generation"]
+    eventually(lambda: get(spoke, "servingplatform", NAME)["status"]["observedGeneration"] == gen)
+    assert deployment(spoke)["spec"]["replicas"] == 2
+
+
+def test_metrics_endpoint(spoke: Any, agent: AgentProcess) -> None:
+    def check() -> bool:
+        text = agent.metrics()
+        assert 'model_serving_platform_ready{platform="KServe"} 1.0' in text, text[:2000]
+        assert f'model_serving_component_ready{{component="{CONTROLLER}"}} 1.0' in text
+        assert "model_serving_inferenceservices{" in text
+        assert "model_serving_reconcile_duration_seconds_count" in text
+        assert "model_serving_reconcile_errors_total" in text
+        return True
+
+    eventually(check, timeout=30)
+
+
+def test_lease_is_renewed(spoke: Any, agent: AgentProcess) -> None:
+    first = get(spoke, "lease", "-n", "open-cluster-management-agent-addon", "model-serving")
+    eventually(
+        lambda: (
+            get(spoke, "lease", "-n", "open-cluster-management-agent-addon", "model-serving")[
+                "spec"
+            ]["renewTime"]
+            != first["spec"]["renewTime"]
+        ),
+        timeout=15,
+    )
+
+
+def test_removed_uninstalls_everything(spoke: Any, agent: AgentProcess) -> None:
+    spoke.apply_objects([platform(NAME, {**SPEC, "managementState": "Removed"})])
+    wait_phase(spoke, NAME, "Removed", timeout=180)
+    eventually(lambda: leftovers(spoke) == [], timeout=120)
+    assert get(spoke, "crd", "inferenceservices.serving.kserve.io") is None
+    spoke.kubectl("delete", "servingplatform", NAME, "--timeout=60s")

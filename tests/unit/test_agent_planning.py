@@ -1,0 +1,204 @@
+from __future__ import annotations
+
+import copy
+import json
+from typing import Any
+
+from addon_agent import planning
+from addon_agent.planning import ClusterFacts
+from addon_agent.stacks import KSERVE, MODELMESH
+from addon_api.spoke import ServingPlatformSpec
+
+BUNDLE = """
+apiVersion: apps/v1
+kind: Deployment
+metadata: {name: ctrl, namespace: kserve}
+spec:
+  replicas: 1
+  selector: {matchLabels: {app: ctrl}}
+  template:
+    metadata: {labels: {app: ctrl}}
+    spec:
+      containers: [{name: manager, image: kserve/ctrl:v1}, {name: proxy, image: proxy:v1}]
+---
+apiVersion: admissionregistration.k8s.io/v1
+kind: ValidatingWebhookConfiguration
+metadata: {name: hooks, namespace: kserve}
+webhooks: [{name: a, clientConfig: {service: {name: svc, namespace: kserve}}}]
+---
+apiVersion: v1
+kind: ConfigMap
+metadata: {name: inferenceservice-config, namespace: kserve}
+data:
+  deploy: '{"defaultDeploymentMode": "Serverless"}'
+  ingress: '{"ingressClassName": "istio", "disableIngressCreation": false}'
+---
+apiVersion: cert-manager.io/v1
+kind: Certificate
+metadata: {name: serving-cert, namespace: kserve}
+spec: {secretName: webhook-cert, dnsNames: [svc.kserve.svc]}
+---
+apiVersion: v1
+kind: Namespace
+metadata: {name: kserve}
+---
+apiVersion: apiextensions.k8s.io/v1
+kind: CustomResourceDefinition
+metadata: {name: things.serving.kserve.io}
+spec:
+  group: serving.kserve.io
+  scope: Cluster
+  names: {kind: Thing, plural: things}
+---
+apiVersion: serving.kserve.io/v1alpha1
+kind: Thing
+metadata: {name: default, namespace: kserve}
+"""
+
+
+def spec(**kw: Any) -> ServingPlatformSpec:
+    return ServingPlatformSpec.model_validate({"platform": "KServe", **kw})
+
+
+def make(s: ServingPlatformSpec, facts: ClusterFacts | None = None) -> planning.Plan:
+    return planning.plan(planning.parse_bundle(BUNDLE), s, KSERVE, facts or ClusterFacts())
+
+
+def by_kind(p: planning.Plan, kind: str) -> list[dict[str, Any]]:
+    return [o for o in p.objects if o["kind"] == kind]
+
+
+def test_order_crds_first_then_namespaces_config_webhooks_controllers() -> None:
+    kinds = [o["kind"] for o in make(spec()).objects]
+    assert kinds[0] == "CustomResourceDefinition"
+    assert kinds[1] == "Namespace"
+    assert kinds.index("ValidatingWebhookConfiguration") < kinds.index("Deployment")
+    assert kinds.index("ConfigMap") < kinds.index("ValidatingWebhookConfiguration")
+
+
+def test_cluster_scoped_objects_lose_their_namespace() -> None:
+    p = make(spec())
+    assert "namespace" not in by_kind(p, "Thing")[0]["metadata"]
+    assert "namespace" not in by_kind(p, "ValidatingWebhookConfiguration")[0]["metadata"]
+
+
+def test_every_object_is_labelled() -> None:
+    for obj in make(spec()).objects:
+        labels = obj["metadata"]["labels"]
+        assert labels["app.kubernetes.io/managed-by"] == "model-serving-addon"
+        assert labels["modelserving.opendatahub.io/platform"] == "KServe"
+
+
+def test_component_settings() -> None:
+    res = {"requests": {"cpu": "10m"}, "limits": {"cpu": "1"}}
+    p = make(
+        spec(
+            components={"ctrl": {"replicas": 3, "resources": res}},
+            devFlags={"images": {"ctrl": "example.com/x:1"}},
+        )
+    )
+    dep = by_kind(p, "Deployment")[0]
+    assert dep["spec"]["replicas"] == 3
+    for container in dep["spec"]["template"]["spec"]["containers"]:
+        assert container["image"] == "example.com/x:1"
+        assert container["resources"] == res
+    assert p.warnings and "only one is active" in p.warnings[0]
+
+
+def test_autoscaling_adds_hpa_and_drops_replicas() -> None:
+    p = make(spec(components={"ctrl": {"autoscaling": {"minReplicas": 1, "maxReplicas": 2}}}))
+    dep = by_kind(p, "Deployment")[0]
+    assert "replicas" not in dep["spec"]
+    hpa = by_kind(p, "HorizontalPodAutoscaler")[0]
+    assert hpa["apiVersion"] == "autoscaling/v2"
+    assert hpa["spec"]["scaleTargetRef"]["name"] == "ctrl"
+    assert hpa["spec"]["metrics"][0]["resource"]["name"] == "cpu"
+    assert not p.warnings
+
+
+def test_inferenceservice_config_edits_keep_other_keys() -> None:
+    p = make(spec(kserve={"deploymentMode": "RawDeployment", "serviceClusterIPNone": False}))
+    data = by_kind(p, "ConfigMap")[0]["data"]
+    assert json.loads(data["deploy"]) == {"defaultDeploymentMode": "RawDeployment"}
+    ingress = json.loads(data["ingress"])
+    assert ingress == {"ingressClassName": "istio", "disableIngressCreation": True}
+    assert json.loads(data["service"]) == {"serviceClusterIPNone": False}
+
+
+def test_without_cert_manager_certificates_become_requests() -> None:
+    p = make(spec())
+    assert not [o for o in p.objects if planning.group_of(o) == "cert-manager.io"]
+    assert p.certificates == [planning.CertRequest("kserve", "webhook-cert", ("svc.kserve.svc",))]
+    with_cm = make(spec(), ClusterFacts(cert_manager=True))
+    assert by_kind(with_cm, "Certificate") and not with_cm.certificates
+
+
+def test_inject_ca_bundle() -> None:
+    objects = copy.deepcopy(make(spec()).objects)
+    planning.inject_ca_bundle(objects, "Q0E=")
+    hooks = next(o for o in objects if o["kind"] == "ValidatingWebhookConfiguration")
+    assert hooks["webhooks"][0]["clientConfig"]["caBundle"] == "Q0E="
+
+
+def test_bundle_is_not_modified() -> None:
+    bundle = planning.parse_bundle(BUNDLE)
+    before = copy.deepcopy(bundle)
+    planning.plan(bundle, spec(components={"ctrl": {"replicas": 2}}), KSERVE, ClusterFacts())
+    assert bundle == before
+
+
+def test_modelmesh_builtin_etcd_and_config() -> None:
+    s = ServingPlatformSpec.model_validate(
+        {"platform": "ModelMesh", "modelmesh": {"podsPerRuntime": 3}}
+    )
+    p = planning.plan([], s, MODELMESH, ClusterFacts())
+    names = {(o["kind"], o["metadata"]["name"]) for o in p.objects}
+    assert ("Deployment", "etcd") in names
+    assert ("Secret", "model-serving-etcd") in names
+    config = next(o for o in p.objects if o["metadata"]["name"] == "model-serving-config")
+    assert "podsPerRuntime: 3" in config["data"]["config.yaml"]
+
+
+def test_modelmesh_external_etcd() -> None:
+    s = ServingPlatformSpec.model_validate(
+        {
+            "platform": "ModelMesh",
+            "modelmesh": {"etcd": {"external": {"secretRef": {"name": "my-etcd"}}}},
+        }
+    )
+    dep = {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": {"name": "modelmesh-controller", "namespace": "mm"},
+        "spec": {
+            "template": {
+                "spec": {
+                    "containers": [
+                        {"name": "m", "env": [{"name": "ETCD_SECRET_NAME", "value": "x"}]}
+                    ]
+                }
+            }
+        },
+    }
+    p = planning.plan([dep], s, MODELMESH, ClusterFacts())
+    assert not [o for o in p.objects if o["metadata"]["name"] == "etcd"]
+    env = by_kind(p, "Deployment")[0]["spec"]["template"]["spec"]["containers"][0]["env"]
+    assert env == [{"name": "ETCD_SECRET_NAME", "value": "my-etcd"}]
+
+
+def test_service_monitor_only_with_operator_and_monitoring() -> None:
+    text = BUNDLE + (
+        "\n---\napiVersion: v1\nkind: Service\nmetadata: {name: "
+        f"{KSERVE.metrics_service}, namespace: kserve}}\n"
+        "spec: {selector: {app: ctrl}, ports: [{name: https, port: 8443}]}\n"
+    )
+    bundle = planning.parse_bundle(text)
+    on = spec(monitoring={"enabled": True})
+    assert not [
+        o
+        for o in planning.plan(bundle, on, KSERVE, ClusterFacts()).objects
+        if o["kind"] == "ServiceMonitor"
+    ]
+    p = planning.plan(bundle, on, KSERVE, ClusterFacts(prometheus_operator=True))
+    monitor = next(o for o in p.objects if o["kind"] == "ServiceMonitor")
+    assert monitor["spec"]["selector"]["matchLabels"] == {"app": "ctrl"}

@@ -1,0 +1,50 @@
+from __future__ import annotations
+
+from typing import Any
+
+from addon_agent import status
+
+
+def dep(available: bool, generation: int = 1, observed: int = 1) -> dict[str, Any]:
+    return {
+        "metadata": {"generation": generation},
+        "status": {
+            "observedGeneration": observed,
+            "conditions": [{"type": "Available", "status": "True" if available else "False"}],
+        },
+    }
+
+
+CRD = {"status": {"conditions": [{"type": "Established", "status": "True"}]}}
+
+
+def phase(deployments: dict[str, Any], crds: dict[str, Any]) -> dict[str, Any]:
+    return status.platform_status(
+        generation=3, version="v1", deployments=deployments, crds=crds, warnings=[]
+    )
+
+
+def test_available_when_all_deployments_and_crds_ready() -> None:
+    out = phase({"a": dep(True)}, {"x": CRD})
+    assert out["phase"] == "Available"
+    assert (out["readyComponents"], out["totalComponents"]) == (1, 1)
+    assert out["observedGeneration"] == 3 and out["stackVersion"] == "v1"
+
+
+def test_installing_when_missing_or_crd_not_established() -> None:
+    assert phase({"a": None}, {"x": CRD})["phase"] == "Installing"
+    assert phase({"a": dep(True)}, {"x": None})["phase"] == "Installing"
+
+
+def test_degraded_when_a_deployment_is_unavailable_or_stale() -> None:
+    assert phase({"a": dep(True), "b": dep(False)}, {})["phase"] == "Degraded"
+    assert phase({"a": dep(True, generation=2, observed=1)}, {})["phase"] == "Degraded"
+
+
+def test_condition_keeps_transition_time() -> None:
+    old = [{"type": "Available", "status": "True", "lastTransitionTime": "2020-01-01T00:00:00Z"}]
+    cond = status.condition("Available", True, "R", "m", old)
+    assert cond["lastTransitionTime"] == "2020-01-01T00:00:00Z"
+    assert status.condition("Available", False, "R", "m", old)["lastTransitionTime"] != (
+        "2020-01-01T00:00:00Z"
+    )
