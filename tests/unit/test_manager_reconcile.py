@@ -1,0 +1,238 @@
+"""The reconcile loop against an in-memory world: exact desired set, no needless writes."""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass, field
+from typing import Any
+
+from addon_api import constants as c
+from addon_api import sealing
+from addon_manager import conflicts, naming
+from addon_manager.facts import WorkFact, parse_work
+from addon_manager.reconcile import Reconciler
+
+
+@dataclass
+class FakeHub:
+    """World and Writer at once: applied works become facts immediately."""
+
+    placements: dict[tuple[str, str], frozenset[str]] = field(default_factory=dict)
+    labels: dict[str, dict[str, str]] = field(default_factory=dict)
+    works: dict[tuple[str, str], WorkFact] = field(default_factory=dict)
+    bodies: dict[tuple[str, str], dict[str, Any]] = field(default_factory=dict)
+    foreign: set[tuple[str, str]] = field(default_factory=set)
+    msv_claims: list[conflicts.Claim] = field(default_factory=list)
+    secrets: dict[tuple[str, str], dict[str, str]] = field(default_factory=dict)
+    addons: set[str] = field(default_factory=set)
+    writes: list[tuple[str, str]] = field(default_factory=list)
+    statuses: dict[str, dict[str, Any]] = field(default_factory=dict)
+
+    # World
+    def placement_exists(self, namespace: str, name: str) -> bool:
+        return (namespace, name) in self.placements
+
+    def placement_clusters(self, namespace: str, name: str) -> frozenset[str]:
+        return self.placements.get((namespace, name), frozenset())
+
+    def cluster_labels(self, cluster: str) -> dict[str, str]:
+        return self.labels.get(cluster, {})
+
+    def works_of(self, kind: str, namespace: str, name: str) -> dict[str, WorkFact]:
+        return {w.cluster: w for w in self.works.values() if w.owner == (kind, namespace, name)}
+
+    def works_on(self, cluster: str, kind: str) -> list[WorkFact]:
+        return [w for w in self.works.values() if w.cluster == cluster and w.kind == kind]
+
+    def foreign_work(self, cluster: str, name: str) -> bool:
+        return (cluster, name) in self.foreign
+
+    def claims(self) -> list[conflicts.Claim]:
+        return self.msv_claims
+
+    def storage_clusters(self) -> frozenset[str]:
+        return frozenset()
+
+    def secret_digest(self, namespace: str, name: str) -> str | None:
+        data = self.secrets.get((namespace, name))
+        return None if data is None else str(sorted(data.items()))
+
+    def addon_exists(self, cluster: str) -> bool:
+        return cluster in self.addons
+
+    # Writer
+    async def apply_work(self, body: dict[str, Any], *, force: bool) -> None:
+        key = (body["metadata"]["namespace"], body["metadata"]["name"])
+        self.writes.append(("apply", "/".join(key)))
+        self.bodies[key] = body
+        fact = parse_work(body)
+        assert fact is not None
+        self.works[key] = fact
+
+    async def delete_work(self, namespace: str, name: str) -> None:
+        self.writes.append(("delete", f"{namespace}/{name}"))
+        self.works.pop((namespace, name), None)
+
+    async def patch_status(self, group: str, version: str, plural: str, namespace: str,
+                           name: str, status: dict[str, Any]) -> None:
+        self.writes.append(("status", name))
+        self.statuses[name] = status
+
+    async def ensure_addon(self, cluster: str) -> None:
+        self.writes.append(("addon", cluster))
+        self.addons.add(cluster)
+
+    async def read_secret(self, namespace: str, name: str) -> dict[str, str] | None:
+        return self.secrets.get((namespace, name))
+
+
+def isvc_body(status: dict[str, Any] | None = None, **spec: Any) -> dict[str, Any]:
+    return {
+        "apiVersion": c.API_VERSION, "kind": c.KIND_INFERENCE_SERVICE,
+        "metadata": {"name": "iris", "namespace": "ns", "generation": 1,
+                     "creationTimestamp": "2026-01-01T00:00:00Z"},
+        "spec": {"placementRef": {"name": "p"}, "targetNamespace": "models",
+                 "template": {"predictor": {}}, **spec},
+        **({"status": status} if status else {}),
+    }
+
+
+def platform_ready(hub: FakeHub, *clusters: str) -> None:
+    for cl in clusters:
+        hub.works[(cl, "sp")] = WorkFact(
+            name="sp", cluster=cl, kind=c.KIND_MODEL_SERVING, intent_namespace="ns",
+            intent_name="kserve", render_hash="x", applied="True",
+            feedback=(("phase", "Available"),))
+
+
+def run(hub: FakeHub, kind: str, body: dict[str, Any]) -> Any:
+    return asyncio.run(Reconciler(hub, hub).reconcile(kind, body))
+
+
+def test_fan_out_then_steady_state_writes_nothing() -> None:
+    hub = FakeHub(placements={("ns", "p"): frozenset({"c1", "c2", "c3"})})
+    platform_ready(hub, "c1", "c2", "c3")
+    reconciler = Reconciler(hub, hub)
+    out = asyncio.run(reconciler.reconcile(c.KIND_INFERENCE_SERVICE, isvc_body()))
+    assert out.applied == 3 and out.status_written
+    # the works now exist: the status moves from Sending to Applying once
+    asyncio.run(reconciler.reconcile(c.KIND_INFERENCE_SERVICE, isvc_body(hub.statuses["iris"])))
+    status = hub.statuses["iris"]
+    hub.writes.clear()
+    again = asyncio.run(reconciler.reconcile(c.KIND_INFERENCE_SERVICE, isvc_body(status)))
+    assert hub.writes == [] and again.skipped == 3
+    # a fresh reconciler (a restarted manager) also writes nothing
+    assert run(hub, c.KIND_INFERENCE_SERVICE, isvc_body(status)).applied == 0
+    assert hub.writes == []
+
+
+def test_cluster_leaving_placement_loses_only_its_work() -> None:
+    hub = FakeHub(placements={("ns", "p"): frozenset({"c1", "c2"})})
+    platform_ready(hub, "c1", "c2")
+    run(hub, c.KIND_INFERENCE_SERVICE, isvc_body())
+    hub.placements[("ns", "p")] = frozenset({"c1"})
+    hub.writes.clear()
+    out = run(hub, c.KIND_INFERENCE_SERVICE, isvc_body())
+    name = naming.work_name(c.KIND_INFERENCE_SERVICE, "ns", "iris")
+    assert out.deleted == 1 and ("delete", f"c2/{name}") in hub.writes
+    assert set(hub.works_of(c.KIND_INFERENCE_SERVICE, "ns", "iris")) == {"c1"}
+
+
+def test_missing_placement_is_a_condition_and_sends_nothing() -> None:
+    hub = FakeHub()
+    run(hub, c.KIND_INFERENCE_SERVICE, isvc_body())
+    conds = {x["type"]: x for x in hub.statuses["iris"]["conditions"]}
+    assert conds["PlacementResolved"]["reason"] == "PlacementNotFound"
+    assert [w for w in hub.writes if w[0] == "apply"] == []
+
+
+def test_gate_waits_for_platform_and_keeps_sent_work() -> None:
+    hub = FakeHub(placements={("ns", "p"): frozenset({"c1"})})
+    run(hub, c.KIND_INFERENCE_SERVICE, isvc_body())
+    entry = hub.statuses["iris"]["clusters"][0]
+    assert entry["reason"] == "WaitingForPlatform" and hub.works == {}
+    platform_ready(hub, "c1")
+    run(hub, c.KIND_INFERENCE_SERVICE, isvc_body())
+    assert set(hub.works_of(c.KIND_INFERENCE_SERVICE, "ns", "iris")) == {"c1"}
+    hub.works.pop(("c1", "sp"))  # platform goes away: the sent work stays
+    out = run(hub, c.KIND_INFERENCE_SERVICE, isvc_body())
+    assert out.deleted == 0 and set(hub.works_of(c.KIND_INFERENCE_SERVICE, "ns", "iris")) == {
+        "c1"}
+
+
+def test_foreign_work_is_never_overwritten() -> None:
+    hub = FakeHub(placements={("ns", "p"): frozenset({"c1"})})
+    platform_ready(hub, "c1")
+    hub.foreign.add(("c1", naming.work_name(c.KIND_INFERENCE_SERVICE, "ns", "iris")))
+    run(hub, c.KIND_INFERENCE_SERVICE, isvc_body())
+    assert [w for w in hub.writes if w[0] == "apply"] == []
+    assert hub.statuses["iris"]["clusters"][0]["reason"] == "ForeignWork"
+
+
+def msv_body(name: str, created: str) -> dict[str, Any]:
+    return {
+        "apiVersion": c.API_VERSION, "kind": c.KIND_MODEL_SERVING,
+        "metadata": {"name": name, "namespace": "ns", "generation": 1,
+                     "creationTimestamp": created},
+        "spec": {"platform": "KServe", "placementRef": {"name": "p"}},
+    }
+
+
+def test_newer_model_serving_gets_conflict_and_sends_nothing() -> None:
+    clusters = frozenset({"c1"})
+    hub = FakeHub(placements={("ns", "p"): clusters}, msv_claims=[
+        conflicts.Claim("ns", "old", "2026-01-01T00:00:00Z", clusters),
+        conflicts.Claim("ns", "new", "2026-02-01T00:00:00Z", clusters)])
+    run(hub, c.KIND_MODEL_SERVING, msv_body("new", "2026-02-01T00:00:00Z"))
+    assert hub.works == {} and hub.addons == set()
+    assert hub.statuses["new"]["clusters"][0]["reason"] == "Conflict"
+    run(hub, c.KIND_MODEL_SERVING, msv_body("old", "2026-01-01T00:00:00Z"))
+    assert set(hub.works_of(c.KIND_MODEL_SERVING, "ns", "old")) == {"c1"}
+    assert hub.addons == {"c1"}
+
+
+def sc_body() -> dict[str, Any]:
+    return {
+        "apiVersion": c.API_VERSION, "kind": c.KIND_STORAGE_CONNECTION,
+        "metadata": {"name": "s3", "namespace": "ns", "generation": 1},
+        "spec": {"placementRef": {"name": "p"}, "type": "s3", "targetNamespaces": ["models"],
+                 "secretRef": {"name": "creds"}, "s3": {"bucket": "b"}},
+    }
+
+
+def test_storage_waits_for_key_then_seals_and_reseals_on_change() -> None:
+    hub = FakeHub(placements={("ns", "p"): frozenset({"c1"})},
+                  secrets={("ns", "creds"): {"access_key_id": "AK1"}})
+    reconciler = Reconciler(hub, hub)
+    asyncio.run(reconciler.reconcile(c.KIND_STORAGE_CONNECTION, sc_body()))
+    assert hub.statuses["s3"]["clusters"][0]["reason"] == "WaitingForAgentKey"
+    assert ("c1", naming.IDENTITY_WORK_NAME) in hub.works  # the key is asked for
+    private = sealing.generate_private_key()
+    key = sealing.public_key_of(private)
+    identity = hub.works[("c1", naming.IDENTITY_WORK_NAME)]
+    hub.works[("c1", naming.IDENTITY_WORK_NAME)] = WorkFact(
+        **{**identity.__dict__, "feedback": (("keyId", sealing.key_id(key)), ("publicKey", key))})
+    asyncio.run(reconciler.reconcile(c.KIND_STORAGE_CONNECTION, sc_body()))
+    name = naming.work_name(c.KIND_STORAGE_CONNECTION, "ns", "s3")
+    body = hub.bodies[("c1", name)]
+    sealed = body["spec"]["workload"]["manifests"][0]["spec"]["sealed"]
+    assert "AK1" not in str(body)
+    binding = sealing.binding_for(c.AGENT_NAMESPACE, naming.sealed_name("ns", "s3"))
+    assert sealing.unseal(private, binding, sealed)["access_key_id"] == "AK1"
+    hub.writes.clear()
+    asyncio.run(reconciler.reconcile(c.KIND_STORAGE_CONNECTION, sc_body()))
+    assert [w for w in hub.writes if w[0] == "apply"] == []  # same inputs: no reseal
+    hub.secrets[("ns", "creds")] = {"access_key_id": "AK2"}
+    asyncio.run(reconciler.reconcile(c.KIND_STORAGE_CONNECTION, sc_body()))
+    sealed = hub.bodies[("c1", name)]["spec"]["workload"]["manifests"][0]["spec"]["sealed"]
+    assert sealing.unseal(private, binding, sealed)["access_key_id"] == "AK2"
+
+
+def test_cleanup_deletes_every_work_of_the_intent() -> None:
+    hub = FakeHub(placements={("ns", "p"): frozenset({"c1", "c2"})})
+    platform_ready(hub, "c1", "c2")
+    reconciler = Reconciler(hub, hub)
+    asyncio.run(reconciler.reconcile(c.KIND_INFERENCE_SERVICE, isvc_body()))
+    remaining = asyncio.run(reconciler.cleanup(c.KIND_INFERENCE_SERVICE, "ns", "iris"))
+    assert remaining == ["c1", "c2"]  # as seen before the deletes
+    assert hub.works_of(c.KIND_INFERENCE_SERVICE, "ns", "iris") == {}

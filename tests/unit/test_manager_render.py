@@ -1,0 +1,221 @@
+"""Rendering of every intent kind into ManifestWorks, overrides, names and hashes."""
+
+from __future__ import annotations
+
+import base64
+from typing import Any
+
+import pytest
+
+from addon_api import constants as c
+from addon_api import sealing
+from addon_api.hub import (
+    ModelServing,
+    MultiClusterInferenceService,
+    MultiClusterServingRuntime,
+    StorageConnection,
+)
+from addon_manager import naming, render
+
+
+def _meta(name: str = "x") -> dict[str, Any]:
+    return {"name": name, "namespace": "team-a", "uid": "u1"}
+
+
+def msv(**spec: Any) -> ModelServing:
+    return ModelServing.from_object({
+        "metadata": _meta("kserve"),
+        "spec": {"platform": "KServe", "placementRef": {"name": "p"}, **spec},
+    })
+
+
+def isvc(**spec: Any) -> MultiClusterInferenceService:
+    return MultiClusterInferenceService.from_object({
+        "metadata": _meta("iris"),
+        "spec": {"placementRef": {"name": "p"}, "targetNamespace": "models",
+                 "template": {"predictor": {"minReplicas": 1}}, **spec},
+    })
+
+
+def mcsr(**spec: Any) -> MultiClusterServingRuntime:
+    return MultiClusterServingRuntime.from_object({
+        "metadata": _meta("sklearn"),
+        "spec": {"placementRef": {"name": "p"}, "targetNamespace": "models",
+                 "template": {"containers": [{"name": "c", "image": "img:1"}],
+                              "supportedModelFormats": [{"name": "sklearn"}]}, **spec},
+    })
+
+
+def sconn(**spec: Any) -> StorageConnection:
+    return StorageConnection.from_object({
+        "metadata": _meta("s3"),
+        "spec": {"placementRef": {"name": "p"}, "type": "s3", "targetNamespaces": ["models"],
+                 "secretRef": {"name": "creds", "keys": {"access_key_id": "AK",
+                                                         "secret_access_key": "SK"}},
+                 "s3": {"endpoint": "http://minio:9000", "region": "eu", "bucket": "b"},
+                 **spec},
+    })
+
+
+def manifest(work: render.RenderedWork) -> dict[str, Any]:
+    return dict(work.body["spec"]["workload"]["manifests"][0])
+
+
+def test_inference_service_work() -> None:
+    work = render.render_inference_service(isvc(deploymentMode="ModelMesh"), "cluster1", {})
+    assert work.name == naming.work_name(c.KIND_INFERENCE_SERVICE, "team-a", "iris")
+    assert work.body["metadata"]["namespace"] == "cluster1"
+    labels = work.body["metadata"]["labels"]
+    assert labels[c.LABEL_INTENT_KIND] == c.KIND_INFERENCE_SERVICE
+    assert labels[c.LABEL_INTENT_NAMESPACE] == "team-a"
+    assert labels[c.LABEL_INTENT_NAME] == "iris"
+    assert work.body["spec"]["deleteOption"] == {"propagationPolicy": "Foreground"}
+    obj = manifest(work)
+    assert obj["kind"] == "InferenceService" and obj["metadata"]["namespace"] == "models"
+    assert obj["metadata"]["annotations"][c.DEPLOYMENT_MODE_ANNOTATION] == "ModelMesh"
+    assert obj["spec"] == {"predictor": {"minReplicas": 1}}
+    config = work.body["spec"]["manifestConfigs"][0]
+    assert config["updateStrategy"]["type"] == "ServerSideApply"
+    assert config["updateStrategy"]["serverSideApply"]["fieldManager"].startswith("work-agent")
+    paths = {p["name"]: p["path"] for p in config["feedbackRules"][0]["jsonPaths"]}
+    assert paths["ready"] == '.status.conditions[?(@.type=="Ready")].status'
+    assert paths["url"] == ".status.url"
+    assert paths["activeModelState"] == ".status.modelStatus.states.activeModelState"
+    assert work.body["metadata"]["annotations"][c.ANNOTATION_RENDER_HASH] == work.render_hash
+
+
+def test_overrides_apply_in_order_to_selected_clusters_only() -> None:
+    intent = isvc(overrides=[
+        {"clusterNames": ["cluster2"], "patch": {"template": {"predictor": {"minReplicas": 2}}}},
+        {"clusterSelector": {"matchLabels": {"env": "prod"}},
+         "patch": {"template": {"predictor": {"minReplicas": 3, "maxReplicas": 5}}}},
+        {"clusterNames": ["cluster3"], "patch": {"targetNamespace": "other"}},
+    ])
+    one = manifest(render.render_inference_service(intent, "cluster1", {}))
+    two = manifest(render.render_inference_service(intent, "cluster2", {}))
+    both = manifest(render.render_inference_service(intent, "cluster2", {"env": "prod"}))
+    three = manifest(render.render_inference_service(intent, "cluster3", {}))
+    assert one["spec"]["predictor"] == {"minReplicas": 1}
+    assert two["spec"]["predictor"] == {"minReplicas": 2}
+    assert both["spec"]["predictor"] == {"minReplicas": 3, "maxReplicas": 5}
+    assert three["metadata"]["namespace"] == "other"
+
+
+def test_override_null_removes_a_field() -> None:
+    intent = isvc(overrides=[{"clusterNames": ["c"], "patch": {"template": {
+        "predictor": {"minReplicas": None}}}}])
+    assert manifest(render.render_inference_service(intent, "c", {}))["spec"] == {"predictor": {}}
+
+
+def test_hash_is_stable_and_follows_content() -> None:
+    a = render.render_inference_service(isvc(), "cluster1", {})
+    b = render.render_inference_service(isvc(), "cluster1", {})
+    other = render.render_inference_service(isvc(deploymentMode="ModelMesh"), "cluster1", {})
+    assert a.render_hash == b.render_hash != other.render_hash
+    assert a.render_hash != render.render_inference_service(isvc(), "cluster2", {}).render_hash
+
+
+def test_model_serving_work() -> None:
+    intent = msv(servingNamespaces=["models"], overrides=[
+        {"clusterSelector": {"matchLabels": {"env": "prod"}},
+         "patch": {"components": {"kserve-controller-manager": {"replicas": 2}}}}])
+    plain = manifest(render.render_model_serving(intent, "c1", {}))
+    prod = manifest(render.render_model_serving(intent, "c2", {"env": "prod"}))
+    assert plain["kind"] == c.KIND_SERVING_PLATFORM
+    assert plain["metadata"]["name"] == naming.SERVING_PLATFORM_NAME
+    assert "namespace" not in plain["metadata"]
+    assert plain["spec"]["platform"] == "KServe"
+    assert plain["spec"]["servingNamespaces"] == ["models"]
+    assert plain["spec"]["source"] == {"namespace": "team-a", "name": "kserve"}
+    assert "placementRef" not in plain["spec"] and "overrides" not in plain["spec"]
+    assert "components" not in plain["spec"] or not plain["spec"]["components"]
+    assert prod["spec"]["components"]["kserve-controller-manager"]["replicas"] == 2
+
+
+def test_model_serving_removed_is_carried() -> None:
+    body = manifest(render.render_model_serving(msv(managementState="Removed"), "c1", {}))
+    assert body["spec"]["managementState"] == "Removed"
+
+
+def test_override_making_spec_invalid_is_a_render_error() -> None:
+    intent = msv(overrides=[{"clusterNames": ["c1"], "patch": {"platform": "Nope"}}])
+    with pytest.raises(render.RenderError):
+        render.render_model_serving(intent, "c1", {})
+
+
+def test_serving_runtime_work() -> None:
+    work = render.render_serving_runtime(mcsr(), "c1", {})
+    obj = manifest(work)
+    assert obj["apiVersion"] == "serving.kserve.io/v1alpha1" and obj["kind"] == "ServingRuntime"
+    assert obj["metadata"] == {
+        "name": "sklearn", "namespace": "models",
+        "labels": render.owner_labels(c.KIND_SERVING_RUNTIME, "team-a", "sklearn")}
+    assert obj["spec"]["containers"][0]["image"] == "img:1"
+    paths = work.body["spec"]["manifestConfigs"][0]["feedbackRules"][0]["jsonPaths"]
+    assert paths == [{"name": "disabled", "path": ".spec.disabled"}]
+
+
+def _inputs(key: str, secret_digest: str = "d1") -> render.SealInputs:
+    return render.SealInputs(key, sealing.key_id(key), "ns/x", secret_digest)
+
+
+def test_storage_connection_hash_covers_inputs_not_ciphertext() -> None:
+    key = sealing.public_key_of(sealing.generate_private_key())
+    other = sealing.public_key_of(sealing.generate_private_key())
+    a = render.render_storage_connection(sconn(), "c1", {}, _inputs(key))
+    assert a.render_hash == render.render_storage_connection(
+        sconn(), "c1", {}, _inputs(key)).render_hash
+    assert a.render_hash != render.render_storage_connection(
+        sconn(), "c1", {}, _inputs(other)).render_hash
+    assert a.render_hash != render.render_storage_connection(
+        sconn(), "c1", {}, _inputs(key, "d2")).render_hash
+    spec = manifest(a)["spec"]
+    assert spec["keyId"] == sealing.key_id(key)
+    assert spec["sealed"].startswith(render.SEALED_PLACEHOLDER_PREFIX)
+    assert spec["entryName"] == "s3" and spec["targetNamespaces"] == ["models"]
+    assert manifest(a)["metadata"]["namespace"] == c.AGENT_NAMESPACE
+
+
+def test_sealed_payload_opens_with_the_agent_key_only() -> None:
+    private = sealing.generate_private_key()
+    key = sealing.public_key_of(private)
+    intent = sconn()
+    work = render.render_storage_connection(intent, "c1", {}, _inputs(key))
+    payload = render.storage_payload(intent, {"AK": "id", "SK": "secret", "OTHER": "x"})
+    assert payload == {"type": "s3", "access_key_id": "id", "secret_access_key": "secret",
+                       "endpoint_url": "http://minio:9000", "region": "eu", "bucket": "b"}
+    body = render.with_sealed(work, sealing.seal(key, "ns/x", payload))
+    sealed = body["spec"]["workload"]["manifests"][0]["spec"]["sealed"]
+    base64.b64decode(sealed, validate=True)
+    assert "secret" not in str(body)
+    assert sealing.unseal(private, "ns/x", sealed) == payload
+    assert work.body["spec"]["workload"]["manifests"][0]["spec"]["sealed"].startswith(
+        render.SEALED_PLACEHOLDER_PREFIX)  # the rendered work itself is untouched
+
+
+def test_payload_without_key_mapping_takes_every_secret_key() -> None:
+    intent = sconn(secretRef={"name": "creds"})
+    assert render.storage_payload(intent, {"access_key_id": "a"})["access_key_id"] == "a"
+
+
+def test_identity_work_is_read_only() -> None:
+    work = render.render_identity("c1")
+    assert work.name == naming.IDENTITY_WORK_NAME
+    config = work.body["spec"]["manifestConfigs"][0]
+    assert config["updateStrategy"] == {"type": "ReadOnly"}
+    assert config["resourceIdentifier"]["name"] == c.AGENT_IDENTITY_CONFIGMAP
+    paths = {p["path"] for p in config["feedbackRules"][0]["jsonPaths"]}
+    assert paths == {".data.publicKey", ".data.keyId"}
+
+
+def test_work_names_are_unique_bounded_and_stable() -> None:
+    a = naming.work_name(c.KIND_INFERENCE_SERVICE, "a-b", "c")
+    b = naming.work_name(c.KIND_INFERENCE_SERVICE, "a", "b-c")
+    assert a != b
+    assert a == naming.work_name(c.KIND_INFERENCE_SERVICE, "a-b", "c")
+    assert a != naming.work_name(c.KIND_SERVING_RUNTIME, "a-b", "c")
+    long = naming.work_name(c.KIND_MODEL_SERVING, "n" * 63, "x" * 253)
+    assert len(long) <= 253 and not long.startswith("-")
+    assert long != naming.work_name(c.KIND_MODEL_SERVING, "n" * 63, "x" * 252 + "y")
+    assert naming.sealed_name("ns", "s") == "ns.s"
+    assert len(naming.sealed_name("n" * 63, "s" * 253)) <= 253
