@@ -65,6 +65,18 @@ def _kubernetes_staging_replaces() -> dict[str, str]:
     return {m: f"v0.{minor}" for m in staging}
 
 
+def _pinned_replaces(module: str, version: str) -> Callable[[], dict[str, str]]:
+    """Upstream's own ``replace old => new vX`` lines (a wrapper module ignores them)."""
+
+    def read() -> dict[str, str]:
+        gomod = module_dir(module, version) / "go.mod"
+        pairs = re.findall(r"^(?:replace\s+)?\s*([\w./-]+)\s*=>\s*([\w./-]+)\s+(v\S+)\s*$",
+                           gomod.read_text(), re.M)
+        return {old: f"{new} {ver}" for old, new, ver in pairs}
+
+    return read
+
+
 def _k8s_ldflags() -> str:
     major, minor, _ = versions.KUBERNETES.removeprefix("v").split(".")
     pkg = "k8s.io/component-base/version"
@@ -106,6 +118,13 @@ TOOLS: tuple[Tool, ...] = (
         },
     ),
     Tool("helm", "helm.sh/helm/v3", versions.HELM, {"helm": "helm.sh/helm/v3/cmd/helm"}),
+    Tool(
+        "kserve",
+        "github.com/kserve/kserve",
+        versions.KSERVE,
+        {"kserve-manager": "github.com/kserve/kserve/cmd/manager"},
+        replaces=_pinned_replaces("github.com/kserve/kserve", versions.KSERVE),
+    ),
 )
 
 
@@ -148,7 +167,10 @@ def build_tool(tool: Tool, log: Callable[[str], None] = print) -> float:
     env = _go_env()
     replaces = tool.replaces()
     lines = [f"module testbed.local/{tool.name}", "", "go 1.24", ""]
-    lines += [f"replace {mod} => {mod} {ver}" for mod, ver in sorted(replaces.items())]
+    lines += [
+        f"replace {mod} => {target if ' ' in target else f'{mod} {target}'}"
+        for mod, target in sorted(replaces.items())
+    ]
     (src / "go.mod").write_text("\n".join(lines) + "\n")
     # Seed go.sum with upstream's own: it pins every dependency's checksum, including
     # modules the checksum database does not list (Go then needs no lookup for them).

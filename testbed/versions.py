@@ -1,11 +1,14 @@
 """Pinned versions of every upstream component the testbed builds or reads.
 
-This is the one place versions are chosen.  Binaries are cached under
+This is the one place the testbed's versions are chosen; the serving stacks' versions are
+the agent's (``addon_agent.stacks``), imported here.  Binaries are cached under
 ``$XDG_CACHE_HOME/model-serving-addon/bin/<tool>-<version>/`` so a change
 here rebuilds exactly what changed and nothing else.
 """
 
 from __future__ import annotations
+
+from addon_agent.stacks import KSERVE_VERSION, MODELMESH_VERSION
 
 KUBERNETES = "v1.34.4"
 """kube-apiserver, kube-controller-manager, kube-scheduler (k8s.io/kubernetes)."""
@@ -25,11 +28,11 @@ OCM_API = "v1.2.0"
 HELM = "v3.19.0"
 """helm.sh/helm/v3 cmd/helm, for chart checks."""
 
-KSERVE = "v0.17.0"
-"""github.com/kserve/kserve: CRDs, config overlays, controller manager."""
+KSERVE = KSERVE_VERSION
+"""github.com/kserve/kserve: CRDs, controller manager (the agent's pin, not repeated here)."""
 
-MODELMESH = "v0.12.0"
-"""github.com/kserve/modelmesh-serving: last release (the project is archived)."""
+MODELMESH = MODELMESH_VERSION
+"""github.com/kserve/modelmesh-serving: CRDs (the agent's pin: the last release)."""
 
 PROMETHEUS_OPERATOR = "v0.85.0"
 """github.com/prometheus-operator/prometheus-operator: ServiceMonitor/PodMonitor CRDs."""
