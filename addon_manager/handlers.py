@@ -127,11 +127,12 @@ class IndexWorld:
                 self.ix["modelservings_index"], ("all",))
         ]
 
-    def storage_clusters(self) -> frozenset[str]:
-        """Clusters selected by any StorageConnection."""
+    def storage_clusters(self, exclude: tuple[str, str] | None = None) -> frozenset[str]:
+        """Clusters selected by any StorageConnection (but ``exclude``, being deleted)."""
         out: set[str] = set()
-        for ns, _, _, placement, _ in _store(self.ix["storageconnections_index"], ("all",)):
-            out.update(self.placement_clusters(ns, placement))
+        for ns, name, _, placement, _ in _store(self.ix["storageconnections_index"], ("all",)):
+            if (ns, name) != exclude:
+                out.update(self.placement_clusters(ns, placement))
         return frozenset(out)
 
     def secret_digest(self, namespace: str, name: str) -> str | None:

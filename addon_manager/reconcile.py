@@ -73,8 +73,8 @@ class World(Protocol):
     def claims(self) -> list[conflicts.Claim]:
         """Every ModelServing with the clusters its Placement selects."""
 
-    def storage_clusters(self) -> frozenset[str]:
-        """Clusters selected by any StorageConnection."""
+    def storage_clusters(self, exclude: tuple[str, str] | None = None) -> frozenset[str]:
+        """Clusters selected by any StorageConnection (but ``exclude``, being deleted)."""
 
     def secret_digest(self, namespace: str, name: str) -> str | None:
         """Digest of a hub Secret's data, None when it does not exist."""
@@ -338,9 +338,9 @@ class Reconciler:
                                                          None)))
         return jobs
 
-    async def gc_identity(self) -> int:
+    async def gc_identity(self, exclude: tuple[str, str] | None = None) -> int:
         """Delete identity works on clusters no StorageConnection selects any more."""
-        keep = self.world.storage_clusters()
+        keep = self.world.storage_clusters(exclude)
         gone = [w for w in self.world.works_of(naming.KIND_IDENTITY, "", "agent").values()
                 if w.cluster not in keep]
         results = await asyncio.gather(*(self._delete(w) for w in gone), return_exceptions=True)
@@ -360,7 +360,7 @@ class Reconciler:
         works = self.world.works_of(kind, namespace, name)
         await asyncio.gather(*(self._delete(w) for w in works.values()), return_exceptions=True)
         if kind == c.KIND_STORAGE_CONNECTION:
-            await self.gc_identity()
+            await self.gc_identity(exclude=(namespace, name))
         return sorted(works)
 
     # status ---------------------------------------------------------------------------------

@@ -50,8 +50,10 @@ class FakeHub:
     def claims(self) -> list[conflicts.Claim]:
         return self.msv_claims
 
-    def storage_clusters(self) -> frozenset[str]:
-        return frozenset()
+    storage: dict[tuple[str, str], frozenset[str]] = field(default_factory=dict)
+
+    def storage_clusters(self, exclude: tuple[str, str] | None = None) -> frozenset[str]:
+        return frozenset(cl for k, v in self.storage.items() if k != exclude for cl in v)
 
     def secret_digest(self, namespace: str, name: str) -> str | None:
         data = self.secrets.get((namespace, name))
@@ -236,3 +238,14 @@ def test_cleanup_deletes_every_work_of_the_intent() -> None:
     remaining = asyncio.run(reconciler.cleanup(c.KIND_INFERENCE_SERVICE, "ns", "iris"))
     assert remaining == ["c1", "c2"]  # as seen before the deletes
     assert hub.works_of(c.KIND_INFERENCE_SERVICE, "ns", "iris") == {}
+
+
+def test_identity_work_goes_with_the_last_storage_connection() -> None:
+    hub = FakeHub(placements={("ns", "p"): frozenset({"c1"})},
+                  secrets={("ns", "creds"): {"access_key_id": "AK1"}},
+                  storage={("ns", "s3"): frozenset({"c1"})})
+    reconciler = Reconciler(hub, hub)
+    asyncio.run(reconciler.reconcile(c.KIND_STORAGE_CONNECTION, sc_body()))
+    assert ("c1", naming.IDENTITY_WORK_NAME) in hub.works
+    asyncio.run(reconciler.cleanup(c.KIND_STORAGE_CONNECTION, "ns", "s3"))
+    assert ("c1", naming.IDENTITY_WORK_NAME) not in hub.works
