@@ -22,6 +22,7 @@ import shutil
 import tempfile
 import time
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
 from typing import Any
@@ -38,6 +39,17 @@ WORKSPACE_NAMESPACE = "model-serving"
 """Hub namespace with a ManagedClusterSetBinding for the default cluster set."""
 BOOTSTRAP_GROUP = "system:bootstrappers:managedcluster"
 CLUSTERSET_LABEL = "cluster.open-cluster-management.io/clusterset"
+
+
+@dataclass(frozen=True)
+class KServeController:
+    """KServe's controller manager running outside a spoke, and where its webhooks listen."""
+
+    process: Process
+    webhook_url: str
+    """Base URL of the webhook server (paths as in KServe's webhook configurations)."""
+    ca_file: Path
+    """CA that signed the webhook server's certificate (the caBundle to use)."""
 
 
 class Testbed:
@@ -61,6 +73,7 @@ class Testbed:
         self.processes: list[Process] = []
         self.hub: Cluster
         self.spokes: list[Cluster] = []
+        self._kserve: dict[str, KServeController] = {}
         self.startup_seconds = 0.0
 
     # ----------------------------------------------------------------- lifecycle
@@ -80,8 +93,10 @@ class Testbed:
     ) -> None:
         self.stop()
 
-    def _spawn(self, name: str, argv: list[str | Path]) -> Process:
-        proc = Process(name, [str(a) for a in argv], self.log_dir).start()
+    def _spawn(
+        self, name: str, argv: list[str | Path], env: dict[str, str] | None = None
+    ) -> Process:
+        proc = Process(name, [str(a) for a in argv], self.log_dir, env=env).start()
         self.processes.append(proc)
         return proc
 
@@ -174,7 +189,10 @@ class Testbed:
         )
         sa_key = service_account_key(directory / "sa.key")
         kubeconfig = write_kubeconfig(
-            directory / "admin.kubeconfig", name, f"https://127.0.0.1:{port}", self.ca.pair.cert,
+            directory / "admin.kubeconfig",
+            name,
+            f"https://127.0.0.1:{port}",
+            self.ca.pair.cert,
             self.admin,
         )
         cluster = Cluster(name=name, directory=directory, port=port, kubeconfig=kubeconfig)
@@ -212,8 +230,9 @@ class Testbed:
         proc = cluster.processes["kube-apiserver"]
         wait_until(
             f"{cluster.name} kube-apiserver /readyz",
-            lambda: cluster.kubectl("get", "--raw=/readyz", check=False, timeout=10).returncode
-            == 0,
+            lambda: (
+                cluster.kubectl("get", "--raw=/readyz", check=False, timeout=10).returncode == 0
+            ),
             timeout=120,
             watch=[self.etcd, proc],
             interval=0.5,
@@ -376,13 +395,59 @@ class Testbed:
             argv: list[str | Path] = [binary("addon"), "manager", *flags]
         elif component == "work-manager":
             argv = [
-                binary("work"), "manager", *flags, "--feature-gates=ManifestWorkReplicaSet=true"
+                binary("work"),
+                "manager",
+                *flags,
+                "--feature-gates=ManifestWorkReplicaSet=true",
             ]
         else:
             raise ValueError(f"unknown hub controller {component!r}")
         proc = self._spawn(f"hub-{component}", argv)
         hub.processes[component] = proc
         return proc
+
+    def start_kserve_controller(self, spoke: Cluster) -> KServeController:
+        """Run KServe's real controller manager for ``spoke`` outside the cluster (idempotent).
+
+        The process is what the stack's controller pod would run; the agent still installs
+        the stack. Its webhook server listens on a loopback port with a certificate from the
+        testbed CA: give ``webhook_url`` and ``ca_file`` to the agent (its setting for
+        controllers that run outside the cluster) so the webhook configurations point there.
+        """
+        existing = self._kserve.get(spoke.name)
+        if existing is not None and existing.process.alive():
+            return existing
+        tmp = spoke.directory / "kserve-controller"
+        certs = tmp / "k8s-webhook-server" / "serving-certs"
+        certs.mkdir(parents=True, exist_ok=True)
+        pair = self.ca.issue(
+            f"{spoke.name}-kserve-webhook",
+            "kserve-webhook",
+            hosts=("127.0.0.1", "localhost"),
+            server=True,
+        )
+        shutil.copyfile(pair.cert, certs / "tls.crt")
+        shutil.copyfile(pair.key, certs / "tls.key")
+        port = free_port()
+        proc = self._spawn(
+            f"{spoke.name}-kserve-controller",
+            [
+                binary("kserve-manager"),
+                f"--webhook-port={port}",
+                f"--metrics-addr=127.0.0.1:{free_port()}",
+                f"--health-probe-addr=127.0.0.1:{free_port()}",
+                "--leader-elect=false",
+            ],
+            env={
+                "KUBECONFIG": str(spoke.kubeconfig),
+                "TMPDIR": str(tmp),
+                "POD_NAMESPACE": "kserve",
+            },
+        )
+        controller = KServeController(proc, f"https://127.0.0.1:{port}", self.ca.pair.cert)
+        self._kserve[spoke.name] = controller
+        spoke.processes["kserve-controller"] = proc
+        return controller
 
     def _start_registration_agent(self, spoke: Cluster) -> None:
         bootstrap_pair = self.ca.issue(
@@ -392,7 +457,10 @@ class Testbed:
             client=True,
         )
         bootstrap = write_kubeconfig(
-            spoke.directory / "bootstrap.kubeconfig", "hub", self.hub.server, self.ca.pair.cert,
+            spoke.directory / "bootstrap.kubeconfig",
+            "hub",
+            self.hub.server,
+            self.ca.pair.cert,
             bootstrap_pair,
         )
         hub_dir = spoke.directory / "hub-kubeconfig"

@@ -39,9 +39,16 @@ class Process:
     parent-death signal when the *thread* that forked the child exits.
     """
 
-    def __init__(self, name: str, argv: Sequence[str], log_dir: Path) -> None:
+    def __init__(
+        self,
+        name: str,
+        argv: Sequence[str],
+        log_dir: Path,
+        env: dict[str, str] | None = None,
+    ) -> None:
         self.name = name
         self.argv = [str(a) for a in argv]
+        self.env = env
         self.log_path = log_dir / f"{name}.log"
         self._proc: subprocess.Popen[bytes] | None = None
 
@@ -61,6 +68,7 @@ class Process:
                 stdout=log,
                 stderr=subprocess.STDOUT,
                 stdin=subprocess.DEVNULL,
+                env=None if self.env is None else {**os.environ, **self.env},
                 preexec_fn=_die_with_parent,
             )
         return self
