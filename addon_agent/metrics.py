@@ -20,10 +20,10 @@ INFERENCE_SERVICES = Gauge(
     ["state"],
 )
 RECONCILE_SECONDS = Histogram(
-    "model_serving_reconcile_duration_seconds", "Duration of agent reconciles.", ["kind"]
+    "model_serving_agent_reconcile_duration_seconds", "Duration of agent reconciles.", ["kind"]
 )
 RECONCILE_ERRORS = Counter(
-    "model_serving_reconcile_errors_total", "Agent reconciles that failed.", ["kind"]
+    "model_serving_agent_reconcile_errors_total", "Agent reconciles that failed.", ["kind"]
 )
 
 STATES = ("Ready", "NotReady", "Unknown")

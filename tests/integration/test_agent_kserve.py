@@ -120,8 +120,8 @@ def test_metrics_endpoint(spoke: Any, agent: AgentProcess) -> None:
         assert 'model_serving_platform_ready{platform="KServe"} 1.0' in text, text[:2000]
         assert f'model_serving_component_ready{{component="{CONTROLLER}"}} 1.0' in text
         assert "model_serving_inferenceservices{" in text
-        assert "model_serving_reconcile_duration_seconds_count" in text
-        assert "model_serving_reconcile_errors_total" in text
+        assert "model_serving_agent_reconcile_duration_seconds_count" in text
+        assert "model_serving_agent_reconcile_errors_total" in text
         return True
 
     eventually(check, timeout=30)
