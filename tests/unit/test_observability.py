@@ -1,0 +1,106 @@
+"""Dashboard, allowlist and alert rules name only metrics the code exports."""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any
+
+import yaml
+from prometheus_client import REGISTRY
+
+import addon_agent.metrics
+import addon_manager.metrics
+from tests.chart_support import CHART, render
+
+METRIC = re.compile(r"\bmodel_serving_[a-z_]+\b")
+SUFFIXES = {"counter": ("_total",), "histogram": ("_bucket", "_sum", "_count"), "gauge": ("",)}
+
+
+def _exported() -> set[str]:
+    """Sample names our two processes can expose (both modules are imported above)."""
+    assert addon_agent.metrics and addon_manager.metrics
+    names: set[str] = set()
+    for family in REGISTRY.collect():
+        if family.name.startswith("model_serving_"):
+            names.update(family.name + s for s in SUFFIXES.get(family.type, ("",)))
+    return names
+
+
+def _observability() -> dict[str, Any]:
+    objs = render("observability.enabled=true")
+    return {o["metadata"]["name"]: o for o in objs if o["kind"] in ("ConfigMap", "PrometheusRule")}
+
+
+def test_code_exports_the_documented_families() -> None:
+    exported = _exported()
+    assert "model_serving_platform_ready" in exported
+    assert "model_serving_manifestwork_applies_total" in exported
+    assert "model_serving_agent_reconcile_duration_seconds_bucket" in exported
+
+
+def test_allowlist_names_exported_metrics() -> None:
+    allow = yaml.safe_load(
+        _observability()["observability-metrics-custom-allowlist"]["data"]["uwl_metrics_list.yaml"]
+    )["names"]
+    assert len(allow) == len(set(allow)) > 5
+    assert set(allow) <= _exported(), set(allow) - _exported()
+
+
+def _dashboard() -> dict[str, Any]:
+    from_chart = _observability()["model-serving-dashboard"]["data"]["model-serving.json"]
+    dashboard: dict[str, Any] = json.loads(from_chart)
+    assert dashboard == json.loads((CHART / "files" / "grafana-dashboard.json").read_text())
+    return dashboard
+
+
+def test_dashboard_metrics_are_exported_and_federated() -> None:
+    allow = set(
+        yaml.safe_load(
+            _observability()["observability-metrics-custom-allowlist"]["data"][
+                "uwl_metrics_list.yaml"
+            ]
+        )["names"]
+    )
+    used = {
+        m for p in _dashboard()["panels"] for t in p["targets"] for m in METRIC.findall(t["expr"])
+    }
+    assert used, "the dashboard queries no add-on metric"
+    assert used <= _exported(), used - _exported()
+    assert used <= allow, f"not federated: {used - allow}"
+
+
+def test_dashboard_is_a_well_formed_grafana_dashboard() -> None:
+    dash = _dashboard()
+    for key in ("uid", "title", "schemaVersion", "panels", "templating", "time"):
+        assert key in dash
+    assert isinstance(dash["schemaVersion"], int) and dash["schemaVersion"] >= 30
+    ids = [p["id"] for p in dash["panels"]]
+    assert len(ids) == len(set(ids))
+    variables = {v["name"] for v in dash["templating"]["list"]}
+    for panel in dash["panels"]:
+        assert panel["type"] in ("timeseries", "stat", "table", "bargauge", "gauge")
+        assert set(panel["gridPos"]) == {"h", "w", "x", "y"}
+        assert panel["gridPos"]["x"] + panel["gridPos"]["w"] <= 24
+        assert panel["targets"], panel["title"]
+        refs = [t["refId"] for t in panel["targets"]]
+        assert len(refs) == len(set(refs))
+        for target in panel["targets"]:
+            for var in re.findall(r"\$(\w+)", target["expr"]):
+                assert var in variables, var
+
+
+def test_alert_rules_use_exported_metrics_in_both_forms() -> None:
+    objs = _observability()
+    from_configmap = yaml.safe_load(objs["thanos-ruler-custom-rules"]["data"]["custom_rules.yaml"])
+    assert from_configmap["groups"] == objs["model-serving"]["spec"]["groups"]
+    rules = [r for g in from_configmap["groups"] for r in g["rules"]]
+    assert {r["alert"] for r in rules} >= {
+        "ModelServingAgentMetricsAbsent",
+        "ModelServingModelNotReady",
+    }
+    for rule in rules:
+        assert rule["labels"]["severity"] in ("warning", "critical")
+        assert rule["annotations"]["summary"]
+        used = set(METRIC.findall(rule["expr"]))
+        assert used and used <= _exported(), (rule["alert"], used - _exported())
