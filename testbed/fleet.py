@@ -406,16 +406,15 @@ class Testbed:
         hub.processes[component] = proc
         return proc
 
-    def start_kserve_controller(self, spoke: Cluster) -> KServeController:
-        """Run KServe's real controller manager for ``spoke`` outside the cluster (idempotent).
+    def kserve_controller(self, spoke: Cluster) -> KServeController:
+        """Where KServe's controller for ``spoke`` will listen (certificate and port, no process).
 
-        The process is what the stack's controller pod would run; the agent still installs
-        the stack. Its webhook server listens on a loopback port with a certificate from the
-        testbed CA: give ``webhook_url`` and ``ca_file`` to the agent (its setting for
-        controllers that run outside the cluster) so the webhook configurations point there.
+        Give ``webhook_url`` and ``ca_file`` to the agent (its setting for controllers that run
+        outside the cluster) so the webhook configurations it installs point there, then call
+        :meth:`start_kserve_controller` once the stack's configuration exists.
         """
         existing = self._kserve.get(spoke.name)
-        if existing is not None and existing.process.alive():
+        if existing is not None:
             return existing
         tmp = spoke.directory / "kserve-controller"
         certs = tmp / "k8s-webhook-server" / "serving-certs"
@@ -429,24 +428,41 @@ class Testbed:
         shutil.copyfile(pair.cert, certs / "tls.crt")
         shutil.copyfile(pair.key, certs / "tls.key")
         port = free_port()
-        proc = self._spawn(
-            f"{spoke.name}-kserve-controller",
-            [
-                binary("kserve-manager"),
-                f"--webhook-port={port}",
-                f"--metrics-addr=127.0.0.1:{free_port()}",
-                f"--health-probe-addr=127.0.0.1:{free_port()}",
-                "--leader-elect=false",
-            ],
-            env={
-                "KUBECONFIG": str(spoke.kubeconfig),
-                "TMPDIR": str(tmp),
-                "POD_NAMESPACE": "kserve",
-            },
+        controller = KServeController(
+            process=Process(
+                f"{spoke.name}-kserve-controller",
+                [
+                    str(binary("kserve-manager")),
+                    f"--webhook-port={port}",
+                    f"--metrics-addr=127.0.0.1:{free_port()}",
+                    f"--health-probe-addr=127.0.0.1:{free_port()}",
+                    "--leader-elect=false",
+                ],
+                self.log_dir,
+                env={
+                    "KUBECONFIG": str(spoke.kubeconfig),
+                    "TMPDIR": str(tmp),
+                    "POD_NAMESPACE": "kserve",
+                },
+            ),
+            webhook_url=f"https://127.0.0.1:{port}",
+            ca_file=self.ca.pair.cert,
         )
-        controller = KServeController(proc, f"https://127.0.0.1:{port}", self.ca.pair.cert)
         self._kserve[spoke.name] = controller
-        spoke.processes["kserve-controller"] = proc
+        return controller
+
+    def start_kserve_controller(self, spoke: Cluster) -> KServeController:
+        """Run KServe's real controller manager for ``spoke`` outside the cluster (idempotent).
+
+        The process is what the stack's controller pod would run; the agent still installs
+        the stack (the controller needs its ``inferenceservice-config`` to start).
+        """
+        controller = self.kserve_controller(spoke)
+        if not controller.process.alive():
+            controller.process.start()
+            if controller.process not in self.processes:
+                self.processes.append(controller.process)
+            spoke.processes["kserve-controller"] = controller.process
         return controller
 
     def _start_registration_agent(self, spoke: Cluster) -> None:
