@@ -76,7 +76,7 @@ def test_install_and_enable_on_cluster1(testbed: Testbed) -> None:
         dep = next(m for m in work["spec"]["workload"]["manifests"] if m["kind"] == "Deployment")
         container = dep["spec"]["template"]["spec"]["containers"][0]
         assert "--cluster-name=cluster1" in container["args"]
-        assert "--log-level=info" in container["args"]
+        assert "--log-level=INFO" in container["args"]
         assert container["image"].startswith("quay.io/opendatahub/model-serving-addon:")
         assert dep["metadata"]["namespace"] == c.AGENT_NAMESPACE
 

@@ -113,3 +113,28 @@ def test_disabling_the_addon_orphans_namespace_and_crds() -> None:
     for m in _agent_manifests(render()):
         annotated = orphan in m["metadata"].get("annotations", {})
         assert annotated == (m["kind"] in ("Namespace", "CustomResourceDefinition")), m["kind"]
+
+
+def test_rendered_args_parse_with_the_real_command_lines() -> None:
+    from addon_agent.main import parse as parse_agent
+    from addon_manager.main import parse_args as parse_manager
+
+    objs = render("manager.logLevel=debug", "manager.addonEnablement=false")
+    manager = next(o for o in objs if o["kind"] == "Deployment")
+    args = manager["spec"]["template"]["spec"]["containers"][0]["args"]
+    assert args[0] == "manager"
+    parsed = parse_manager(args[1:])
+    assert parsed.log_level == "DEBUG" and parsed.no_addon_enablement
+
+    adc = next(o for o in objs if o["kind"] == "AddOnDeploymentConfig")
+    variables = {v["name"]: v["value"] for v in adc["spec"]["customizedVariables"]}
+    variables |= {"CLUSTER_NAME": "cluster1", "INSTALL_NAMESPACE": c.AGENT_NAMESPACE}
+    dep = next(m for m in _agent_manifests(objs) if m["kind"] == "Deployment")
+    agent_args = dep["spec"]["template"]["spec"]["containers"][0]["args"]
+    assert agent_args[0] == "agent"
+    resolved = list(agent_args[1:])
+    for name, value in variables.items():
+        resolved = [a.replace("{{" + name + "}}", value) for a in resolved]
+    assert not any("{{" in a for a in resolved), resolved
+    config = parse_agent(resolved)
+    assert config.namespace == c.AGENT_NAMESPACE
