@@ -285,6 +285,9 @@ class Testbed:
                 binary("kwok"),
                 f"--kubeconfig={cluster.kubeconfig}",
                 "--manage-all-nodes=true",
+                # Renew node Leases as a kubelet does; without them the node goes NotReady
+                # after the controller-manager's grace period and kwok stops readying pods.
+                "--node-lease-duration-seconds=40",
                 f"--server-address=127.0.0.1:{free_port()}",
                 "--cidr=10.244.0.1/16",
                 "--node-ip=10.0.0.2",

@@ -277,3 +277,18 @@ def test_work_manager_fans_out_a_manifestworkreplicaset(
             timeout=60,
         )
     proc.check()
+
+
+def test_fake_nodes_renew_their_leases(testbed: Testbed) -> None:
+    # Without renewed Leases the controller-manager marks the node NotReady after its grace
+    # period and every pod on it loses Ready.
+    for spoke in testbed.spokes:
+        node = f"{spoke.name}-node-0"
+
+        def renew_time(s: Any = spoke, n: str = node) -> str:
+            return str(_get_json(s, "lease", n, "-n", "kube-node-lease")["spec"]["renewTime"])
+
+        first = eventually(renew_time, timeout=30)
+        eventually(lambda f=first, r=renew_time: r() != f, timeout=40)  # type: ignore[misc]
+        ready = _get_json(spoke, "node", node)["status"]["conditions"]
+        assert {c["type"]: c["status"] for c in ready}["Ready"] == "True"
