@@ -31,7 +31,9 @@ class Agent:
     def __init__(self, config: AgentConfig) -> None:
         self.config = config
         self.kube = Kube(api_client_for(config.kubeconfig))
-        self.installer = Installer(self.kube, config.bundle_dir, config.namespace, config.cache_dir)
+        self.installer = Installer(
+            self.kube, config.bundle_dir, config.namespace, config.cache_dir, config.metrics_port
+        )
         self.lock = threading.Lock()
         self.private_key: bytes | None = None
 

@@ -59,7 +59,10 @@ def _phase_of_ref(ref: Ref) -> int:
 class Installer:
     """Everything the agent does to a cluster for one ServingPlatform."""
 
-    def __init__(self, kube: Kube, bundle_root: Path, agent_namespace: str, cache: Path) -> None:
+    def __init__(
+        self, kube: Kube, bundle_root: Path, agent_namespace: str, cache: Path, metrics_port: int
+    ) -> None:
+        self.metrics_port = metrics_port
         self.kube = kube
         self.bundle_root = bundle_root
         self.agent_namespace = agent_namespace
@@ -80,7 +83,13 @@ class Installer:
         text, stack = bundle_source.load(
             STACKS[spec.platform], self.bundle_root, manifests, self.cache
         )
-        the_plan = planning.plan(planning.parse_bundle(text), spec, stack, self.facts())
+        the_plan = planning.plan(
+            planning.parse_bundle(text),
+            spec,
+            stack,
+            self.facts(),
+            agent_metrics=(self.agent_namespace, self.metrics_port),
+        )
         if the_plan.certificates:
             self._add_webhook_certs(the_plan)
         return the_plan

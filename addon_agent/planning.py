@@ -338,6 +338,28 @@ def external_etcd_env(deployment: Obj, secret_name: str) -> Obj:
     return deployment
 
 
+def modelmesh_service_monitor(stack: Stack, namespaces: list[str]) -> Obj:
+    """A ServiceMonitor for the ModelMesh runtime Services in the serving namespaces."""
+    selector = {"modelmesh-service": "modelmesh-serving"}
+    return {
+        "apiVersion": "monitoring.coreos.com/v1",
+        "kind": "ServiceMonitor",
+        "metadata": {"name": "modelmesh-service-monitor", "namespace": stack.namespace},
+        "spec": {
+            "selector": {"matchLabels": selector},
+            "namespaceSelector": {"matchNames": list(namespaces)} if namespaces else {"any": True},
+            "endpoints": [
+                {
+                    "path": "/metrics",
+                    "port": "prometheus",
+                    "scheme": "https",
+                    "tlsConfig": {"insecureSkipVerify": True},
+                }
+            ],
+        },
+    }
+
+
 def stack_service_monitor(stack: Stack, objects: list[Obj]) -> Obj | None:
     """A ServiceMonitor for the stack's metrics Service, if the bundle has one."""
     for obj in objects:
@@ -367,10 +389,45 @@ def stack_service_monitor(stack: Stack, objects: list[Obj]) -> Obj | None:
     return None
 
 
+AGENT_APP = "model-serving-agent"
+AGENT_METRICS_SERVICE = "model-serving-agent-metrics"
+
+
+def agent_monitoring(namespace: str, port: int) -> list[Obj]:
+    """A Service over the agent's pods' /metrics port and a ServiceMonitor scraping it."""
+    selector = {"app.kubernetes.io/name": AGENT_APP}
+    return [
+        {
+            "apiVersion": "v1",
+            "kind": "Service",
+            "metadata": {"name": AGENT_METRICS_SERVICE, "namespace": namespace, "labels": selector},
+            "spec": {
+                "selector": selector,
+                "ports": [{"name": "metrics", "port": port, "targetPort": port}],
+            },
+        },
+        {
+            "apiVersion": "monitoring.coreos.com/v1",
+            "kind": "ServiceMonitor",
+            "metadata": {"name": AGENT_APP, "namespace": namespace},
+            "spec": {
+                "selector": {"matchLabels": selector},
+                "endpoints": [{"port": "metrics", "path": "/metrics"}],
+            },
+        },
+    ]
+
+
 # The plan ----------------------------------------------------------------------------------------
 
 
-def plan(bundle: list[Obj], spec: ServingPlatformSpec, stack: Stack, facts: ClusterFacts) -> Plan:
+def plan(
+    bundle: list[Obj],
+    spec: ServingPlatformSpec,
+    stack: Stack,
+    facts: ClusterFacts,
+    agent_metrics: tuple[str, int] | None = None,
+) -> Plan:
     """Ordered desired objects of ``stack`` configured by ``spec`` on a cluster with ``facts``."""
     objects = normalise_scope(copy.deepcopy(bundle))
     result = Plan(stack=stack, objects=[])
@@ -419,9 +476,15 @@ def plan(bundle: list[Obj], spec: ServingPlatformSpec, stack: Stack, facts: Clus
         result.objects.append(obj)
     monitoring = spec.monitoring is not None and spec.monitoring.enabled
     if monitoring and facts.prometheus_operator:
-        monitor = stack_service_monitor(stack, result.objects)
+        monitor = (
+            modelmesh_service_monitor(stack, spec.serving_namespaces)
+            if stack.platform == MODELMESH.platform
+            else stack_service_monitor(stack, result.objects)
+        )
         if monitor is not None:
             extra.append(monitor)
+        if agent_metrics is not None:
+            extra += agent_monitoring(*agent_metrics)
     result.objects = order(label(o, stack) for o in result.objects + extra)
     return result
 

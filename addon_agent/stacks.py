@@ -33,7 +33,8 @@ class Stack:
     controller: str
     """Name of the main controller Deployment."""
     metrics_service: str
-    """Service exposing the controller's metrics (target of the stack ServiceMonitor)."""
+    """Service exposing the controller's metrics (target of the stack ServiceMonitor; "" when
+    the stack has none and its ServiceMonitor targets the runtimes instead)."""
 
 
 KSERVE: Final = Stack(
@@ -51,7 +52,7 @@ MODELMESH: Final = Stack(
     version=MODELMESH_VERSION,
     namespace="modelmesh-serving",
     controller="modelmesh-controller",
-    metrics_service="modelmesh-controller-metrics",
+    metrics_service="",
 )
 
 STACKS: Final = {s.platform: s for s in (KSERVE, MODELMESH)}

@@ -1,0 +1,229 @@
+"""devFlags.manifests (directory, kustomization, tarball, https), monitoring, platform switch."""
+
+from __future__ import annotations
+
+import datetime as dt
+import functools
+import http.server
+import os
+import shutil
+import ssl
+import tarfile
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from addon_agent import certs
+from addon_agent.bundle_render import BUNDLE_FILE, bundle_path
+from addon_agent.stacks import KSERVE
+from testbed import upstream
+from tests.helpers import eventually
+from tests.integration import agent_support as support
+from tests.integration.agent_support import AgentProcess, get, leftovers, platform, wait_phase
+
+bundles = support.bundles
+spoke = support.spoke
+
+NAME = "custom"
+MARKER = "custom-bundle-marker"
+
+
+def marker(value: str) -> str:
+    return (
+        f"apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: {MARKER}\n  namespace: kserve\n"
+        f"data:\n  source: {value}\n"
+    )
+
+
+def make_bundle(root: Path, source: str, bundles: Path) -> Path:
+    """root/config/overlays/custom: a kustomization over the KServe bundle plus a marker."""
+    overlay = root / "config" / "overlays" / "custom"
+    overlay.mkdir(parents=True)
+    shutil.copy(bundle_path(bundles, KSERVE) / BUNDLE_FILE, overlay / "stack.yaml")
+    (overlay / "marker.yaml").write_text(marker(source))
+    (overlay / "kustomization.yaml").write_text("resources:\n- stack.yaml\n- marker.yaml\n")
+    return root
+
+
+def tarball(root: Path, out: Path) -> Path:
+    with tarfile.open(out, "w:gz") as tar:
+        tar.add(root, arcname="bundle-1.0")
+    return out
+
+
+@pytest.fixture(scope="module")
+def sources(tmp_path_factory: pytest.TempPathFactory, bundles: Path) -> dict[str, Path]:
+    base = tmp_path_factory.mktemp("manifests")
+    plain = base / "plain"
+    plain.mkdir()
+    text = (bundle_path(bundles, KSERVE) / BUNDLE_FILE).read_text()
+    (plain / "a-stack.yaml").write_text(text)
+    (plain / "b-marker.yaml").write_text(marker("directory"))
+    kustomized = make_bundle(base / "kustomized", "kustomization", bundles)
+    packed = tarball(make_bundle(base / "packed", "tarball", bundles), base / "bundle.tar.gz")
+    served = base / "www"
+    served.mkdir()
+    tarball(make_bundle(base / "remote", "https", bundles), served / "bundle.tgz")
+    return {"plain": plain, "kustomized": kustomized, "tarball": packed, "www": served}
+
+
+@pytest.fixture(scope="module")
+def https_server(
+    tmp_path_factory: pytest.TempPathFactory, sources: dict[str, Path]
+) -> Iterator[Any]:
+    """An HTTPS server on 127.0.0.1 (name localhost) serving the remote tarball."""
+    base = tmp_path_factory.mktemp("tls")
+    now = dt.datetime.now(dt.UTC)
+    ca = certs.new_ca(now, "test CA")
+    leaf = certs.new_leaf(ca, ["localhost"], now)
+    (base / "ca.pem").write_text(ca.cert_pem)
+    (base / "cert.pem").write_text(leaf.cert_pem + leaf.key_pem)
+    handler = functools.partial(http.server.SimpleHTTPRequestHandler, directory=str(sources["www"]))
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    context.load_cert_chain(base / "cert.pem")
+    server.socket = context.wrap_socket(server.socket, server_side=True)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    server.ca_file = base / "ca.pem"  # type: ignore[attr-defined]
+    try:
+        yield server
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+@pytest.fixture(scope="module")
+def agent(
+    spoke: Any, bundles: Path, https_server: Any, request: pytest.FixtureRequest
+) -> Iterator[AgentProcess]:
+    spoke.apply_files(upstream.prometheus_operator_crds())
+    spoke.wait_crds_established()
+    run_dir = Path(os.environ.get("TESTBED_RUN_DIR", "/tmp")) / "agent-logs"
+    proc = AgentProcess(
+        Path(spoke.kubeconfig),
+        bundles,
+        run_dir / "test_agent_bundles.log",
+        env={"SSL_CERT_FILE": str(https_server.ca_file)},
+    )
+    proc.start()
+    try:
+        yield proc
+    finally:
+        proc.stop()
+        if request.session.testsfailed:
+            print(f"--- agent log tail ({proc.log_path}) ---\n{proc.tail()}")
+
+
+def with_manifests(uri: str, **extra: Any) -> dict[str, Any]:
+    return platform(
+        NAME,
+        {
+            "platform": "KServe",
+            "monitoring": {"enabled": True},
+            "devFlags": {"manifests": {"uri": uri, **extra}},
+        },
+    )
+
+
+def marker_source(spoke: Any) -> str | None:
+    cm = get(spoke, "configmap", "-n", "kserve", MARKER)
+    return None if cm is None else str(cm["data"]["source"])
+
+
+def test_plain_directory(spoke: Any, agent: AgentProcess, sources: dict[str, Path]) -> None:
+    spoke.apply_objects([with_manifests(f"file://{sources['plain']}")])
+    status = wait_phase(spoke, NAME, "Available", timeout=180)
+    assert status["stackVersion"] == "custom"
+    assert marker_source(spoke) == "directory"
+
+
+def test_monitoring_service_monitors(spoke: Any, agent: AgentProcess) -> None:
+    def check() -> bool:
+        stack = get(spoke, "servicemonitor", "-n", "kserve", "kserve-controller-manager-metrics")
+        own = get(
+            spoke,
+            "servicemonitor",
+            "-n",
+            "open-cluster-management-agent-addon",
+            "model-serving-agent",
+        )
+        assert stack is not None and own is not None
+        return True
+
+    eventually(check, timeout=30)
+
+
+def test_kustomization_with_context_dir(
+    spoke: Any, agent: AgentProcess, sources: dict[str, Path]
+) -> None:
+    spoke.apply_objects(
+        [
+            with_manifests(
+                f"file://{sources['kustomized']}", contextDir="config", sourcePath="overlays/custom"
+            )
+        ]
+    )
+    eventually(lambda: marker_source(spoke) == "kustomization", timeout=60)
+    wait_phase(spoke, NAME, "Available", timeout=60)
+
+
+def test_local_tarball(spoke: Any, agent: AgentProcess, sources: dict[str, Path]) -> None:
+    spoke.apply_objects(
+        [
+            with_manifests(
+                f"file://{sources['tarball']}", contextDir="config", sourcePath="overlays/custom"
+            )
+        ]
+    )
+    eventually(lambda: marker_source(spoke) == "tarball", timeout=60)
+    wait_phase(spoke, NAME, "Available", timeout=60)
+
+
+def test_https_tarball(spoke: Any, agent: AgentProcess, https_server: Any) -> None:
+    port = https_server.server_address[1]
+    spoke.apply_objects(
+        [
+            with_manifests(
+                f"https://localhost:{port}/bundle.tgz",
+                contextDir="config",
+                sourcePath="overlays/custom",
+            )
+        ]
+    )
+    eventually(lambda: marker_source(spoke) == "https", timeout=60)
+    wait_phase(spoke, NAME, "Available", timeout=60)
+
+
+def test_bad_uri_is_reported(spoke: Any, agent: AgentProcess) -> None:
+    spoke.apply_objects([with_manifests("file:///does/not/exist")])
+    status = wait_phase(spoke, NAME, "Degraded", timeout=60)
+    assert "does/not/exist" in status["message"]
+    reasons = {c["type"]: c["reason"] for c in status["conditions"]}
+    assert reasons["Available"] == "BundleError"
+    # nothing was uninstalled because of a bad bundle
+    assert get(spoke, "deployment", "-n", "kserve", "kserve-controller-manager") is not None
+
+
+def test_switch_to_modelmesh(spoke: Any, agent: AgentProcess) -> None:
+    spoke.apply_objects(
+        [platform(NAME, {"platform": "ModelMesh", "modelmesh": {"podsPerRuntime": 1}})]
+    )
+    status = wait_phase(spoke, NAME, "Available", timeout=180)
+    assert status["stackVersion"] == "v0.12.0"
+    # KServe-only objects went; the CRDs both stacks ship now hold ModelMesh's copy
+    eventually(lambda: get(spoke, "namespace", "kserve") is None, timeout=120)
+    assert get(spoke, "crd", "inferencegraphs.serving.kserve.io") is None
+    assert get(spoke, "crd", "predictors.serving.kserve.io") is not None
+    isvc_crd = get(spoke, "crd", "inferenceservices.serving.kserve.io")
+    assert isvc_crd["metadata"]["labels"]["modelserving.opendatahub.io/platform"] == "ModelMesh"
+
+
+def test_removed(spoke: Any, agent: AgentProcess) -> None:
+    spoke.apply_objects([platform(NAME, {"platform": "ModelMesh", "managementState": "Removed"})])
+    wait_phase(spoke, NAME, "Removed", timeout=180)
+    eventually(lambda: leftovers(spoke) == [], timeout=120)
+    spoke.kubectl("delete", "servingplatform", NAME, "--timeout=60s")
