@@ -7,7 +7,6 @@ import os
 import socket
 import subprocess
 import sys
-import threading
 import time
 import urllib.request
 from collections.abc import Iterator
@@ -143,66 +142,13 @@ class AgentProcess:
             return text
 
 
-class NodeLeases:
-    """Renew a kube-node-lease Lease for every node, as a kubelet does.
-
-    Workaround for the testbed: kwok runs without node leases and posts node status only
-    about every 65 s, longer than kube-controller-manager's 60 s node-monitor grace
-    period, so the fake node flaps NotReady, the node lifecycle controller marks every
-    pod NotReady and kwok never marks them Ready again (Deployments lose Available).
-    Remove once the testbed starts kwok with ``--node-lease-duration-seconds``.
-    """
-
-    def __init__(self, cluster: Any, interval: float = 10) -> None:
-        self.cluster = cluster
-        self.interval = interval
-        self.stop = threading.Event()
-        self.thread = threading.Thread(target=self.run, daemon=True)
-
-    def renew(self) -> None:
-        """Apply a fresh Lease for every node."""
-        nodes = get(self.cluster, "nodes") or {"items": []}
-        now = time.strftime("%Y-%m-%dT%H:%M:%S.000000Z", time.gmtime())
-        leases = [
-            {
-                "apiVersion": "coordination.k8s.io/v1",
-                "kind": "Lease",
-                "metadata": {"name": n["metadata"]["name"], "namespace": "kube-node-lease"},
-                "spec": {
-                    "holderIdentity": n["metadata"]["name"],
-                    "leaseDurationSeconds": 40,
-                    "renewTime": now,
-                },
-            }
-            for n in nodes["items"]
-        ]
-        if leases:
-            self.cluster.apply_objects(leases)
-
-    def run(self) -> None:
-        """Renew until stopped."""
-        while not self.stop.is_set():
-            try:
-                self.renew()
-            except Exception as err:  # keep renewing; a missed renewal is retried
-                print(f"node lease renewal failed: {err}")
-            self.stop.wait(self.interval)
-
-
 @pytest.fixture(scope="module")
-def spoke(testbed: Any) -> Iterator[Any]:
-    """The first spoke with the agent's CRDs installed (and its fake node kept Ready)."""
+def spoke(testbed: Any) -> Any:
+    """The first spoke with the agent's CRDs installed."""
     cluster = testbed.spokes[0]
     cluster.apply_files(CRDS)
     cluster.wait_crds_established()
-    leases = NodeLeases(cluster)
-    leases.renew()
-    leases.thread.start()
-    try:
-        yield cluster
-    finally:
-        leases.stop.set()
-        leases.thread.join(15)
+    return cluster
 
 
 @pytest.fixture(scope="module")
