@@ -49,6 +49,7 @@ class Settings:
     """Seconds after which an idle intent is reconciled anyway (writes nothing if in sync)."""
     deletion_blocked_after: float = 30.0
     connection: kopf.ConnectionInfo | None = None
+    ready: bool = False
 
 
 SETTINGS = Settings()
@@ -161,6 +162,14 @@ class IndexWorld:
         return _store(self.ix["storageconnections_index"], ("secret", namespace, name))
 
 
+def _mark_ready() -> None:
+    """Record readiness: kopf calls handlers only once every index is populated."""
+    if not SETTINGS.ready:
+        SETTINGS.ready = True
+        metrics.READY.set(1)
+        log.info("indexes populated; reconciling")
+
+
 def _reconciler(indexes: Mapping[str, Any]) -> Reconciler:
     global _RECONCILER
     if _RECONCILER is None:
@@ -173,7 +182,7 @@ def _reconciler(indexes: Mapping[str, Any]) -> Reconciler:
 
 
 @kopf.on.startup()
-def configure(settings: kopf.OperatorSettings, **_: Any) -> None:
+async def configure(settings: kopf.OperatorSettings, **_: Any) -> None:
     """Our finalizer, progress kept in annotations, only warnings posted as Events."""
     settings.persistence.finalizer = FINALIZER
     settings.persistence.progress_storage = kopf.AnnotationsProgressStorage(prefix=c.GROUP)
@@ -185,7 +194,7 @@ def configure(settings: kopf.OperatorSettings, **_: Any) -> None:
 
 
 @kopf.on.login()
-def login(logger: Any, **kwargs: Any) -> kopf.ConnectionInfo | None:
+async def login(logger: Any, **kwargs: Any) -> kopf.ConnectionInfo | None:
     """The connection main() built from --kubeconfig; in-cluster credentials otherwise."""
     if SETTINGS.connection is not None:
         return SETTINGS.connection
@@ -196,26 +205,28 @@ def login(logger: Any, **kwargs: Any) -> kopf.ConnectionInfo | None:
 
 
 @kopf.index(CLUSTER_GROUP, "v1beta1", "placementdecisions")
-def placement_decisions(body: kopf.Body, **_: Any) -> dict[Any, Any]:
+async def placement_decisions(body: kopf.Body, **_: Any) -> dict[Any, Any]:
     """(namespace, placement) -> clusters of one decision object."""
     key = decision_key(body)
     return {key: decided_clusters(body)} if key else {}
 
 
 @kopf.index(CLUSTER_GROUP, "v1beta1", "placements")
-def placements(namespace: str | None, name: str, **_: Any) -> dict[Any, Any]:
+async def placements(namespace: str | None, name: str, **_: Any) -> dict[Any, Any]:
     """(namespace, name) of every Placement."""
     return {(namespace, name): True}
 
 
 @kopf.index(CLUSTER_GROUP, "v1", "managedclusters")
-def managed_clusters(name: str, labels: Mapping[str, str], **_: Any) -> dict[Any, Any]:
+async def managed_clusters(name: str, labels: Mapping[str, str], **_: Any) -> dict[Any, Any]:
     """Cluster name -> labels."""
     return {name: dict(labels)}
 
 
 @kopf.index(WORK_GROUP, "v1", "manifestworks")
-def manifest_works(body: kopf.Body, namespace: str | None, name: str, **_: Any) -> dict[Any, Any]:
+async def manifest_works(
+    body: kopf.Body, namespace: str | None, name: str, **_: Any
+) -> dict[Any, Any]:
     """Our works by owner and by (cluster, kind); every work's owner by (cluster, name)."""
     fact = parse_work(body)
     if fact is None:
@@ -228,7 +239,9 @@ def manifest_works(body: kopf.Body, namespace: str | None, name: str, **_: Any) 
 
 
 @kopf.index("", "v1", "secrets")
-def secrets_index(body: kopf.Body, namespace: str | None, name: str, **_: Any) -> dict[Any, Any]:
+async def secrets_index(
+    body: kopf.Body, namespace: str | None, name: str, **_: Any
+) -> dict[Any, Any]:
     """(namespace, name) -> digest of the Secret's data (never the data itself)."""
     data = body.get("data") or {}
     digest = hashlib.sha256(
@@ -238,13 +251,13 @@ def secrets_index(body: kopf.Body, namespace: str | None, name: str, **_: Any) -
 
 
 @kopf.index(ADDON_GROUP, "v1alpha1", "managedclusteraddons")
-def addons_index(namespace: str | None, name: str, **_: Any) -> dict[Any, Any]:
+async def addons_index(namespace: str | None, name: str, **_: Any) -> dict[Any, Any]:
     """Cluster namespaces that have the model-serving ManagedClusterAddOn."""
     return {namespace: True} if name == c.ADDON_NAME else {}
 
 
 def _intent_index(kind: str) -> Any:
-    def index(body: kopf.Body, namespace: str | None, name: str, **_: Any) -> dict[Any, Any]:
+    async def index(body: kopf.Body, namespace: str | None, name: str, **_: Any) -> dict[Any, Any]:
         spec = body.get("spec") or {}
         placement = str((spec.get("placementRef") or {}).get("name", ""))
         created = str(body.get("metadata", {}).get("creationTimestamp", ""))
@@ -268,22 +281,25 @@ for _kind, _plural in PLURALS.items():
 
 
 @kopf.on.event(CLUSTER_GROUP, "v1beta1", "placementdecisions")
-def decision_changed(body: kopf.Body, **kwargs: Any) -> None:
+async def decision_changed(body: kopf.Body, **kwargs: Any) -> None:
     """A decision changed: wake the intents of its Placement."""
+    _mark_ready()
     key = decision_key(body)
     if key:
         WAKEUPS.poke(IndexWorld(kwargs).intents_using(*key))
 
 
 @kopf.on.event(CLUSTER_GROUP, "v1beta1", "placements")
-def placement_changed(namespace: str | None, name: str, **kwargs: Any) -> None:
+async def placement_changed(namespace: str | None, name: str, **kwargs: Any) -> None:
     """A Placement appeared or went away: wake the intents that use it."""
+    _mark_ready()
     WAKEUPS.poke(IndexWorld(kwargs).intents_using(str(namespace), name))
 
 
 @kopf.on.event(CLUSTER_GROUP, "v1", "managedclusters")
-def cluster_changed(name: str, labels: Mapping[str, str], **kwargs: Any) -> None:
+async def cluster_changed(name: str, labels: Mapping[str, str], **kwargs: Any) -> None:
     """Labels of a cluster changed: overrides may select it differently now."""
+    _mark_ready()
     new = dict(labels)
     if _CLUSTER_LABELS.get(name) == new:
         return
@@ -294,8 +310,9 @@ def cluster_changed(name: str, labels: Mapping[str, str], **kwargs: Any) -> None
 
 
 @kopf.on.event(WORK_GROUP, "v1", "manifestworks", labels={c.LABEL_MANAGED_BY: c.FIELD_MANAGER})
-def work_changed(labels: Mapping[str, str], **kwargs: Any) -> None:
+async def work_changed(labels: Mapping[str, str], **kwargs: Any) -> None:
     """A work of ours changed: wake its owner and the intents gated on it."""
+    _mark_ready()
     owner = owner_of(labels)
     if owner is None:
         return
@@ -313,8 +330,9 @@ def work_changed(labels: Mapping[str, str], **kwargs: Any) -> None:
 
 
 @kopf.on.event("", "v1", "secrets")
-def secret_changed(namespace: str | None, name: str, **kwargs: Any) -> None:
+async def secret_changed(namespace: str | None, name: str, **kwargs: Any) -> None:
     """A Secret changed: re-seal the StorageConnections that read it."""
+    _mark_ready()
     WAKEUPS.poke(IndexWorld(kwargs).intents_reading_secret(str(namespace), name))
 
 
@@ -323,7 +341,8 @@ def secret_changed(namespace: str | None, name: str, **kwargs: Any) -> None:
 
 def _register_intent(kind: str, plural: str) -> None:
     @kopf.on.event(c.GROUP, c.VERSION, plural, id=f"{plural}_event")
-    def changed(namespace: str | None, name: str, **kwargs: Any) -> None:
+    async def changed(namespace: str | None, name: str, **kwargs: Any) -> None:
+        _mark_ready()
         WAKEUPS.poke([(kind, str(namespace), name)])
         if kind == c.KIND_MODEL_SERVING:  # claims changed: other ModelServings may win/lose
             WAKEUPS.poke(IndexWorld(kwargs).intents_of_kind(kind))

@@ -60,3 +60,8 @@ def forget_intent(kind: str, namespace: str, name: str) -> None:
         for status in ("True", "False"):
             with contextlib.suppress(KeyError):
                 INTENT_CONDITIONS.remove(kind, namespace, name, cond, status)
+
+READY = Gauge(
+    "model_serving_manager_ready",
+    "1 once kopf delivers watch events to handlers (its indexes are populated).",
+)

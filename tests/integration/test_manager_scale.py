@@ -217,9 +217,12 @@ def _bench_one(
     hub.apply_objects([body])
     eventually(lambda: len(_decided(custom, ns, pname)) == size, timeout=300)
     mgr = Manager(hub.kubeconfig, tmp_path / f"manager-{size}.log", "--no-addon-enablement")
+    started = time.monotonic()
     mgr.start()
     try:
-        eventually(mgr.metrics, timeout=30, interval=0.2)
+        eventually(lambda: mgr.total("model_serving_manager_ready") == 1, timeout=300,
+                   interval=0.2)
+        print(f"BENCH manager ready with {size} clusters after {time.monotonic() - started:.1f}s")
         time.sleep(2)
         started = time.monotonic()
         hub.apply_objects([model_serving(pname, ns, pname)])
