@@ -132,6 +132,15 @@ def test_conflict_oldest_model_serving_wins(
         st = _status(hub, "msv", ns, "second")
         assert "first" in st["clusters"][0]["message"] and st["phase"] == "Degraded"
         assert works(hub, ns, "second", "ModelServing") == {}
+        # The transition is announced as an Event on the intent.
+        eventually(
+            lambda: {"Conflict", "Degraded"} <= {
+                e["reason"] for e in get_json(
+                    hub, "events", "-n", ns, "--field-selector", "involvedObject.name=second"
+                )["items"]
+            },
+            timeout=30,
+        )
         # Add-on enablement: the cluster the winner selects gets the ManagedClusterAddOn.
         eventually(
             lambda: exists(hub, "managedclusteraddon", c.ADDON_NAME, "-n", "cluster1"), timeout=30
