@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import threading
 from typing import Any
 
 import kopf
+from kubernetes.client.exceptions import ApiException
 
 from addon_agent import delivery, identity, lease, metrics, namespaces
 from addon_agent import status as st
@@ -70,6 +72,16 @@ class Agent:
                     st.simple_status("Installing", "Installing", str(err), generation, previous),
                 )
                 return
+            except ApiException as err:
+                # Report what failed, then let kopf retry with backoff.
+                metrics.RECONCILE_ERRORS.labels(kind="ServingPlatform").inc()
+                message = f"apply failed: {err.status} {err.reason}: {str(err.body)[:400]}"
+                with contextlib.suppress(Exception):
+                    self._write_platform_status(
+                        name,
+                        st.simple_status("Degraded", "ApplyFailed", message, generation, previous),
+                    )
+                raise kopf.TemporaryError(message, delay=10) from err
             namespaces.reconcile(
                 self.kube,
                 spec.serving_namespaces,

@@ -1,0 +1,66 @@
+from __future__ import annotations
+
+import tarfile
+from pathlib import Path
+
+import pytest
+
+from addon_agent import bundle_source
+from addon_agent.bundle_render import BUNDLE_FILE, MANIFEST_FILE, bundle_path
+from addon_agent.stacks import KSERVE
+from addon_api.platform import ManifestsSource
+
+CM = "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: %s, namespace: x}\n"
+
+
+def test_rendered_bundle(tmp_path: Path) -> None:
+    target = bundle_path(tmp_path, KSERVE)
+    target.mkdir(parents=True)
+    (target / BUNDLE_FILE).write_text(CM % "a")
+    text, stack = bundle_source.load(KSERVE, tmp_path, None, tmp_path / "cache")
+    assert "name: a" in text and stack == KSERVE
+
+
+def test_missing_rendered_bundle_says_how_to_render(tmp_path: Path) -> None:
+    with pytest.raises(bundle_source.BundleError, match="bundle_render"):
+        bundle_source.load(KSERVE, tmp_path, None, tmp_path / "cache")
+
+
+def test_plain_directory_with_context_dir_and_source_path(tmp_path: Path) -> None:
+    overlay = tmp_path / "repo" / "config" / "overlay"
+    overlay.mkdir(parents=True)
+    (overlay / "b.yaml").write_text(CM % "b")
+    (overlay / "a.yml").write_text(CM % "a")
+    (overlay / "notes.txt").write_text("ignored")
+    source = ManifestsSource(
+        uri=f"file://{tmp_path / 'repo'}", contextDir="config", sourcePath="overlay"
+    )
+    text, stack = bundle_source.load(KSERVE, tmp_path, source, tmp_path / "cache")
+    assert text.index("name: a") < text.index("name: b") and "ignored" not in text
+    assert stack.version == "custom" and stack.platform == "KServe"
+
+
+def test_tarball_with_manifest_version(tmp_path: Path) -> None:
+    root = tmp_path / "src" / "bundle"
+    root.mkdir(parents=True)
+    (root / BUNDLE_FILE).write_text(CM % "t")
+    (root / MANIFEST_FILE).write_text('{"version": "v9.9.9"}')
+    archive = tmp_path / "b.tar.gz"
+    with tarfile.open(archive, "w:gz") as tar:
+        tar.add(root, arcname="top")
+    source = ManifestsSource(uri=f"file://{archive}")
+    text, stack = bundle_source.load(KSERVE, tmp_path, source, tmp_path / "cache")
+    assert "name: t" in text and stack.version == "v9.9.9"
+
+
+def test_paths_may_not_leave_the_bundle(tmp_path: Path) -> None:
+    (tmp_path / "repo").mkdir()
+    with pytest.raises(bundle_source.BundleError, match="leaves"):
+        bundle_source._inside(tmp_path / "repo", "../etc")
+
+
+def test_unsupported_scheme_and_missing_path(tmp_path: Path) -> None:
+    with pytest.raises(bundle_source.BundleError, match="unsupported"):
+        bundle_source.fetch("ftp://x/y.tgz", tmp_path)
+    with pytest.raises(bundle_source.BundleError, match="no such"):
+        bundle_source.fetch("file:///does/not/exist", tmp_path)
