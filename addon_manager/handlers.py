@@ -327,6 +327,9 @@ async def work_changed(labels: Mapping[str, str], **kwargs: Any) -> None:
         WAKEUPS.poke(world.intents_of_kind(c.KIND_INFERENCE_SERVICE))
     elif kind == naming.KIND_IDENTITY:
         WAKEUPS.poke(world.intents_of_kind(c.KIND_STORAGE_CONNECTION))
+        cluster = str(kwargs.get("namespace"))
+        if cluster not in world.storage_clusters():  # e.g. left over from before a restart
+            await _reconciler(kwargs).gc_identity()
 
 
 @kopf.on.event("", "v1", "secrets")

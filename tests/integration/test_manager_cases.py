@@ -13,7 +13,7 @@ import pytest
 
 from addon_api import constants as c
 from addon_api import sealing
-from addon_manager import naming
+from addon_manager import naming, render
 from testbed.fleet import Testbed
 from tests.helpers import eventually
 from tests.integration.manager_support import (
@@ -434,3 +434,11 @@ def test_inference_service_waits_for_platform_and_storage(
                    timeout=60)
     finally:
         _delete_all(hub, ns)
+
+
+def test_leftover_identity_work_is_removed(testbed: Testbed, manager: Manager) -> None:
+    # An identity work no StorageConnection needs (as left by a manager killed mid-way).
+    hub = testbed.hub
+    hub.apply_objects([render.render_identity("cluster2").body])
+    eventually(lambda: not exists(hub, "manifestwork", naming.IDENTITY_WORK_NAME, "-n",
+                                  "cluster2"), timeout=60)
