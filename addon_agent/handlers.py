@@ -17,6 +17,7 @@ from addon_agent.config import AgentConfig
 from addon_agent.installer import ISVC_API, Installer, NotReady
 from addon_agent.kube import Kube, api_client_for
 from addon_agent.login import connection_info
+from addon_agent.planning import Plan
 from addon_api import constants as c
 from addon_api.base import plain
 from addon_api.spoke import SealedStorageConnectionSpec, ServingPlatformSpec
@@ -38,6 +39,8 @@ class Agent:
         )
         self.lock = threading.Lock()
         self.private_key: bytes | None = None
+        self.plans: dict[str, tuple[int | None, Plan]] = {}
+        """Last applied plan (and the generation it was made for) per ServingPlatform."""
 
     # ServingPlatform ----------------------------------------------------------------------------
 
@@ -88,7 +91,9 @@ class Agent:
                 spec.platform,
                 bool(spec.monitoring and spec.monitoring.enabled),
             )
+            self.plans[name] = (generation, plan)
             status = self.installer.read_status(plan, generation, previous)
+            log.info("%s: %s (%s)", name, status["phase"], status["message"][:200])
             self._write_platform_status(name, status)
             self._record_metrics(spec.platform, status, plan.controllers())
 
@@ -148,7 +153,36 @@ class Agent:
             ),
         )
         metrics.record_platform("", False, {})
+        self.plans.pop(name, None)
         return True
+
+    def deployment_changed(self, namespace: str, name: str, deleted: bool) -> None:
+        """A stack Deployment changed: refresh the status now; re-create it if it was deleted."""
+        for platform_name, (generation, plan) in list(self.plans.items()):
+            if (namespace, name) not in plan.controllers():
+                continue
+            with self.lock:
+                body = self.kube.get(
+                    f"{c.GROUP}/{c.VERSION}", c.KIND_SERVING_PLATFORM, platform_name
+                )
+                meta = (body or {}).get("metadata") or {}
+                if (
+                    body is None
+                    or meta.get("deletionTimestamp")
+                    or meta.get("generation") != generation
+                    or body["spec"].get("managementState") == "Removed"
+                ):
+                    continue
+                if deleted:
+                    for obj in plan.objects:
+                        if obj["kind"] == "Deployment" and obj["metadata"]["name"] == name:
+                            self.kube.apply(obj)
+                previous = list((body.get("status") or {}).get("conditions") or [])
+                status = self.installer.read_status(plan, generation, previous)
+                if {k: v for k, v in status.items() if k != "conditions"} != {
+                    k: v for k, v in (body.get("status") or {}).items() if k != "conditions"
+                }:
+                    self._write_platform_status(platform_name, status)
 
     def delete_platform(self, body: kopf.Body) -> None:
         """Uninstall on deletion; raise TemporaryError while blocked or not finished."""
@@ -248,6 +282,20 @@ def register(agent: Agent, registry: kopf.OperatorRegistry) -> None:
         except Exception:
             metrics.RECONCILE_ERRORS.labels(kind="ServingPlatform").inc()
             raise
+
+    @kopf.on.event(
+        "apps",
+        "v1",
+        "deployments",
+        labels={c.LABEL_MANAGED_BY: c.FIELD_MANAGER},
+        registry=registry,
+    )
+    def stack_deployment_event(type: str | None, body: kopf.Body, **_: Any) -> None:
+        if type is None:  # the initial listing; the resume handlers cover it
+            return
+        agent.deployment_changed(
+            body.metadata.get("namespace") or "", body.metadata["name"], deleted=type == "DELETED"
+        )
 
     @kopf.on.delete(*PLATFORMS, registry=registry)
     def platform_deleted(body: kopf.Body, **_: Any) -> None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import base64
 import datetime as dt
+import hashlib
 import json
 import logging
 import time
@@ -63,6 +64,10 @@ class Installer:
         self, kube: Kube, bundle_root: Path, agent_namespace: str, cache: Path, metrics_port: int
     ) -> None:
         self.metrics_port = metrics_port
+        self._applied: dict[Ref, tuple[str, str]] = {}
+        """Per applied object: hash of what was applied and the resourceVersion it produced."""
+        self._parsed: tuple[str, list[Obj]] = ("", [])
+        """The last bundle parsed (sha256 of its text, objects); planning copies them."""
         self.kube = kube
         self.bundle_root = bundle_root
         self.agent_namespace = agent_namespace
@@ -83,8 +88,11 @@ class Installer:
         text, stack = bundle_source.load(
             STACKS[spec.platform], self.bundle_root, manifests, self.cache
         )
+        digest = hashlib.sha256(text.encode()).hexdigest()
+        if self._parsed[0] != digest:
+            self._parsed = (digest, planning.parse_bundle(text))
         the_plan = planning.plan(
-            planning.parse_bundle(text),
+            self._parsed[1],
             spec,
             stack,
             self.facts(),
@@ -212,12 +220,30 @@ class Installer:
                 if self._apply_namespace(obj):
                     applied.append(Ref.of(obj))
                 continue
-            self.kube.apply(obj)
+            self._apply_if_changed(obj)
             applied.append(Ref.of(obj))
         keep = set(applied)
         stale = [r for r in previous if r not in keep]
         self._delete(stale)
         self._save_inventory(applied)
+
+    def _apply_if_changed(self, obj: Obj) -> None:
+        """Apply ``obj`` unless this agent applied the same content and nobody changed it since.
+
+        A steady state then costs one metadata GET per object and no write; an object edited
+        or deleted by someone else has a new (or no) resourceVersion and is applied again.
+        """
+        ref = Ref.of(obj)
+        digest = hashlib.sha256(json.dumps(obj, sort_keys=True).encode()).hexdigest()
+        known = self._applied.get(ref)
+        if known is not None and known[0] == digest:
+            live = self.kube.resource_version(
+                ref.api_version, ref.kind, ref.name, ref.namespace or None
+            )
+            if live == known[1]:
+                return
+        out = self.kube.apply(obj)
+        self._applied[ref] = (digest, str(out.get("metadata", {}).get("resourceVersion", "")))
 
     def _delete(self, refs: list[Ref]) -> list[Ref]:
         """Delete objects in reverse apply order; return those still present."""
@@ -230,6 +256,7 @@ class Installer:
             if current is None or not lb.is_ours(current):
                 continue
             self.kube.delete(ref.api_version, ref.kind, ref.name, ref.namespace or None)
+            self._applied.pop(ref, None)
             remaining.append(ref)
         return remaining
 

@@ -11,6 +11,7 @@ from kubernetes.dynamic.exceptions import NotFoundError, ResourceNotFoundError
 from addon_api import constants as c
 
 Obj = dict[str, Any]
+PARTIAL_METADATA = "application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1"
 
 
 def api_client_for(kubeconfig: str | None) -> client.ApiClient:
@@ -70,6 +71,22 @@ class Kube:
             return None
         result: Obj = out.to_dict()
         return result
+
+    def resource_version(
+        self, api_version: str, kind: str, name: str, namespace: str | None = None
+    ) -> str | None:
+        """metadata.resourceVersion of an object (metadata-only GET), None when absent."""
+        res = self.resource(api_version, kind)
+        try:
+            out = res.get(
+                name=name,
+                namespace=namespace if res.namespaced else None,
+                header_params={"Accept": PARTIAL_METADATA},
+            )
+        except NotFoundError:
+            return None
+        version = out.to_dict().get("metadata", {}).get("resourceVersion")
+        return str(version) if version else None
 
     def list(
         self,

@@ -98,7 +98,8 @@ def b64(text: str) -> str:
 def parse_bundle(text: str) -> list[Obj]:
     """The Kubernetes objects of a multi-document YAML text (empty documents dropped)."""
     out: list[Obj] = []
-    for doc in yaml.safe_load_all(text):
+    loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # libyaml is ~6x faster
+    for doc in yaml.load_all(text, Loader=loader):
         if not doc:
             continue
         if doc.get("kind") == "List":

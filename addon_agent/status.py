@@ -35,6 +35,21 @@ def deployment_available(deployment: Obj | None) -> bool:
     return condition_true(deployment, "Available")
 
 
+def deployment_rolling_out(deployment: Obj | None) -> bool:
+    """Whether a Deployment is still rolling out (not yet failed: no progress deadline hit)."""
+    if not deployment:
+        return True
+    status = deployment.get("status") or {}
+    if status.get("observedGeneration", 0) < deployment.get("metadata", {}).get("generation", 0):
+        return True
+    for cond in status.get("conditions") or []:
+        if cond.get("type") == "Progressing":
+            return bool(
+                cond.get("status") == "True" and cond.get("reason") != "NewReplicaSetAvailable"
+            )
+    return True  # no Progressing condition yet: just created
+
+
 def condition(kind: str, ok: bool, reason: str, message: str, previous: Sequence[Obj] = ()) -> Obj:
     """A condition; keeps lastTransitionTime when the status did not change."""
     status = "True" if ok else "False"
@@ -76,7 +91,7 @@ def platform_status(
             "AllComponentsAvailable",
             f"{version}: all components available",
         )
-    elif missing or not_established:
+    elif missing or not_established or any(deployment_rolling_out(deployments[n]) for n in waiting):
         phase, reason = "Installing", "Installing"
         message = "waiting for " + ", ".join(
             [f"CRD {n}" for n in not_established] + [f"Deployment {n}" for n in waiting]

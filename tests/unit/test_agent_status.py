@@ -36,9 +36,25 @@ def test_installing_when_missing_or_crd_not_established() -> None:
     assert phase({"a": dep(True)}, {"x": None})["phase"] == "Installing"
 
 
-def test_degraded_when_a_deployment_is_unavailable_or_stale() -> None:
-    assert phase({"a": dep(True), "b": dep(False)}, {})["phase"] == "Degraded"
-    assert phase({"a": dep(True, generation=2, observed=1)}, {})["phase"] == "Degraded"
+def rolled(available: bool, reason: str) -> dict[str, Any]:
+    out = dep(available)
+    out["status"]["conditions"].append({"type": "Progressing", "status": "True", "reason": reason})
+    return out
+
+
+def test_degraded_when_a_rolled_out_deployment_is_unavailable() -> None:
+    assert phase({"a": dep(True), "b": rolled(False, "NewReplicaSetAvailable")}, {})["phase"] == (
+        "Degraded"
+    )
+    deadline = rolled(False, "ProgressDeadlineExceeded")
+    deadline["status"]["conditions"][-1]["status"] = "False"
+    assert phase({"b": deadline}, {})["phase"] == "Degraded"
+
+
+def test_installing_while_a_deployment_rolls_out() -> None:
+    assert phase({"a": dep(True, generation=2, observed=1)}, {})["phase"] == "Installing"
+    assert phase({"a": rolled(False, "ReplicaSetUpdated")}, {})["phase"] == "Installing"
+    assert phase({"a": dep(False)}, {})["phase"] == "Installing"  # no Progressing yet
 
 
 def test_condition_keeps_transition_time() -> None:
