@@ -1,0 +1,35 @@
+from __future__ import annotations
+
+import datetime as dt
+
+from addon_agent import labels as lb
+from addon_agent import lease, namespaces
+
+
+def test_namespace_patch_created_vs_existing() -> None:
+    created = namespaces.namespace_patch("ns", "ModelMesh", created=True)
+    labels = created["metadata"]["labels"]
+    assert labels["modelmesh-enabled"] == "true"
+    assert labels["app.kubernetes.io/managed-by"] == "model-serving-addon"
+    assert created["metadata"]["annotations"] == {lb.ANNOTATION_CREATED_BY_AGENT: "true"}
+    existing = namespaces.namespace_patch("ns", "KServe", created=False)
+    assert existing["metadata"]["labels"] == {lb.LABEL_SERVING_NAMESPACE: "true"}
+    assert "annotations" not in existing["metadata"]
+
+
+def test_monitoring_rolebinding() -> None:
+    rb = namespaces.monitoring_rolebinding("ns")
+    assert rb["metadata"]["namespace"] == "ns"
+    assert rb["roleRef"]["name"] == "view"
+
+
+def test_lease_body() -> None:
+    now = dt.datetime(2026, 1, 2, 3, 4, 5, 6000, tzinfo=dt.UTC)
+    body = lease.lease_body("agent-ns", 10, now)
+    assert body["metadata"] == {
+        "name": "model-serving",
+        "namespace": "agent-ns",
+        "labels": body["metadata"]["labels"],
+    }
+    assert body["spec"]["renewTime"] == "2026-01-02T03:04:05.006000Z"
+    assert body["spec"]["leaseDurationSeconds"] == 30
