@@ -203,6 +203,9 @@ def differences(expected: Any, actual: Any, path: str = "") -> list[str]:
     if isinstance(expected, list) and isinstance(actual, list):
         if len(expected) != len(actual):
             return [f"{path}: {len(actual)} items, expected {len(expected)}"]
-        return [d for i, (e, a) in enumerate(zip(expected, actual, strict=True))
-                for d in differences(e, a, f"{path}[{i}]")]
+        return [
+            d
+            for i, (e, a) in enumerate(zip(expected, actual, strict=True))
+            for d in differences(e, a, f"{path}[{i}]")
+        ]
     return [] if expected == actual else [f"{path}: {actual!r} != {expected!r}"]

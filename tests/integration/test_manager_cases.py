@@ -134,11 +134,15 @@ def test_conflict_oldest_model_serving_wins(
         assert works(hub, ns, "second", "ModelServing") == {}
         # The transition is announced as an Event on the intent.
         eventually(
-            lambda: {"Conflict", "Degraded"} <= {
-                e["reason"] for e in get_json(
-                    hub, "events", "-n", ns, "--field-selector", "involvedObject.name=second"
-                )["items"]
-            },
+            lambda: (
+                {"Conflict", "Degraded"}
+                <= {
+                    e["reason"]
+                    for e in get_json(
+                        hub, "events", "-n", ns, "--field-selector", "involvedObject.name=second"
+                    )["items"]
+                }
+            ),
             timeout=30,
         )
         # Add-on enablement: the cluster the winner selects gets the ManagedClusterAddOn.
@@ -381,35 +385,68 @@ def test_inference_service_waits_for_platform_and_storage(
     testbed: Testbed, hub_namespace: str, manager: Manager, cluster1_label: str
 ) -> None:
     hub, spoke1, ns = testbed.hub, testbed.spokes[0], hub_namespace
-    spoke1.kubectl("delete", "configmap", c.AGENT_IDENTITY_CONFIGMAP, "-n", c.AGENT_NAMESPACE,
-                   check=False)
+    spoke1.kubectl(
+        "delete", "configmap", c.AGENT_IDENTITY_CONFIGMAP, "-n", c.AGENT_NAMESPACE, check=False
+    )
     isvc = {
-        "apiVersion": API, "kind": "MultiClusterInferenceService",
+        "apiVersion": API,
+        "kind": "MultiClusterInferenceService",
         "metadata": {"name": "iris", "namespace": ns},
-        "spec": {"placementRef": {"name": "p"}, "targetNamespace": "models",
-                 "storageConnections": ["s3"],
-                 "template": {"predictor": {"model": {"modelFormat": {"name": "sklearn"},
-                                                      "storageUri": "s3://models/iris"}}}},
+        "spec": {
+            "placementRef": {"name": "p"},
+            "targetNamespace": "models",
+            "storageConnections": ["s3"],
+            "template": {
+                "predictor": {
+                    "model": {"modelFormat": {"name": "sklearn"}, "storageUri": "s3://models/iris"}
+                }
+            },
+        },
     }
     sconn = {
-        "apiVersion": API, "kind": "StorageConnection",
+        "apiVersion": API,
+        "kind": "StorageConnection",
         "metadata": {"name": "s3", "namespace": ns},
-        "spec": {"placementRef": {"name": "p"}, "type": "s3", "targetNamespaces": ["models"],
-                 "secretRef": {"name": "creds"}, "s3": {"bucket": "models"}},
+        "spec": {
+            "placementRef": {"name": "p"},
+            "type": "s3",
+            "targetNamespaces": ["models"],
+            "secretRef": {"name": "creds"},
+            "s3": {"bucket": "models"},
+        },
     }
-    secret = {"apiVersion": "v1", "kind": "Secret",
-              "metadata": {"name": "creds", "namespace": ns},
-              "stringData": {"access_key_id": "AK", "secret_access_key": "SK"}}
-    hub.apply_objects([placement("p", ns, {cluster1_label: "yes"}), secret, sconn,
-                       model_serving("kserve", ns, "p"), _runtime("rt", ns, "p"), isvc])
+    secret = {
+        "apiVersion": "v1",
+        "kind": "Secret",
+        "metadata": {"name": "creds", "namespace": ns},
+        "stringData": {"access_key_id": "AK", "secret_access_key": "SK"},
+    }
+    hub.apply_objects(
+        [
+            placement("p", ns, {cluster1_label: "yes"}),
+            secret,
+            sconn,
+            model_serving("kserve", ns, "p"),
+            _runtime("rt", ns, "p"),
+            isvc,
+        ]
+    )
     try:
+
         def reasons(plural: str, name: str) -> list[str]:
             return [x["reason"] for x in _status(hub, plural, ns, name).get("clusters", [])]
 
         eventually(lambda: reasons("mcsr", "rt") == ["WaitingForPlatform"], timeout=60)
         eventually(lambda: exists(spoke1, "servingplatform", "model-serving"), timeout=60)
-        spoke1.kubectl("patch", "servingplatform", "model-serving", "--subresource=status",
-                       "--type=merge", "-p", json.dumps({"status": {"phase": "Available"}}))
+        spoke1.kubectl(
+            "patch",
+            "servingplatform",
+            "model-serving",
+            "--subresource=status",
+            "--type=merge",
+            "-p",
+            json.dumps({"status": {"phase": "Available"}}),
+        )
         # The platform is there: the runtime goes; the model still waits for its storage.
         eventually(lambda: exists(spoke1, "servingruntime", "rt", "-n", "models"), timeout=60)
         eventually(lambda: reasons("mcisvc", "iris") == ["WaitingForStorage"], timeout=60)
@@ -418,20 +455,40 @@ def test_inference_service_waits_for_platform_and_storage(
         assert works(hub, ns, "iris", "MultiClusterInferenceService") == {}
 
         public = sealing.public_key_of(sealing.generate_private_key())
-        spoke1.apply_objects([{
-            "apiVersion": "v1", "kind": "ConfigMap",
-            "metadata": {"name": c.AGENT_IDENTITY_CONFIGMAP, "namespace": c.AGENT_NAMESPACE},
-            "data": {c.IDENTITY_PUBLIC_KEY: public, c.IDENTITY_KEY_ID: sealing.key_id(public)},
-        }])
+        spoke1.apply_objects(
+            [
+                {
+                    "apiVersion": "v1",
+                    "kind": "ConfigMap",
+                    "metadata": {
+                        "name": c.AGENT_IDENTITY_CONFIGMAP,
+                        "namespace": c.AGENT_NAMESPACE,
+                    },
+                    "data": {
+                        c.IDENTITY_PUBLIC_KEY: public,
+                        c.IDENTITY_KEY_ID: sealing.key_id(public),
+                    },
+                }
+            ]
+        )
         sealed_name = naming.sealed_name(ns, "s3")
-        eventually(lambda: exists(spoke1, "sealedstorageconnection", sealed_name, "-n",
-                                  c.AGENT_NAMESPACE), timeout=60)
+        eventually(
+            lambda: exists(spoke1, "sealedstorageconnection", sealed_name, "-n", c.AGENT_NAMESPACE),
+            timeout=60,
+        )
         assert works(hub, ns, "iris", "MultiClusterInferenceService") == {}
-        spoke1.kubectl("patch", "sealedstorageconnection", sealed_name, "-n", c.AGENT_NAMESPACE,
-                       "--subresource=status", "--type=merge", "-p",
-                       json.dumps({"status": {"phase": "Delivered"}}))
-        eventually(lambda: exists(spoke1, "inferenceservice", "iris", "-n", "models"),
-                   timeout=60)
+        spoke1.kubectl(
+            "patch",
+            "sealedstorageconnection",
+            sealed_name,
+            "-n",
+            c.AGENT_NAMESPACE,
+            "--subresource=status",
+            "--type=merge",
+            "-p",
+            json.dumps({"status": {"phase": "Delivered"}}),
+        )
+        eventually(lambda: exists(spoke1, "inferenceservice", "iris", "-n", "models"), timeout=60)
     finally:
         _delete_all(hub, ns)
 
@@ -440,5 +497,7 @@ def test_leftover_identity_work_is_removed(testbed: Testbed, manager: Manager) -
     # An identity work no StorageConnection needs (as left by a manager killed mid-way).
     hub = testbed.hub
     hub.apply_objects([render.render_identity("cluster2").body])
-    eventually(lambda: not exists(hub, "manifestwork", naming.IDENTITY_WORK_NAME, "-n",
-                                  "cluster2"), timeout=60)
+    eventually(
+        lambda: not exists(hub, "manifestwork", naming.IDENTITY_WORK_NAME, "-n", "cluster2"),
+        timeout=60,
+    )

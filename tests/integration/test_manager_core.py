@@ -105,6 +105,7 @@ def test_inference_service_on_two_clusters(
         for spoke in (spoke1, spoke2):
             eventually(partial(exists, spoke, "servingplatform", "model-serving"), timeout=60)
             set_platform_phase(spoke, "Available")
+
         def two_works() -> dict[str, Any]:
             found = works(hub, ns, "iris", "MultiClusterInferenceService")
             assert len(found) == 2, sorted(found)

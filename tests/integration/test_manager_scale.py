@@ -51,12 +51,19 @@ class FakeFleet:
         def one(name: str) -> None:
             core.create_namespace(client.V1Namespace(metadata=client.V1ObjectMeta(name=name)))
             custom.create_cluster_custom_object(
-                "cluster.open-cluster-management.io", "v1", "managedclusters",
-                {"apiVersion": "cluster.open-cluster-management.io/v1",
-                 "kind": "ManagedCluster",
-                 "metadata": {"name": name, "labels": {
-                     self.label: "yes", CLUSTERSET_LABEL: "default"}},
-                 "spec": {"hubAcceptsClient": True}})
+                "cluster.open-cluster-management.io",
+                "v1",
+                "managedclusters",
+                {
+                    "apiVersion": "cluster.open-cluster-management.io/v1",
+                    "kind": "ManagedCluster",
+                    "metadata": {
+                        "name": name,
+                        "labels": {self.label: "yes", CLUSTERSET_LABEL: "default"},
+                    },
+                    "spec": {"hubAcceptsClient": True},
+                },
+            )
 
         with concurrent.futures.ThreadPoolExecutor(16) as pool:
             list(pool.map(one, names))
@@ -68,8 +75,12 @@ class FakeFleet:
         custom = client.CustomObjectsApi(self.api)
         for name in names:
             custom.patch_cluster_custom_object(
-                "cluster.open-cluster-management.io", "v1", "managedclusters", name,
-                {"metadata": {"labels": {self.label: value}}})
+                "cluster.open-cluster-management.io",
+                "v1",
+                "managedclusters",
+                name,
+                {"metadata": {"labels": {self.label: value}}},
+            )
 
     def delete(self) -> None:
         """Delete every cluster and namespace this fleet created."""
@@ -78,7 +89,8 @@ class FakeFleet:
         def one(name: str) -> None:
             with contextlib.suppress(ApiException):
                 custom.delete_cluster_custom_object(
-                    "cluster.open-cluster-management.io", "v1", "managedclusters", name)
+                    "cluster.open-cluster-management.io", "v1", "managedclusters", name
+                )
             with contextlib.suppress(ApiException):
                 core.delete_namespace(name)
 
@@ -88,25 +100,42 @@ class FakeFleet:
 
 def _placement(ns: str, label: str) -> dict[str, Any]:
     return {
-        "apiVersion": "cluster.open-cluster-management.io/v1beta1", "kind": "Placement",
+        "apiVersion": "cluster.open-cluster-management.io/v1beta1",
+        "kind": "Placement",
         "metadata": {"name": "fleet", "namespace": ns},
-        "spec": {"clusterSets": ["default"], "tolerations": TOLERATIONS,
-                 "predicates": [{"requiredClusterSelector": {
-                     "labelSelector": {"matchLabels": {label: "yes"}}}}]},
+        "spec": {
+            "clusterSets": ["default"],
+            "tolerations": TOLERATIONS,
+            "predicates": [
+                {"requiredClusterSelector": {"labelSelector": {"matchLabels": {label: "yes"}}}}
+            ],
+        },
     }
 
 
 def _decided(custom: client.CustomObjectsApi, ns: str, name: str = "fleet") -> set[str]:
-    pds = cast(dict[str, Any], custom.list_namespaced_custom_object(
-        "cluster.open-cluster-management.io", "v1beta1", ns, "placementdecisions",
-        label_selector=f"cluster.open-cluster-management.io/placement={name}"))["items"]
+    pds = cast(
+        dict[str, Any],
+        custom.list_namespaced_custom_object(
+            "cluster.open-cluster-management.io",
+            "v1beta1",
+            ns,
+            "placementdecisions",
+            label_selector=f"cluster.open-cluster-management.io/placement={name}",
+        ),
+    )["items"]
     return {d["clusterName"] for pd in pds for d in pd.get("status", {}).get("decisions") or []}
 
 
 def _works(custom: client.CustomObjectsApi, ns: str, name: str) -> list[dict[str, Any]]:
-    found = cast(dict[str, Any], custom.list_cluster_custom_object(
-        *WORK, label_selector=f"{c.LABEL_INTENT_KIND}={c.KIND_MODEL_SERVING},"
-        f"{c.LABEL_INTENT_NAMESPACE}={ns},{c.LABEL_INTENT_NAME}={name}"))
+    found = cast(
+        dict[str, Any],
+        custom.list_cluster_custom_object(
+            *WORK,
+            label_selector=f"{c.LABEL_INTENT_KIND}={c.KIND_MODEL_SERVING},"
+            f"{c.LABEL_INTENT_NAMESPACE}={ns},{c.LABEL_INTENT_NAME}={name}",
+        ),
+    )
     return list(found["items"])
 
 
@@ -123,15 +152,17 @@ def fleet(testbed: Testbed) -> Iterator[FakeFleet]:
         f.delete()
 
 
-def _exact(custom: client.CustomObjectsApi, ns: str, name: str, clusters: set[str],
-           intent: ModelServing) -> bool:
+def _exact(
+    custom: client.CustomObjectsApi, ns: str, name: str, clusters: set[str], intent: ModelServing
+) -> bool:
     """Exactly one work per desired cluster, each as rendered, and nothing else."""
     found = _works(custom, ns, name)
     by_cluster = [w["metadata"]["namespace"] for w in found]
     assert sorted(by_cluster) == sorted(set(by_cluster)), "duplicate works"
     assert set(by_cluster) == clusters, (
         f"missing {sorted(clusters - set(by_cluster))[:5]}, "
-        f"leftover {sorted(set(by_cluster) - clusters)[:5]}")
+        f"leftover {sorted(set(by_cluster) - clusters)[:5]}"
+    )
     for work in found:
         expected = render.render_model_serving(intent, work["metadata"]["namespace"], {})
         assert work["metadata"]["name"] == expected.name
@@ -149,13 +180,17 @@ def test_kill_during_fan_out_then_converge_exactly(
     eventually(lambda: _decided(custom, ns) == set(names), timeout=90)
 
     # A slow first manager (one write at a time), killed with -9 in the middle of the fan-out.
-    mgr = Manager(hub.kubeconfig, tmp_path / "manager.log", "--no-addon-enablement",
-                  "--concurrency=1").start()
+    mgr = Manager(
+        hub.kubeconfig, tmp_path / "manager.log", "--no-addon-enablement", "--concurrency=1"
+    ).start()
     try:
         eventually(mgr.metrics, timeout=30, interval=0.2)
         hub.apply_objects([model_serving("fleet", ns, "fleet")])
-        eventually(lambda: mgr.total("model_serving_manifestwork_applies_total") >= 5,
-                   timeout=60, interval=0.02)
+        eventually(
+            lambda: mgr.total("model_serving_manifestwork_applies_total") >= 5,
+            timeout=60,
+            interval=0.02,
+        )
         mgr.kill()
         partial = len(_works(custom, ns, "fleet"))
         assert 0 < partial < 50, f"{partial} works at the kill: not in the middle"
@@ -168,7 +203,8 @@ def test_kill_during_fan_out_then_converge_exactly(
         started = time.monotonic()
         mgr.start()
         intent = ModelServing.from_object(
-            json.loads(hub.kubectl("get", "msv", "fleet", "-n", ns, "-o", "json").stdout))
+            json.loads(hub.kubectl("get", "msv", "fleet", "-n", ns, "-o", "json").stdout)
+        )
         eventually(lambda: _exact(custom, ns, "fleet", set(names[:-10]), intent), timeout=120)
         converged = time.monotonic() - started
         print(f"restart converged to 40 works (from {partial}) in {converged:.1f}s")
@@ -182,8 +218,10 @@ def test_kill_during_fan_out_then_converge_exactly(
 
         hub.kubectl("delete", "msv", "fleet", "-n", ns, "--wait=false")
         eventually(lambda: _works(custom, ns, "fleet") == [], timeout=120)
-        eventually(lambda: hub.kubectl("get", "msv", "fleet", "-n", ns, check=False).returncode
-                   != 0, timeout=60)
+        eventually(
+            lambda: hub.kubectl("get", "msv", "fleet", "-n", ns, check=False).returncode != 0,
+            timeout=60,
+        )
     finally:
         hub.kubectl("delete", "msv", "--all", "-n", ns, "--wait=false", check=False)
         mgr.stop()
@@ -220,8 +258,7 @@ def _bench_one(
     started = time.monotonic()
     mgr.start()
     try:
-        eventually(lambda: mgr.total("model_serving_manager_ready") == 1, timeout=300,
-                   interval=0.2)
+        eventually(lambda: mgr.total("model_serving_manager_ready") == 1, timeout=300, interval=0.2)
         print(f"BENCH manager ready with {size} clusters after {time.monotonic() - started:.1f}s")
         time.sleep(2)
         started = time.monotonic()
@@ -238,8 +275,14 @@ def _bench_one(
         b["metadata"]["labels"] = {"bench": "raw"}
     started = time.monotonic()
     with concurrent.futures.ThreadPoolExecutor(16) as pool:
-        list(pool.map(lambda b: custom.create_namespaced_custom_object(
-            WORK[0], WORK[1], b["metadata"]["namespace"], WORK[2], b), bodies))
+        list(
+            pool.map(
+                lambda b: custom.create_namespaced_custom_object(
+                    WORK[0], WORK[1], b["metadata"]["namespace"], WORK[2], b
+                ),
+                bodies,
+            )
+        )
     raw = time.monotonic() - started
     hub.kubectl("delete", "msv", pname, "-n", ns, "--wait=false")
     return size, managed, raw

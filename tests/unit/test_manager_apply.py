@@ -14,7 +14,9 @@ from addon_manager import apply, metrics
 
 def _writes() -> float:
     return sum(
-        s.value for m in metrics.API_WRITES.collect() for s in m.samples
+        s.value
+        for m in metrics.API_WRITES.collect()
+        for s in m.samples
         if s.name.endswith("_total")
     )
 

@@ -12,8 +12,19 @@ from addon_manager import main
 
 
 def test_flags_and_defaults() -> None:
-    args = main.parse_args(["--kubeconfig", "/k", "--metrics-port", "9", "--no-addon-enablement",
-                            "--concurrency", "4", "--log-level", "DEBUG"])
+    args = main.parse_args(
+        [
+            "--kubeconfig",
+            "/k",
+            "--metrics-port",
+            "9",
+            "--no-addon-enablement",
+            "--concurrency",
+            "4",
+            "--log-level",
+            "DEBUG",
+        ]
+    )
     assert (args.kubeconfig, args.metrics_port, args.no_addon_enablement) == ("/k", 9, True)
     assert args.concurrency == 4 and args.log_level == "DEBUG"
     default = main.parse_args([])
@@ -22,8 +33,9 @@ def test_flags_and_defaults() -> None:
 
 
 def test_json_log_lines() -> None:
-    record = logging.LogRecord("addon_manager.x", logging.INFO, __file__, 1, "hello %s",
-                               ("world",), None)
+    record = logging.LogRecord(
+        "addon_manager.x", logging.INFO, __file__, 1, "hello %s", ("world",), None
+    )
     out = json.loads(main.JsonFormatter().format(record))
     assert out["msg"] == "hello world" and out["level"] == "INFO"
     assert out["logger"] == "addon_manager.x" and out["ts"].endswith("Z")
@@ -31,13 +43,26 @@ def test_json_log_lines() -> None:
 
 def test_login_uses_the_given_kubeconfig_only(tmp_path: Path) -> None:
     kubeconfig = tmp_path / "kubeconfig"
-    kubeconfig.write_text(json.dumps({
-        "apiVersion": "v1", "kind": "Config", "current-context": "hub",
-        "clusters": [{"name": "hub", "cluster": {"server": "https://127.0.0.1:6443",
-                                                 "insecure-skip-tls-verify": True}}],
-        "users": [{"name": "admin", "user": {"token": "tok"}}],
-        "contexts": [{"name": "hub", "context": {"cluster": "hub", "user": "admin"}}],
-    }))
+    kubeconfig.write_text(
+        json.dumps(
+            {
+                "apiVersion": "v1",
+                "kind": "Config",
+                "current-context": "hub",
+                "clusters": [
+                    {
+                        "name": "hub",
+                        "cluster": {
+                            "server": "https://127.0.0.1:6443",
+                            "insecure-skip-tls-verify": True,
+                        },
+                    }
+                ],
+                "users": [{"name": "admin", "user": {"token": "tok"}}],
+                "contexts": [{"name": "hub", "context": {"cluster": "hub", "user": "admin"}}],
+            }
+        )
+    )
     cfg = client.Configuration()
     config.load_kube_config(  # type: ignore[no-untyped-call]
         config_file=str(kubeconfig), client_configuration=cfg

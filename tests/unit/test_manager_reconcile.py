@@ -75,8 +75,15 @@ class FakeHub:
         self.writes.append(("delete", f"{namespace}/{name}"))
         self.works.pop((namespace, name), None)
 
-    async def patch_status(self, group: str, version: str, plural: str, namespace: str,
-                           name: str, status: dict[str, Any]) -> None:
+    async def patch_status(
+        self,
+        group: str,
+        version: str,
+        plural: str,
+        namespace: str,
+        name: str,
+        status: dict[str, Any],
+    ) -> None:
         self.writes.append(("status", name))
         self.statuses[name] = status
 
@@ -90,11 +97,20 @@ class FakeHub:
 
 def isvc_body(status: dict[str, Any] | None = None, **spec: Any) -> dict[str, Any]:
     return {
-        "apiVersion": c.API_VERSION, "kind": c.KIND_INFERENCE_SERVICE,
-        "metadata": {"name": "iris", "namespace": "ns", "generation": 1,
-                     "creationTimestamp": "2026-01-01T00:00:00Z"},
-        "spec": {"placementRef": {"name": "p"}, "targetNamespace": "models",
-                 "template": {"predictor": {}}, **spec},
+        "apiVersion": c.API_VERSION,
+        "kind": c.KIND_INFERENCE_SERVICE,
+        "metadata": {
+            "name": "iris",
+            "namespace": "ns",
+            "generation": 1,
+            "creationTimestamp": "2026-01-01T00:00:00Z",
+        },
+        "spec": {
+            "placementRef": {"name": "p"},
+            "targetNamespace": "models",
+            "template": {"predictor": {}},
+            **spec,
+        },
         **({"status": status} if status else {}),
     }
 
@@ -102,9 +118,15 @@ def isvc_body(status: dict[str, Any] | None = None, **spec: Any) -> dict[str, An
 def platform_ready(hub: FakeHub, *clusters: str) -> None:
     for cl in clusters:
         hub.works[(cl, "sp")] = WorkFact(
-            name="sp", cluster=cl, kind=c.KIND_MODEL_SERVING, intent_namespace="ns",
-            intent_name="kserve", render_hash="x", applied="True",
-            feedback=(("phase", "Available"),))
+            name="sp",
+            cluster=cl,
+            kind=c.KIND_MODEL_SERVING,
+            intent_namespace="ns",
+            intent_name="kserve",
+            render_hash="x",
+            applied="True",
+            feedback=(("phase", "Available"),),
+        )
 
 
 def run(hub: FakeHub, kind: str, body: dict[str, Any]) -> Any:
@@ -158,8 +180,7 @@ def test_gate_waits_for_platform_and_keeps_sent_work() -> None:
     assert set(hub.works_of(c.KIND_INFERENCE_SERVICE, "ns", "iris")) == {"c1"}
     hub.works.pop(("c1", "sp"))  # platform goes away: the sent work stays
     out = run(hub, c.KIND_INFERENCE_SERVICE, isvc_body())
-    assert out.deleted == 0 and set(hub.works_of(c.KIND_INFERENCE_SERVICE, "ns", "iris")) == {
-        "c1"}
+    assert out.deleted == 0 and set(hub.works_of(c.KIND_INFERENCE_SERVICE, "ns", "iris")) == {"c1"}
 
 
 def test_foreign_work_is_never_overwritten() -> None:
@@ -173,18 +194,27 @@ def test_foreign_work_is_never_overwritten() -> None:
 
 def msv_body(name: str, created: str) -> dict[str, Any]:
     return {
-        "apiVersion": c.API_VERSION, "kind": c.KIND_MODEL_SERVING,
-        "metadata": {"name": name, "namespace": "ns", "generation": 1,
-                     "creationTimestamp": created},
+        "apiVersion": c.API_VERSION,
+        "kind": c.KIND_MODEL_SERVING,
+        "metadata": {
+            "name": name,
+            "namespace": "ns",
+            "generation": 1,
+            "creationTimestamp": created,
+        },
         "spec": {"platform": "KServe", "placementRef": {"name": "p"}},
     }
 
 
 def test_newer_model_serving_gets_conflict_and_sends_nothing() -> None:
     clusters = frozenset({"c1"})
-    hub = FakeHub(placements={("ns", "p"): clusters}, msv_claims=[
-        conflicts.Claim("ns", "old", "2026-01-01T00:00:00Z", clusters),
-        conflicts.Claim("ns", "new", "2026-02-01T00:00:00Z", clusters)])
+    hub = FakeHub(
+        placements={("ns", "p"): clusters},
+        msv_claims=[
+            conflicts.Claim("ns", "old", "2026-01-01T00:00:00Z", clusters),
+            conflicts.Claim("ns", "new", "2026-02-01T00:00:00Z", clusters),
+        ],
+    )
     run(hub, c.KIND_MODEL_SERVING, msv_body("new", "2026-02-01T00:00:00Z"))
     assert hub.works == {} and hub.addons == set()
     assert hub.statuses["new"]["clusters"][0]["reason"] == "Conflict"
@@ -195,16 +225,24 @@ def test_newer_model_serving_gets_conflict_and_sends_nothing() -> None:
 
 def sc_body() -> dict[str, Any]:
     return {
-        "apiVersion": c.API_VERSION, "kind": c.KIND_STORAGE_CONNECTION,
+        "apiVersion": c.API_VERSION,
+        "kind": c.KIND_STORAGE_CONNECTION,
         "metadata": {"name": "s3", "namespace": "ns", "generation": 1},
-        "spec": {"placementRef": {"name": "p"}, "type": "s3", "targetNamespaces": ["models"],
-                 "secretRef": {"name": "creds"}, "s3": {"bucket": "b"}},
+        "spec": {
+            "placementRef": {"name": "p"},
+            "type": "s3",
+            "targetNamespaces": ["models"],
+            "secretRef": {"name": "creds"},
+            "s3": {"bucket": "b"},
+        },
     }
 
 
 def test_storage_waits_for_key_then_seals_and_reseals_on_change() -> None:
-    hub = FakeHub(placements={("ns", "p"): frozenset({"c1"})},
-                  secrets={("ns", "creds"): {"access_key_id": "AK1"}})
+    hub = FakeHub(
+        placements={("ns", "p"): frozenset({"c1"})},
+        secrets={("ns", "creds"): {"access_key_id": "AK1"}},
+    )
     reconciler = Reconciler(hub, hub)
     asyncio.run(reconciler.reconcile(c.KIND_STORAGE_CONNECTION, sc_body()))
     assert hub.statuses["s3"]["clusters"][0]["reason"] == "WaitingForAgentKey"
@@ -213,7 +251,8 @@ def test_storage_waits_for_key_then_seals_and_reseals_on_change() -> None:
     key = sealing.public_key_of(private)
     identity = hub.works[("c1", naming.IDENTITY_WORK_NAME)]
     hub.works[("c1", naming.IDENTITY_WORK_NAME)] = WorkFact(
-        **{**identity.__dict__, "feedback": (("keyId", sealing.key_id(key)), ("publicKey", key))})
+        **{**identity.__dict__, "feedback": (("keyId", sealing.key_id(key)), ("publicKey", key))}
+    )
     asyncio.run(reconciler.reconcile(c.KIND_STORAGE_CONNECTION, sc_body()))
     name = naming.work_name(c.KIND_STORAGE_CONNECTION, "ns", "s3")
     body = hub.bodies[("c1", name)]
@@ -241,9 +280,11 @@ def test_cleanup_deletes_every_work_of_the_intent() -> None:
 
 
 def test_identity_work_goes_with_the_last_storage_connection() -> None:
-    hub = FakeHub(placements={("ns", "p"): frozenset({"c1"})},
-                  secrets={("ns", "creds"): {"access_key_id": "AK1"}},
-                  storage={("ns", "s3"): frozenset({"c1"})})
+    hub = FakeHub(
+        placements={("ns", "p"): frozenset({"c1"})},
+        secrets={("ns", "creds"): {"access_key_id": "AK1"}},
+        storage={("ns", "s3"): frozenset({"c1"})},
+    )
     reconciler = Reconciler(hub, hub)
     asyncio.run(reconciler.reconcile(c.KIND_STORAGE_CONNECTION, sc_body()))
     assert ("c1", naming.IDENTITY_WORK_NAME) in hub.works

@@ -23,38 +23,62 @@ def _meta(name: str = "x") -> dict[str, Any]:
 
 
 def msv(**spec: Any) -> ModelServing:
-    return ModelServing.from_object({
-        "metadata": _meta("kserve"),
-        "spec": {"platform": "KServe", "placementRef": {"name": "p"}, **spec},
-    })
+    return ModelServing.from_object(
+        {
+            "metadata": _meta("kserve"),
+            "spec": {"platform": "KServe", "placementRef": {"name": "p"}, **spec},
+        }
+    )
 
 
 def isvc(**spec: Any) -> MultiClusterInferenceService:
-    return MultiClusterInferenceService.from_object({
-        "metadata": _meta("iris"),
-        "spec": {"placementRef": {"name": "p"}, "targetNamespace": "models",
-                 "template": {"predictor": {"minReplicas": 1}}, **spec},
-    })
+    return MultiClusterInferenceService.from_object(
+        {
+            "metadata": _meta("iris"),
+            "spec": {
+                "placementRef": {"name": "p"},
+                "targetNamespace": "models",
+                "template": {"predictor": {"minReplicas": 1}},
+                **spec,
+            },
+        }
+    )
 
 
 def mcsr(**spec: Any) -> MultiClusterServingRuntime:
-    return MultiClusterServingRuntime.from_object({
-        "metadata": _meta("sklearn"),
-        "spec": {"placementRef": {"name": "p"}, "targetNamespace": "models",
-                 "template": {"containers": [{"name": "c", "image": "img:1"}],
-                              "supportedModelFormats": [{"name": "sklearn"}]}, **spec},
-    })
+    return MultiClusterServingRuntime.from_object(
+        {
+            "metadata": _meta("sklearn"),
+            "spec": {
+                "placementRef": {"name": "p"},
+                "targetNamespace": "models",
+                "template": {
+                    "containers": [{"name": "c", "image": "img:1"}],
+                    "supportedModelFormats": [{"name": "sklearn"}],
+                },
+                **spec,
+            },
+        }
+    )
 
 
 def sconn(**spec: Any) -> StorageConnection:
-    return StorageConnection.from_object({
-        "metadata": _meta("s3"),
-        "spec": {"placementRef": {"name": "p"}, "type": "s3", "targetNamespaces": ["models"],
-                 "secretRef": {"name": "creds", "keys": {"access_key_id": "AK",
-                                                         "secret_access_key": "SK"}},
-                 "s3": {"endpoint": "http://minio:9000", "region": "eu", "bucket": "b"},
-                 **spec},
-    })
+    return StorageConnection.from_object(
+        {
+            "metadata": _meta("s3"),
+            "spec": {
+                "placementRef": {"name": "p"},
+                "type": "s3",
+                "targetNamespaces": ["models"],
+                "secretRef": {
+                    "name": "creds",
+                    "keys": {"access_key_id": "AK", "secret_access_key": "SK"},
+                },
+                "s3": {"endpoint": "http://minio:9000", "region": "eu", "bucket": "b"},
+                **spec,
+            },
+        }
+    )
 
 
 def manifest(work: render.RenderedWork) -> dict[str, Any]:
@@ -85,12 +109,19 @@ def test_inference_service_work() -> None:
 
 
 def test_overrides_apply_in_order_to_selected_clusters_only() -> None:
-    intent = isvc(overrides=[
-        {"clusterNames": ["cluster2"], "patch": {"template": {"predictor": {"minReplicas": 2}}}},
-        {"clusterSelector": {"matchLabels": {"env": "prod"}},
-         "patch": {"template": {"predictor": {"minReplicas": 3, "maxReplicas": 5}}}},
-        {"clusterNames": ["cluster3"], "patch": {"targetNamespace": "other"}},
-    ])
+    intent = isvc(
+        overrides=[
+            {
+                "clusterNames": ["cluster2"],
+                "patch": {"template": {"predictor": {"minReplicas": 2}}},
+            },
+            {
+                "clusterSelector": {"matchLabels": {"env": "prod"}},
+                "patch": {"template": {"predictor": {"minReplicas": 3, "maxReplicas": 5}}},
+            },
+            {"clusterNames": ["cluster3"], "patch": {"targetNamespace": "other"}},
+        ]
+    )
     one = manifest(render.render_inference_service(intent, "cluster1", {}))
     two = manifest(render.render_inference_service(intent, "cluster2", {}))
     both = manifest(render.render_inference_service(intent, "cluster2", {"env": "prod"}))
@@ -102,8 +133,11 @@ def test_overrides_apply_in_order_to_selected_clusters_only() -> None:
 
 
 def test_override_null_removes_a_field() -> None:
-    intent = isvc(overrides=[{"clusterNames": ["c"], "patch": {"template": {
-        "predictor": {"minReplicas": None}}}}])
+    intent = isvc(
+        overrides=[
+            {"clusterNames": ["c"], "patch": {"template": {"predictor": {"minReplicas": None}}}}
+        ]
+    )
     assert manifest(render.render_inference_service(intent, "c", {}))["spec"] == {"predictor": {}}
 
 
@@ -116,9 +150,15 @@ def test_hash_is_stable_and_follows_content() -> None:
 
 
 def test_model_serving_work() -> None:
-    intent = msv(servingNamespaces=["models"], overrides=[
-        {"clusterSelector": {"matchLabels": {"env": "prod"}},
-         "patch": {"components": {"kserve-controller-manager": {"replicas": 2}}}}])
+    intent = msv(
+        servingNamespaces=["models"],
+        overrides=[
+            {
+                "clusterSelector": {"matchLabels": {"env": "prod"}},
+                "patch": {"components": {"kserve-controller-manager": {"replicas": 2}}},
+            }
+        ],
+    )
     plain = manifest(render.render_model_serving(intent, "c1", {}))
     prod = manifest(render.render_model_serving(intent, "c2", {"env": "prod"}))
     assert plain["kind"] == c.KIND_SERVING_PLATFORM
@@ -148,8 +188,10 @@ def test_serving_runtime_work() -> None:
     obj = manifest(work)
     assert obj["apiVersion"] == "serving.kserve.io/v1alpha1" and obj["kind"] == "ServingRuntime"
     assert obj["metadata"] == {
-        "name": "sklearn", "namespace": "models",
-        "labels": render.owner_labels(c.KIND_SERVING_RUNTIME, "team-a", "sklearn")}
+        "name": "sklearn",
+        "namespace": "models",
+        "labels": render.owner_labels(c.KIND_SERVING_RUNTIME, "team-a", "sklearn"),
+    }
     assert obj["spec"]["containers"][0]["image"] == "img:1"
     paths = work.body["spec"]["manifestConfigs"][0]["feedbackRules"][0]["jsonPaths"]
     assert paths == [{"name": "disabled", "path": ".spec.disabled"}]
@@ -163,12 +205,18 @@ def test_storage_connection_hash_covers_inputs_not_ciphertext() -> None:
     key = sealing.public_key_of(sealing.generate_private_key())
     other = sealing.public_key_of(sealing.generate_private_key())
     a = render.render_storage_connection(sconn(), "c1", {}, _inputs(key))
-    assert a.render_hash == render.render_storage_connection(
-        sconn(), "c1", {}, _inputs(key)).render_hash
-    assert a.render_hash != render.render_storage_connection(
-        sconn(), "c1", {}, _inputs(other)).render_hash
-    assert a.render_hash != render.render_storage_connection(
-        sconn(), "c1", {}, _inputs(key, "d2")).render_hash
+    assert (
+        a.render_hash
+        == render.render_storage_connection(sconn(), "c1", {}, _inputs(key)).render_hash
+    )
+    assert (
+        a.render_hash
+        != render.render_storage_connection(sconn(), "c1", {}, _inputs(other)).render_hash
+    )
+    assert (
+        a.render_hash
+        != render.render_storage_connection(sconn(), "c1", {}, _inputs(key, "d2")).render_hash
+    )
     spec = manifest(a)["spec"]
     assert spec["keyId"] == sealing.key_id(key)
     assert spec["sealed"].startswith(render.SEALED_PLACEHOLDER_PREFIX)
@@ -182,15 +230,22 @@ def test_sealed_payload_opens_with_the_agent_key_only() -> None:
     intent = sconn()
     work = render.render_storage_connection(intent, "c1", {}, _inputs(key))
     payload = render.storage_payload(intent, {"AK": "id", "SK": "secret", "OTHER": "x"})
-    assert payload == {"type": "s3", "access_key_id": "id", "secret_access_key": "secret",
-                       "endpoint_url": "http://minio:9000", "region": "eu", "bucket": "b"}
+    assert payload == {
+        "type": "s3",
+        "access_key_id": "id",
+        "secret_access_key": "secret",
+        "endpoint_url": "http://minio:9000",
+        "region": "eu",
+        "bucket": "b",
+    }
     body = render.with_sealed(work, sealing.seal(key, "ns/x", payload))
     sealed = body["spec"]["workload"]["manifests"][0]["spec"]["sealed"]
     base64.b64decode(sealed, validate=True)
     assert "secret" not in str(body)
     assert sealing.unseal(private, "ns/x", sealed) == payload
     assert work.body["spec"]["workload"]["manifests"][0]["spec"]["sealed"].startswith(
-        render.SEALED_PLACEHOLDER_PREFIX)  # the rendered work itself is untouched
+        render.SEALED_PLACEHOLDER_PREFIX
+    )  # the rendered work itself is untouched
 
 
 def test_payload_without_key_mapping_takes_every_secret_key() -> None:
