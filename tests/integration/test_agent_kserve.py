@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import base64
+import datetime as dt
 import json
 from typing import Any
 
+from addon_agent import certs
 from tests.helpers import eventually
 from tests.integration import agent_support as support
 from tests.integration.agent_support import (
@@ -73,6 +75,42 @@ def test_self_signed_webhook_certificate_injected(spoke: Any, agent: AgentProces
     assert all(h["clientConfig"]["caBundle"] for h in mutating["webhooks"])
     # cert-manager is not installed: no Certificate/Issuer applied
     assert get(spoke, "crd", "certificates.cert-manager.io") is None
+
+
+def test_webhook_ca_rotated_before_expiry(spoke: Any, agent: AgentProcess) -> None:
+    now = dt.datetime.now(dt.UTC)
+    # a CA that expires in 10 days, i.e. inside the renewal window
+    old = certs.new_ca(now - certs.CA_LIFETIME + dt.timedelta(days=10))
+    ns = "open-cluster-management-agent-addon"
+    spoke.apply_objects(
+        [
+            {
+                "apiVersion": "v1",
+                "kind": "Secret",
+                "metadata": {"name": "model-serving-agent-webhook-ca", "namespace": ns},
+                "type": "kubernetes.io/tls",
+                "data": {
+                    "tls.crt": base64.b64encode(old.cert_pem.encode()).decode(),
+                    "tls.key": base64.b64encode(old.key_pem.encode()).decode(),
+                },
+            }
+        ]
+    )
+
+    def rotated() -> bool:
+        secret = get(spoke, "secret", "-n", ns, "model-serving-agent-webhook-ca")
+        ca_pem = base64.b64decode(secret["data"]["tls.crt"]).decode()
+        assert ca_pem != old.cert_pem
+        assert not certs.needs_renewal(ca_pem, now)
+        hooks = get(spoke, "validatingwebhookconfiguration", "inferenceservice.serving.kserve.io")
+        assert base64.b64decode(hooks["webhooks"][0]["clientConfig"]["caBundle"]).decode() == ca_pem
+        serving = get(spoke, "secret", "-n", "kserve", "kserve-webhook-server-cert")
+        leaf = base64.b64decode(serving["data"]["tls.crt"]).decode()
+        ca = certs.KeyPair(ca_pem, base64.b64decode(secret["data"]["tls.key"]).decode())
+        assert certs.leaf_valid(leaf, ca, ["kserve-webhook-server-service.kserve.svc"], now)
+        return True
+
+    eventually(rotated, timeout=30)
 
 
 def test_drift_is_repaired(spoke: Any, agent: AgentProcess) -> None:
