@@ -122,6 +122,11 @@ def test_removal_blocked_by_foreign_inference_service(spoke: Any, agent: AgentPr
     # ModelMesh's only admission webhook covers ServingRuntimes, so this InferenceService is
     # admitted while the stack's webhook configuration is installed.
     spoke.apply_objects([ISVC])
+    # no controller reconciles it on the testbed, so it has no Ready condition: Unknown
+    eventually(
+        lambda: 'model_serving_inferenceservices{state="Unknown"} 1.0' in agent.metrics(),
+        timeout=30,
+    )
     spoke.apply_objects([platform(NAME, {**SPEC, "managementState": "Removed"})])
     status = wait_phase(spoke, NAME, "RemovalBlocked", timeout=60)
     assert f"{EXISTING_NS}/users-model" in status["message"]
