@@ -386,6 +386,11 @@ def _register_intent(kind: str, plural: str) -> None:
     ) -> None:
         reconciler = _reconciler(kwargs)
         remaining = await reconciler.cleanup(kind, str(namespace), name)
+        for _ in range(10):  # works usually go within seconds: wait here, quietly
+            if not remaining:
+                break
+            await asyncio.sleep(1)
+            remaining = await reconciler.cleanup(kind, str(namespace), name)
         if remaining:
             if runtime.total_seconds() >= SETTINGS.deletion_blocked_after:
                 await reconciler.write_deletion_blocked(kind, str(namespace), name, body, remaining)
