@@ -55,6 +55,16 @@ class Agent:
         generation = body.metadata.get("generation")
         previous = list((body.get("status") or {}).get("conditions") or [])
         with self.lock, metrics.RECONCILE_SECONDS.labels(kind="ServingPlatform").time():
+            owner = self._owner()
+            if owner != name:
+                message = f"ServingPlatform {owner} manages the serving stack of this cluster"
+                self._write_platform_status(
+                    name,
+                    st.simple_status(
+                        "Degraded", "AnotherPlatformOwns", message, generation, previous
+                    ),
+                )
+                return
             spec = ServingPlatformSpec.model_validate(plain(body["spec"]))
             if spec.management_state == "Removed":
                 self._remove(name, spec.force, generation, previous, final_phase="Removed")
@@ -96,6 +106,9 @@ class Agent:
             log.info("%s: %s (%s)", name, status["phase"], status["message"][:200])
             self._write_platform_status(name, status)
             self._record_metrics(spec.platform, status, plan.controllers())
+
+    def _owner(self) -> str | None:
+        return st.owning_platform(self.kube.list(f"{c.GROUP}/{c.VERSION}", c.KIND_SERVING_PLATFORM))
 
     def _record_metrics(
         self, platform: str, status: dict[str, Any], controllers: list[tuple[str, str]]
@@ -189,6 +202,8 @@ class Agent:
         name = body.metadata["name"]
         spec = ServingPlatformSpec.model_validate(plain(body["spec"]))
         previous = list((body.get("status") or {}).get("conditions") or [])
+        if self._owner() != name:
+            return  # it never installed anything: nothing to remove
         with self.lock:
             done = self._remove(
                 name, spec.force, body.metadata.get("generation"), previous, "Removed"

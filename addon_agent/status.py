@@ -143,3 +143,17 @@ def simple_status(
             ),
         ],
     }
+
+
+def owning_platform(platforms: Sequence[Obj]) -> str | None:
+    """The ServingPlatform that owns the cluster's stack: the oldest one (name breaks ties).
+
+    A cluster has one serving stack; any other ServingPlatform only reports the conflict.
+    """
+    if not platforms:
+        return None
+    oldest = min(
+        platforms,
+        key=lambda p: (p["metadata"].get("creationTimestamp") or "", p["metadata"]["name"]),
+    )
+    return str(oldest["metadata"]["name"])

@@ -77,6 +77,17 @@ def test_modelmesh_configuration(spoke: Any, agent: AgentProcess) -> None:
     assert hook["webhooks"][0]["clientConfig"]["service"]["namespace"] == MM_NS
 
 
+def test_second_platform_only_reports_the_conflict(spoke: Any, agent: AgentProcess) -> None:
+    spoke.apply_objects([platform("intruder", {"platform": "KServe"})])
+    status = wait_phase(spoke, "intruder", "Degraded", timeout=60)
+    assert f"ServingPlatform {NAME} manages" in status["message"]
+    assert get(spoke, "namespace", "kserve") is None
+    # deleting it removes nothing of the stack the first one owns
+    spoke.kubectl("delete", "servingplatform", "intruder", "--timeout=60s")
+    wait_phase(spoke, NAME, "Available", timeout=30)
+    assert get(spoke, "deployment", "-n", MM_NS, "modelmesh-controller") is not None
+
+
 def test_serving_namespaces_enabled(spoke: Any, agent: AgentProcess) -> None:
     def check() -> bool:
         for ns in (NEW_NS, EXISTING_NS):

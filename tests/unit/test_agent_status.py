@@ -64,3 +64,13 @@ def test_condition_keeps_transition_time() -> None:
     assert status.condition("Available", False, "R", "m", old)["lastTransitionTime"] != (
         "2020-01-01T00:00:00Z"
     )
+
+
+def test_owning_platform_is_the_oldest() -> None:
+    def sp(name: str, created: str) -> dict[str, Any]:
+        return {"metadata": {"name": name, "creationTimestamp": created}}
+
+    assert status.owning_platform([]) is None
+    items = [sp("b", "2026-01-02T00:00:00Z"), sp("a", "2026-01-03T00:00:00Z")]
+    assert status.owning_platform(items) == "b"
+    assert status.owning_platform([sp("z", "t"), sp("y", "t")]) == "y"
