@@ -251,7 +251,10 @@ class Reconciler:
                 secret_data = await self.writer.read_secret(ns, secret_name)
             jobs.append(("apply", cl, self._apply(kind, rw, have, secret_data, intent)))
         for cl, work in existing.items():
-            if cl not in clusters or cl in lost:
+            # A Placement that disappears (deleted by mistake, or being re-created) is not a
+            # decision to uninstall everywhere: what was sent stays until it exists again or
+            # the intent itself is deleted.
+            if cl in lost or (found and cl not in clusters):
                 jobs.append(("delete", cl, self._delete(work)))
         if kind == c.KIND_STORAGE_CONNECTION:
             jobs.extend(self._identity_jobs(clusters - set(lost)))

@@ -181,7 +181,8 @@ def aggregate(
 
     if not placement.found:
         add(c.CONDITION_PLACEMENT_RESOLVED, False, "PlacementNotFound",
-            f"Placement {placement.name} does not exist in this namespace")
+            f"Placement {placement.name} does not exist in this namespace; ManifestWorks "
+            "already sent are kept until it exists again or this intent is deleted")
     elif not placement.clusters:
         add(c.CONDITION_PLACEMENT_RESOLVED, False, "NoClustersSelected",
             f"Placement {placement.name} selects no cluster")

@@ -170,6 +170,20 @@ def test_missing_placement_is_a_condition_and_sends_nothing() -> None:
     assert [w for w in hub.writes if w[0] == "apply"] == []
 
 
+def test_placement_deleted_keeps_what_was_sent() -> None:
+    hub = FakeHub(placements={("ns", "p"): frozenset({"c1", "c2"})})
+    platform_ready(hub, "c1", "c2")
+    run(hub, c.KIND_INFERENCE_SERVICE, isvc_body())
+    del hub.placements[("ns", "p")]
+    hub.writes.clear()
+    out = run(hub, c.KIND_INFERENCE_SERVICE, isvc_body())
+    assert out.deleted == 0 and [w for w in hub.writes if w[0] == "delete"] == []
+    assert set(hub.works_of(c.KIND_INFERENCE_SERVICE, "ns", "iris")) == {"c1", "c2"}
+    conds = {x["type"]: x for x in hub.statuses["iris"]["conditions"]}
+    assert conds["PlacementResolved"]["reason"] == "PlacementNotFound"
+    assert "kept" in conds["PlacementResolved"]["message"]
+
+
 def test_gate_waits_for_platform_and_keeps_sent_work() -> None:
     hub = FakeHub(placements={("ns", "p"): frozenset({"c1"})})
     run(hub, c.KIND_INFERENCE_SERVICE, isvc_body())
