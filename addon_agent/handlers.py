@@ -262,6 +262,8 @@ class Agent:
 def register(agent: Agent, registry: kopf.OperatorRegistry) -> None:
     """Register every handler of the agent on ``registry``."""
     config = agent.config
+    # backoff: a failed run is retried after one resync, not kopf's default 60 s
+    backoff = min(config.resync_seconds, 60)
 
     @kopf.on.login(registry=registry)
     def login(**kwargs: Any) -> kopf.ConnectionInfo | None:
@@ -284,13 +286,13 @@ def register(agent: Agent, registry: kopf.OperatorRegistry) -> None:
         agent.private_key = identity.ensure_identity(agent.kube, config.namespace)
         lease.start(agent.kube, config.namespace, config.lease_seconds)
 
-    @kopf.on.resume(*PLATFORMS, registry=registry)
-    @kopf.on.create(*PLATFORMS, registry=registry)
-    @kopf.on.update(*PLATFORMS, field="spec", registry=registry)
+    @kopf.on.resume(*PLATFORMS, backoff=backoff, registry=registry)
+    @kopf.on.create(*PLATFORMS, backoff=backoff, registry=registry)
+    @kopf.on.update(*PLATFORMS, field="spec", backoff=backoff, registry=registry)
     def platform_changed(body: kopf.Body, **_: Any) -> None:
         agent.reconcile_platform(body)
 
-    @kopf.timer(*PLATFORMS, interval=config.resync_seconds, registry=registry)
+    @kopf.timer(*PLATFORMS, interval=config.resync_seconds, backoff=backoff, registry=registry)
     def platform_resync(body: kopf.Body, **_: Any) -> None:
         try:
             agent.reconcile_platform(body)
@@ -312,7 +314,7 @@ def register(agent: Agent, registry: kopf.OperatorRegistry) -> None:
             body.metadata.get("namespace") or "", body.metadata["name"], deleted=type == "DELETED"
         )
 
-    @kopf.on.delete(*PLATFORMS, registry=registry)
+    @kopf.on.delete(*PLATFORMS, backoff=backoff, registry=registry)
     def platform_deleted(body: kopf.Body, **_: Any) -> None:
         agent.delete_platform(body)
 
@@ -322,7 +324,9 @@ def register(agent: Agent, registry: kopf.OperatorRegistry) -> None:
     def sealed_changed(body: kopf.Body, **_: Any) -> None:
         agent.deliver(body)
 
-    @kopf.timer(*SEALED, interval=max(config.resync_seconds, 30), registry=registry)
+    @kopf.timer(
+        *SEALED, interval=max(config.resync_seconds, 30), backoff=backoff, registry=registry
+    )
     def sealed_resync(body: kopf.Body, **_: Any) -> None:
         agent.deliver(body)
 

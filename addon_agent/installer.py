@@ -78,9 +78,14 @@ class Installer:
     def facts(self) -> ClusterFacts:
         """What is installed on the cluster that changes the plan."""
         return ClusterFacts(
-            cert_manager=self.kube.served("cert-manager.io/v1", "Certificate"),
-            prometheus_operator=self.kube.served("monitoring.coreos.com/v1", "ServiceMonitor"),
+            cert_manager=self._crd_established("certificates.cert-manager.io"),
+            prometheus_operator=self._crd_established("servicemonitors.monitoring.coreos.com"),
         )
+
+    def _crd_established(self, name: str) -> bool:
+        # A GET of the CRD, not discovery: the discovery cache may lag behind CRD changes.
+        crd = self.kube.get("apiextensions.k8s.io/v1", "CustomResourceDefinition", name)
+        return status.condition_true(crd, "Established")
 
     def build_plan(self, spec: ServingPlatformSpec) -> Plan:
         """The desired objects for ``spec`` (webhook certificates included)."""

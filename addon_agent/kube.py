@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+import tempfile
 from typing import Any
 
 from kubernetes import client, config
@@ -28,7 +30,13 @@ class Kube:
 
     def __init__(self, api: client.ApiClient) -> None:
         self.api = api
-        self.dyn = DynamicClient(api)  # type: ignore[no-untyped-call]
+        # The dynamic client caches discovery in a file shared by every process of the user
+        # unless told otherwise; a cache left by another process (or an earlier run) would
+        # claim kinds that are gone. Each Kube gets its own, fresh cache file.
+        self._cache_dir = tempfile.TemporaryDirectory(prefix="agent-discovery-")
+        self.dyn = DynamicClient(  # type: ignore[no-untyped-call]
+            api, cache_file=os.path.join(self._cache_dir.name, "discovery.json")
+        )
 
     def resource(self, api_version: str, kind: str) -> Any:
         """The dynamic resource of a kind; rediscovers once (new CRDs)."""
