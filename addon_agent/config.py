@@ -20,3 +20,8 @@ class AgentConfig:
     resync_seconds: float
     lease_seconds: float
     log_level: str = "INFO"
+    external_webhook_url: str | None = None
+    """Base URL of the stack's webhook server when its controllers run outside the cluster
+    (the webhook configurations then call this URL instead of the in-cluster Service)."""
+    external_webhook_ca: bytes | None = None
+    """PEM of the CA that signed that server's certificate (their caBundle)."""

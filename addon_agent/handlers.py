@@ -35,7 +35,12 @@ class Agent:
         self.config = config
         self.kube = Kube(api_client_for(config.kubeconfig))
         self.installer = Installer(
-            self.kube, config.bundle_dir, config.namespace, config.cache_dir, config.metrics_port
+            self.kube, config.bundle_dir, config.namespace, config.cache_dir, config.metrics_port,
+            external_webhook=(
+                (config.external_webhook_url, config.external_webhook_ca)
+                if config.external_webhook_url and config.external_webhook_ca
+                else None
+            ),
         )
         self.lock = threading.Lock()
         self.private_key: bytes | None = None

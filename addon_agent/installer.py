@@ -61,9 +61,16 @@ class Installer:
     """Everything the agent does to a cluster for one ServingPlatform."""
 
     def __init__(
-        self, kube: Kube, bundle_root: Path, agent_namespace: str, cache: Path, metrics_port: int
+        self,
+        kube: Kube,
+        bundle_root: Path,
+        agent_namespace: str,
+        cache: Path,
+        metrics_port: int,
+        external_webhook: tuple[str, bytes] | None = None,
     ) -> None:
         self.metrics_port = metrics_port
+        self.external_webhook = external_webhook
         self._applied: dict[Ref, tuple[str, str]] = {}
         """Per applied object: hash of what was applied and the resourceVersion it produced."""
         self._parsed: tuple[str, list[Obj]] = ("", [])
@@ -103,7 +110,12 @@ class Installer:
             self.facts(),
             agent_metrics=(self.agent_namespace, self.metrics_port),
         )
-        if the_plan.certificates:
+        if self.external_webhook is not None:
+            # The controllers run outside the cluster (the testbed's real KServe controller):
+            # the webhooks call that server; the agent owns this shape, so no resync undoes it.
+            url, ca_pem = self.external_webhook
+            planning.point_webhooks_at(the_plan.objects, url, planning.b64(ca_pem.decode()))
+        elif the_plan.certificates:
             self._add_webhook_certs(the_plan)
         return the_plan
 

@@ -50,7 +50,20 @@ def parse(argv: Sequence[str]) -> AgentConfig:
     )
     parser.add_argument("--lease-seconds", type=float, default=10.0, help="Lease renewal interval")
     parser.add_argument("--log-level", default="INFO")
+    parser.add_argument(
+        "--external-webhook-url",
+        default=None,
+        help="controllers run outside the cluster: webhooks call this base URL (+ their path)",
+    )
+    parser.add_argument(
+        "--external-webhook-ca-file",
+        type=Path,
+        default=None,
+        help="PEM CA of the external webhook server (required with --external-webhook-url)",
+    )
     args = parser.parse_args(list(argv))
+    if (args.external_webhook_url is None) != (args.external_webhook_ca_file is None):
+        parser.error("--external-webhook-url and --external-webhook-ca-file go together")
     return AgentConfig(
         kubeconfig=args.kubeconfig,
         namespace=args.namespace,
@@ -62,6 +75,10 @@ def parse(argv: Sequence[str]) -> AgentConfig:
         resync_seconds=args.resync_seconds,
         lease_seconds=args.lease_seconds,
         log_level=args.log_level.upper(),
+        external_webhook_url=args.external_webhook_url,
+        external_webhook_ca=(
+            args.external_webhook_ca_file.read_bytes() if args.external_webhook_ca_file else None
+        ),
     )
 
 

@@ -504,6 +504,33 @@ def inject_ca_bundle(objects: list[Obj], ca_bundle_b64: str) -> list[Obj]:
     return objects
 
 
+def point_webhooks_at(objects: list[Obj], base_url: str, ca_bundle_b64: str) -> list[Obj]:
+    """Make every Service-backed webhook (and CRD conversion webhook) call ``base_url``.
+
+    For a stack whose controllers run outside the cluster: the Service path is kept and
+    appended to ``base_url``; ``caBundle`` is the external server's CA.
+    """
+
+    def repoint(client_config: dict[str, Any]) -> None:
+        service = client_config.get("service")
+        if service is None:
+            return
+        path = service.get("path") or "/"
+        client_config.clear()
+        client_config.update({"url": base_url.rstrip("/") + path, "caBundle": ca_bundle_b64})
+
+    for obj in objects:
+        if obj["kind"] in WEBHOOK_KINDS:
+            for hook in obj.get("webhooks", []):
+                repoint(hook.setdefault("clientConfig", {}))
+        elif obj["kind"] == "CustomResourceDefinition":
+            conversion = obj.get("spec", {}).get("conversion") or {}
+            webhook = conversion.get("webhook")
+            if conversion.get("strategy") == "Webhook" and webhook:
+                repoint(webhook.setdefault("clientConfig", {}))
+    return objects
+
+
 def webhook_cert_secret(request: CertRequest, cert_pem: str, key_pem: str, ca_pem: str) -> Obj:
     """The TLS Secret a webhook server mounts (tls.crt, tls.key, ca.crt)."""
     return {

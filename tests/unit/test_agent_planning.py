@@ -202,3 +202,25 @@ def test_service_monitor_only_with_operator_and_monitoring() -> None:
     p = planning.plan(bundle, on, KSERVE, ClusterFacts(prometheus_operator=True))
     monitor = next(o for o in p.objects if o["kind"] == "ServiceMonitor")
     assert monitor["spec"]["selector"]["matchLabels"] == {"app": "ctrl"}
+
+
+def test_point_webhooks_at_external_server_keeps_paths() -> None:
+    from addon_agent.planning import point_webhooks_at
+
+    objs: list[dict[str, Any]] = [
+        {"kind": "MutatingWebhookConfiguration", "webhooks": [
+            {"name": "a", "clientConfig": {"service": {"name": "s", "namespace": "kserve",
+                                                        "path": "/mutate-pods"}}},
+            {"name": "b", "clientConfig": {"url": "https://elsewhere/x"}}]},
+        {"kind": "CustomResourceDefinition", "spec": {"conversion": {
+            "strategy": "Webhook",
+            "webhook": {"clientConfig": {"service": {"name": "s", "namespace": "kserve",
+                                                     "path": "/convert"}}}}}},
+    ]
+    point_webhooks_at(objs, "https://127.0.0.1:9443/", "Q0E=")
+    hooks = objs[0]["webhooks"]
+    assert hooks[0]["clientConfig"] == {"url": "https://127.0.0.1:9443/mutate-pods",
+                                        "caBundle": "Q0E="}
+    assert hooks[1]["clientConfig"] == {"url": "https://elsewhere/x"}  # not Service-backed
+    conv = objs[1]["spec"]["conversion"]["webhook"]["clientConfig"]
+    assert conv == {"url": "https://127.0.0.1:9443/convert", "caBundle": "Q0E="}
