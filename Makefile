@@ -36,7 +36,7 @@ test: venv binaries lint
 	$(BIN)/pytest -q tests $(ARGS)
 
 demo: venv binaries
-	$(BIN)/python -m testbed up --spokes 2 $(ARGS)
+	$(BIN)/python -m testbed demo $(ARGS)
 
 clean:
 	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache

@@ -59,10 +59,16 @@ def main(argv: Sequence[str]) -> int:
     up.add_argument("--spokes", type=int, default=2)
     up.add_argument("--run-dir", type=Path, default=None)
     up.add_argument("--state-file", type=Path, default=None, help="write pids and paths as JSON")
+    demo = sub.add_parser("demo", help="the whole add-on flow on a local fleet, shown live")
+    demo.add_argument("--exit", action="store_true", help="exit 0 once every model is Ready")
     args = parser.parse_args(list(argv))
     try:
         if args.command == "build":
             return build.main(args.tools)
+        if args.command == "demo":
+            from testbed import demo as demo_module
+
+            return demo_module.run(exit_when_done=args.exit)
         return _up(args.spokes, args.run_dir, args.state_file)
     except BuildError as exc:
         print(f"error: {exc}", file=sys.stderr)

@@ -1,0 +1,264 @@
+"""``make demo``: the add-on's whole flow on a local fleet, shown live.
+
+A hub and two managed clusters come up; the manager runs against the hub and one
+agent per cluster; ``examples/`` is applied to a hub namespace; the hub status of
+every intent is shown as a cluster x object table until every InferenceService is
+Ready on both clusters. KServe's real controller runs per cluster (outside it), so
+readiness and URLs come from KServe itself.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from addon_api import constants as c
+from testbed import build
+from testbed.cluster import Cluster
+from testbed.fleet import Testbed
+from testbed.paths import cache_dir
+from testbed.processes import Process, ProcessFailed, free_port
+
+REPO = Path(__file__).resolve().parent.parent
+NAMESPACE = "model-serving-demo"
+INTENT_KINDS = {
+    "ModelServing": "modelservings",
+    "StorageConnection": "storageconnections",
+    "MultiClusterServingRuntime": "multiclusterservingruntimes",
+    "MultiClusterInferenceService": "multiclusterinferenceservices",
+}
+HUB_CRDS = [f"{plural}.{c.GROUP}.yaml" for plural in INTENT_KINDS.values()]
+SPOKE_CRDS = [f"servingplatforms.{c.GROUP}.yaml", f"sealedstorageconnections.{c.GROUP}.yaml"]
+
+
+@dataclass
+class Phases:
+    """Wall-clock time of each demo phase, printed at the end."""
+
+    started: float = field(default_factory=time.monotonic)
+    marks: list[tuple[str, float]] = field(default_factory=list)
+    _last: float = field(default_factory=time.monotonic)
+
+    def done(self, name: str) -> None:
+        """Record that phase ``name`` just ended."""
+        now = time.monotonic()
+        self.marks.append((name, now - self._last))
+        self._last = now
+        print(f"[demo] {name}: {self.marks[-1][1]:.1f}s", flush=True)
+
+    def summary(self) -> str:
+        """One line per phase and the total."""
+        lines = [f"  {name:<42} {secs:6.1f}s" for name, secs in self.marks]
+        lines.append(f"  {'total':<42} {time.monotonic() - self.started:6.1f}s")
+        return "\n".join(lines)
+
+
+def bundle_dir() -> Path:
+    """Render the KServe/ModelMesh bundles once per version into the cache."""
+    from addon_agent import bundle_render
+
+    out = cache_dir() / "bundles"
+    bundle_render.main(["--out", str(out)])
+    return out
+
+
+def rows(hub: Cluster) -> list[tuple[str, str, str, str, str]]:
+    """(object, cluster, phase, ready, url-or-reason) for every intent's per-cluster status."""
+    table: list[tuple[str, str, str, str, str]] = []
+    for kind, plural in INTENT_KINDS.items():
+        out = hub.kubectl("get", plural, "-n", NAMESPACE, "-o", "json", check=False)
+        if out.returncode != 0:
+            continue
+        for item in json.loads(out.stdout)["items"]:
+            name = f"{kind}/{item['metadata']['name']}"
+            status = item.get("status") or {}
+            clusters = status.get("clusters") or []
+            if not clusters:
+                table.append((name, "-", status.get("phase", "Pending"), "-", ""))
+            for entry in sorted(clusters, key=lambda e: e["cluster"]):
+                detail = entry.get("url") or entry.get("waitingFor") or entry.get("reason", "")
+                table.append(
+                    (
+                        name,
+                        entry["cluster"],
+                        entry.get("phase", ""),
+                        "yes" if entry.get("ready") else "no",
+                        str(detail),
+                    )
+                )
+    return table
+
+
+def render_table(table: list[tuple[str, str, str, str, str]]) -> str:
+    """The rows as aligned text."""
+    header = ("OBJECT", "CLUSTER", "PHASE", "READY", "URL / WAITING FOR")
+    widths = [max(len(r[i]) for r in [header, *table]) for i in range(5)]
+    return "\n".join(
+        "  ".join(cell.ljust(widths[i]) for i, cell in enumerate(row)) for row in [header, *table]
+    )
+
+
+def all_models_ready(table: list[tuple[str, str, str, str, str]], clusters: Sequence[str]) -> bool:
+    """True when every MultiClusterInferenceService is ready, with a URL, on every cluster."""
+    isvc = [r for r in table if r[0].startswith("MultiClusterInferenceService/")]
+    ready = {(r[0], r[1]) for r in isvc if r[3] == "yes" and r[4].startswith("http")}
+    names = {r[0] for r in isvc}
+    return bool(names) and all((n, cl) in ready for n in names for cl in clusters)
+
+
+@contextmanager
+def fleet(phases: Phases) -> Iterator[Testbed]:
+    """The testbed with the manager and one agent per spoke running."""
+    build.build_all()
+    bundles = bundle_dir()
+    phases.done("binaries and bundles ready (cached)")
+    bed = Testbed(spokes=2)
+    try:
+        bed.start()
+        phases.done("hub + 2 managed clusters up")
+        bed.hub.apply_files([REPO / "crds" / f for f in HUB_CRDS])
+        for spoke in bed.spokes:
+            spoke.apply_files([REPO / "crds" / f for f in SPOKE_CRDS])
+        for cluster in bed.all_clusters:
+            cluster.wait_crds_established()
+        cli = str(Path(sys.executable).with_name("model-serving-addon"))
+        roles = [
+            Process(
+                "manager",
+                [
+                    cli,
+                    "manager",
+                    f"--kubeconfig={bed.hub.kubeconfig}",
+                    f"--metrics-port={free_port()}",
+                    "--log-format=text",
+                ],
+                bed.log_dir,
+            ).start()
+        ]
+        for spoke in bed.spokes:
+            kserve = bed.kserve_controller(spoke)
+            roles.append(
+                Process(
+                    f"{spoke.name}-agent",
+                    [
+                        cli,
+                        "agent",
+                        f"--kubeconfig={spoke.kubeconfig}",
+                        f"--bundle-dir={bundles}",
+                        f"--metrics-port={free_port()}",
+                        "--metrics-address=127.0.0.1",
+                        f"--cluster-name={spoke.name}",
+                        f"--external-webhook-url={kserve.webhook_url}",
+                        f"--external-webhook-ca-file={kserve.ca_file}",
+                    ],
+                    bed.log_dir,
+                ).start()
+            )
+        bed.processes.extend(roles)
+        phases.done("CRDs installed, manager and agents started")
+        yield bed
+    finally:
+        bed.stop()
+
+
+def apply_examples(hub: Cluster, testbed: Testbed) -> None:
+    """Apply every example to the demo namespace (bound to the default cluster set)."""
+    testbed.bind_clusterset(NAMESPACE)
+    files = [
+        "placement.yaml",
+        "storageconnection.yaml",
+        "modelserving-kserve.yaml",
+        "servingruntime.yaml",
+        "inferenceservice.yaml",
+    ]
+    for name in files:
+        hub.kubectl("apply", "-n", NAMESPACE, "-f", str(REPO / "examples" / name))
+
+
+def start_kserve_when_stack_ready(testbed: Testbed) -> Callable[[], None]:
+    """A poll step starting KServe's controller on each cluster once its stack is Available."""
+
+    def step() -> None:
+        for spoke in testbed.spokes:
+            if "kserve-controller" in spoke.processes:
+                continue
+            out = spoke.kubectl("get", "servingplatforms", "-o", "json", check=False)
+            items = json.loads(out.stdout)["items"] if out.returncode == 0 else []
+            if any((i.get("status") or {}).get("phase") == "Available" for i in items):
+                testbed.start_kserve_controller(spoke)
+                print(f"[demo] KServe controller started for {spoke.name}", flush=True)
+
+    return step
+
+
+def run(exit_when_done: bool, timeout: float = 900) -> int:
+    """The demo; returns the process exit code."""
+    phases = Phases()
+    try:
+        with fleet(phases) as bed:
+            apply_examples(bed.hub, bed)
+            phases.done("examples applied on the hub")
+            kserve_step = start_kserve_when_stack_ready(bed)
+            clusters = [s.name for s in bed.spokes]
+            shown = ""
+            deadline = time.monotonic() + timeout
+            stack_marked = False
+            while True:
+                bed.check_processes()
+                kserve_step()
+                if not stack_marked and all("kserve-controller" in s.processes for s in bed.spokes):
+                    phases.done("KServe stack Available on both clusters")
+                    stack_marked = True
+                table = rows(bed.hub)
+                text = render_table(table)
+                if text != shown:
+                    print(f"\n{time.strftime('%H:%M:%S')}\n{text}", flush=True)
+                    shown = text
+                if all_models_ready(table, clusters):
+                    break
+                if time.monotonic() > deadline:
+                    print("[demo] timed out; logs in", bed.log_dir, file=sys.stderr)
+                    return 1
+                time.sleep(1)
+            phases.done("every InferenceService Ready on both clusters")
+            print("\n[demo] done. Phases:\n" + phases.summary())
+            if exit_when_done:
+                bed.cleanup()
+                return 0
+            print(explore_help(bed))
+            print("[demo] staying up; Ctrl-C tears everything down", flush=True)
+            while True:
+                time.sleep(2)
+                bed.check_processes()
+    except KeyboardInterrupt:
+        return 0
+    except (ProcessFailed, subprocess.CalledProcessError) as exc:
+        detail = getattr(exc, "stderr", "") or ""
+        print(f"[demo] failed: {exc}\n{detail}", file=sys.stderr)
+        return 1
+
+
+def explore_help(bed: Testbed) -> str:
+    """Kubectl commands to look around."""
+    hub = bed.hub.kubeconfig
+    lines = [
+        "\nExplore:",
+        f"  kubectl --kubeconfig {hub} -n {NAMESPACE} get modelserving",
+        f"  kubectl --kubeconfig {hub} -n {NAMESPACE} get mcisvc sklearn-iris -o yaml",
+        f"  kubectl --kubeconfig {hub} get manifestworks -A",
+    ]
+    for spoke in bed.spokes:
+        lines.append(f"  kubectl --kubeconfig {spoke.kubeconfig} -n models get isvc,deploy,pods")
+    lines.append(f"Logs: {bed.log_dir}")
+    return "\n".join(lines)
+
+
+def main(argv: Sequence[str]) -> int:
+    """``python -m testbed demo [--exit]``."""
+    return run(exit_when_done="--exit" in argv)
