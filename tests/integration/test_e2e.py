@@ -1,0 +1,247 @@
+"""End to end: the mission's flow on its own fleet, asserted on hub status as an admin sees it.
+
+What is real: kube-apiservers, etcd, controller-managers, schedulers, OCM registration,
+placement and work agents, our manager and agents, KServe's own controller (run outside each
+cluster, webhooks included). What is not: containers never run (kwok marks pods Running and
+Ready), so a model is "Ready" when KServe's controller says so, without loading any model.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import subprocess
+import time
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pytest
+import yaml
+
+from testbed import demo
+from testbed.fleet import Testbed
+from tests.helpers import eventually
+
+NS = demo.NAMESPACE
+GROUP = "modelserving.opendatahub.io"
+
+
+@pytest.fixture(scope="module")
+def fleet() -> Iterator[tuple[Testbed, Callable[[], None]]]:
+    with demo.fleet(demo.Phases()) as bed:
+        demo.apply_examples(bed.hub, bed)
+        yield bed, demo.start_kserve_when_stack_ready(bed)
+        bed.cleanup()
+
+
+def _until(
+    fleet: tuple[Testbed, Callable[[], None]], check: Callable[[], Any], timeout: float = 240
+) -> Any:
+    bed, step = fleet
+
+    def poll() -> Any:
+        bed.check_processes()
+        step()
+        return check()
+
+    return eventually(poll, timeout=timeout, interval=1)
+
+
+def _intent(hub: Any, plural: str, name: str) -> dict[str, Any]:
+    out: dict[str, Any] = json.loads(
+        hub.kubectl("get", plural, name, "-n", NS, "-o", "json").stdout
+    )
+    return out
+
+
+def _clusters(obj: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    return {e["cluster"]: e for e in (obj.get("status") or {}).get("clusters") or []}
+
+
+def test_stack_then_model_ready_on_both_clusters_with_urls(
+    fleet: tuple[Testbed, Callable[[], None]],
+) -> None:
+    bed, _ = fleet
+    started = time.monotonic()
+    _until(fleet, lambda: demo.all_models_ready(demo.rows(bed.hub), ["cluster1", "cluster2"]))
+    print(f"models Ready on both clusters after {time.monotonic() - started:.1f}s")
+    msv = _intent(bed.hub, "modelservings", "kserve")
+    assert {cl: e["phase"] for cl, e in _clusters(msv).items()} == {
+        "cluster1": "Available",
+        "cluster2": "Available",
+    }
+    isvc = _intent(bed.hub, "multiclusterinferenceservices", "sklearn-iris")
+    assert isvc["status"]["summary"]["readyText"] == "2/2"
+    for entry in _clusters(isvc).values():
+        assert entry["ready"] is True
+        assert entry["url"].startswith("http://sklearn-iris-models.")
+    conditions = {c["type"]: c["status"] for c in isvc["status"]["conditions"]}
+    assert conditions["Ready"] == "True"
+
+
+def _hub_dump(hub: Any) -> list[tuple[str, str]]:
+    """(resource, JSON) of every listable object on the hub, the user's Secret excluded."""
+    names = hub.kubectl("api-resources", "--verbs=list", "-o", "name").stdout.split()
+    dump: list[tuple[str, str]] = []
+    for resource in names:
+        if resource in ("events", "events.events.k8s.io"):
+            continue
+        out = hub.kubectl("get", resource, "-A", "-o", "json", check=False)
+        if out.returncode != 0:
+            continue
+        for item in json.loads(out.stdout)["items"]:
+            meta = item["metadata"]
+            if resource == "secrets" and meta["name"] == "demo-s3-credentials":
+                continue
+            dump.append(
+                (f"{resource} {meta.get('namespace', '')}/{meta['name']}", json.dumps(item))
+            )
+    return dump
+
+
+def test_credentials_reach_both_clusters_with_no_plaintext_on_the_hub(
+    fleet: tuple[Testbed, Callable[[], None]],
+) -> None:
+    bed, _ = fleet
+    secret = next(
+        d
+        for d in yaml.safe_load_all((demo.REPO / "examples" / "storageconnection.yaml").read_text())
+        if d and d["kind"] == "Secret"
+    )
+    values = list(secret["stringData"].values())
+    needles = values + [base64.b64encode(v.encode()).decode() for v in values]
+
+    def delivered() -> bool:
+        conn = _intent(bed.hub, "storageconnections", "demo-s3")
+        return {cl: e["phase"] for cl, e in _clusters(conn).items()} == {
+            "cluster1": "Delivered",
+            "cluster2": "Delivered",
+        }
+
+    _until(fleet, delivered)
+    dump = _hub_dump(bed.hub)
+    assert sum(1 for name, _ in dump if name.startswith("manifestworks")) >= 8
+    leaks = [name for name, text in dump for n in needles if n in text]
+    assert leaks == [], f"plaintext credentials found in {leaks}"
+    # The agents did write them where the stacks read them (on the spokes only).
+    for spoke in bed.spokes:
+        out = spoke.kubectl("get", "secret", "storage-config", "-n", "models", "-o", "json")
+        entries = json.loads(out.stdout)["data"]
+        decoded = [json.loads(base64.b64decode(v)) for v in entries.values()]
+        assert any(e.get("secret_access_key") == values[1] for e in decoded)
+
+
+def test_bad_model_shows_kserve_failure_reason_per_cluster(
+    fleet: tuple[Testbed, Callable[[], None]],
+) -> None:
+    bed, _ = fleet
+    bad = yaml.safe_load((demo.REPO / "examples" / "inferenceservice.yaml").read_text())
+    bad["metadata"]["name"] = "bad-model"
+    bad["spec"].pop("overrides", None)
+    model = bad["spec"]["template"]["predictor"]["model"]
+    model["modelFormat"] = {"name": "no-such-format"}
+    model.pop("runtime", None)
+    bed.hub.kubectl("apply", "-n", NS, "-f", "-", input=yaml.safe_dump(bad))
+
+    def failed_on_both() -> dict[str, dict[str, Any]]:
+        entries = _clusters(_intent(bed.hub, "multiclusterinferenceservices", "bad-model"))
+        if set(entries) != {"cluster1", "cluster2"}:
+            return {}
+        if not all(e["phase"] == "Failed" for e in entries.values()):
+            return {}
+        return entries
+
+    entries = _until(fleet, failed_on_both, timeout=180)
+    for entry in entries.values():
+        # KServe's own words, whether its webhook refused the model or its controller did.
+        text = f"{entry.get('reason')} {entry.get('message', '')}"
+        print(f"bad model on {entry['cluster']}: {text}")
+        assert "no-such-format" in text or "NoSupportingRuntime" in text, entry
+    bed.hub.kubectl("delete", "mcisvc", "bad-model", "-n", NS)
+
+
+def test_cluster_leaving_the_placement_loses_the_model_there_only(
+    fleet: tuple[Testbed, Callable[[], None]],
+) -> None:
+    bed, _ = fleet
+    hub = bed.hub
+    for spoke in bed.spokes:
+        hub.kubectl("label", "managedcluster", spoke.name, "e2e=in", "--overwrite")
+    hub.apply_objects(
+        [
+            {
+                "apiVersion": "cluster.open-cluster-management.io/v1beta1",
+                "kind": "Placement",
+                "metadata": {"name": "e2e", "namespace": NS},
+                "spec": {
+                    "clusterSets": ["default"],
+                    "predicates": [
+                        {
+                            "requiredClusterSelector": {
+                                "labelSelector": {"matchLabels": {"e2e": "in"}}
+                            }
+                        }
+                    ],
+                },
+            }
+        ]
+    )
+    moving = yaml.safe_load((demo.REPO / "examples" / "inferenceservice.yaml").read_text())
+    moving["metadata"]["name"] = "moving"
+    moving["spec"]["placementRef"] = {"name": "e2e"}
+    hub.kubectl("apply", "-n", NS, "-f", "-", input=yaml.safe_dump(moving))
+
+    def ready_on(clusters: set[str]) -> bool:
+        entries = _clusters(_intent(hub, "multiclusterinferenceservices", "moving"))
+        return set(entries) == clusters and all(e["ready"] for e in entries.values())
+
+    _until(fleet, lambda: ready_on({"cluster1", "cluster2"}))
+    hub.kubectl("label", "managedcluster", "cluster2", "e2e=out", "--overwrite")
+    _until(fleet, lambda: ready_on({"cluster1"}))
+    summary = _intent(hub, "multiclusterinferenceservices", "moving")["status"]["summary"]
+    assert (summary["desired"], summary["ready"]) == (1, 1)
+    # The other model, on the default placement, is untouched on cluster2.
+    assert (
+        _clusters(_intent(hub, "multiclusterinferenceservices", "sklearn-iris"))["cluster2"][
+            "ready"
+        ]
+        is True
+    )
+    hub.kubectl("delete", "mcisvc", "moving", "-n", NS)
+
+
+def test_management_state_removed_removes_the_stack_once_models_are_gone(
+    fleet: tuple[Testbed, Callable[[], None]],
+) -> None:
+    bed, _ = fleet
+    hub = bed.hub
+    hub.kubectl("delete", "mcisvc", "--all", "-n", NS, "--wait=true", timeout=180)
+    hub.kubectl("delete", "mcsr", "--all", "-n", NS, "--wait=true", timeout=180)
+    hub.kubectl(
+        "patch",
+        "msv",
+        "kserve",
+        "-n",
+        NS,
+        "--type=merge",
+        "-p",
+        json.dumps({"spec": {"managementState": "Removed"}}),
+    )
+
+    def removed() -> bool:
+        entries = _clusters(_intent(hub, "modelservings", "kserve"))
+        return set(entries) == {"cluster1", "cluster2"} and all(
+            e["phase"] == "Removed" for e in entries.values()
+        )
+
+    _until(fleet, removed, timeout=240)
+    msv = _intent(hub, "modelservings", "kserve")
+    assert msv["metadata"]["name"] == "kserve"  # the intent is kept
+
+
+def test_hub_reports_through_kubectl(fleet: tuple[Testbed, Callable[[], None]]) -> None:
+    bed, _ = fleet
+    out = bed.hub.kubectl("get", "modelserving", "-n", NS).stdout
+    assert "kserve" in out and "demo-s3" in out
+    with pytest.raises(subprocess.CalledProcessError):
+        bed.hub.kubectl("get", "msv", "does-not-exist", "-n", NS)
