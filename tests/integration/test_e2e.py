@@ -245,3 +245,64 @@ def test_hub_reports_through_kubectl(fleet: tuple[Testbed, Callable[[], None]]) 
     assert "kserve" in out and "demo-s3" in out
     with pytest.raises(subprocess.CalledProcessError):
         bed.hub.kubectl("get", "msv", "does-not-exist", "-n", NS)
+
+
+def test_modelmesh_variant_installs_and_reports_its_inference_service(
+    fleet: tuple[Testbed, Callable[[], None]],
+) -> None:
+    """ModelMesh: the stack installs (its controller Deployment becomes Available through kwok)
+    and a ModelMesh InferenceService is delivered and reported on the hub. Not real here: no
+    ModelMesh controller process runs (upstream is archived; only KServe's runs in the
+    testbed), so the model never loads and its hub entry stays Progressing, never Ready."""
+    bed, _ = fleet
+    hub = bed.hub
+    hub.kubectl(
+        "patch",
+        "msv",
+        "kserve",
+        "-n",
+        NS,
+        "--type=merge",
+        "-p",
+        json.dumps(
+            {
+                "spec": {
+                    "platform": "ModelMesh",
+                    "managementState": "Managed",
+                    "kserve": None,
+                    "modelmesh": {"podsPerRuntime": 1},
+                }
+            }
+        ),
+    )
+
+    def available() -> bool:
+        entries = _clusters(_intent(hub, "modelservings", "kserve"))
+        return set(entries) == {"cluster1", "cluster2"} and all(
+            e["phase"] == "Available" for e in entries.values()
+        )
+
+    _until(fleet, available, timeout=300)
+    mm = yaml.safe_load((demo.REPO / "examples" / "inferenceservice.yaml").read_text())
+    mm["metadata"]["name"] = "mm-iris"
+    mm["spec"]["deploymentMode"] = "ModelMesh"
+    mm["spec"].pop("overrides", None)
+    mm["spec"]["template"]["predictor"] = {
+        "model": {"modelFormat": {"name": "sklearn"}, "storageUri": "s3://models/sklearn/iris"}
+    }
+    hub.kubectl("apply", "-n", NS, "-f", "-", input=yaml.safe_dump(mm))
+
+    def reported() -> dict[str, dict[str, Any]]:
+        entries = _clusters(_intent(hub, "multiclusterinferenceservices", "mm-iris"))
+        ok = set(entries) == {"cluster1", "cluster2"} and all(
+            e["phase"] == "Progressing" for e in entries.values()
+        )
+        return entries if ok else {}
+
+    entries = _until(fleet, reported, timeout=180)
+    assert not any(e["ready"] for e in entries.values())
+    for spoke in bed.spokes:  # delivered with the ModelMesh deployment mode
+        isvc = json.loads(
+            spoke.kubectl("get", "isvc", "mm-iris", "-n", "models", "-o", "json").stdout
+        )
+        assert isvc["metadata"]["annotations"]["serving.kserve.io/deploymentMode"] == "ModelMesh"
