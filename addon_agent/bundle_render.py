@@ -45,9 +45,18 @@ def module_dir(module: str, version: str) -> Path:
     return Path(info["Dir"])
 
 
+def kustomize_command() -> list[str]:
+    """``kubectl kustomize`` where kubectl exists, else the standalone ``kustomize build``."""
+    if shutil.which("kubectl"):
+        return ["kubectl", "kustomize"]
+    if shutil.which("kustomize"):
+        return ["kustomize", "build"]
+    raise RenderError("neither kubectl nor kustomize is on PATH: one is needed to render bundles")
+
+
 def kustomize(directory: Path) -> str:
-    """``kubectl kustomize DIR`` output."""
-    proc = subprocess.run(["kubectl", "kustomize", str(directory)], capture_output=True, text=True)
+    """The rendered kustomization in ``directory``."""
+    proc = subprocess.run([*kustomize_command(), str(directory)], capture_output=True, text=True)
     if proc.returncode != 0:
         raise RenderError(f"kustomize {directory}: {proc.stderr.strip()}")
     return proc.stdout

@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import tarfile
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -64,3 +65,16 @@ def test_unsupported_scheme_and_missing_path(tmp_path: Path) -> None:
         bundle_source.fetch("ftp://x/y.tgz", tmp_path)
     with pytest.raises(bundle_source.BundleError, match="no such"):
         bundle_source.fetch("file:///does/not/exist", tmp_path)
+
+
+def test_bundle_render_falls_back_to_standalone_kustomize(monkeypatch: Any) -> None:
+    from addon_agent import bundle_render
+
+    found = {"kubectl": None, "kustomize": "/usr/local/bin/kustomize"}
+    monkeypatch.setattr(bundle_render.shutil, "which", lambda name: found[name])
+    assert bundle_render.kustomize_command() == ["kustomize", "build"]
+    found["kustomize"] = None
+    with pytest.raises(bundle_render.RenderError, match="neither kubectl nor kustomize"):
+        bundle_render.kustomize_command()
+    found["kubectl"] = "/usr/bin/kubectl"
+    assert bundle_render.kustomize_command() == ["kubectl", "kustomize"]
