@@ -12,6 +12,8 @@ import urllib.request
 from pathlib import Path
 from typing import Any
 
+import yaml
+
 from testbed import upstream
 from testbed.fleet import Testbed
 
@@ -135,6 +137,48 @@ def prepare(testbed: Testbed) -> None:
             ]
         )
         spoke.wait_crds_established()
+
+
+_IDENTITY: dict[str, Path] = {}
+
+
+def manager_identity(testbed: Testbed) -> Path:
+    """A hub kubeconfig for the chart's manager ServiceAccount, with exactly the chart's RBAC.
+
+    Every manager integration test runs the manager under this identity, so they fail when
+    the chart's ClusterRole lacks something the manager does.
+    """
+    from tests.chart_support import render
+
+    hub = testbed.hub
+    if hub.name in _IDENTITY:
+        return _IDENTITY[hub.name]
+    namespace, sa = "model-serving-system", "model-serving-addon-manager"
+    rbac = [
+        o for o in render(namespace=namespace)
+        if o["kind"] in ("ServiceAccount", "ClusterRole", "ClusterRoleBinding")
+        and o["metadata"]["name"] == sa
+    ]
+    assert len(rbac) == 3, rbac
+    hub.apply_objects([{"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}},
+                       *rbac])
+    token = hub.kubectl("create", "token", sa, "-n", namespace, "--duration=12h").stdout.strip()
+    admin = yaml.safe_load(hub.kubeconfig.read_text())
+    path = hub.kubeconfig.with_name("manager-sa.kubeconfig")
+    path.write_text(yaml.safe_dump({
+        "apiVersion": "v1", "kind": "Config",
+        "clusters": admin["clusters"],
+        "users": [{"name": sa, "user": {"token": token}}],
+        "contexts": [{"name": sa, "context": {"cluster": admin["clusters"][0]["name"],
+                                              "user": sa}}],
+        "current-context": sa,
+    }))
+    # It really is the restricted identity, not an admin one.
+    can = subprocess.run(["kubectl", f"--kubeconfig={path}", "auth", "can-i", "delete", "secrets",
+                          "-A"], capture_output=True, text=True)
+    assert can.stdout.strip() == "no", can.stdout + can.stderr
+    _IDENTITY[hub.name] = path
+    return path
 
 
 def works(hub: Any, owner_ns: str, owner_name: str, kind: str) -> dict[str, Any]:

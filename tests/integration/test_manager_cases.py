@@ -21,6 +21,7 @@ from tests.integration.manager_support import (
     Manager,
     exists,
     get_json,
+    manager_identity,
     model_serving,
     placement,
     prepare,
@@ -33,7 +34,7 @@ def manager(testbed: Testbed, tmp_path_factory: pytest.TempPathFactory) -> Itera
     """One manager for the module, add-on enablement on."""
     prepare(testbed)
     log = tmp_path_factory.mktemp("manager") / "manager.log"
-    mgr = Manager(testbed.hub.kubeconfig, log, "--deletion-blocked-after=5").start()
+    mgr = Manager(manager_identity(testbed), log, "--deletion-blocked-after=5").start()
     try:
         yield mgr
     finally:

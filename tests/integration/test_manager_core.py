@@ -21,6 +21,7 @@ from tests.integration.manager_support import (
     differences,
     exists,
     get_json,
+    manager_identity,
     model_serving,
     placement,
     prepare,
@@ -35,7 +36,7 @@ def manager(testbed: Testbed, tmp_path_factory: pytest.TempPathFactory) -> Itera
     prepare(testbed)
     log = tmp_path_factory.mktemp("manager") / "manager.log"
     mgr = Manager(
-        testbed.hub.kubeconfig, log, "--no-addon-enablement", "--deletion-blocked-after=5"
+        manager_identity(testbed), log, "--no-addon-enablement", "--deletion-blocked-after=5"
     ).start()
     try:
         yield mgr
