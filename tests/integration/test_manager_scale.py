@@ -1,8 +1,7 @@
 """Fan-out to many clusters, kill -9 in the middle, restart, converge exactly.
 
 ManagedClusters here have no spoke (no agent): the hub's ManifestWorks are what counts.
-``MANAGER_BENCH_CLUSTERS=100,1000`` also runs the fan-out benchmark against a raw
-concurrent create of the same works.
+The fan-out benchmark is ``python -m bench.fanout`` (see docs/benchmarks.md).
 """
 
 from __future__ import annotations
@@ -10,7 +9,6 @@ from __future__ import annotations
 import concurrent.futures
 import contextlib
 import json
-import os
 import time
 import uuid
 from collections.abc import Iterator
@@ -226,63 +224,3 @@ def test_kill_during_fan_out_then_converge_exactly(
         hub.kubectl("delete", "msv", "--all", "-n", ns, "--wait=false", check=False)
         mgr.stop()
         mgr.print_tail()
-
-
-def _bench_sizes() -> list[int]:
-    raw = os.environ.get("MANAGER_BENCH_CLUSTERS", "")
-    return [int(x) for x in raw.split(",") if x.strip()]
-
-
-@pytest.mark.skipif(not _bench_sizes(), reason="benchmark: set MANAGER_BENCH_CLUSTERS=100,1000")
-def test_fan_out_benchmark(
-    testbed: Testbed, hub_namespace: str, fleet: FakeFleet, tmp_path: Any
-) -> None:
-    results = [_bench_one(testbed, hub_namespace, fleet, tmp_path, n) for n in _bench_sizes()]
-    for size, managed, raw in results:
-        print(f"BENCH fan-out to {size} clusters: manager {managed:.1f}s, raw create {raw:.1f}s")
-
-
-def _bench_one(
-    testbed: Testbed, ns: str, fleet: FakeFleet, tmp_path: Any, size: int
-) -> tuple[int, float, float]:
-    hub = testbed.hub
-    custom = client.CustomObjectsApi(fleet.api)
-    fleet.relabel(fleet.names, "no")  # earlier sizes' clusters leave
-    names = fleet.create(size, f"b{size}-{uuid.uuid4().hex[:4]}")
-    pname = f"fleet{size}"
-    body = _placement(ns, fleet.label)
-    body["metadata"]["name"] = pname
-    hub.apply_objects([body])
-    eventually(lambda: len(_decided(custom, ns, pname)) == size, timeout=300)
-    mgr = Manager(hub.kubeconfig, tmp_path / f"manager-{size}.log", "--no-addon-enablement")
-    started = time.monotonic()
-    mgr.start()
-    try:
-        eventually(lambda: mgr.total("model_serving_manager_ready") == 1, timeout=300, interval=0.2)
-        print(f"BENCH manager ready with {size} clusters after {time.monotonic() - started:.1f}s")
-        time.sleep(2)
-        started = time.monotonic()
-        hub.apply_objects([model_serving(pname, ns, pname)])
-        eventually(lambda: len(_works(custom, ns, pname)) == size, timeout=900, interval=0.2)
-        managed = time.monotonic() - started
-    finally:
-        mgr.stop()
-    # The same works created raw, 16 at a time, under other names.
-    intent = ModelServing.from_object(model_serving(pname, ns, pname))
-    bodies = [render.render_model_serving(intent, n, {}).body for n in names]
-    for b in bodies:
-        b["metadata"]["name"] = "raw-" + b["metadata"]["name"][:240]
-        b["metadata"]["labels"] = {"bench": "raw"}
-    started = time.monotonic()
-    with concurrent.futures.ThreadPoolExecutor(16) as pool:
-        list(
-            pool.map(
-                lambda b: custom.create_namespaced_custom_object(
-                    WORK[0], WORK[1], b["metadata"]["namespace"], WORK[2], b
-                ),
-                bodies,
-            )
-        )
-    raw = time.monotonic() - started
-    hub.kubectl("delete", "msv", pname, "-n", ns, "--wait=false")
-    return size, managed, raw
