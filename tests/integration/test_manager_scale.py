@@ -23,7 +23,7 @@ from addon_api.hub import ModelServing
 from addon_manager import render
 from testbed.fleet import Testbed
 from tests.helpers import eventually
-from tests.integration.manager_support import Manager, model_serving, prepare
+from tests.integration.manager_support import Manager, manager_identity, model_serving, prepare
 
 CLUSTERSET_LABEL = "cluster.open-cluster-management.io/clusterset"
 WORK = ("work.open-cluster-management.io", "v1", "manifestworks")
@@ -179,7 +179,10 @@ def test_kill_during_fan_out_then_converge_exactly(
 
     # A slow first manager (one write at a time), killed with -9 in the middle of the fan-out.
     mgr = Manager(
-        hub.kubeconfig, tmp_path / "manager.log", "--no-addon-enablement", "--concurrency=1"
+        manager_identity(testbed),
+        tmp_path / "manager.log",
+        "--no-addon-enablement",
+        "--concurrency=1",
     ).start()
     try:
         eventually(mgr.metrics, timeout=30, interval=0.2)
