@@ -407,23 +407,35 @@ def table(header: list[str], rows: list[list[str]]) -> str:
 
 
 # ---------------------------------------------------------------------------- a settled fleet
+def scrape(mgr: Manager, prefix: str, label: str = "") -> float:
+    """Sum of the manager's samples starting with ``prefix`` (and containing ``label``);
+    retried, since a busy manager can be slow to answer /metrics."""
+    for attempt in range(6):
+        try:
+            return sum(
+                v for k, v in mgr.metrics().items() if k.startswith(prefix) and label in k
+            )
+        except OSError:
+            if attempt == 5:
+                raise
+            time.sleep(1)
+    raise AssertionError("unreachable")
+
+
 def writes(mgr: Manager, verb: str = "") -> float:
     """API writes the manager made (only ``verb`` if given: apply, delete, patch-status)."""
-    return sum(
-        v for k, v in mgr.metrics().items()
-        if k.startswith("model_serving_api_writes_total{") and f'verb="{verb}"' in k
-    )
+    return scrape(mgr, "model_serving_api_writes_total{", f'verb="{verb}"' if verb else "")
 
 
 def quiesce(mgr: Manager, quiet: float = 10, timeout: float = 600) -> float:
     """Seconds until the manager made no write for ``quiet`` seconds."""
     start = time.monotonic()
-    last, since = mgr.writes(), time.monotonic()
+    last, since = writes(mgr), time.monotonic()
     while time.monotonic() - since < quiet:
         if time.monotonic() - start > timeout:
             raise TimeoutError("the manager keeps writing")
         time.sleep(1)
-        now = mgr.writes()
+        now = writes(mgr)
         if now != last:
             last, since = now, time.monotonic()
     return time.monotonic() - start
@@ -462,10 +474,8 @@ def settled(
 
 
 def _written(mgr: Manager, works: int) -> bool:
-    applied = sum(
-        v for k, v in mgr.metrics().items()
-        if k.startswith("model_serving_manifestwork_applies_total{")
-        and f'kind="{c.KIND_INFERENCE_SERVICE}"' in k
+    applied = scrape(
+        mgr, "model_serving_manifestwork_applies_total{", f'kind="{c.KIND_INFERENCE_SERVICE}"'
     )
     return applied >= works
 

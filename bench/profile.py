@@ -1,7 +1,8 @@
 """Where the manager's fan-out time goes: the fan-out benchmark's ``ours`` run at one size
 with the manager under pyinstrument (``.venv/bin/pip install pyinstrument``).
 
-``python -m bench.profile --clusters 1000 --out /tmp/manager-profile.txt``
+``python -m bench.profile --clusters 1000 --out /tmp/manager.pyisession``, then e.g.
+``pyinstrument --load=/tmp/manager.pyisession --show '*/kopf/*'`` (or ``-r html``).
 
 The profile covers the manager's whole life in this run: start-up (initial lists), the
 ModelServing fan-out that opens the gate, then the MultiClusterInferenceService's create,
@@ -45,7 +46,7 @@ class ProfiledManager(Manager):
         with open(self.log_path, "ab") as log_file:
             self.proc = subprocess.Popen(
                 [
-                    str(ROOT / ".venv/bin/pyinstrument"), "-r", "text", "--no-color",
+                    str(ROOT / ".venv/bin/pyinstrument"), "-r", "pyisession",
                     "-o", str(self.out),
                     str(ROOT / ".venv/bin/model-serving-addon"), "manager",
                     f"--kubeconfig={self.kubeconfig}", f"--metrics-port={self.port}",
@@ -68,7 +69,7 @@ class ProfiledManager(Manager):
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--clusters", type=int, default=1000)
-    parser.add_argument("--out", type=Path, default=Path("/tmp/manager-profile.txt"))
+    parser.add_argument("--out", type=Path, default=Path("/tmp/manager.pyisession"))
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="bench-profile-") as tmp, hub() as tb:
         api = api_client(tb)

@@ -27,6 +27,7 @@ from bench.common import (
     settled,
     table,
 )
+from bench.common import writes as api_writes
 
 
 def measure(clusters: int, intents: int, seconds: float) -> list[str]:
@@ -39,15 +40,15 @@ def measure(clusters: int, intents: int, seconds: float) -> list[str]:
             pid = mgr.proc.pid
             settle = time.monotonic() - start
             log(f"quiet after {quiesce(mgr):.1f}s more")
-            writes0, cpu0 = mgr.writes(), cpu_seconds(pid)
+            writes0, cpu0 = api_writes(mgr), cpu_seconds(pid)
             time.sleep(seconds)
-            writes, cpu = mgr.writes() - writes0, cpu_seconds(pid) - cpu0
+            idle, cpu = api_writes(mgr) - writes0, cpu_seconds(pid) - cpu0
             peak, rss = memory_mib(pid), memory_mib(pid, "VmRSS")
-            total = mgr.writes()
-    log(f"{clusters} x {intents}: {writes:.0f} writes, {cpu:.2f} CPU s in {seconds:.0f}s")
+            total = api_writes(mgr)
+    log(f"{clusters} x {intents}: {idle:.0f} writes, {cpu:.2f} CPU s in {seconds:.0f}s")
     return [
         f"{clusters:,}", str(intents), f"{clusters * intents:,}", f"{settle:.0f}",
-        f"{total:,.0f}", f"{seconds:.0f}", f"{writes:.0f}", f"{cpu:.2f}",
+        f"{total:,.0f}", f"{seconds:.0f}", f"{idle:.0f}", f"{cpu:.2f}",
         f"{100 * cpu / seconds:.1f}", f"{peak:.0f}", f"{rss:.0f}",
     ]
 
