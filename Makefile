@@ -6,7 +6,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-$(shell sha1sum pyproject.toml | cut -c1-12)
 ARGS ?=
 
-.PHONY: all venv binaries crds lint unit test demo clean
+.PHONY: all venv binaries bundles crds lint unit test demo bench clean
 
 all: test
 
@@ -22,11 +22,14 @@ venv: $(STAMP)
 binaries: venv
 	$(BIN)/python -m testbed build
 
+bundles: venv
+	$(BIN)/python -m addon_agent.bundle_render --out $(HOME)/.cache/model-serving-addon/bundles
+
 crds: venv
 	$(BIN)/model-serving-addon crds
 
 lint: venv
-	$(BIN)/ruff check addon_api addon_manager addon_agent testbed tests
+	$(BIN)/ruff check addon_api addon_manager addon_agent testbed tests bench
 	$(BIN)/mypy
 
 unit: venv
@@ -37,6 +40,12 @@ test: venv binaries lint
 
 demo: venv binaries
 	$(BIN)/python -m testbed demo $(ARGS)
+
+# Benchmarks against OCM's ManifestWorkReplicaSet and a tight client (not part of `make test`).
+bench: venv binaries
+	$(BIN)/python -m bench.fanout --sizes 100,300,1000
+	$(BIN)/python -m bench.steady --clusters 1000 --intents 10 --seconds 120
+	$(BIN)/python -m bench.status --clusters 1000 --intents 3
 
 clean:
 	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache
