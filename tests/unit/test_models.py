@@ -59,10 +59,12 @@ def test_good_case_validates(good_id: str) -> None:
     assert type(model).model_validate(out) == model
 
 
-@pytest.mark.parametrize("case", CASES["bad"], ids=[case["id"] for case in CASES["bad"]])
+# Cases marked `pydantic: false` are judged by the API server only (test_admission.py).
+PYDANTIC_BAD = [case for case in CASES["bad"] if case.get("pydantic", True)]
+
+
+@pytest.mark.parametrize("case", PYDANTIC_BAD, ids=[case["id"] for case in PYDANTIC_BAD])
 def test_bad_case_is_rejected(case: dict[str, Any]) -> None:
-    if not case.get("pydantic", True):
-        pytest.skip("only the API server judges this case")
     obj = merge_patch(CASES["good"][case["base"]], case["patch"])
     with pytest.raises(ValidationError) as err:
         BY_KIND[obj["kind"]].model_validate(obj)
