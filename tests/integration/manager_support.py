@@ -9,6 +9,8 @@ import socket
 import subprocess
 import sys
 import urllib.request
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -155,30 +157,53 @@ def manager_identity(testbed: Testbed) -> Path:
         return _IDENTITY[hub.name]
     namespace, sa = "model-serving-system", "model-serving-addon-manager"
     rbac = [
-        o for o in render(namespace=namespace)
+        o
+        for o in render(namespace=namespace)
         if o["kind"] in ("ServiceAccount", "ClusterRole", "ClusterRoleBinding")
         and o["metadata"]["name"] == sa
     ]
     assert len(rbac) == 3, rbac
-    hub.apply_objects([{"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}},
-                       *rbac])
+    hub.apply_objects(
+        [{"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}}, *rbac]
+    )
     token = hub.kubectl("create", "token", sa, "-n", namespace, "--duration=12h").stdout.strip()
     admin = yaml.safe_load(hub.kubeconfig.read_text())
     path = hub.kubeconfig.with_name("manager-sa.kubeconfig")
-    path.write_text(yaml.safe_dump({
-        "apiVersion": "v1", "kind": "Config",
-        "clusters": admin["clusters"],
-        "users": [{"name": sa, "user": {"token": token}}],
-        "contexts": [{"name": sa, "context": {"cluster": admin["clusters"][0]["name"],
-                                              "user": sa}}],
-        "current-context": sa,
-    }))
+    path.write_text(
+        yaml.safe_dump(
+            {
+                "apiVersion": "v1",
+                "kind": "Config",
+                "clusters": admin["clusters"],
+                "users": [{"name": sa, "user": {"token": token}}],
+                "contexts": [
+                    {"name": sa, "context": {"cluster": admin["clusters"][0]["name"], "user": sa}}
+                ],
+                "current-context": sa,
+            }
+        )
+    )
     # It really is the restricted identity, not an admin one.
-    can = subprocess.run(["kubectl", f"--kubeconfig={path}", "auth", "can-i", "delete", "secrets",
-                          "-A"], capture_output=True, text=True)
+    can = subprocess.run(
+        ["kubectl", f"--kubeconfig={path}", "auth", "can-i", "delete", "secrets", "-A"],
+        capture_output=True,
+        text=True,
+    )
     assert can.stdout.strip() == "no", can.stdout + can.stderr
     _IDENTITY[hub.name] = path
     return path
+
+
+@contextmanager
+def running_manager(testbed: Testbed, log_dir: Path, *args: str) -> Iterator[Manager]:
+    """The add-on CRDs installed and one manager (as the chart's ServiceAccount) running."""
+    prepare(testbed)
+    mgr = Manager(manager_identity(testbed), log_dir / "manager.log", *args).start()
+    try:
+        yield mgr
+    finally:
+        mgr.stop()
+        mgr.print_tail()
 
 
 def works(hub: Any, owner_ns: str, owner_name: str, kind: str) -> dict[str, Any]:

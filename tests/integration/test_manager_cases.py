@@ -21,10 +21,9 @@ from tests.integration.manager_support import (
     Manager,
     exists,
     get_json,
-    manager_identity,
     model_serving,
     placement,
-    prepare,
+    running_manager,
     works,
 )
 
@@ -32,14 +31,10 @@ from tests.integration.manager_support import (
 @pytest.fixture(scope="module")
 def manager(testbed: Testbed, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Manager]:
     """One manager for the module, add-on enablement on."""
-    prepare(testbed)
-    log = tmp_path_factory.mktemp("manager") / "manager.log"
-    mgr = Manager(manager_identity(testbed), log, "--deletion-blocked-after=5").start()
-    try:
+    with running_manager(
+        testbed, tmp_path_factory.mktemp("manager"), "--deletion-blocked-after=5"
+    ) as mgr:
         yield mgr
-    finally:
-        mgr.stop()
-        mgr.print_tail()
 
 
 @pytest.fixture

@@ -21,10 +21,9 @@ from tests.integration.manager_support import (
     differences,
     exists,
     get_json,
-    manager_identity,
     model_serving,
     placement,
-    prepare,
+    running_manager,
     set_platform_phase,
     works,
 )
@@ -33,16 +32,13 @@ from tests.integration.manager_support import (
 @pytest.fixture(scope="module")
 def manager(testbed: Testbed, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Manager]:
     """One manager for the module (addon enablement off: no addon manager in these tests)."""
-    prepare(testbed)
-    log = tmp_path_factory.mktemp("manager") / "manager.log"
-    mgr = Manager(
-        manager_identity(testbed), log, "--no-addon-enablement", "--deletion-blocked-after=5"
-    ).start()
-    try:
+    with running_manager(
+        testbed,
+        tmp_path_factory.mktemp("manager"),
+        "--no-addon-enablement",
+        "--deletion-blocked-after=5",
+    ) as mgr:
         yield mgr
-    finally:
-        mgr.stop()
-        mgr.print_tail()
 
 
 def _isvc(name: str, namespace: str, placement_name: str) -> dict[str, Any]:
