@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import ctypes
+import fcntl
 import os
+import random
 import signal
 import socket
 import subprocess
@@ -25,11 +27,56 @@ def _die_with_parent() -> None:  # pragma: no cover - runs in the forked child
     os.setpgrp()
 
 
-def free_port() -> int:
-    """A TCP port on 127.0.0.1 that is free right now."""
+# Ports are handed out below the kernel's ephemeral range (32768-60999 on
+# Linux), so an outgoing connection's source port can never take one between
+# the moment it is chosen and the moment its server binds it. Processes of
+# one machine (pytest, `make demo`, benchmarks) coordinate through a lock file
+# per port, held for the life of the process that chose it.
+_PORT_RANGE = range(20000, 32000)
+_PORT_LOCK_DIR = Path(os.environ.get("TMPDIR", "/tmp")) / "model-serving-addon-ports"
+_held_ports: dict[int, int] = {}
+
+
+def _claim(port: int) -> bool:
+    """Lock `port` for this process if no other process of ours holds it."""
+    if port in _held_ports:
+        return False
+    _PORT_LOCK_DIR.mkdir(parents=True, exist_ok=True)
+    fd = os.open(_PORT_LOCK_DIR / f"{port}.lock", os.O_CREAT | os.O_RDWR, 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        os.close(fd)
+        return False
+    _held_ports[port] = fd
+    return True
+
+
+def _bindable(port: int) -> bool:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
+        try:
+            sock.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+    return True
+
+
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 that nothing listens on and no other caller got.
+
+    Each port is returned once per process and locked against the other
+    processes of the project until this one exits; it lies outside the
+    kernel's ephemeral range, so client connections cannot take it either.
+    """
+    span = len(_PORT_RANGE)
+    start = random.randrange(span)
+    for offset in range(span):
+        port = _PORT_RANGE[(start + offset) % span]
+        # A claimed port that is not bindable belongs to someone else's
+        # server; the claim stays so this process does not try it again.
+        if _claim(port) and _bindable(port):
+            return port
+    raise RuntimeError(f"no free TCP port left in {_PORT_RANGE.start}-{_PORT_RANGE.stop - 1}")
 
 
 class Process:

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import os
-import socket
 import subprocess
 import sys
 import time
@@ -18,6 +17,7 @@ import pytest
 from addon_agent import bundle_render
 from addon_agent.stacks import STACKS
 from addon_api import constants as c
+from testbed.processes import free_port
 from tests.helpers import eventually
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -58,14 +58,6 @@ def bundles() -> Path:
     if missing:
         bundle_render.render(root, missing)
     return root
-
-
-def free_port() -> int:
-    """A free TCP port on 127.0.0.1."""
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
 
 
 class AgentProcess:

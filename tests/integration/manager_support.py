@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import urllib.request
@@ -18,6 +17,7 @@ import yaml
 
 from testbed import upstream
 from testbed.fleet import Testbed
+from testbed.processes import free_port
 
 ROOT = Path(__file__).resolve().parents[2]
 CRDS = ROOT / "crds"
@@ -31,13 +31,6 @@ SPOKE_CRDS = [
     CRDS / "sealedstorageconnections.modelserving.opendatahub.io.yaml",
 ]
 API = "modelserving.opendatahub.io/v1alpha1"
-
-
-def free_port() -> int:
-    """A free TCP port on loopback."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 class Manager:

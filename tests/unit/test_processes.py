@@ -60,3 +60,35 @@ def test_free_port_is_bindable() -> None:
     port = free_port()
     with socket.socket() as s:
         s.bind(("127.0.0.1", port))
+
+
+def test_free_ports_are_unique_across_processes_and_outside_the_ephemeral_range() -> None:
+    """Two processes choosing ports at once never get the same one.
+
+    The ports also lie below the kernel's ephemeral range, where an outgoing
+    connection's source port could otherwise take one before its server binds.
+    """
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    low = int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
+    code = (
+        "import sys\n"
+        "from testbed.processes import free_port\n"
+        "print(' '.join(str(free_port()) for _ in range(300)), flush=True)\n"
+        "sys.stdin.read()\n"
+    )
+    child = subprocess.Popen(
+        [sys.executable, "-c", code], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+    )
+    try:
+        assert child.stdout is not None
+        theirs = {int(p) for p in child.stdout.readline().split()}
+        ours = [free_port() for _ in range(300)]
+    finally:
+        child.communicate("")
+    assert len(theirs) == 300
+    assert len(set(ours)) == 300
+    assert not theirs & set(ours)
+    assert max(theirs | set(ours)) < low
