@@ -25,6 +25,7 @@ from pydantic import (
     Field,
     GetCoreSchemaHandler,
     GetJsonSchemaHandler,
+    ValidationError,
     model_validator,
 )
 from pydantic.alias_generators import to_camel
@@ -270,3 +271,16 @@ def parse_quantity(value: str) -> Decimal:
         return Decimal(number) * _SUFFIXES[suffix]
     except InvalidOperation as err:  # pragma: no cover - the pattern rules this out
         raise ValueError(f"{value!r} is not a quantity") from err
+
+
+def field_errors(err: ValidationError, prefix: str = "") -> str:
+    """A validation error as ``field.path: message`` clauses joined by ``; ``.
+
+    Paths use the API's (camelCase) field names, list items their index, each after
+    ``prefix`` (e.g. ``spec``), so a status condition names exactly what to fix.
+    """
+    clauses = []
+    for e in err.errors(include_url=False):
+        path = ".".join(str(p) for p in (prefix, *e["loc"]) if p != "")
+        clauses.append(f"{path}: {e['msg']}" if path else str(e["msg"]))
+    return "; ".join(clauses)

@@ -256,6 +256,14 @@ async def addons_index(namespace: str | None, name: str, **_: Any) -> dict[Any, 
     return {namespace: True} if name == c.ADDON_NAME else {}
 
 
+def _secrets_named(spec: Mapping[str, Any]) -> set[str]:
+    """Secrets a StorageConnection spec reads: its secretRef and any its overrides set."""
+    refs = [spec.get("secretRef")]
+    refs += [(o.get("patch") or {}).get("secretRef") for o in spec.get("overrides") or []
+             if isinstance(o, Mapping)]
+    return {str(r["name"]) for r in refs if isinstance(r, Mapping) and r.get("name")}
+
+
 def _intent_index(kind: str) -> Any:
     async def index(body: kopf.Body, namespace: str | None, name: str, **_: Any) -> dict[Any, Any]:
         spec = body.get("spec") or {}
@@ -266,8 +274,8 @@ def _intent_index(kind: str) -> Any:
             ("all",): (namespace, name, created, placement, secret),
             ("placement", namespace, placement): (kind, namespace, name),
         }
-        if secret:
-            out[("secret", namespace, secret)] = (kind, namespace, name)
+        for read in _secrets_named(spec):
+            out[("secret", namespace, read)] = (kind, namespace, name)
         return out
 
     return index

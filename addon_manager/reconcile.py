@@ -19,6 +19,7 @@ from pydantic import ValidationError
 
 from addon_api import constants as c
 from addon_api import sealing
+from addon_api.base import field_errors
 from addon_api.common import Condition, IntentStatus, Resource
 from addon_api.hub import (
     ModelServing,
@@ -146,11 +147,11 @@ class Reconciler:
         return not self._recently_applied(rw.cluster, rw.name, rw.render_hash)
 
     async def _apply(self, kind: str, rw: render.RenderedWork, have: WorkFact | None,
-                     secret: dict[str, str] | None, intent: Resource | None) -> None:
+                     secret: dict[str, str] | None) -> None:
         body = rw.body
         if rw.seal_inputs is not None:
-            assert isinstance(intent, StorageConnection)
-            payload = render.storage_payload(intent, secret or {})
+            assert rw.sealed_spec is not None
+            payload = render.storage_payload(rw.sealed_spec, secret or {})
             body = render.with_sealed(
                 rw, sealing.seal(rw.seal_inputs.public_key, rw.seal_inputs.binding, payload)
             )
@@ -190,7 +191,8 @@ class Reconciler:
                 {k: v for k, v in body.items() if k in ("apiVersion", "kind", "metadata", "spec")}
             )
         except ValidationError as err:
-            await self._write_invalid(kind, ns, name, generation, previous_raw, str(err), out)
+            await self._write_invalid(kind, ns, name, generation, previous_raw,
+                                      field_errors(err), out)
             return out
         spec: Any = cast(Any, intent).spec
         placement = spec.placement_ref.name
@@ -204,9 +206,6 @@ class Reconciler:
             )
         inputs: dict[str, st.ClusterInput] = {}
         desired: dict[str, render.RenderedWork] = {}
-        secret_name = ""
-        if isinstance(intent, StorageConnection) and intent.spec.secret_ref is not None:
-            secret_name = intent.spec.secret_ref.name
         for cl in sorted(clusters):
             work = existing.get(cl)
             if cl in lost:
@@ -217,7 +216,7 @@ class Reconciler:
                 out.conflicts.append(cl)
                 continue
             try:
-                rw, waits, problem = self._render_one(kind, intent, ns, name, cl, secret_name)
+                rw, waits, problem = self._render_one(kind, intent, ns, name, cl)
             except render.RenderError as err:
                 inputs[cl] = st.ClusterInput(cl, work=work, error=str(err),
                                              error_reason="RenderFailed")
@@ -233,7 +232,7 @@ class Reconciler:
             inputs[cl] = st.ClusterInput(cl, work=work)
 
         fanout_started = time.monotonic()
-        secret_data: dict[str, str] | None = None
+        secrets: dict[str, dict[str, str] | None] = {}
         jobs: list[tuple[str, str, Awaitable[Any]]] = []
         for cl, rw in desired.items():
             have = existing.get(cl)
@@ -247,9 +246,13 @@ class Reconciler:
                     error_reason="ForeignWork")
                 metrics.WORK_ERRORS.labels(kind, "ForeignWork").inc()
                 continue
-            if rw.seal_inputs is not None and secret_name and secret_data is None:
-                secret_data = await self.writer.read_secret(ns, secret_name)
-            jobs.append(("apply", cl, self._apply(kind, rw, have, secret_data, intent)))
+            secret_data: dict[str, str] | None = None
+            ref = rw.sealed_spec.secret_ref if rw.sealed_spec is not None else None
+            if ref is not None:  # read once per reconcile, whichever clusters use it
+                if ref.name not in secrets:
+                    secrets[ref.name] = await self.writer.read_secret(ns, ref.name)
+                secret_data = secrets[ref.name]
+            jobs.append(("apply", cl, self._apply(kind, rw, have, secret_data)))
         for cl, work in existing.items():
             # A Placement that disappears (deleted by mistake, or being re-created) is not a
             # decision to uninstall everywhere: what was sent stays until it exists again or
@@ -294,7 +297,7 @@ class Reconciler:
         return out
 
     def _render_one(
-        self, kind: str, intent: Resource, ns: str, name: str, cl: str, secret_name: str
+        self, kind: str, intent: Resource, ns: str, name: str, cl: str
     ) -> tuple[render.RenderedWork | None, list[ordering.Wait], tuple[str, str] | None]:
         labels = self.world.cluster_labels(cl)
         if isinstance(intent, ModelServing):
@@ -312,6 +315,8 @@ class Reconciler:
             )
             return render.render_inference_service(intent, cl, labels), waits, None
         assert isinstance(intent, StorageConnection)
+        cluster_spec = render.storage_cluster_spec(intent, cl, labels)
+        secret_name = cluster_spec.secret_ref.name if cluster_spec.secret_ref else ""
         identity = next(iter(self.world.works_on(cl, naming.KIND_IDENTITY)), None)
         key = ordering.agent_key(identity)
         waits = ordering.waits_for_storage(key)
@@ -337,8 +342,7 @@ class Reconciler:
             rw = render.render_identity(cl)
             have = next(iter(self.world.works_on(cl, naming.KIND_IDENTITY)), None)
             if self._needs_write(rw, have):
-                jobs.append(("identity", cl, self._apply(naming.KIND_IDENTITY, rw, have, None,
-                                                         None)))
+                jobs.append(("identity", cl, self._apply(naming.KIND_IDENTITY, rw, have, None)))
         return jobs
 
     async def gc_identity(self, exclude: tuple[str, str] | None = None) -> int:

@@ -15,13 +15,17 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
+from pydantic import ValidationError
+
 from addon_api import constants as c
+from addon_api.base import field_errors
 from addon_api.common import Override, merge_patch
 from addon_api.hub import (
     ModelServing,
     MultiClusterInferenceService,
     MultiClusterServingRuntime,
     StorageConnection,
+    StorageConnectionSpec,
 )
 from addon_api.spoke import ServingPlatformSpec
 from addon_manager import naming
@@ -49,6 +53,9 @@ class RenderedWork:
     body: dict[str, Any]
     render_hash: str
     seal_inputs: SealInputs | None = None
+    sealed_spec: StorageConnectionSpec | None = None
+    """The StorageConnection spec as it applies to this cluster (overrides applied); the
+    sealed payload is built from it when the work is written."""
 
 
 @dataclass(frozen=True)
@@ -77,6 +84,12 @@ def owner_labels(kind: str, namespace: str, name: str) -> dict[str, str]:
         c.LABEL_INTENT_NAMESPACE: namespace,
         c.LABEL_INTENT_NAME: name,
     }
+
+
+def _invalid_after_overrides(cluster: str, err: ValidationError) -> RenderError:
+    return RenderError(
+        f"spec for {cluster} is invalid after overrides: {field_errors(err, 'spec')}"
+    )
 
 
 def cluster_spec(
@@ -156,6 +169,7 @@ def _work(
     *,
     work_name: str | None = None,
     seal_inputs: SealInputs | None = None,
+    sealed_spec: StorageConnectionSpec | None = None,
 ) -> RenderedWork:
     wname = work_name or naming.work_name(kind, namespace, name)
     body: dict[str, Any] = {
@@ -175,7 +189,7 @@ def _work(
     }
     digest = canonical_hash(body)
     body["metadata"]["annotations"][c.ANNOTATION_RENDER_HASH] = digest
-    return RenderedWork(wname, cluster, body, digest, seal_inputs)
+    return RenderedWork(wname, cluster, body, digest, seal_inputs, sealed_spec)
 
 
 def render_model_serving(
@@ -187,8 +201,8 @@ def render_model_serving(
     spec["source"] = {"namespace": ns, "name": name}
     try:
         spec = ServingPlatformSpec.model_validate(spec).to_dict()
-    except ValueError as err:
-        raise RenderError(f"spec for {cluster} is invalid after overrides: {err}") from err
+    except ValidationError as err:
+        raise _invalid_after_overrides(cluster, err) from err
     platform = {
         "apiVersion": c.API_VERSION,
         "kind": c.KIND_SERVING_PLATFORM,
@@ -252,11 +266,30 @@ def render_inference_service(
     return _work(c.KIND_INFERENCE_SERVICE, ns, name, cluster, [isvc], [config])
 
 
-def seal_placeholder(inputs: SealInputs) -> str:
-    """What stands in for the ciphertext in the hashed body: a digest of the sealing inputs."""
+def seal_placeholder(inputs: SealInputs, spec: StorageConnectionSpec) -> str:
+    """What stands in for the ciphertext in the hashed body: a digest of the sealing inputs.
+
+    It covers the cluster's spec too (endpoint, bucket, region... end up inside the sealed
+    payload, not in the visible body), so changing one of them re-seals.
+    """
     return SEALED_PLACEHOLDER_PREFIX + canonical_hash(
-        [inputs.key_id, inputs.binding, inputs.secret_digest]
+        [inputs.key_id, inputs.binding, inputs.secret_digest, spec.to_dict()]
     )
+
+
+def storage_cluster_spec(
+    intent: StorageConnection, cluster: str, labels: dict[str, str]
+) -> StorageConnectionSpec:
+    """A StorageConnection's spec as it applies to ``cluster``: its overrides applied.
+
+    Raises :class:`RenderError` (naming the field) when an override makes it invalid.
+    """
+    spec = cluster_spec(intent.spec.to_dict(), intent.spec.overrides, cluster, labels)
+    spec["placementRef"] = intent.spec.placement_ref.to_dict()
+    try:
+        return StorageConnectionSpec.model_validate(spec)
+    except ValidationError as err:
+        raise _invalid_after_overrides(cluster, err) from err
 
 
 def render_storage_connection(
@@ -264,10 +297,11 @@ def render_storage_connection(
 ) -> RenderedWork:
     """The SealedStorageConnection work of a StorageConnection for one cluster.
 
-    ``spec.sealed`` holds a placeholder; :func:`with_sealed` puts the ciphertext in.
+    ``spec.sealed`` holds a placeholder; :func:`with_sealed` puts the ciphertext in, built by
+    :func:`storage_payload` from the cluster's spec (``RenderedWork.sealed_spec``).
     """
     ns, name = str(intent.metadata.namespace), str(intent.metadata.name)
-    spec = cluster_spec(intent.spec.to_dict(), intent.spec.overrides, cluster, labels)
+    spec = storage_cluster_spec(intent, cluster, labels)
     sealed_name = naming.sealed_name(ns, name)
     sealed = {
         "apiVersion": c.API_VERSION,
@@ -279,10 +313,10 @@ def render_storage_connection(
         },
         "spec": {
             "keyId": inputs.key_id,
-            "sealed": seal_placeholder(inputs),
-            "type": spec.get("type", intent.spec.type),
-            "targetNamespaces": spec.get("targetNamespaces", intent.spec.target_namespaces),
-            "entryName": spec.get("entryName") or name,
+            "sealed": seal_placeholder(inputs, spec),
+            "type": spec.type,
+            "targetNamespaces": list(spec.target_namespaces),
+            "entryName": spec.entry_key(name),
             "source": {"namespace": ns, "name": name},
         },
     }
@@ -290,7 +324,8 @@ def render_storage_connection(
         c.GROUP, "sealedstorageconnections", sealed_name, c.AGENT_NAMESPACE, SEALED_FEEDBACK
     )
     return _work(
-        c.KIND_STORAGE_CONNECTION, ns, name, cluster, [sealed], [config], seal_inputs=inputs
+        c.KIND_STORAGE_CONNECTION, ns, name, cluster, [sealed], [config],
+        seal_inputs=inputs, sealed_spec=spec,
     )
 
 
@@ -324,13 +359,13 @@ def render_identity(cluster: str) -> RenderedWork:
     )
 
 
-def storage_payload(intent: StorageConnection, secret_data: dict[str, str]) -> dict[str, Any]:
+def storage_payload(spec: StorageConnectionSpec, secret_data: dict[str, str]) -> dict[str, Any]:
     """The storage-config entry (JSON object) of a StorageConnection, credentials included.
 
-    ``secret_data`` is the decoded data of the source Secret. Only the manager calls
-    this, right before sealing; the result is never stored.
+    ``spec`` is the connection's spec for one cluster (:func:`storage_cluster_spec`) and
+    ``secret_data`` the decoded data of the Secret it names. Only the manager calls this,
+    right before sealing; the result is never stored.
     """
-    spec = intent.spec
     out: dict[str, Any] = {"type": spec.type}
     if spec.secret_ref is not None:
         if spec.secret_ref.keys:

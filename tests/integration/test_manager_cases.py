@@ -268,6 +268,45 @@ def test_unpublished_key_then_sealed_and_resealed(
         )
         eventually(lambda: opened()["secret_access_key"] == "SK2", timeout=60)
 
+        # An override for this cluster: another bucket, credentials from another Secret.
+        hub.apply_objects(
+            [
+                {
+                    **secret,
+                    "metadata": {"name": "creds-eu", "namespace": ns},
+                    "stringData": {"AWS_ACCESS_KEY_ID": "AK3", "AWS_SECRET_ACCESS_KEY": "SK3"},
+                }
+            ]
+        )
+        override = {
+            "clusterNames": ["cluster1"],
+            "patch": {"s3": {"bucket": "models-eu"}, "secretRef": {"name": "creds-eu"}},
+        }
+        hub.kubectl(
+            "patch", "sconn", "s3", "-n", ns, "--type=merge",
+            "-p", json.dumps({"spec": {"overrides": [override]}}),
+        )
+        eventually(
+            lambda: opened()
+            == {
+                "type": "s3",
+                "access_key_id": "AK3",
+                "secret_access_key": "SK3",
+                "endpoint_url": "http://minio:9000",
+                "region": "us-east-1",
+                "bucket": "models-eu",
+            },
+            timeout=60,
+        )
+        # The Secret an override names is watched like the spec's own.
+        hub.kubectl(
+            "patch", "secret", "creds-eu", "-n", ns, "--type=merge",
+            "-p", json.dumps({"stringData": {"AWS_SECRET_ACCESS_KEY": "SK4"}}),
+        )
+        eventually(lambda: opened()["secret_access_key"] == "SK4", timeout=60)
+        dump = json.dumps(get_json(hub, "manifestworks", "-n", "cluster1"))
+        assert "SK4" not in dump and base64.b64encode(b"SK4").decode() not in dump
+
         # The agent reports delivery: the hub intent becomes ready.
         spoke1.kubectl(
             "patch",

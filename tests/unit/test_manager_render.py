@@ -229,7 +229,8 @@ def test_sealed_payload_opens_with_the_agent_key_only() -> None:
     key = sealing.public_key_of(private)
     intent = sconn()
     work = render.render_storage_connection(intent, "c1", {}, _inputs(key))
-    payload = render.storage_payload(intent, {"AK": "id", "SK": "secret", "OTHER": "x"})
+    assert work.sealed_spec == intent.spec
+    payload = render.storage_payload(work.sealed_spec, {"AK": "id", "SK": "secret", "OTHER": "x"})
     assert payload == {
         "type": "s3",
         "access_key_id": "id",
@@ -250,7 +251,67 @@ def test_sealed_payload_opens_with_the_agent_key_only() -> None:
 
 def test_payload_without_key_mapping_takes_every_secret_key() -> None:
     intent = sconn(secretRef={"name": "creds"})
-    assert render.storage_payload(intent, {"access_key_id": "a"})["access_key_id"] == "a"
+    assert render.storage_payload(intent.spec, {"access_key_id": "a"})["access_key_id"] == "a"
+
+
+def test_changing_a_sealed_setting_reseals() -> None:
+    """Endpoint, region and bucket travel only inside the sealed payload: changing one must
+    change the work's hash, or the manager would never re-seal."""
+    key = sealing.public_key_of(sealing.generate_private_key())
+    before = render.render_storage_connection(sconn(), "c1", {}, _inputs(key))
+    moved = sconn(s3={"endpoint": "http://minio-2:9000", "region": "eu", "bucket": "b"})
+    after = render.render_storage_connection(moved, "c1", {}, _inputs(key))
+    assert after.render_hash != before.render_hash
+    assert after.sealed_spec is not None and after.sealed_spec.s3 is not None
+    assert render.storage_payload(after.sealed_spec, {})["endpoint_url"] == "http://minio-2:9000"
+
+
+def test_override_changes_the_sealed_payload_of_its_cluster_only() -> None:
+    key = sealing.public_key_of(sealing.generate_private_key())
+    intent = sconn(
+        overrides=[
+            {
+                "clusterNames": ["c2"],
+                "patch": {
+                    "s3": {"bucket": "b-eu-2"},
+                    "secretRef": {"name": "creds-c2"},
+                    "targetNamespaces": ["models", "extra"],
+                },
+            }
+        ]
+    )
+    secret = {"AK": "id", "SK": "sk"}
+    one = render.render_storage_connection(intent, "c1", {}, _inputs(key))
+    two = render.render_storage_connection(intent, "c2", {}, _inputs(key))
+    assert one.sealed_spec is not None and two.sealed_spec is not None
+    assert render.storage_payload(one.sealed_spec, secret)["bucket"] == "b"
+    assert render.storage_payload(two.sealed_spec, secret) == {
+        "type": "s3",
+        "access_key_id": "id",
+        "secret_access_key": "sk",
+        "endpoint_url": "http://minio:9000",
+        "region": "eu",
+        "bucket": "b-eu-2",
+    }
+    assert one.sealed_spec.secret_ref is not None and two.sealed_spec.secret_ref is not None
+    assert (one.sealed_spec.secret_ref.name, two.sealed_spec.secret_ref.name) == (
+        "creds", "creds-c2"
+    )
+    assert manifest(one)["spec"]["targetNamespaces"] == ["models"]
+    assert manifest(two)["spec"]["targetNamespaces"] == ["models", "extra"]
+    assert manifest(one)["spec"]["sealed"] != manifest(two)["spec"]["sealed"]
+    assert two.sealed_spec.overrides == []
+
+
+def test_override_that_breaks_a_storage_connection_names_the_field() -> None:
+    key = sealing.public_key_of(sealing.generate_private_key())
+    intent = sconn(overrides=[{"clusterNames": ["c2"], "patch": {"s3": {"region": 7}}}])
+    render.render_storage_connection(intent, "c1", {}, _inputs(key))
+    with pytest.raises(
+        render.RenderError,
+        match=r"c2 is invalid after overrides: spec\.s3\.region: Input should be a valid string$",
+    ):
+        render.render_storage_connection(intent, "c2", {}, _inputs(key))
 
 
 def test_identity_work_is_read_only() -> None:
