@@ -10,7 +10,6 @@ import signal
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator
-from datetime import UTC, datetime
 from functools import partial
 from pathlib import Path
 from typing import Any, TypeVar, cast
@@ -22,7 +21,13 @@ from addon_api import constants as c
 from addon_api.hub import MultiClusterInferenceService
 from addon_manager import naming, render
 from testbed.fleet import Testbed
-from tests.integration.manager_support import API, Manager, model_serving, prepare
+from tests.integration.manager_support import (
+    API,
+    Manager,
+    model_serving,
+    prepare,
+    report_work_status,
+)
 
 WORK = ("work.open-cluster-management.io", "v1", "manifestworks")
 MWRS = ("work.open-cluster-management.io", "v1alpha1", "manifestworkreplicasets")
@@ -309,42 +314,6 @@ def memory_mib(pid: int, field: str = "VmHWM") -> float:
 
 
 # ---------------------------------------------------------------------------- the work agent
-def report(
-    api: client.ApiClient, cluster: str, work: str, meta: dict[str, str], values: dict[str, Any]
-) -> None:
-    """Write a work's status as OCM's work agent does: Applied/Available and feedback values."""
-    now = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-    conds = [
-        {"type": t, "status": "True", "reason": f"{t}Complete", "message": "bench",
-         "lastTransitionTime": now}
-        for t in ("Applied", "Available")
-    ]
-    feedback = [{"name": k, "fieldValue": _field(v)} for k, v in values.items()]
-    status = {
-        "conditions": conds,
-        "resourceStatus": {
-            "manifests": [
-                {
-                    "resourceMeta": {"ordinal": 0, **meta},
-                    "statusFeedback": {"values": feedback},
-                    "conditions": conds,
-                }
-            ]
-        },
-    }
-    client.CustomObjectsApi(api).patch_namespaced_custom_object_status(
-        *WORK[:2], cluster, WORK[2], work, {"status": status}
-    )
-
-
-def _field(value: Any) -> dict[str, Any]:
-    if isinstance(value, bool):
-        return {"type": "Boolean", "boolean": value}
-    if isinstance(value, int):
-        return {"type": "Integer", "integer": value}
-    return {"type": "String", "string": str(value)}
-
-
 PLATFORM_META = {
     "group": c.GROUP, "version": "v1alpha1", "kind": c.KIND_SERVING_PLATFORM,
     "resource": "servingplatforms", "name": naming.SERVING_PLATFORM_NAME, "namespace": "",
@@ -377,7 +346,7 @@ class Platforms:
             wait_for(lambda: works.count() >= len(clusters), 900, "platform works")
         todo = [n for n in clusters if n not in self.reported]
         parallel(
-            lambda n: report(self.api, n, platform_work_name(), PLATFORM_META,
+            lambda n: report_work_status(self.api, n, platform_work_name(), PLATFORM_META,
                              {"phase": "Available", "readyComponents": 1, "totalComponents": 1}),
             todo,
         )

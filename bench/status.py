@@ -31,14 +31,13 @@ from bench.common import (
     log,
     parallel,
     quiesce,
-    report,
     settled,
     summary,
     table,
     wait_for,
     writes,
 )
-from tests.integration.manager_support import Manager
+from tests.integration.manager_support import Manager, report_work_status
 
 READY = {"ready": "True", "readyReason": "Ready", "predictorReady": "True",
          "url": "http://isvc.example", "activeModelState": "Loaded"}
@@ -58,7 +57,7 @@ def change(
 
     def one(job: tuple[str, str]) -> None:
         cl, name = job
-        report(api, cl, isvc_work_name(name), {**ISVC_META, "name": name}, values)
+        report_work_status(api, cl, isvc_work_name(name), {**ISVC_META, "name": name}, values)
 
     start = time.monotonic()
     parallel(one, jobs)

@@ -10,6 +10,7 @@ import sys
 import urllib.request
 from collections.abc import Iterator
 from contextlib import contextmanager
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -107,6 +108,48 @@ class Manager:
     def print_tail(self) -> None:
         """Print the log tail (pytest shows it when the test failed)."""
         print(f"--- manager log tail ({self.log_path}) ---\n{self.tail()}", file=sys.stderr)
+
+
+WORK = ("work.open-cluster-management.io", "v1", "manifestworks")
+
+
+def report_work_status(
+    api: Any, cluster: str, work: str, meta: dict[str, str], values: dict[str, Any]
+) -> None:
+    """Write a work's status as OCM's work agent does: Applied/Available and feedback values
+    for its first manifest (``meta`` is that manifest's resourceMeta)."""
+    from kubernetes import client
+
+    now = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    conds = [
+        {"type": t, "status": "True", "reason": f"{t}Complete", "message": "reported",
+         "lastTransitionTime": now}
+        for t in ("Applied", "Available")
+    ]
+    feedback = [{"name": k, "fieldValue": _field_value(v)} for k, v in values.items()]
+    status = {
+        "conditions": conds,
+        "resourceStatus": {
+            "manifests": [
+                {
+                    "resourceMeta": {"ordinal": 0, **meta},
+                    "statusFeedback": {"values": feedback},
+                    "conditions": conds,
+                }
+            ]
+        },
+    }
+    client.CustomObjectsApi(api).patch_namespaced_custom_object_status(
+        *WORK[:2], cluster, WORK[2], work, {"status": status}
+    )
+
+
+def _field_value(value: Any) -> dict[str, Any]:
+    if isinstance(value, bool):
+        return {"type": "Boolean", "boolean": value}
+    if isinstance(value, int):
+        return {"type": "Integer", "integer": value}
+    return {"type": "String", "string": str(value)}
 
 
 def get_json(cluster: Any, *args: str) -> Any:

@@ -20,10 +20,16 @@ from kubernetes.client.exceptions import ApiException
 
 from addon_api import constants as c
 from addon_api.hub import ModelServing
-from addon_manager import render
+from addon_manager import naming, render
 from testbed.fleet import Testbed
 from tests.helpers import eventually
-from tests.integration.manager_support import Manager, manager_identity, model_serving, prepare
+from tests.integration.manager_support import (
+    Manager,
+    manager_identity,
+    model_serving,
+    prepare,
+    report_work_status,
+)
 
 CLUSTERSET_LABEL = "cluster.open-cluster-management.io/clusterset"
 WORK = ("work.open-cluster-management.io", "v1", "manifestworks")
@@ -225,5 +231,79 @@ def test_kill_during_fan_out_then_converge_exactly(
         )
     finally:
         hub.kubectl("delete", "msv", "--all", "-n", ns, "--wait=false", check=False)
+        mgr.stop()
+        mgr.print_tail()
+
+
+def _status_writes(mgr: Manager, plural: str) -> float:
+    return sum(
+        v for k, v in mgr.metrics().items()
+        if k.startswith("model_serving_api_writes_total{")
+        and 'verb="patch-status"' in k and f'resource="{plural}"' in k
+    )
+
+
+@pytest.mark.parametrize("min_interval", ["1.0", "0"], ids=["coalesced", "uncoalesced-control"])
+def test_status_writes_are_coalesced_under_churn(
+    testbed: Testbed, hub_namespace: str, fleet: FakeFleet, tmp_path: Any, min_interval: str
+) -> None:
+    """Feedback changes ~20 times a second on 4 clusters for 12 s: the intent's status is
+    written at most once a second (the default ``--min-interval``), and the last change is
+    not lost. The control run with ``--min-interval=0`` writes far more often, which shows
+    the bound is what the coalescing does, not the speed of this machine."""
+    hub, ns = testbed.hub, hub_namespace
+    custom = client.CustomObjectsApi(fleet.api)
+    names = fleet.create(4, f"c{uuid.uuid4().hex[:4]}")
+    hub.apply_objects([_placement(ns, fleet.label)])
+    eventually(lambda: _decided(custom, ns) == set(names), timeout=90)
+    mgr = Manager(
+        manager_identity(testbed), tmp_path / "manager.log",
+        "--no-addon-enablement", f"--min-interval={min_interval}",
+    ).start()
+    work = naming.work_name(c.KIND_MODEL_SERVING, ns, "churn")
+    meta = {
+        "group": c.GROUP, "version": "v1alpha1", "kind": c.KIND_SERVING_PLATFORM,
+        "resource": "servingplatforms", "name": naming.SERVING_PLATFORM_NAME, "namespace": "",
+    }
+
+    def messages() -> dict[str, str]:
+        status = json.loads(hub.kubectl("get", "msv", "churn", "-n", ns, "-o", "json").stdout)
+        return {e["cluster"]: e.get("message", "") for e in status["status"].get("clusters", [])}
+
+    try:
+        eventually(mgr.metrics, timeout=30, interval=0.2)
+        hub.apply_objects([model_serving("churn", ns, "fleet")])
+        eventually(lambda: len(_works(custom, ns, "churn")) == 4, timeout=60)
+        for name in names:
+            report_work_status(fleet.api, name, work, meta, {"phase": "Installing",
+                                                            "message": "start"})
+        eventually(lambda: set(messages().values()) == {"start"}, timeout=60)
+        time.sleep(2)  # let the last write of the settling land
+
+        before = _status_writes(mgr, "modelservings")
+        started = time.monotonic()
+        step = 0
+        while time.monotonic() - started < 12:
+            step += 1
+            report_work_status(fleet.api, names[step % 4], work, meta,
+                               {"phase": "Installing", "message": f"step {step}"})
+            time.sleep(0.05)
+        churn = time.monotonic() - started
+        last = {names[(step - i) % 4]: f"step {step - i}" for i in range(4)}
+        # Nothing is lost: the status ends with every cluster's last message...
+        eventually(lambda: messages() == last, timeout=30)
+        time.sleep(2)
+        written = _status_writes(mgr, "modelservings") - before
+        print(f"min-interval {min_interval}: {step} feedback changes in {churn:.1f}s, "
+              f"{written:.0f} status writes")
+        bound = churn + 2  # one write per second of churn, plus the settling write after it
+        if min_interval == "1.0":
+            assert written <= bound, f"{written} status writes in {churn:.1f}s of churn"
+            assert written >= churn / 4, f"status fell behind: {written} writes"
+        else:
+            assert written > 2 * bound, f"control run wrote only {written} times"
+    finally:
+        hub.kubectl("delete", "msv", "churn", "-n", ns, "--wait=false", check=False)
+        eventually(lambda: _works(custom, ns, "churn") == [], timeout=120)
         mgr.stop()
         mgr.print_tail()
