@@ -36,8 +36,12 @@ def _key_pem(key: ec.EllipticCurvePrivateKey) -> str:
     ).decode()
 
 
-def new_ca(now: dt.datetime, common_name: str = "model-serving-addon webhook CA") -> KeyPair:
-    """A new self-signed CA valid from ``now``."""
+def new_ca(
+    now: dt.datetime,
+    common_name: str = "model-serving-addon webhook CA",
+    lifetime: dt.timedelta = CA_LIFETIME,
+) -> KeyPair:
+    """A new self-signed CA valid from ``now`` for ``lifetime``; it signs leaves only."""
     key = ec.generate_private_key(ec.SECP256R1())
     name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, common_name)])
     cert = (
@@ -47,7 +51,7 @@ def new_ca(now: dt.datetime, common_name: str = "model-serving-addon webhook CA"
         .public_key(key.public_key())
         .serial_number(x509.random_serial_number())
         .not_valid_before(now - dt.timedelta(minutes=5))
-        .not_valid_after(now + CA_LIFETIME)
+        .not_valid_after(now + lifetime)
         .add_extension(x509.BasicConstraints(ca=True, path_length=0), critical=True)
         .add_extension(
             x509.KeyUsage(

@@ -17,6 +17,8 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec, rsa
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
+from addon_agent import certs
+
 _VALIDITY = datetime.timedelta(days=7)
 
 
@@ -45,34 +47,12 @@ class CertificateAuthority:
     def __init__(self, directory: Path, name: str = "testbed-ca") -> None:
         directory.mkdir(parents=True, exist_ok=True)
         self.directory = directory
-        self._key = ec.generate_private_key(ec.SECP256R1())
-        now = datetime.datetime.now(datetime.UTC)
-        subject = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, name)])
-        self._cert = (
-            x509.CertificateBuilder()
-            .subject_name(subject)
-            .issuer_name(subject)
-            .public_key(self._key.public_key())
-            .serial_number(x509.random_serial_number())
-            .not_valid_before(now - datetime.timedelta(minutes=5))
-            .not_valid_after(now + _VALIDITY)
-            .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
-            .add_extension(
-                x509.KeyUsage(
-                    digital_signature=True,
-                    key_cert_sign=True,
-                    crl_sign=True,
-                    content_commitment=False,
-                    key_encipherment=False,
-                    data_encipherment=False,
-                    key_agreement=False,
-                    encipher_only=False,
-                    decipher_only=False,
-                ),
-                critical=True,
-            )
-            .sign(self._key, hashes.SHA256())
-        )
+        # The agent's CA helper: the same construction the add-on uses for webhooks.
+        ca = certs.new_ca(datetime.datetime.now(datetime.UTC), name, lifetime=_VALIDITY)
+        key = serialization.load_pem_private_key(ca.key_pem.encode(), password=None)
+        assert isinstance(key, ec.EllipticCurvePrivateKey)
+        self._key = key
+        self._cert = x509.load_pem_x509_certificate(ca.cert_pem.encode())
         self.pair = KeyPair(directory / "ca.crt", directory / "ca.key")
         self.pair.cert.write_bytes(self._cert.public_bytes(serialization.Encoding.PEM))
         _write_key(self.pair.key, self._key)
