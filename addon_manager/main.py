@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import os
 import sys
 import time
 from typing import Any
@@ -13,7 +14,7 @@ import kopf
 from kubernetes import client, config
 from prometheus_client import start_http_server
 
-from addon_manager import handlers
+from addon_manager import handlers, leadership
 from addon_manager.apply import HubWriter
 
 
@@ -52,6 +53,15 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
                    help="seconds between two reconciles (and status writes) of one intent")
     p.add_argument("--deletion-blocked-after", type=float, default=30.0,
                    help="seconds before a deletion waiting for works reports DeletionBlocked")
+    p.add_argument("--leader-elect", action="store_true",
+                   help="compete for a Lease so that only one of several replicas acts")
+    p.add_argument("--leader-election-namespace",
+                   default=os.environ.get("POD_NAMESPACE", "model-serving-system"),
+                   help="namespace of the Lease (default: $POD_NAMESPACE)")
+    p.add_argument("--leader-election-identity", default=leadership.default_identity(),
+                   help="this replica's name in the election (default: $POD_NAME)")
+    p.add_argument("--lease-duration", type=int, default=15,
+                   help="seconds a standby waits for a silent leader before taking over")
     p.add_argument("--log-level", default="INFO",
                    choices=["DEBUG", "INFO", "WARNING", "ERROR"])
     p.add_argument("--log-format", default="json", choices=["json", "text"])
@@ -89,6 +99,7 @@ def main(argv: list[str]) -> int:
     logging.basicConfig(level=args.log_level, handlers=[handler], force=True)
     logging.getLogger("kubernetes").setLevel(logging.WARNING)
     logging.getLogger("urllib3").setLevel(logging.WARNING)
+    logging.getLogger("leaderelection").setLevel(logging.WARNING)  # a line per retry
     quiet = max(logging.WARNING, logging.getLevelName(args.log_level))
     logging.getLogger("kopf.objects").setLevel(quiet)  # "handler succeeded" noise
 
@@ -108,8 +119,32 @@ def main(argv: list[str]) -> int:
     handlers.SETTINGS.deletion_blocked_after = args.deletion_blocked_after
     if args.metrics_port:
         start_http_server(args.metrics_port)
+    elector: leadership.Elector | None = None
+    if args.leader_elect:
+        elector = leadership.Elector(client.ApiClient(cfg), election_settings(args))
+        elector.start()
+        try:
+            elector.wait_until_leading()
+        except KeyboardInterrupt:
+            return 0
     try:
         kopf.run(standalone=True, clusterwide=True)
     finally:
+        if elector is not None:
+            elector.release()
         writer.close()
     return 0
+
+
+def election_settings(args: argparse.Namespace) -> leadership.ElectionSettings:
+    """Lease timings from ``--lease-duration`` (renew deadline 2/3 of it, retries 1/5)."""
+    duration = max(int(args.lease_duration), 4)
+    renew = max(duration * 2 // 3, 3)
+    retry = max(min(duration // 5, renew // 2), 1)
+    return leadership.ElectionSettings(
+        namespace=args.leader_election_namespace,
+        identity=args.leader_election_identity,
+        lease_duration=duration,
+        renew_deadline=renew,
+        retry_period=retry,
+    )

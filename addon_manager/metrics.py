@@ -65,3 +65,8 @@ READY = Gauge(
     "model_serving_manager_ready",
     "1 once kopf delivers watch events to handlers (its indexes are populated).",
 )
+
+LEADER = Gauge(
+    "model_serving_manager_leader",
+    "1 while this replica holds the manager Lease and acts; 0 while it stands by.",
+)

@@ -195,10 +195,11 @@ def manager_identity(testbed: Testbed) -> Path:
     rbac = [
         o
         for o in render(namespace=namespace)
-        if o["kind"] in ("ServiceAccount", "ClusterRole", "ClusterRoleBinding")
+        if o["kind"] in ("ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Role",
+                         "RoleBinding")
         and o["metadata"]["name"] == sa
     ]
-    assert len(rbac) == 3, rbac
+    assert len(rbac) == 5, rbac
     hub.apply_objects(
         [{"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}}, *rbac]
     )

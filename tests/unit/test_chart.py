@@ -44,8 +44,18 @@ def test_default_render() -> None:
     pod = manager["spec"]["template"]["spec"]
     assert pod["securityContext"]["runAsNonRoot"] is True
     assert pod["containers"][0]["securityContext"]["readOnlyRootFilesystem"] is True
-    assert manager["spec"]["strategy"]["type"] == "Recreate"
-    assert pod["containers"][0]["args"][0] == "manager"
+    args = pod["containers"][0]["args"]
+    assert args[0] == "manager"
+    # Replicas elect one leader through a Lease the manager may touch in its namespace only.
+    assert "--leader-elect" in args and "--lease-duration=15" in args
+    env = {e["name"]: e["valueFrom"]["fieldRef"]["fieldPath"] for e in pod["containers"][0]["env"]}
+    assert env == {"POD_NAME": "metadata.name", "POD_NAMESPACE": "metadata.namespace"}
+    role = next(o for o in objs if o["kind"] == "Role")
+    assert role["metadata"]["namespace"] == manager["metadata"]["namespace"]
+    assert role["rules"] == [
+        {"apiGroups": ["coordination.k8s.io"], "resources": ["leases"],
+         "verbs": ["get", "create", "update"]}
+    ]
 
 
 def test_agent_deployment_uses_template_variables() -> None:
@@ -78,7 +88,8 @@ def test_feature_flags(sets: tuple[str, ...], expect: str) -> None:
     ("sets", "field"),
     [
         (("manager.logLevel=loud",), "logLevel"),
-        (("manager.replicas=3",), "replicas"),
+        (("manager.replicas=6",), "replicas"),
+        (("manager.leaseDurationSeconds=1",), "leaseDurationSeconds"),
         (("addon.installStrategy=Sometimes",), "installStrategy"),
         (("agent.installNamespace=Not_A_Label",), "installNamespace"),
         (("unknownKey=1",), "unknownKey"),
@@ -98,7 +109,7 @@ def test_schema_rejects_bad_values(sets: tuple[str, ...], field: str) -> None:
 def _rules(objs: list[dict[str, Any]]) -> list[dict[str, Any]]:
     roles = [o for o in objs if o["kind"] in ("ClusterRole", "Role")]
     roles += [m for m in _agent_manifests(objs) if m["kind"] in ("ClusterRole", "Role")]
-    assert len(roles) == 2
+    assert len(roles) == 3  # manager ClusterRole and leader-election Role, agent ClusterRole
     return [r for role in roles for r in role["rules"]]
 
 
@@ -125,6 +136,7 @@ def test_rendered_args_parse_with_the_real_command_lines() -> None:
     assert args[0] == "manager"
     parsed = parse_manager(args[1:])
     assert parsed.log_level == "DEBUG" and parsed.no_addon_enablement
+    assert parsed.leader_elect and parsed.lease_duration == 15
 
     adc = next(o for o in objs if o["kind"] == "AddOnDeploymentConfig")
     variables = {v["name"]: v["value"] for v in adc["spec"]["customizedVariables"]}
