@@ -2,8 +2,9 @@
 
 ``python -m addon_agent.bundle_render --out DIR`` writes
 ``DIR/<platform>/<version>/bundle.yaml`` and ``DIR/<platform>/<version>/manifest.json``
-for every stack in :mod:`addon_agent.stacks`. Bundles are build/test artefacts and are
-never committed.
+for every stack in :mod:`addon_agent.stacks`, and ``runtimes.yaml`` (the built-in serving
+runtimes) for a stack that ships them. Bundles are build/test artefacts and are never
+committed.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from addon_agent.stacks import KSERVE, MODELMESH, STACKS, Stack
 
 BUNDLE_FILE = "bundle.yaml"
 MANIFEST_FILE = "manifest.json"
+RUNTIMES_FILE = "runtimes.yaml"
 
 
 class RenderError(RuntimeError):
@@ -54,9 +56,11 @@ def kustomize_command() -> list[str]:
     raise RenderError("neither kubectl nor kustomize is on PATH: one is needed to render bundles")
 
 
-def kustomize(directory: Path) -> str:
+def kustomize(directory: Path, *flags: str) -> str:
     """The rendered kustomization in ``directory``."""
-    proc = subprocess.run([*kustomize_command(), str(directory)], capture_output=True, text=True)
+    proc = subprocess.run(
+        [*kustomize_command(), *flags, str(directory)], capture_output=True, text=True
+    )
     if proc.returncode != 0:
         raise RenderError(f"kustomize {directory}: {proc.stderr.strip()}")
     return proc.stdout
@@ -108,6 +112,19 @@ def render_modelmesh(source: Path, stack: Stack = MODELMESH) -> str:
     return "---\n".join(parts)
 
 
+def render_runtimes(source: Path, stack: Stack) -> str:
+    """The stack's built-in runtimes: upstream's ``config/<stack.runtimes>`` kustomization.
+
+    ModelMesh's (``config/runtimes``) are ClusterServingRuntimes, what upstream's installer
+    applies in its default cluster-scope mode; the kustomization pulls a label transformer
+    from ``config/default``, so it is built without kustomize's load restrictions, as
+    upstream's installer does.
+    """
+    with tempfile.TemporaryDirectory() as tmp:
+        config = _copy_config(source, Path(tmp))
+        return kustomize(config / stack.runtimes, "--load-restrictor=LoadRestrictionsNone")
+
+
 RENDERERS: dict[str, Callable[[Path, Stack], str]] = {
     KSERVE.platform: render_kserve,
     MODELMESH.platform: render_modelmesh,
@@ -123,16 +140,21 @@ def render(out: Path, stacks: Sequence[Stack] = tuple(STACKS.values())) -> list[
     """Render every stack into ``out``; return the bundle directories written."""
     written = []
     for stack in stacks:
-        text = RENDERERS[stack.platform](module_dir(stack.module, stack.version), stack)
+        source = module_dir(stack.module, stack.version)
+        text = RENDERERS[stack.platform](source, stack)
         target = bundle_path(out, stack)
         target.mkdir(parents=True, exist_ok=True)
-        (target / BUNDLE_FILE).write_text(text)
         manifest = {
             "platform": stack.platform,
             "version": stack.version,
             "module": stack.module,
             "sha256": hashlib.sha256(text.encode()).hexdigest(),
         }
+        if stack.runtimes:
+            runtimes = render_runtimes(source, stack)
+            (target / RUNTIMES_FILE).write_text(runtimes)
+            manifest["runtimesSha256"] = hashlib.sha256(runtimes.encode()).hexdigest()
+        (target / BUNDLE_FILE).write_text(text)
         (target / MANIFEST_FILE).write_text(json.dumps(manifest, indent=2) + "\n")
         written.append(target)
     return written

@@ -2,8 +2,12 @@
 
 ``devFlags.manifests.uri`` forms: ``file:///dir``, ``file:///bundle.tar.gz`` and
 ``https://host/bundle.tar.gz``. Inside the bundle, ``contextDir`` then ``sourcePath``
-select the directory; a directory with a ``kustomization.yaml`` is rendered with
+select the directory; a directory holding a rendered ``bundle.yaml`` is used as it is (with
+its ``runtimes.yaml`` if present), a directory with a ``kustomization.yaml`` is rendered with
 ``kubectl kustomize``, any other directory contributes its ``*.yaml``/``*.yml`` files.
+
+The built-in serving runtimes of a rendered bundle (``runtimes.yaml``) are appended to its
+objects; planning keeps or drops every serving runtime of the bundle as the spec says.
 """
 
 from __future__ import annotations
@@ -20,7 +24,7 @@ import urllib.parse
 import urllib.request
 from pathlib import Path
 
-from addon_agent.bundle_render import BUNDLE_FILE, MANIFEST_FILE, bundle_path
+from addon_agent.bundle_render import BUNDLE_FILE, MANIFEST_FILE, RUNTIMES_FILE, bundle_path
 from addon_agent.stacks import Stack
 from addon_api.platform import ManifestsSource
 
@@ -111,6 +115,18 @@ def render_dir(directory: Path) -> str:
     return "\n---\n".join(p.read_text() for p in files)
 
 
+def _rendered(directory: Path, runtimes_required: bool) -> str:
+    text = (directory / BUNDLE_FILE).read_text()
+    runtimes = directory / RUNTIMES_FILE
+    if runtimes.is_file():
+        return f"{text}\n---\n{runtimes.read_text()}"
+    if runtimes_required:
+        raise BundleError(
+            f"no rendered runtimes at {runtimes}; run python -m addon_agent.bundle_render"
+        )
+    return text
+
+
 def load(
     stack: Stack, bundle_root: Path, manifests: ManifestsSource | None, cache: Path
 ) -> tuple[str, Stack]:
@@ -121,7 +137,7 @@ def load(
             raise BundleError(
                 f"no rendered bundle at {directory}; run python -m addon_agent.bundle_render"
             )
-        return (directory / BUNDLE_FILE).read_text(), stack
+        return _rendered(directory, bool(stack.runtimes)), stack
     root = fetch(manifests.uri, cache)
     directory = _inside(_inside(root, manifests.context_dir), manifests.source_path)
     version = CUSTOM_VERSION
@@ -130,5 +146,5 @@ def load(
         with contextlib.suppress(ValueError):
             version = str(json.loads(manifest.read_text()).get("version", version))[:63]
     if (directory / BUNDLE_FILE).is_file():
-        return (directory / BUNDLE_FILE).read_text(), dataclasses.replace(stack, version=version)
+        return _rendered(directory, False), dataclasses.replace(stack, version=version)
     return render_dir(directory), dataclasses.replace(stack, version=version)

@@ -104,7 +104,9 @@ class Agent:
                 self.kube,
                 spec.serving_namespaces,
                 spec.platform,
-                bool(spec.monitoring and spec.monitoring.enabled),
+                spec.monitoring.prometheus_subject()
+                if spec.monitoring and spec.monitoring.enabled
+                else None,
             )
             self.plans[name] = (generation, plan)
             status = self.installer.read_status(plan, generation, previous)

@@ -12,6 +12,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from kubernetes.client.exceptions import ApiException
+
 from addon_agent import bundle_source, certs, planning, status
 from addon_agent import labels as lb
 from addon_agent.kube import Kube
@@ -203,6 +205,26 @@ class Installer:
         self.kube.apply(obj)
         return True
 
+    def _apply_runtime(self, obj: Obj, the_plan: Plan) -> bool:
+        """Apply a serving runtime unless someone else's of that name exists; True if ours.
+
+        A runtime the stack's admission webhook rejects or cannot be asked about (its
+        controller not serving yet) does not stop the install: it is reported in the plan's
+        ``runtime_errors`` and tried again on the next reconcile.
+        """
+        ref = Ref.of(obj)
+        existing = self.kube.get(ref.api_version, ref.kind, ref.name, ref.namespace or None)
+        if existing is not None and not lb.is_ours(existing):
+            log.info("%s %s exists and is not the agent's: left as it is", ref.kind, ref.name)
+            return False
+        try:
+            self._apply_if_changed(obj)
+        except ApiException as err:
+            reason = _api_error_message(err)
+            log.warning("%s %s not applied: %s", ref.kind, ref.name, reason)
+            the_plan.runtime_errors.append(f"{ref.kind} {ref.name}: {reason}")
+        return True
+
     def wait_established(self, names: list[str], timeout: float = ESTABLISHED_TIMEOUT) -> None:
         """Wait until every named CRD is Established; raise NotReady on timeout."""
         deadline = time.monotonic() + timeout
@@ -225,6 +247,7 @@ class Installer:
 
     def install(self, the_plan: Plan) -> None:
         """Apply the plan in order, then remove what an earlier plan had and this one has not."""
+        the_plan.runtime_errors.clear()
         previous = self.inventory()
         applied: list[Ref] = []
         self._save_inventory(previous + [Ref.of(o) for o in the_plan.objects])
@@ -235,6 +258,10 @@ class Installer:
                 crds_done = True
             if obj["kind"] == "Namespace":
                 if self._apply_namespace(obj):
+                    applied.append(Ref.of(obj))
+                continue
+            if planning.is_runtime(obj):
+                if self._apply_runtime(obj, the_plan):
                     applied.append(Ref.of(obj))
                 continue
             self._apply_if_changed(obj)
@@ -295,6 +322,7 @@ class Installer:
             deployments=deployments,
             crds=crds,
             warnings=the_plan.warnings,
+            runtime_errors=the_plan.runtime_errors,
             previous=previous,
         )
 
@@ -328,6 +356,16 @@ class Installer:
             )
         except Exception:
             return False
+
+
+def _api_error_message(err: ApiException) -> str:
+    """The API server's message of a failed request (its Status body), else the reason."""
+    try:
+        body = json.loads(err.body or "")
+    except (TypeError, ValueError):
+        body = None
+    message = body.get("message") if isinstance(body, dict) else None
+    return str(message or f"{err.status} {err.reason}")[:300]
 
 
 def _unb64(value: str) -> str:

@@ -10,7 +10,6 @@ from addon_agent.kube import Kube
 from addon_api import constants as c
 
 MONITORING_ROLEBINDING = "model-serving-monitoring"
-MONITORING_SUBJECT = {"kind": "ServiceAccount", "name": "prometheus-k8s", "namespace": "monitoring"}
 
 
 def desired_labels(platform: str) -> dict[str, str]:
@@ -32,19 +31,30 @@ def namespace_patch(name: str, platform: str, created: bool) -> dict[str, Any]:
     return {"apiVersion": "v1", "kind": "Namespace", "metadata": meta}
 
 
-def monitoring_rolebinding(namespace: str) -> dict[str, Any]:
-    """RoleBinding letting Prometheus read the serving namespace (monitoring enabled)."""
+def monitoring_rolebinding(namespace: str, subject: tuple[str, str]) -> dict[str, Any]:
+    """RoleBinding letting Prometheus read the serving namespace (monitoring enabled).
+
+    ``subject`` is the (namespace, name) of Prometheus' ServiceAccount. ``subjects`` is an
+    atomic list for server-side apply: applying another subject replaces the old one.
+    """
+    sa_namespace, sa_name = subject
     return {
         "apiVersion": "rbac.authorization.k8s.io/v1",
         "kind": "RoleBinding",
         "metadata": {"name": MONITORING_ROLEBINDING, "namespace": namespace, "labels": lb.ours()},
         "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "view"},
-        "subjects": [MONITORING_SUBJECT],
+        "subjects": [{"kind": "ServiceAccount", "name": sa_name, "namespace": sa_namespace}],
     }
 
 
-def reconcile(kube: Kube, wanted: Sequence[str], platform: str, monitoring: bool) -> None:
-    """Enable ``wanted`` namespaces and disable the ones the agent enabled before."""
+def reconcile(
+    kube: Kube, wanted: Sequence[str], platform: str, monitoring: tuple[str, str] | None
+) -> None:
+    """Enable ``wanted`` namespaces and disable the ones the agent enabled before.
+
+    ``monitoring`` is the Prometheus ServiceAccount (namespace, name) the monitoring
+    RoleBinding names, or None when monitoring is off (the RoleBindings are removed).
+    """
     enabled = kube.list("v1", "Namespace", label_selector=f"{lb.LABEL_SERVING_NAMESPACE}=true")
     for name in wanted:
         existing = kube.get("v1", "Namespace", name)
@@ -53,8 +63,8 @@ def reconcile(kube: Kube, wanted: Sequence[str], platform: str, monitoring: bool
             == "true"
         )
         kube.apply(namespace_patch(name, platform, created))
-        if monitoring:
-            kube.apply(monitoring_rolebinding(name))
+        if monitoring is not None:
+            kube.apply(monitoring_rolebinding(name, monitoring))
         else:
             _drop_rolebinding(kube, name)
     for ns in enabled:

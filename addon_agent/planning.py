@@ -17,7 +17,7 @@ import yaml
 from addon_agent import labels as lb
 from addon_agent.stacks import KSERVE, MODELMESH, Stack
 from addon_api import constants as c
-from addon_api.platform import ComponentSpec
+from addon_api.platform import ComponentSpec, ModelMeshOptions
 from addon_api.spoke import ServingPlatformSpec
 
 Obj = dict[str, Any]
@@ -36,6 +36,8 @@ CLUSTER_SCOPED_KINDS = frozenset(
     }
 )
 WEBHOOK_KINDS = frozenset({"MutatingWebhookConfiguration", "ValidatingWebhookConfiguration"})
+SERVING_GROUP = "serving.kserve.io"
+RUNTIME_KINDS = frozenset({"ServingRuntime", "ClusterServingRuntime"})
 CERT_MANAGER_GROUP = "cert-manager.io"
 MAX_ACTIVE_REPLICAS = 2
 ETCD_IMAGE = "quay.io/coreos/etcd:v3.5.4"
@@ -74,6 +76,8 @@ class Plan:
     objects: list[Obj]
     warnings: list[str] = field(default_factory=list)
     certificates: list[CertRequest] = field(default_factory=list)
+    runtime_errors: list[str] = field(default_factory=list)
+    """Serving runtimes the last install could not apply (filled in by the installer)."""
 
     def controllers(self) -> list[tuple[str, str]]:
         """(namespace, name) of every Deployment in the plan."""
@@ -121,8 +125,25 @@ def key_of(obj: Obj) -> tuple[str, str, str, str]:
     return (group_of(obj), obj["kind"], meta.get("namespace", ""), meta["name"])
 
 
+def is_runtime(obj: Obj) -> bool:
+    """Whether ``obj`` is a (Cluster)ServingRuntime."""
+    return group_of(obj) == SERVING_GROUP and obj.get("kind") in RUNTIME_KINDS
+
+
+def runtimes_wanted(spec: ServingPlatformSpec, stack: Stack) -> bool:
+    """Whether the serving runtimes of the bundle are installed (ModelMesh: builtInRuntimes)."""
+    if stack.platform == MODELMESH.platform:
+        return (spec.modelmesh or ModelMeshOptions()).built_in_runtimes
+    return True
+
+
 def phase_of(obj: Obj) -> int:
-    """Apply order: CRDs, namespaces, config/RBAC/custom resources, webhooks, controllers."""
+    """Apply order: CRDs, namespaces, config/RBAC/custom resources, webhooks, controllers.
+
+    Serving runtimes are custom resources of phase 2: on a first install they are created
+    before the stack's admission webhook for them is configured (upstream's installer waits
+    for the controller instead); later updates go through that webhook.
+    """
     kind = obj["kind"]
     if kind == "CustomResourceDefinition":
         return 0
@@ -435,6 +456,8 @@ def plan(
     images = spec.dev_flags.images if spec.dev_flags else {}
     if stack.platform == MODELMESH.platform:
         objects += modelmesh_extras(spec, stack.namespace)
+    if not runtimes_wanted(spec, stack):
+        objects = [o for o in objects if not is_runtime(o)]
     extra: list[Obj] = []
     for obj in objects:
         meta = obj.setdefault("metadata", {})

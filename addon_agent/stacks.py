@@ -35,6 +35,9 @@ class Stack:
     metrics_service: str
     """Service exposing the controller's metrics (target of the stack ServiceMonitor; "" when
     the stack has none and its ServiceMonitor targets the runtimes instead)."""
+    runtimes: str = ""
+    """Upstream kustomization (under ``config/``) of the stack's built-in serving runtimes,
+    rendered next to the bundle; "" when the stack ships none."""
 
 
 KSERVE: Final = Stack(
@@ -53,6 +56,7 @@ MODELMESH: Final = Stack(
     namespace="modelmesh-serving",
     controller="modelmesh-controller",
     metrics_service="",
+    runtimes="runtimes",
 )
 
 STACKS: Final = {s.platform: s for s in (KSERVE, MODELMESH)}

@@ -78,8 +78,13 @@ def platform_status(
     crds: dict[str, Obj | None],
     warnings: Sequence[str],
     previous: Sequence[Obj] = (),
+    runtime_errors: Sequence[str] = (),
 ) -> Obj:
-    """Status of a Managed platform from its Deployments and CRDs as read from the cluster."""
+    """Status of a Managed platform from its Deployments and CRDs as read from the cluster.
+
+    ``warnings`` (replica counts) and ``runtime_errors`` (serving runtimes not applied) leave
+    the phase as it is and set the Degraded condition.
+    """
     ready = sorted(n for n, d in deployments.items() if deployment_available(d))
     waiting = sorted(set(deployments) - set(ready))
     not_established = sorted(n for n, crd in crds.items() if not condition_true(crd, "Established"))
@@ -101,6 +106,8 @@ def platform_status(
         message = "not available: " + ", ".join(waiting)
     if warnings:
         message = f"{message}; warning: {'; '.join(warnings)}"
+    if runtime_errors:
+        message = f"{message}; runtimes not applied: {'; '.join(runtime_errors)}"
     progressing = phase == "Installing"
     return {
         "phase": phase,
@@ -114,8 +121,16 @@ def platform_status(
             condition("Progressing", progressing, reason, message, previous),
             condition(
                 "Degraded",
-                phase == "Degraded" or bool(warnings),
-                "ReplicasWarning" if warnings and phase != "Degraded" else reason,
+                phase == "Degraded" or bool(warnings) or bool(runtime_errors),
+                (
+                    reason
+                    if phase == "Degraded"
+                    else "RuntimesNotApplied"
+                    if runtime_errors
+                    else "ReplicasWarning"
+                    if warnings
+                    else reason
+                ),
                 message,
                 previous,
             ),

@@ -16,6 +16,7 @@ from addon_api.base import (
     ApiModel,
     Cel,
     DnsLabel,
+    DnsSubdomain,
     OpenModel,
     Quantity,
     SecretKey,
@@ -242,11 +243,37 @@ class DevFlags(ApiModel):
 # Platform options --------------------------------------------------------------------------------
 
 
+DEFAULT_PROMETHEUS_NAMESPACE = "monitoring"
+DEFAULT_PROMETHEUS_SERVICE_ACCOUNT = "prometheus-k8s"
+
+
+class ServiceAccountRef(ApiModel):
+    """A ServiceAccount on the managed cluster."""
+
+    namespace: DnsLabel
+    """Namespace of the ServiceAccount."""
+    name: DnsSubdomain
+    """Name of the ServiceAccount."""
+
+
 class Monitoring(ApiModel):
     """Prometheus monitoring of the serving stack."""
 
     enabled: bool = False
-    """Create ServiceMonitors for the stack and the agent (when the CRD exists)."""
+    """Create ServiceMonitors for the stack and the agent (when the CRD exists) and let
+    Prometheus read the serving namespaces (a RoleBinding to ClusterRole view)."""
+    prometheus_service_account: ServiceAccountRef | None = None
+    """ServiceAccount Prometheus runs as on the clusters: the subject of the RoleBinding in
+    each serving namespace. Unset means monitoring/prometheus-k8s (kube-prometheus); on
+    OpenShift use openshift-monitoring/prometheus-k8s (platform monitoring) or
+    openshift-user-workload-monitoring/prometheus-user-workload (user workload monitoring)."""
+
+    def prometheus_subject(self) -> tuple[str, str]:
+        """(namespace, name) of the ServiceAccount the RoleBinding names."""
+        ref = self.prometheus_service_account
+        if ref is None:
+            return DEFAULT_PROMETHEUS_NAMESPACE, DEFAULT_PROMETHEUS_SERVICE_ACCOUNT
+        return ref.namespace, ref.name
 
 
 class KServeOptions(ApiModel):
@@ -300,6 +327,11 @@ class ModelMeshOptions(ApiModel):
     """Replicas of each ServingRuntime's Deployment."""
     etcd: EtcdConnection | None = None
     """Where ModelMesh keeps its state; unset means the built-in etcd."""
+    built_in_runtimes: bool = True
+    """Install ModelMesh Serving's built-in runtimes (ClusterServingRuntimes mlserver-1.x,
+    triton-2.x, ovms-1.x and torchserve-0.x, usable from every serving namespace), as
+    upstream's installer does. false removes the ones the agent installed; runtimes created
+    by others are never changed or removed."""
 
 
 # The settings ------------------------------------------------------------------------------------

@@ -7,8 +7,8 @@ from typing import Any
 import pytest
 
 from addon_agent import bundle_source
-from addon_agent.bundle_render import BUNDLE_FILE, MANIFEST_FILE, bundle_path
-from addon_agent.stacks import KSERVE
+from addon_agent.bundle_render import BUNDLE_FILE, MANIFEST_FILE, RUNTIMES_FILE, bundle_path
+from addon_agent.stacks import KSERVE, MODELMESH
 from addon_api.platform import ManifestsSource
 
 CM = "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: %s, namespace: x}\n"
@@ -20,6 +20,21 @@ def test_rendered_bundle(tmp_path: Path) -> None:
     (target / BUNDLE_FILE).write_text(CM % "a")
     text, stack = bundle_source.load(KSERVE, tmp_path, None, tmp_path / "cache")
     assert "name: a" in text and stack == KSERVE
+
+
+def test_rendered_bundle_with_runtimes(tmp_path: Path) -> None:
+    target = bundle_path(tmp_path, MODELMESH)
+    target.mkdir(parents=True)
+    (target / BUNDLE_FILE).write_text(CM % "a")
+    with pytest.raises(bundle_source.BundleError, match="no rendered runtimes"):
+        bundle_source.load(MODELMESH, tmp_path, None, tmp_path / "cache")
+    (target / RUNTIMES_FILE).write_text(CM % "runtime")
+    text, stack = bundle_source.load(MODELMESH, tmp_path, None, tmp_path / "cache")
+    assert "name: a" in text and "name: runtime" in text and stack == MODELMESH
+    # a devFlags.manifests directory in the rendered layout brings its runtimes along
+    source = ManifestsSource(uri=f"file://{target}")
+    text, stack = bundle_source.load(MODELMESH, tmp_path, source, tmp_path / "cache")
+    assert "name: runtime" in text and stack.version == "custom"
 
 
 def test_missing_rendered_bundle_says_how_to_render(tmp_path: Path) -> None:

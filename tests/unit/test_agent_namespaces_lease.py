@@ -2,8 +2,11 @@ from __future__ import annotations
 
 import datetime as dt
 
+import pytest
+
 from addon_agent import labels as lb
 from addon_agent import lease, namespaces
+from addon_api.platform import Monitoring
 
 
 def test_namespace_patch_created_vs_existing() -> None:
@@ -18,9 +21,35 @@ def test_namespace_patch_created_vs_existing() -> None:
 
 
 def test_monitoring_rolebinding() -> None:
-    rb = namespaces.monitoring_rolebinding("ns")
+    rb = namespaces.monitoring_rolebinding("ns", ("openshift-monitoring", "prometheus-k8s"))
     assert rb["metadata"]["namespace"] == "ns"
     assert rb["roleRef"]["name"] == "view"
+    assert rb["subjects"] == [
+        {"kind": "ServiceAccount", "name": "prometheus-k8s", "namespace": "openshift-monitoring"}
+    ]
+
+
+def test_prometheus_subject_default_and_configured() -> None:
+    assert Monitoring(enabled=True).prometheus_subject() == ("monitoring", "prometheus-k8s")
+    configured = Monitoring.model_validate(
+        {
+            "enabled": True,
+            "prometheusServiceAccount": {
+                "namespace": "openshift-user-workload-monitoring",
+                "name": "prometheus-user-workload",
+            },
+        }
+    )
+    assert configured.prometheus_subject() == (
+        "openshift-user-workload-monitoring",
+        "prometheus-user-workload",
+    )
+    with pytest.raises(ValueError):
+        Monitoring.model_validate(
+            {"prometheusServiceAccount": {"namespace": "Bad_NS", "name": "p"}}
+        )
+    with pytest.raises(ValueError):
+        Monitoring.model_validate({"prometheusServiceAccount": {"namespace": "monitoring"}})
 
 
 def test_lease_body() -> None:

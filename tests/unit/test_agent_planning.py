@@ -224,3 +224,47 @@ def test_point_webhooks_at_external_server_keeps_paths() -> None:
     assert hooks[1]["clientConfig"] == {"url": "https://elsewhere/x"}  # not Service-backed
     conv = objs[1]["spec"]["conversion"]["webhook"]["clientConfig"]
     assert conv == {"url": "https://127.0.0.1:9443/convert", "caBundle": "Q0E="}
+
+
+RUNTIMES = """
+apiVersion: serving.kserve.io/v1alpha1
+kind: ClusterServingRuntime
+metadata: {name: mlserver-1.x, labels: {name: modelmesh-serving-mlserver-1.x-SR}}
+spec: {multiModel: true, containers: [{name: mlserver, image: seldonio/mlserver:1.3.2}]}
+---
+apiVersion: serving.kserve.io/v1alpha1
+kind: ServingRuntime
+metadata: {name: ns-runtime, namespace: team}
+spec: {multiModel: true, containers: [{name: r, image: r:1}]}
+"""
+
+
+def runtime_names(p: planning.Plan) -> set[str]:
+    return {o["metadata"]["name"] for o in p.objects if planning.is_runtime(o)}
+
+
+def test_modelmesh_builtin_runtimes_on_by_default_and_switchable() -> None:
+    bundle = planning.parse_bundle(BUNDLE + "\n---\n" + RUNTIMES)
+    mm = {"platform": "ModelMesh"}
+    on = ServingPlatformSpec.model_validate(mm)
+    default = planning.plan(bundle, on, MODELMESH, ClusterFacts())
+    assert runtime_names(default) == {"mlserver-1.x", "ns-runtime"}
+    csr = next(o for o in default.objects if o["kind"] == "ClusterServingRuntime")
+    assert "namespace" not in csr["metadata"]  # cluster-scoped: served to every namespace
+    assert csr["metadata"]["labels"]["app.kubernetes.io/managed-by"] == "model-serving-addon"
+    assert csr["metadata"]["labels"]["name"] == "modelmesh-serving-mlserver-1.x-SR"
+    kinds = [o["kind"] for o in default.objects]
+    # custom resources: after the CRDs, before the webhook configuration and the controllers
+    assert kinds.index("CustomResourceDefinition") < kinds.index("ClusterServingRuntime")
+    assert kinds.index("ClusterServingRuntime") < kinds.index("ValidatingWebhookConfiguration")
+    off = ServingPlatformSpec.model_validate({**mm, "modelmesh": {"builtInRuntimes": False}})
+    without = planning.plan(bundle, off, MODELMESH, ClusterFacts())
+    assert runtime_names(without) == set()
+    assert {o["metadata"]["name"] for o in without.objects} == {
+        o["metadata"]["name"] for o in default.objects if not planning.is_runtime(o)
+    }
+    # KServe has no such option: runtimes of a (custom) KServe bundle are installed
+    assert runtime_names(planning.plan(bundle, spec(), KSERVE, ClusterFacts())) == {
+        "mlserver-1.x",
+        "ns-runtime",
+    }

@@ -74,3 +74,23 @@ def test_owning_platform_is_the_oldest() -> None:
     items = [sp("b", "2026-01-02T00:00:00Z"), sp("a", "2026-01-03T00:00:00Z")]
     assert status.owning_platform(items) == "b"
     assert status.owning_platform([sp("z", "t"), sp("y", "t")]) == "y"
+
+
+def test_runtime_errors_and_warnings_keep_the_phase_and_set_degraded() -> None:
+    out = status.platform_status(
+        generation=1,
+        version="v1",
+        deployments={"a": dep(True)},
+        crds={},
+        warnings=["a may run 3 replicas"],
+        runtime_errors=["ClusterServingRuntime x: webhook unreachable"],
+    )
+    assert out["phase"] == "Available"
+    assert "runtimes not applied: ClusterServingRuntime x: webhook unreachable" in out["message"]
+    degraded = next(c for c in out["conditions"] if c["type"] == "Degraded")
+    assert (degraded["status"], degraded["reason"]) == ("True", "RuntimesNotApplied")
+    warned = status.platform_status(
+        generation=1, version="v1", deployments={"a": dep(True)}, crds={}, warnings=["w"]
+    )
+    degraded = next(c for c in warned["conditions"] if c["type"] == "Degraded")
+    assert (degraded["status"], degraded["reason"]) == ("True", "ReplicasWarning")
