@@ -75,6 +75,8 @@ class Installer:
         self.external_webhook = external_webhook
         self._applied: dict[Ref, tuple[str, str]] = {}
         """Per applied object: hash of what was applied and the resourceVersion it produced."""
+        self._foreign: set[Ref] = set()
+        """Serving runtimes of the plan found to be someone else's (logged once)."""
         self._parsed: tuple[str, list[Obj]] = ("", [])
         """The last bundle parsed (sha256 of its text, objects); planning copies them."""
         self.kube = kube
@@ -215,8 +217,11 @@ class Installer:
         ref = Ref.of(obj)
         existing = self.kube.get(ref.api_version, ref.kind, ref.name, ref.namespace or None)
         if existing is not None and not lb.is_ours(existing):
-            log.info("%s %s exists and is not the agent's: left as it is", ref.kind, ref.name)
+            if ref not in self._foreign:
+                self._foreign.add(ref)
+                log.info("%s %s exists and is not the agent's: left as it is", ref.kind, ref.name)
             return False
+        self._foreign.discard(ref)
         try:
             self._apply_if_changed(obj)
         except ApiException as err:

@@ -50,10 +50,14 @@ def bundle_cache() -> Path:
 def bundles() -> Path:
     """Rendered bundles of every stack (rendered once per version)."""
     root = bundle_cache()
+    wanted = {s: [bundle_render.MANIFEST_FILE] for s in STACKS.values()}
+    for stack, files in wanted.items():
+        if stack.runtimes:
+            files.append(bundle_render.RUNTIMES_FILE)
     missing = [
         s
-        for s in STACKS.values()
-        if not (bundle_render.bundle_path(root, s) / bundle_render.MANIFEST_FILE).exists()
+        for s, files in wanted.items()
+        if not all((bundle_render.bundle_path(root, s) / f).exists() for f in files)
     ]
     if missing:
         bundle_render.render(root, missing)

@@ -1,4 +1,5 @@
-"""ModelMesh on a testbed spoke: install, serving namespaces, removal blocked then forced."""
+"""ModelMesh on a testbed spoke: install, built-in runtimes, serving namespaces and their
+monitoring RoleBinding, removal blocked then forced."""
 
 from __future__ import annotations
 
@@ -7,7 +8,11 @@ import json
 from typing import Any
 
 import pytest
+import yaml
 
+from addon_agent.bundle_render import RUNTIMES_FILE, bundle_path
+from addon_agent.stacks import MODELMESH
+from testbed import upstream
 from tests.helpers import eventually
 from tests.integration import agent_support as support
 from tests.integration.agent_support import (
@@ -47,11 +52,63 @@ ISVC = {
 }
 
 
+# Serving runtimes someone else created before the stack was installed (with the stack's
+# webhook configuration in place nothing on the testbed could admit them): one with the name
+# of a built-in runtime, one in a serving namespace.
+FOREIGN_CSR = "triton-2.x"
+FOREIGN_SR = "users-runtime"
+
+
+def foreign_runtime(kind: str, name: str, namespace: str | None = None) -> dict[str, Any]:
+    meta: dict[str, Any] = {"name": name, "labels": {"team": "users"}}
+    if namespace:
+        meta["namespace"] = namespace
+    return {
+        "apiVersion": "serving.kserve.io/v1alpha1",
+        "kind": kind,
+        "metadata": meta,
+        "spec": {
+            "multiModel": True,
+            "supportedModelFormats": [{"name": "users-format", "autoSelect": True}],
+            "containers": [{"name": "server", "image": "example.com/users/server:1"}],
+        },
+    }
+
+
 @pytest.fixture(scope="module", autouse=True)
 def existing_namespace(spoke: Any) -> None:
     spoke.kubectl("create", "namespace", EXISTING_NS, check=False)
     spoke.kubectl("label", "namespace", EXISTING_NS, "team=users", "--overwrite")
     spoke.kubectl("create", "configmap", "users-config", "-n", EXISTING_NS, check=False)
+    spoke.apply_files(upstream.modelmesh_crds())
+
+    def established() -> bool:
+        # (kubectl wait fails on a CRD whose status has no conditions yet)
+        for kind in ("servingruntimes", "clusterservingruntimes"):
+            crd = get(spoke, "crd", f"{kind}.serving.kserve.io")
+            conditions = (crd or {}).get("status", {}).get("conditions") or []
+            assert any(
+                c["type"] == "Established" and c["status"] == "True" for c in conditions
+            ), crd
+        return True
+
+    eventually(established, timeout=120)
+    spoke.apply_objects(
+        [
+            foreign_runtime("ClusterServingRuntime", FOREIGN_CSR),
+            foreign_runtime("ServingRuntime", FOREIGN_SR, EXISTING_NS),
+        ]
+    )
+
+
+def rendered_runtimes(bundles: Any) -> dict[str, dict[str, Any]]:
+    text = (bundle_path(bundles, MODELMESH) / RUNTIMES_FILE).read_text()
+    return {d["metadata"]["name"]: d for d in yaml.safe_load_all(text) if d}
+
+
+def ours(obj: dict[str, Any]) -> bool:
+    labels = obj["metadata"].get("labels") or {}
+    return labels.get("app.kubernetes.io/managed-by") == "model-serving-addon"
 
 
 def test_install_to_available(spoke: Any, agent: AgentProcess) -> None:
@@ -60,6 +117,30 @@ def test_install_to_available(spoke: Any, agent: AgentProcess) -> None:
     print(f"ModelMesh install to Available: {seconds:.1f}s")
     assert status["stackVersion"] == "v0.12.0"
     assert status["readyComponents"] == status["totalComponents"] == 2  # controller + etcd
+
+
+def test_builtin_runtimes_installed_as_rendered(
+    spoke: Any, bundles: Any, agent: AgentProcess
+) -> None:
+    rendered = rendered_runtimes(bundles)
+    assert set(rendered) == {"mlserver-1.x", "triton-2.x", "ovms-1.x", "torchserve-0.x"}
+    for name, want in rendered.items():
+        live = get(spoke, "clusterservingruntime", name)
+        if name == FOREIGN_CSR:  # someone else's: not taken over, not changed
+            assert not ours(live), live["metadata"]
+            assert live["spec"]["containers"][0]["image"] == "example.com/users/server:1"
+            continue
+        assert ours(live), live["metadata"]
+        assert live["kind"] == "ClusterServingRuntime" and "namespace" not in live["metadata"]
+        assert live["spec"] == want["spec"], name
+        for key, value in want["metadata"]["labels"].items():
+            if key != "app.kubernetes.io/managed-by":
+                assert live["metadata"]["labels"][key] == value
+    status = wait_phase(spoke, NAME, "Available", timeout=60)
+    degraded = next(c for c in status["conditions"] if c["type"] == "Degraded")
+    assert degraded["status"] == "False", status
+    users = get(spoke, "servingruntime", "-n", EXISTING_NS, FOREIGN_SR)
+    assert not ours(users) and users["metadata"]["labels"] == {"team": "users"}
 
 
 def test_modelmesh_configuration(spoke: Any, agent: AgentProcess) -> None:
@@ -103,6 +184,30 @@ def test_serving_namespaces_enabled(spoke: Any, agent: AgentProcess) -> None:
     eventually(check, timeout=30)
 
 
+def test_monitoring_subject_is_configurable(spoke: Any, agent: AgentProcess) -> None:
+    def subjects(ns: str) -> list[dict[str, Any]]:
+        rb = get(spoke, "rolebinding", "-n", ns, "model-serving-monitoring")
+        return list((rb or {}).get("subjects") or [])
+
+    default = {"kind": "ServiceAccount", "name": "prometheus-k8s", "namespace": "monitoring"}
+    for ns in (NEW_NS, EXISTING_NS):
+        assert subjects(ns) == [default]
+    openshift = {"namespace": "openshift-monitoring", "name": "prometheus-k8s"}
+    spoke.apply_objects(
+        [
+            platform(
+                NAME,
+                {**SPEC, "monitoring": {"enabled": True, "prometheusServiceAccount": openshift}},
+            )
+        ]
+    )
+    wanted = [{"kind": "ServiceAccount", **openshift}]
+    # the subject is replaced in place: the old one is not left behind
+    eventually(lambda: all(subjects(ns) == wanted for ns in (NEW_NS, EXISTING_NS)), timeout=30)
+    spoke.apply_objects([platform(NAME, SPEC)])
+    eventually(lambda: all(subjects(ns) == [default] for ns in (NEW_NS, EXISTING_NS)), timeout=30)
+
+
 def test_serving_namespaces_disabled_without_touching_foreign_objects(
     spoke: Any, agent: AgentProcess
 ) -> None:
@@ -127,6 +232,48 @@ def test_serving_namespaces_disabled_without_touching_foreign_objects(
         ),
         timeout=30,
     )
+
+
+def test_builtin_runtimes_disabled_leaves_foreign_runtimes(
+    spoke: Any, bundles: Any, agent: AgentProcess
+) -> None:
+    off = {**SPEC, "servingNamespaces": [EXISTING_NS]}
+    off["modelmesh"] = {**SPEC["modelmesh"], "builtInRuntimes": False}
+    spoke.apply_objects([platform(NAME, off)])
+    builtins = set(rendered_runtimes(bundles)) - {FOREIGN_CSR}
+
+    def gone() -> bool:
+        left = [n for n in builtins if get(spoke, "clusterservingruntime", n) is not None]
+        assert not left, left
+        return True
+
+    eventually(gone, timeout=60)
+    wait_phase(spoke, NAME, "Available", timeout=60)
+    foreign = get(spoke, "clusterservingruntime", FOREIGN_CSR)
+    assert foreign is not None and not ours(foreign)
+    assert foreign["spec"]["containers"][0]["image"] == "example.com/users/server:1"
+    users = get(spoke, "servingruntime", "-n", EXISTING_NS, FOREIGN_SR)
+    assert users is not None and not ours(users)
+
+
+def test_builtin_runtimes_the_webhook_cannot_admit_are_reported(
+    spoke: Any, agent: AgentProcess
+) -> None:
+    # Turned back on, the runtimes must now pass ModelMesh's validating webhook, which only
+    # the real modelmesh-controller serves (none runs on the testbed): the agent reports them
+    # and the rest of the stack stays Available.
+    spoke.apply_objects([platform(NAME, {**SPEC, "servingNamespaces": [EXISTING_NS]})])
+
+    def reported() -> dict[str, Any]:
+        status = wait_phase(spoke, NAME, "Available", timeout=60)
+        degraded = next(c for c in status["conditions"] if c["type"] == "Degraded")
+        assert degraded["reason"] == "RuntimesNotApplied", status
+        return status
+
+    status, seconds = timed(lambda: eventually(reported, timeout=120))
+    print(f"ModelMesh runtimes rejected by the unserved webhook reported after {seconds:.1f}s")
+    assert "ClusterServingRuntime mlserver-1.x" in status["message"]
+    assert get(spoke, "clusterservingruntime", "mlserver-1.x") is None
 
 
 def test_removal_blocked_by_foreign_inference_service(spoke: Any, agent: AgentProcess) -> None:
