@@ -7,7 +7,6 @@ from typing import Any
 
 import pytest
 
-from tests.helpers import eventually
 from tests.integration import agent_support as support
 from tests.integration.agent_support import AgentProcess, get, leftovers, platform, wait_phase
 
@@ -74,12 +73,15 @@ def test_certificates_are_left_to_cert_manager(spoke: Any, agent: AgentProcess) 
     assert "cert-manager.io/inject-ca-from" in hook["metadata"]["annotations"]
 
 
-def test_removal_takes_the_certificates(spoke: Any, agent: AgentProcess) -> None:
-    spoke.apply_objects([platform(NAME, {"platform": "ModelMesh", "managementState": "Removed"})])
-    wait_phase(spoke, NAME, "Removed", timeout=180)
-    eventually(lambda: leftovers(spoke) == [], timeout=120)
+def test_deletion_uninstalls_and_takes_the_certificates(spoke: Any, agent: AgentProcess) -> None:
+    # Deleting a Managed platform (no managementState: Removed first): the agent's finalizer
+    # holds the object until the stack is uninstalled.
+    assert get(spoke, "clusterservingruntime", "mlserver-1.x") is not None
+    spoke.kubectl("delete", "servingplatform", NAME, "--timeout=180s", timeout=200)
+    assert get(spoke, "servingplatform", NAME) is None
+    assert leftovers(spoke) == []
+    assert get(spoke, "crd", "servingruntimes.serving.kserve.io") is None
     assert (
         get(spoke, "certificates.cert-manager.io", "-n", MM_NS, "modelmesh-webhook-server-cert")
         is None
     )
-    spoke.kubectl("delete", "servingplatform", NAME, "--timeout=60s")
