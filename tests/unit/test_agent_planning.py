@@ -268,3 +268,18 @@ def test_modelmesh_builtin_runtimes_on_by_default_and_switchable() -> None:
         "mlserver-1.x",
         "ns-runtime",
     }
+
+
+def test_modelmesh_service_monitor_covers_the_serving_namespaces() -> None:
+    s = ServingPlatformSpec.model_validate(
+        {"platform": "ModelMesh", "servingNamespaces": ["a", "b"], "monitoring": {"enabled": True}}
+    )
+    facts = ClusterFacts(prometheus_operator=True)
+    p = planning.plan([], s, MODELMESH, facts, agent_metrics=("agent-ns", 8383))
+    monitors = {o["metadata"]["name"]: o for o in by_kind(p, "ServiceMonitor")}
+    runtime_monitor = monitors["modelmesh-service-monitor"]
+    assert runtime_monitor["metadata"]["namespace"] == MODELMESH.namespace
+    assert runtime_monitor["spec"]["namespaceSelector"] == {"matchNames": ["a", "b"]}
+    assert monitors["model-serving-agent"]["metadata"]["namespace"] == "agent-ns"
+    off = ServingPlatformSpec.model_validate({"platform": "ModelMesh", "servingNamespaces": ["a"]})
+    assert not by_kind(planning.plan([], off, MODELMESH, facts), "ServiceMonitor")
