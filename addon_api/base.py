@@ -281,6 +281,8 @@ def field_errors(err: ValidationError, prefix: str = "") -> str:
     """
     clauses = []
     for e in err.errors(include_url=False):
-        path = ".".join(str(p) for p in (prefix, *e["loc"]) if p != "")
+        # An empty key (e.g. an unknown field "" in an override patch) is shown as "".
+        parts = [str(p) if p != "" else '""' for p in e["loc"]]
+        path = ".".join([prefix, *parts] if prefix else parts)
         clauses.append(f"{path}: {e['msg']}" if path else str(e["msg"]))
     return "; ".join(clauses)

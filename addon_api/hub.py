@@ -39,6 +39,33 @@ _READY = PrinterColumn(
 _PHASE = PrinterColumn("Phase", "string", ".status.phase", "Aggregated state.")
 
 
+MAX_INTENT_NAME = 63
+"""Longest name of a hub intent: the name is a label value on the ManifestWorks it creates
+and on what they carry (a label value has at most 63 characters)."""
+
+SHORT_NAME = Cel(
+    f"size(self.metadata.name) <= {MAX_INTENT_NAME}",
+    f"metadata.name must be at most {MAX_INTENT_NAME} characters (it becomes a label value"
+    " on the ManifestWorks of the intent)",
+    lambda o: o.metadata.name is None or len(o.metadata.name) <= MAX_INTENT_NAME,
+    field_path=".metadata.name",
+)
+"""Rule of every hub kind but MultiClusterInferenceService, which has a stricter one. A rule
+rather than a ``maxLength`` in the metadata schema, so the API server reports it like pydantic
+does (a schema error would keep the API server from checking the rules at all)."""
+
+
+NAMED_METADATA_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "name": {"type": "string", "maxLength": 253},
+        "generateName": {"type": "string", "maxLength": 253},
+    },
+}
+"""Metadata schema that lets CEL rules read ``self.metadata.name`` (bounded like any name,
+so that the rules, not the schema, report a name that is too long)."""
+
+
 class IntentSpec(ApiModel):
     """Fields every hub intent has: where it goes, and per-cluster changes."""
 
@@ -61,6 +88,9 @@ class ModelServing(Resource):
     The add-on installs, configures and removes the platform on every managed cluster
     the Placement selects.
     """
+
+    cel_rules = (SHORT_NAME,)
+    metadata_schema = NAMED_METADATA_SCHEMA
 
     crd = CrdInfo(
         plural="modelservings",
@@ -224,6 +254,9 @@ class StorageConnection(Resource):
     the target namespaces of the selected managed clusters.
     """
 
+    cel_rules = (SHORT_NAME,)
+    metadata_schema = NAMED_METADATA_SCHEMA
+
     crd = CrdInfo(
         plural="storageconnections",
         short_names=("sconn",),
@@ -285,6 +318,9 @@ class MultiClusterServingRuntimeSpec(IntentSpec):
 
 class MultiClusterServingRuntime(Resource):
     """A KServe ServingRuntime created on every managed cluster selected by a Placement."""
+
+    cel_rules = (SHORT_NAME,)
+    metadata_schema = NAMED_METADATA_SCHEMA
 
     crd = CrdInfo(
         plural="multiclusterservingruntimes",

@@ -34,6 +34,8 @@ WORK_API_VERSION = "work.open-cluster-management.io/v1"
 SPOKE_FIELD_MANAGER = "work-agent-model-serving"
 """Field manager the work agent uses on the spokes (OCM requires the work-agent prefix)."""
 SEALED_PLACEHOLDER_PREFIX = "sealing-inputs:"
+MAX_MANIFESTS_BYTES = 500 * 1024
+"""Most bytes of manifests one ManifestWork may carry (OCM's work webhook rejects more)."""
 
 Intent = (
     ModelServing | StorageConnection | MultiClusterServingRuntime | MultiClusterInferenceService
@@ -106,6 +108,30 @@ def cluster_spec(
     return out
 
 
+def validated_cluster_spec(
+    intent: MultiClusterServingRuntime | MultiClusterInferenceService,
+    cluster: str,
+    labels: dict[str, str],
+) -> dict[str, Any]:
+    """:func:`cluster_spec`, validated again by the intent's spec model.
+
+    An override patch is free-form JSON: what it makes of the spec on one cluster is
+    checked here, as admission checked the spec itself, and a :class:`RenderError`
+    naming the fields is raised when that cluster's spec is invalid.
+    """
+    spec = cluster_spec(intent.spec.to_dict(), intent.spec.overrides, cluster, labels)
+    try:
+        model = type(intent.spec).model_validate(
+            {**spec, "placementRef": intent.spec.placement_ref.to_dict()}
+        )
+    except ValidationError as err:
+        raise _invalid_after_overrides(cluster, err) from err
+    out = model.to_dict()
+    out.pop("placementRef", None)
+    out.pop("overrides", None)
+    return out
+
+
 def _jsonpaths(pairs: list[tuple[str, str]]) -> list[dict[str, Any]]:
     return [{"type": "JSONPaths", "jsonPaths": [{"name": n, "path": p} for n, p in pairs]}]
 
@@ -170,7 +196,14 @@ def _work(
     work_name: str | None = None,
     seal_inputs: SealInputs | None = None,
     sealed_spec: StorageConnectionSpec | None = None,
+    field: str = "spec",
 ) -> RenderedWork:
+    size = len(json.dumps(manifests, separators=(",", ":")).encode())
+    if size > MAX_MANIFESTS_BYTES:
+        raise RenderError(
+            f"{field}: the ManifestWork for {cluster} would carry {size} bytes of manifests,"
+            f" more than the {MAX_MANIFESTS_BYTES} OCM accepts"
+        )
     wname = work_name or naming.work_name(kind, namespace, name)
     body: dict[str, Any] = {
         "apiVersion": WORK_API_VERSION,
@@ -223,8 +256,8 @@ def render_serving_runtime(
 ) -> RenderedWork:
     """The KServe ServingRuntime work of a MultiClusterServingRuntime for one cluster."""
     ns, name = str(intent.metadata.namespace), str(intent.metadata.name)
-    spec = cluster_spec(intent.spec.to_dict(), intent.spec.overrides, cluster, labels)
-    target = str(spec.get("targetNamespace", intent.spec.target_namespace))
+    spec = validated_cluster_spec(intent, cluster, labels)
+    target = str(spec["targetNamespace"])
     runtime = {
         "apiVersion": "serving.kserve.io/v1alpha1",
         "kind": "ServingRuntime",
@@ -233,12 +266,14 @@ def render_serving_runtime(
             "namespace": target,
             "labels": owner_labels(c.KIND_SERVING_RUNTIME, ns, name),
         },
-        "spec": spec.get("template", {}),
+        "spec": spec["template"],
     }
     config = _ssa_config(
         "serving.kserve.io", "servingruntimes", name, target, SERVING_RUNTIME_FEEDBACK
     )
-    return _work(c.KIND_SERVING_RUNTIME, ns, name, cluster, [runtime], [config])
+    return _work(
+        c.KIND_SERVING_RUNTIME, ns, name, cluster, [runtime], [config], field="spec.template"
+    )
 
 
 def render_inference_service(
@@ -246,9 +281,9 @@ def render_inference_service(
 ) -> RenderedWork:
     """The KServe InferenceService work of a MultiClusterInferenceService for one cluster."""
     ns, name = str(intent.metadata.namespace), str(intent.metadata.name)
-    spec = cluster_spec(intent.spec.to_dict(), intent.spec.overrides, cluster, labels)
-    target = str(spec.get("targetNamespace", intent.spec.target_namespace))
-    mode = str(spec.get("deploymentMode", intent.spec.deployment_mode))
+    spec = validated_cluster_spec(intent, cluster, labels)
+    target = str(spec["targetNamespace"])
+    mode = str(spec["deploymentMode"])
     isvc = {
         "apiVersion": "serving.kserve.io/v1beta1",
         "kind": "InferenceService",
@@ -258,12 +293,14 @@ def render_inference_service(
             "labels": owner_labels(c.KIND_INFERENCE_SERVICE, ns, name),
             "annotations": {c.DEPLOYMENT_MODE_ANNOTATION: mode},
         },
-        "spec": spec.get("template", {}),
+        "spec": spec["template"],
     }
     config = _ssa_config(
         "serving.kserve.io", "inferenceservices", name, target, INFERENCE_SERVICE_FEEDBACK
     )
-    return _work(c.KIND_INFERENCE_SERVICE, ns, name, cluster, [isvc], [config])
+    return _work(
+        c.KIND_INFERENCE_SERVICE, ns, name, cluster, [isvc], [config], field="spec.template"
+    )
 
 
 def seal_placeholder(inputs: SealInputs, spec: StorageConnectionSpec) -> str:

@@ -162,6 +162,31 @@ def test_cluster_leaving_placement_loses_only_its_work() -> None:
     assert set(hub.works_of(c.KIND_INFERENCE_SERVICE, "ns", "iris")) == {"c1"}
 
 
+def test_invalid_spec_is_reported_naming_the_field_and_sends_nothing() -> None:
+    hub = FakeHub(placements={("ns", "p"): frozenset({"c1"})})
+    platform_ready(hub, "c1")
+    run(hub, c.KIND_INFERENCE_SERVICE, isvc_body(deploymentMode="Serverless"))
+    status = hub.statuses["iris"]
+    assert status["phase"] == "Invalid"
+    ready = next(x for x in status["conditions"] if x["type"] == "Ready")
+    assert ready["reason"] == "InvalidSpec"
+    assert ready["message"].startswith("spec.deploymentMode: Input should be 'Standard'")
+    assert "errors.pydantic.dev" not in ready["message"]
+    assert [w for w in hub.writes if w[0] == "apply"] == []
+
+
+def test_override_invalid_on_one_cluster_fails_that_cluster_only() -> None:
+    hub = FakeHub(placements={("ns", "p"): frozenset({"c1", "c2"})})
+    platform_ready(hub, "c1", "c2")
+    patch = {"targetNamespace": "Not A Namespace"}
+    run(hub, c.KIND_INFERENCE_SERVICE,
+        isvc_body(overrides=[{"clusterNames": ["c2"], "patch": patch}]))
+    entries = {x["cluster"]: x for x in hub.statuses["iris"]["clusters"]}
+    assert entries["c2"]["reason"] == "RenderFailed"
+    assert "spec.targetNamespace: String should match pattern" in entries["c2"]["message"]
+    assert set(hub.works_of(c.KIND_INFERENCE_SERVICE, "ns", "iris")) == {"c1"}
+
+
 def test_missing_placement_is_a_condition_and_sends_nothing() -> None:
     hub = FakeHub()
     run(hub, c.KIND_INFERENCE_SERVICE, isvc_body())

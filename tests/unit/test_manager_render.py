@@ -179,8 +179,65 @@ def test_model_serving_removed_is_carried() -> None:
 
 def test_override_making_spec_invalid_is_a_render_error() -> None:
     intent = msv(overrides=[{"clusterNames": ["c1"], "patch": {"platform": "Nope"}}])
-    with pytest.raises(render.RenderError):
+    with pytest.raises(render.RenderError, match=r"c1 is invalid after overrides: spec\.platform"):
         render.render_model_serving(intent, "c1", {})
+    render.render_model_serving(intent, "c2", {})  # a cluster the override does not select
+
+
+# Found by tests/reliability/test_bad_input.py: overrides of the other kinds were not validated,
+# so one patch could send an invalid ServingRuntime, InferenceService or SealedStorageConnection.
+@pytest.mark.parametrize(
+    ("make", "patch", "field"),
+    [
+        (mcsr, {"targetNamespace": "Bad_NS"}, "spec.targetNamespace"),
+        (mcsr, {"template": {"containers": []}}, "spec.template.containers"),
+        (isvc, {"deploymentMode": "Serverless"}, "spec.deploymentMode"),
+        (isvc, {"template": {"predictor": None}}, "spec.template.predictor"),
+        (isvc, {"storageConnections": ["a", "a"]}, "spec.storageConnections"),
+        (sconn, {"type": "ftp"}, "spec.type"),
+        (sconn, {"targetNamespaces": [7]}, "spec.targetNamespaces.0"),
+        (sconn, {"s3": None}, "spec: Value error, spec.s3 must be set"),  # a rule on the spec
+        (isvc, {"": []}, 'spec."": Extra inputs are not permitted'),  # an empty key is shown
+    ],
+)
+def test_every_kind_validates_the_spec_after_overrides(
+    make: Any, patch: dict[str, Any], field: str
+) -> None:
+    intent = make(overrides=[{"clusterNames": ["c1"], "patch": patch}])
+
+    def work(cluster: str) -> render.RenderedWork:
+        if isinstance(intent, StorageConnection):
+            key = sealing.public_key_of(sealing.generate_private_key())
+            return render.render_storage_connection(intent, cluster, {}, _inputs(key))
+        if isinstance(intent, MultiClusterServingRuntime):
+            return render.render_serving_runtime(intent, cluster, {})
+        return render.render_inference_service(intent, cluster, {})
+
+    with pytest.raises(render.RenderError, match="invalid after overrides") as err:
+        work("c1")
+    assert f"overrides: {field}" in str(err.value), err.value
+    work("c2")
+
+
+def test_validating_after_overrides_keeps_what_was_rendered() -> None:
+    # Validation happens on every render: without overrides the bytes (and so the hashes that
+    # decide whether a work is rewritten) are the same as before validation was added.
+    for intent in (mcsr(), isvc(), isvc(storageConnections=["s3"])):
+        spec = intent.spec.to_dict()
+        for key in ("placementRef", "overrides"):
+            spec.pop(key)
+        assert render.validated_cluster_spec(intent, "c1", {}) == spec
+
+
+def test_oversized_template_is_a_render_error_naming_the_field() -> None:
+    # Found by tests/reliability/test_bad_input.py: the template is open (any field), so the API
+    # server admits a 600 kB one, but OCM's webhook refuses ManifestWorks over 500 KiB.
+    big = mcsr(template={
+        "containers": [{"name": "c", "image": "img:1", "args": ["x" * 600_000]}],
+        "supportedModelFormats": [{"name": "sklearn"}],
+    })
+    with pytest.raises(render.RenderError, match=r"^spec\.template: .* bytes of manifests"):
+        render.render_serving_runtime(big, "c1", {})
 
 
 def test_serving_runtime_work() -> None:
