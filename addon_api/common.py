@@ -254,17 +254,24 @@ class StatusSummary(ApiModel):
     """Clusters still being brought to the desired state."""
     failed: Annotated[int, Field(ge=0)] = 0
     """Clusters that report a failure."""
+    stale: Annotated[int, Field(ge=0)] = 0
+    """Clusters whose report is out of date (their ManagedCluster is not Available, or the
+    work agent has not picked up the latest ManifestWork in time); counted in none of
+    ready, progressing and failed."""
     ready_text: Annotated[str, Field(max_length=32)] = "0/0"
     """ready/desired, for kubectl get."""
 
     @classmethod
-    def of(cls, desired: int, ready: int, progressing: int, failed: int) -> StatusSummary:
+    def of(
+        cls, desired: int, ready: int, progressing: int, failed: int, stale: int = 0
+    ) -> StatusSummary:
         """A summary with readyText filled in."""
         return cls(
             desired=desired,
             ready=ready,
             progressing=progressing,
             failed=failed,
+            stale=stale,
             ready_text=f"{ready}/{desired}",
         )
 
@@ -275,7 +282,8 @@ class ClusterStatus(ApiModel):
     cluster: DnsSubdomain
     """Name of the ManagedCluster."""
     phase: Annotated[str, Field(max_length=64)] = ""
-    """Short state of the intent on that cluster (e.g. Waiting, Applied, Available, Failed)."""
+    """Short state of the intent on that cluster (e.g. Waiting, Applied, Available, Failed,
+    or Stale when the cluster's report is out of date)."""
     ready: bool = False
     """Whether the intent is fully in effect on that cluster."""
     reason: Annotated[str, Field(max_length=256)] = ""
@@ -291,8 +299,16 @@ class ClusterStatus(ApiModel):
     )
     """What must happen on that cluster before the intent is sent there
     (e.g. ServingPlatform Available, StorageConnection delivered)."""
+    stale: bool = False
+    """True when what the cluster reported may be out of date: its ManagedCluster is not
+    Available (reason ClusterUnavailable), or the OCM work agent has not picked up the
+    latest ManifestWork for longer than the manager's --stale-after (reason WorkNotObserved).
+    The message then says what is stale, since when, and the last reported phase; url and
+    modelState keep their last reported values."""
+    stale_since: Timestamp | None = None
+    """Since when the report is out of date (only set while stale)."""
     last_update_time: Timestamp | None = None
-    """When this entry last changed."""
+    """When this entry last changed (any field but this one)."""
 
 
 IntentPhase = Literal["Pending", "Progressing", "Ready", "Degraded", "Invalid"]
@@ -305,8 +321,8 @@ class IntentStatus(ApiModel):
     """The metadata.generation this status was computed from."""
     phase: IntentPhase = "Pending"
     """Pending (not yet on any cluster), Progressing, Ready (ready on every selected cluster),
-    Degraded (failed on some cluster) or Invalid (the manager rejected the spec; see the
-    Ready condition)."""
+    Degraded (failed on some cluster, or some cluster's report is stale) or Invalid (the
+    manager rejected the spec; see the Ready condition)."""
     conditions: Conditions = Field(default_factory=list)
     """Ready, Progressing, Degraded and PlacementResolved."""
     summary: StatusSummary = Field(default_factory=StatusSummary)

@@ -8,11 +8,13 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from typing import Any
 
 from addon_api import constants as c
 
 FeedbackValue = str | int | bool
+CLUSTER_AVAILABLE = "ManagedClusterConditionAvailable"
 
 
 @dataclass(frozen=True)
@@ -37,6 +39,24 @@ class WorkFact:
     message: str = ""
     feedback: tuple[tuple[str, FeedbackValue], ...] = ()
     """Status feedback values of the manifests, by rule name (first manifest wins)."""
+    generation: int | None = None
+    """metadata.generation of the work (bumped by the API server on every spec change)."""
+    observed_generation: int | None = None
+    """Lowest observedGeneration of the work's Applied/Available conditions (None when they
+    carry none: nothing to compare, the report counts as current)."""
+    reported: bool = False
+    """Whether the work agent has written any condition on the work."""
+    spec_time: datetime | None = None
+    """When the manager last changed the work (its managedFields entry), else its creation."""
+
+    @property
+    def unobserved(self) -> bool:
+        """Whether the work agent has not yet picked up the current spec of the work."""
+        if self.generation is None:
+            return False
+        if not self.reported:
+            return True
+        return self.observed_generation is not None and self.observed_generation < self.generation
 
     @property
     def owner(self) -> tuple[str, str, str]:
@@ -49,6 +69,27 @@ class WorkFact:
             if key == name:
                 return val
         return None
+
+
+def parse_time(value: object) -> datetime | None:
+    """An API timestamp (RFC 3339, ``Z``) as an aware datetime; None when absent or invalid."""
+    if not isinstance(value, str) or not value:
+        return None
+    try:
+        parsed = datetime.fromisoformat(value.replace("Z", "+00:00"))
+    except ValueError:
+        return None
+    return parsed if parsed.tzinfo else parsed.replace(tzinfo=UTC)
+
+
+def _spec_time(meta: Mapping[str, Any]) -> datetime | None:
+    times = [
+        parse_time(entry.get("time"))
+        for entry in meta.get("managedFields") or []
+        if entry.get("manager") == c.FIELD_MANAGER and entry.get("subresource", "") == ""
+    ]
+    found = [t for t in times if t is not None]
+    return max(found) if found else parse_time(meta.get("creationTimestamp"))
 
 
 def owner_of(labels: Mapping[str, str]) -> tuple[str, str, str] | None:
@@ -92,6 +133,12 @@ def parse_work(work: Mapping[str, Any]) -> WorkFact | None:
     if problem is None and conds.get("Degraded", {}).get("status") == "True":
         problem = conds["Degraded"]
     not_true = problem if problem is not None else applied
+    observed = [
+        seen
+        for seen in (conds.get(t, {}).get("observedGeneration") for t in ("Applied", "Available"))
+        if isinstance(seen, int)
+    ]
+    generation = meta.get("generation")
     feedback: dict[str, FeedbackValue] = {}
     for manifest in (status.get("resourceStatus") or {}).get("manifests") or []:
         for item in (manifest.get("statusFeedback") or {}).get("values") or []:
@@ -111,4 +158,35 @@ def parse_work(work: Mapping[str, Any]) -> WorkFact | None:
         reason=str(not_true.get("reason", "")),
         message=str(not_true.get("message", ""))[:1024],
         feedback=tuple(sorted(feedback.items())),
+        generation=generation if isinstance(generation, int) else None,
+        observed_generation=min(observed) if observed else None,
+        reported=bool(conds),
+        spec_time=_spec_time(meta),
+    )
+
+
+@dataclass(frozen=True)
+class ClusterFact:
+    """One ManagedCluster as last seen: labels and the hub's view of its availability."""
+
+    labels: tuple[tuple[str, str], ...] = ()
+    available: str = ""
+    """Status of ManagedClusterConditionAvailable ("" when the cluster has none yet)."""
+    since: datetime | None = None
+    """lastTransitionTime of that condition."""
+    message: str = ""
+
+
+def parse_cluster(cluster: Mapping[str, Any]) -> ClusterFact:
+    """A :class:`ClusterFact` for a ManagedCluster."""
+    meta = cluster.get("metadata") or {}
+    conds = (cluster.get("status") or {}).get("conditions") or []
+    cond: Mapping[str, Any] = next(
+        (x for x in conds if x.get("type") == CLUSTER_AVAILABLE), {}
+    )
+    return ClusterFact(
+        labels=tuple(sorted((str(k), str(v)) for k, v in (meta.get("labels") or {}).items())),
+        available=str(cond.get("status", "")),
+        since=parse_time(cond.get("lastTransitionTime")),
+        message=str(cond.get("message", ""))[:256],
     )

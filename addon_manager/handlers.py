@@ -21,7 +21,7 @@ import kopf
 
 from addon_api import constants as c
 from addon_manager import conflicts, metrics, naming
-from addon_manager.facts import WorkFact, owner_of, parse_work
+from addon_manager.facts import ClusterFact, WorkFact, owner_of, parse_cluster, parse_work
 from addon_manager.placement import decided_clusters, decision_key
 from addon_manager.reconcile import PLURALS, Reconciler, Writer
 
@@ -47,6 +47,8 @@ class Settings:
     """Seconds between two reconciles of one intent (coalesces status writes)."""
     resync: float = 300.0
     """Seconds after which an idle intent is reconciled anyway (writes nothing if in sync)."""
+    stale_after: float = 60.0
+    """Seconds a work may wait for the work agent before its cluster's entry is stale."""
     deletion_blocked_after: float = 30.0
     connection: kopf.ConnectionInfo | None = None
     ready: bool = False
@@ -75,7 +77,7 @@ class Wakeups:
 
 WAKEUPS = Wakeups()
 _RECONCILER: Reconciler | None = None
-_CLUSTER_LABELS: dict[str, dict[str, str]] = {}
+_CLUSTERS: dict[str, ClusterFact] = {}
 
 
 def _store(index: Any, key: Any) -> list[Any]:
@@ -104,8 +106,13 @@ class IndexWorld:
 
     def cluster_labels(self, cluster: str) -> dict[str, str]:
         """Labels of a ManagedCluster."""
+        found = self.cluster_health(cluster)
+        return dict(found.labels) if found else {}
+
+    def cluster_health(self, cluster: str) -> ClusterFact | None:
+        """The ManagedCluster as last seen: labels and availability."""
         found = _store(self.ix["managed_clusters"], cluster)
-        return dict(found[0]) if found else {}
+        return found[0] if found else None
 
     def works_of(self, kind: str, namespace: str, name: str) -> dict[str, WorkFact]:
         """Works owned by an intent, by cluster."""
@@ -174,7 +181,10 @@ def _reconciler(indexes: Mapping[str, Any]) -> Reconciler:
     global _RECONCILER
     if _RECONCILER is None:
         assert SETTINGS.writer is not None, "main() sets the writer"
-        _RECONCILER = Reconciler(IndexWorld(indexes), SETTINGS.writer, addons=SETTINGS.addons)
+        _RECONCILER = Reconciler(
+            IndexWorld(indexes), SETTINGS.writer, addons=SETTINGS.addons,
+            stale_after=SETTINGS.stale_after,
+        )
     return _RECONCILER
 
 
@@ -218,9 +228,9 @@ async def placements(namespace: str | None, name: str, **_: Any) -> dict[Any, An
 
 
 @kopf.index(CLUSTER_GROUP, "v1", "managedclusters")
-async def managed_clusters(name: str, labels: Mapping[str, str], **_: Any) -> dict[Any, Any]:
-    """Cluster name -> labels."""
-    return {name: dict(labels)}
+async def managed_clusters(body: kopf.Body, name: str, **_: Any) -> dict[Any, Any]:
+    """Cluster name -> labels and availability."""
+    return {name: parse_cluster(body)}
 
 
 @kopf.index(WORK_GROUP, "v1", "manifestworks")
@@ -305,13 +315,16 @@ async def placement_changed(namespace: str | None, name: str, **kwargs: Any) -> 
 
 
 @kopf.on.event(CLUSTER_GROUP, "v1", "managedclusters")
-async def cluster_changed(name: str, labels: Mapping[str, str], **kwargs: Any) -> None:
-    """Labels of a cluster changed: overrides may select it differently now."""
+async def cluster_changed(body: kopf.Body, name: str, **kwargs: Any) -> None:
+    """A cluster's labels or availability changed: wake every intent.
+
+    Overrides may select it differently now; its entries may turn stale or current.
+    """
     _mark_ready()
-    new = dict(labels)
-    if _CLUSTER_LABELS.get(name) == new:
+    new = parse_cluster(body)
+    if _CLUSTERS.get(name) == new:
         return
-    _CLUSTER_LABELS[name] = new
+    _CLUSTERS[name] = new
     world = IndexWorld(kwargs)
     for kind in PLURALS:
         WAKEUPS.poke(world.intents_of_kind(kind))
@@ -384,8 +397,10 @@ def _register_intent(kind: str, plural: str) -> None:
                 kopf.event(body, type="Warning", reason="Conflict",
                            message="another ModelServing serves " + ", ".join(outcome.conflicts))
             await asyncio.sleep(SETTINGS.min_interval)
+            # A work waiting for its work agent turns stale by the clock alone: look again then.
+            timeout = min(SETTINGS.resync, (outcome.recheck_after or SETTINGS.resync) + 1)
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(wake.wait(), timeout=SETTINGS.resync)
+                await asyncio.wait_for(wake.wait(), timeout=timeout)
 
     @kopf.on.delete(c.GROUP, c.VERSION, plural, id=f"{plural}_cleanup")
     async def delete(

@@ -62,6 +62,9 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
                    help="this replica's name in the election (default: $POD_NAME)")
     p.add_argument("--lease-duration", type=int, default=15,
                    help="seconds a standby waits for a silent leader before taking over")
+    p.add_argument("--stale-after", type=float, default=60.0,
+                   help="seconds a ManifestWork may wait for the work agent to pick up its spec "
+                   "before the cluster's status entries show as stale (0 turns this off)")
     p.add_argument("--log-level", default="INFO",
                    choices=["DEBUG", "INFO", "WARNING", "ERROR"])
     p.add_argument("--log-format", default="json", choices=["json", "text"])
@@ -117,6 +120,7 @@ def main(argv: list[str]) -> int:
     handlers.SETTINGS.addons = not args.no_addon_enablement
     handlers.SETTINGS.min_interval = args.min_interval
     handlers.SETTINGS.deletion_blocked_after = args.deletion_blocked_after
+    handlers.SETTINGS.stale_after = args.stale_after
     if args.metrics_port:
         start_http_server(args.metrics_port)
     elector: leadership.Elector | None = None

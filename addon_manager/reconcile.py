@@ -11,7 +11,7 @@ import asyncio
 import logging
 import time
 from collections.abc import Awaitable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from typing import Any, Protocol, cast
 
@@ -30,7 +30,7 @@ from addon_api.hub import (
 from addon_manager import conflicts, metrics, naming, ordering, render
 from addon_manager import status as st
 from addon_manager.apply import WriteError
-from addon_manager.facts import WorkFact
+from addon_manager.facts import ClusterFact, WorkFact
 
 log = logging.getLogger(__name__)
 
@@ -61,6 +61,9 @@ class World(Protocol):
 
     def cluster_labels(self, cluster: str) -> dict[str, str]:
         """Labels of a ManagedCluster."""
+
+    def cluster_health(self, cluster: str) -> ClusterFact | None:
+        """The ManagedCluster as last seen (None when unknown)."""
 
     def works_of(self, kind: str, namespace: str, name: str) -> dict[str, WorkFact]:
         """Works owned by an intent, by cluster."""
@@ -118,6 +121,8 @@ class Outcome:
     phase_before: str = ""
     phase_after: str = ""
     conflicts: list[str] = field(default_factory=list)
+    recheck_after: float | None = None
+    """Seconds after which a cluster's entry turns stale by the clock alone (look again then)."""
 
 
 def _now() -> datetime:
@@ -127,10 +132,14 @@ def _now() -> datetime:
 class Reconciler:
     """Reconciles intents against a :class:`World` through a :class:`Writer`."""
 
-    def __init__(self, world: World, writer: Writer, *, addons: bool = True) -> None:
+    def __init__(
+        self, world: World, writer: Writer, *, addons: bool = True,
+        stale_after: float = st.STALE_AFTER,
+    ) -> None:
         self.world = world
         self.writer = writer
         self.addons = addons
+        self.stale_after = stale_after
         self._applied: dict[tuple[str, str], tuple[str, float]] = {}
         self._deleted: dict[tuple[str, str], float] = {}
         self._addons: dict[str, float] = {}
@@ -287,9 +296,16 @@ class Reconciler:
                 time.monotonic() - fanout_started,
             )
         removed = kind == c.KIND_MODEL_SERVING and spec.management_state == "Removed"
-        entries = [st.cluster_status(kind, inputs[cl], removed=removed) for cl in sorted(clusters)]
+        now = _now()
+        judged = [replace(inputs[cl], health=self.world.cluster_health(cl))
+                  for cl in sorted(clusters)]
+        entries = [
+            st.cluster_status(kind, item, removed=removed, now=now, stale_after=self.stale_after)
+            for item in judged
+        ]
+        out.recheck_after = st.recheck_in(judged, now, self.stale_after)
         new = st.aggregate(
-            entries, st.PlacementState(placement, found, clusters), generation, previous, _now()
+            entries, st.PlacementState(placement, found, clusters), generation, previous, now
         )
         await self._write_status(kind, ns, name, previous_raw, new, out)
         self._observe(kind, ns, name, new)

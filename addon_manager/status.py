@@ -8,15 +8,21 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any, Literal
 
 from addon_api import constants as c
 from addon_api.common import ClusterStatus, Condition, IntentStatus, StatusSummary
-from addon_manager.facts import WorkFact
+from addon_manager.facts import ClusterFact, WorkFact
 from addon_manager.ordering import Wait
 
-Category = Literal["ready", "progressing", "failed"]
+Category = Literal["ready", "progressing", "failed", "stale"]
+STALE_AFTER = 60.0
+"""Default seconds a work may wait for the work agent before its cluster's entry is stale."""
+STALE_CLUSTER = "ClusterUnavailable"
+"""Stale reason: the hub says the ManagedCluster is not Available."""
+STALE_WORK = "WorkNotObserved"
+"""Stale reason: the work agent has not picked up the work's current spec in time."""
 CONDITION_DELETION_BLOCKED = "DeletionBlocked"
 FAILED_ISVC_TRANSITIONS = ("BlockedByFailedLoad", "InvalidSpec")
 NAMED_CLUSTERS = 10
@@ -35,6 +41,74 @@ class ClusterInput:
     error: str = ""
     """A render or apply error for this cluster."""
     error_reason: str = "ApplyFailed"
+    health: ClusterFact | None = None
+    """The ManagedCluster as the hub sees it (availability)."""
+
+
+@dataclass(frozen=True)
+class Staleness:
+    """Why a cluster's entry is out of date, and since when."""
+
+    reason: str
+    since: datetime
+    message: str
+
+
+def _iso(when: datetime) -> str:
+    return when.strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def staleness(
+    work: WorkFact | None, health: ClusterFact | None, now: datetime, stale_after: float
+) -> tuple[Staleness | None, float | None]:
+    """Whether what a cluster reports about one work is out of date.
+
+    Returns the staleness (or None) and, when the work is waiting for the work agent but not
+    yet for ``stale_after`` seconds, the seconds until it would become stale (so the caller
+    can look again then). A ManagedCluster whose Available condition is False or Unknown makes
+    the entry stale at once (the hub's registration controller already waited its grace
+    period); a cluster without that condition yet is judged by its works only.
+    ``stale_after <= 0`` turns the work check off.
+    """
+    if work is None or work.deleting:
+        return None, None
+    if health is not None and health.available in ("False", "Unknown"):
+        since = health.since or now
+        detail = f": {health.message}" if health.message else ""
+        return Staleness(
+            STALE_CLUSTER, since,
+            f"ManagedCluster {work.cluster} is not Available ({health.available}) since "
+            f"{_iso(since)}{detail}",
+        ), None
+    if stale_after <= 0 or not work.unobserved or work.spec_time is None:
+        return None, None
+    due = work.spec_time + timedelta(seconds=stale_after)
+    if now < due:
+        return None, (due - now).total_seconds()
+    if work.reported:
+        what = (
+            f"the work agent has not picked up generation {work.generation} of ManifestWork "
+            f"{work.cluster}/{work.name} (it reports generation {work.observed_generation})"
+        )
+    else:
+        what = f"the work agent has not reported on ManifestWork {work.cluster}/{work.name}"
+    return Staleness(
+        STALE_WORK, work.spec_time,
+        f"{what} since {_iso(work.spec_time)}, more than {stale_after:g}s",
+    ), None
+
+
+def recheck_in(
+    items: Iterable[ClusterInput], now: datetime, stale_after: float
+) -> float | None:
+    """Seconds until the first of these entries becomes stale by the clock alone, if any."""
+    waits = [
+        wait
+        for item in items
+        for _, wait in [staleness(item.work, item.health, now, stale_after)]
+        if wait is not None
+    ]
+    return min(waits) if waits else None
 
 
 @dataclass(frozen=True)
@@ -98,13 +172,36 @@ def _work_category(kind: str, work: WorkFact, removed: bool) -> tuple[ClusterSta
     ), "progressing"
 
 
-def cluster_status(kind: str, item: ClusterInput, *, removed: bool = False) -> tuple[
-    ClusterStatus, Category
-]:
-    """The per-cluster entry of an intent and whether it counts as ready/progressing/failed.
+def cluster_status(
+    kind: str, item: ClusterInput, *, removed: bool = False, now: datetime | None = None,
+    stale_after: float = STALE_AFTER,
+) -> tuple[ClusterStatus, Category]:
+    """The per-cluster entry of an intent and its category (ready/progressing/failed/stale).
 
     ``removed`` is true for a ModelServing with managementState Removed (done = Removed).
+    With ``now``, an entry whose report is out of date (see :func:`staleness`) becomes phase
+    ``Stale``: not ready, the reason and message say what is stale and since when, and the
+    last reported phase; url and modelState keep their last reported values.
     """
+    entry, category = _reported_status(kind, item, removed)
+    if now is None or item.conflict_with or item.error:  # hub-side facts: current by nature
+        return entry, category
+    stale, _ = staleness(item.work, item.health, now, stale_after)
+    if stale is None:
+        return entry, category
+    entry, _ = _reported_status(kind, item, removed, generation_check=False)
+    last = entry.phase + (f" ({entry.reason})" if entry.reason and entry.reason != entry.phase
+                          else "")
+    return entry.model_copy(update={
+        "phase": "Stale", "ready": False, "reason": stale.reason,
+        "message": f"{stale.message}; last reported: {last}"[:1024],
+        "stale": True, "stale_since": stale.since, "waiting_for": [],
+    }), "stale"
+
+
+def _reported_status(
+    kind: str, item: ClusterInput, removed: bool, *, generation_check: bool = True
+) -> tuple[ClusterStatus, Category]:
     cl = item.cluster
     if item.conflict_with:
         return ClusterStatus(
@@ -126,6 +223,11 @@ def cluster_status(kind: str, item: ClusterInput, *, removed: bool = False) -> t
         return ClusterStatus(cluster=cl, phase="Pending", reason="Sending"), "progressing"
     if work.deleting:
         return ClusterStatus(cluster=cl, phase="Removing", reason="WorkDeleting"), "progressing"
+    if generation_check and work.unobserved and work.reported:
+        return ClusterStatus(
+            cluster=cl, phase="Applying", reason="WorkUpdating",
+            message=f"waiting for the work agent to pick up generation {work.generation}",
+        ), "progressing"
     if work.applied == "False":
         return ClusterStatus(
             cluster=cl, phase="Failed", reason=work.reason or "NotApplied", message=work.message
@@ -154,7 +256,16 @@ def _condition(
     )
 
 
-_ORDER: dict[Category, int] = {"failed": 0, "progressing": 1, "ready": 2}
+_ORDER: dict[Category, int] = {"failed": 0, "stale": 1, "progressing": 2, "ready": 3}
+
+
+def _since(entry: ClusterStatus, before: ClusterStatus | None, now: datetime) -> ClusterStatus:
+    """The entry with lastUpdateTime: kept from ``before`` when nothing else changed."""
+    if before is not None and before.model_dump(exclude={"last_update_time"}) == (
+        entry.model_dump(exclude={"last_update_time"})
+    ):
+        return entry.model_copy(update={"last_update_time": before.last_update_time})
+    return entry.model_copy(update={"last_update_time": now})
 
 
 def aggregate(
@@ -172,6 +283,7 @@ def aggregate(
     failed = [s.cluster for s, cat in items if cat == "failed"]
     progressing = [s.cluster for s, cat in items if cat == "progressing"]
     ready = [s.cluster for s, cat in items if cat == "ready"]
+    stale = [s.cluster for s, cat in items if cat == "stale"]
     desired = len(items)
     prev = {x.type: x for x in (previous.conditions if previous else [])}
     conds: list[Condition] = []
@@ -199,10 +311,14 @@ def aggregate(
     add(c.CONDITION_PROGRESSING, bool(progressing),
         "ClustersProgressing" if progressing else "Stable",
         f"progressing on {_named(progressing)}" if progressing else "")
-    add(c.CONDITION_DEGRADED, bool(failed), "ClustersFailed" if failed else "NoFailures",
-        f"failed on {_named(failed)}" if failed else "")
+    problems = [f"failed on {_named(failed)}"] if failed else []
+    if stale:
+        problems.append(f"no current report from {_named(stale)} (stale)")
+    add(c.CONDITION_DEGRADED, bool(problems),
+        "ClustersFailed" if failed else "ClustersStale" if stale else "NoFailures",
+        "; ".join(problems))
     conds.extend(extra_conditions)
-    if failed:
+    if failed or stale:
         phase: Any = "Degraded"
     elif all_ready:
         phase = "Ready"
@@ -210,12 +326,15 @@ def aggregate(
         phase = "Progressing"
     else:
         phase = "Pending"
-    kept = [s for s, _ in items[:max_clusters]]
+    before = {x.cluster: x for x in (previous.clusters if previous else [])}
+    kept = [_since(s, before.get(s.cluster), now) for s, _ in items[:max_clusters]]
     return IntentStatus(
         observed_generation=generation,
         phase=phase,
         conditions=conds,
-        summary=StatusSummary.of(desired, len(ready), len(progressing), len(failed)),
+        summary=StatusSummary.of(
+            desired, len(ready), len(progressing), len(failed), stale=len(stale)
+        ),
         clusters=kept,
         clusters_omitted=max(0, desired - len(kept)),
     )

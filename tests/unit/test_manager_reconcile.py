@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import asyncio
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from addon_api import constants as c
 from addon_api import sealing
 from addon_manager import conflicts, naming
-from addon_manager.facts import WorkFact, parse_work
+from addon_manager.facts import ClusterFact, WorkFact, parse_work
 from addon_manager.reconcile import Reconciler
 
 
@@ -27,6 +28,7 @@ class FakeHub:
     addons: set[str] = field(default_factory=set)
     writes: list[tuple[str, str]] = field(default_factory=list)
     statuses: dict[str, dict[str, Any]] = field(default_factory=dict)
+    health: dict[str, ClusterFact] = field(default_factory=dict)
 
     # World
     def placement_exists(self, namespace: str, name: str) -> bool:
@@ -37,6 +39,9 @@ class FakeHub:
 
     def cluster_labels(self, cluster: str) -> dict[str, str]:
         return self.labels.get(cluster, {})
+
+    def cluster_health(self, cluster: str) -> ClusterFact | None:
+        return self.health.get(cluster)
 
     def works_of(self, kind: str, namespace: str, name: str) -> dict[str, WorkFact]:
         return {w.cluster: w for w in self.works.values() if w.owner == (kind, namespace, name)}
@@ -329,3 +334,49 @@ def test_identity_work_goes_with_the_last_storage_connection() -> None:
     assert ("c1", naming.IDENTITY_WORK_NAME) in hub.works
     asyncio.run(reconciler.cleanup(c.KIND_STORAGE_CONNECTION, "ns", "s3"))
     assert ("c1", naming.IDENTITY_WORK_NAME) not in hub.works
+
+
+def test_stale_cluster_is_rechecked_written_once_and_heals() -> None:
+    hub = FakeHub(placements={("ns", "p"): frozenset({"c1", "c2"})})
+    platform_ready(hub, "c1", "c2")
+    reconciler = Reconciler(hub, hub, stale_after=60)
+    run_ = lambda: asyncio.run(  # noqa: E731
+        reconciler.reconcile(c.KIND_INFERENCE_SERVICE, isvc_body(hub.statuses.get("iris")))
+    )
+    run_()
+    now = datetime.now(UTC)
+    for key, work in list(hub.works.items()):
+        if work.kind == c.KIND_INFERENCE_SERVICE:  # both report ready for generation 1
+            hub.works[key] = replace(work, generation=1, observed_generation=1, reported=True,
+                                     applied="True", feedback=(("ready", "True"),),
+                                     spec_time=now)
+    run_()
+    assert hub.statuses["iris"]["phase"] == "Ready"
+    # The intent changed (generation 2 on c1's work) and c1's work agent does not pick it up.
+    key1 = next(k for k, w in hub.works.items()
+                if w.cluster == "c1" and w.kind == c.KIND_INFERENCE_SERVICE)
+    hub.works[key1] = replace(hub.works[key1], generation=2,
+                              spec_time=now - timedelta(seconds=30))
+    out = run_()
+    entry = {x["cluster"]: x for x in hub.statuses["iris"]["clusters"]}["c1"]
+    assert (entry["phase"], entry["reason"]) == ("Applying", "WorkUpdating")
+    assert out.recheck_after is not None and 25 <= out.recheck_after <= 31
+    # Later: stale, written once; the same facts again write nothing.
+    hub.works[key1] = replace(hub.works[key1], spec_time=now - timedelta(seconds=120))
+    hub.writes.clear()
+    out = run_()
+    status = hub.statuses["iris"]
+    entries = {x["cluster"]: x for x in status["clusters"]}
+    assert entries["c1"]["stale"] is True and entries["c1"]["reason"] == "WorkNotObserved"
+    assert entries["c2"]["ready"] is True and entries["c2"]["stale"] is False
+    assert status["phase"] == "Degraded" and status["summary"]["stale"] == 1
+    assert hub.writes == [("status", "iris")] and out.recheck_after is None
+    hub.writes.clear()
+    run_()
+    assert hub.writes == []
+    # The work agent comes back and reports generation 2: healed.
+    hub.works[key1] = replace(hub.works[key1], observed_generation=2)
+    run_()
+    status = hub.statuses["iris"]
+    assert status["phase"] == "Ready" and status["summary"]["stale"] == 0
+    assert all(not x.get("stale") for x in status["clusters"])

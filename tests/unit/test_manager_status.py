@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from addon_api import constants as c
+from addon_api.common import ClusterStatus
 from addon_manager import conflicts, ordering, placement
 from addon_manager import status as st
-from addon_manager.facts import WorkFact, parse_work
+from addon_manager.facts import ClusterFact, WorkFact, parse_cluster, parse_work
 from addon_manager.render import owner_labels
 
 NOW = datetime(2026, 1, 1, tzinfo=UTC)
@@ -237,3 +238,172 @@ def test_missing_placement_and_empty_placement() -> None:
 def test_deletion_blocked_names_clusters() -> None:
     cond = st.deletion_blocked([f"c{i}" for i in range(12)], 1, NOW)
     assert cond.type == "DeletionBlocked" and "c0" in cond.message and "2 more" in cond.message
+
+
+# Staleness -----------------------------------------------------------------------------------
+
+T0 = datetime(2026, 1, 1, 12, 0, 0, tzinfo=UTC)
+
+
+def _work_body(generation: int, observed: int | None, **status: Any) -> dict[str, Any]:
+    conds = [
+        {"type": t, "status": "True", "reason": "Done",
+         **({"observedGeneration": observed} if observed is not None else {})}
+        for t in ("Applied", "Available")
+    ]
+    return {
+        "metadata": {
+            "name": "w", "namespace": "cluster1", "generation": generation,
+            "creationTimestamp": "2026-01-01T11:00:00Z",
+            "labels": owner_labels(c.KIND_INFERENCE_SERVICE, "ns", "iris"),
+            "managedFields": [
+                {"manager": c.FIELD_MANAGER, "operation": "Apply", "time": "2026-01-01T12:00:00Z"},
+                # the work agent's status writes are not a spec change
+                {"manager": "work-agent", "operation": "Update", "subresource": "status",
+                 "time": "2026-01-01T12:30:00Z"},
+            ],
+        },
+        "status": {"conditions": conds, **status},
+    }
+
+
+def _stale_fact(generation: int = 2, observed: int | None = 1, reported: bool = True,
+                **feedback: Any) -> WorkFact:
+    return WorkFact(
+        name="w", cluster="cluster1", kind=c.KIND_INFERENCE_SERVICE, intent_namespace="ns",
+        intent_name="iris", render_hash="h", applied="True", available="True",
+        feedback=tuple(sorted(feedback.items())), generation=generation,
+        observed_generation=observed, reported=reported, spec_time=T0,
+    )
+
+
+def test_parse_work_reads_generations_and_when_the_manager_last_changed_it() -> None:
+    got = parse_work(_work_body(3, 2))
+    assert got is not None
+    assert (got.generation, got.observed_generation, got.reported) == (3, 2, True)
+    assert got.spec_time == T0 and got.unobserved
+    current = parse_work(_work_body(3, 3))
+    assert current is not None and not current.unobserved
+    # Conditions without observedGeneration (an older writer): nothing to compare.
+    legacy = parse_work(_work_body(3, None))
+    assert legacy is not None and legacy.observed_generation is None and not legacy.unobserved
+    # Never reported: unobserved; no managedFields of ours: the creation time.
+    body = _work_body(1, None)
+    body["status"] = {}
+    body["metadata"]["managedFields"] = []
+    fresh = parse_work(body)
+    assert fresh is not None and fresh.unobserved and not fresh.reported
+    assert fresh.spec_time == datetime(2026, 1, 1, 11, 0, 0, tzinfo=UTC)
+
+
+def test_parse_cluster_reads_labels_and_availability() -> None:
+    mc = {
+        "metadata": {"name": "cluster1", "labels": {"b": "2", "a": "1"}},
+        "status": {"conditions": [
+            {"type": "HubAcceptedManagedCluster", "status": "True"},
+            {"type": "ManagedClusterConditionAvailable", "status": "Unknown",
+             "lastTransitionTime": "2026-01-01T12:00:00Z",
+             "message": "Registration agent stopped updating its lease."},
+        ]},
+    }
+    got = parse_cluster(mc)
+    assert got.labels == (("a", "1"), ("b", "2"))
+    assert (got.available, got.since) == ("Unknown", T0)
+    assert "lease" in got.message
+    assert parse_cluster({"metadata": {"name": "x"}}) == ClusterFact()
+
+
+def test_staleness_of_a_work_the_agent_has_not_picked_up() -> None:
+    work = _stale_fact()
+    # Not yet: how long until it would be.
+    assert st.staleness(work, None, T0 + timedelta(seconds=20), 60) == (None, 40.0)
+    stale, wait = st.staleness(work, None, T0 + timedelta(seconds=61), 60)
+    assert wait is None and stale is not None
+    assert (stale.reason, stale.since) == (st.STALE_WORK, T0)
+    assert "generation 2" in stale.message and "reports generation 1" in stale.message
+    assert "2026-01-01T12:00:00Z" in stale.message and "60s" in stale.message
+    never, _ = st.staleness(_stale_fact(observed=None, reported=False), None,
+                            T0 + timedelta(seconds=61), 60)
+    assert never is not None and "has not reported on ManifestWork cluster1/w" in never.message
+    # Current, off, or on its way out: never stale by the clock.
+    late = T0 + timedelta(hours=1)
+    assert st.staleness(_stale_fact(observed=2), None, late, 60) == (None, None)
+    assert st.staleness(work, None, late, 0) == (None, None)
+    gone = WorkFact(**{**work.__dict__, "deleting": True})
+    assert st.staleness(gone, None, late, 60) == (None, None)
+    assert st.staleness(None, None, late, 60) == (None, None)
+
+
+def test_staleness_of_an_unavailable_cluster_is_immediate() -> None:
+    work = _stale_fact(observed=2)
+    down = ClusterFact(available="Unknown", since=T0, message="lease not renewed")
+    stale, _ = st.staleness(work, down, T0 + timedelta(seconds=1), 60)
+    assert stale is not None and stale.reason == st.STALE_CLUSTER and stale.since == T0
+    assert "not Available (Unknown)" in stale.message and "lease not renewed" in stale.message
+    assert st.staleness(work, ClusterFact(available="False", since=T0), T0, 60)[0] is not None
+    # Available, or no condition yet (not joined): judged by the work alone.
+    for ok in (ClusterFact(available="True", since=T0), ClusterFact()):
+        assert st.staleness(work, ok, T0 + timedelta(hours=1), 60) == (None, None)
+
+
+def test_stale_entry_says_so_and_is_not_ready() -> None:
+    work = _stale_fact(ready="True", url="http://iris", activeModelState="Loaded")
+    item = st.ClusterInput("cluster1", work=work)
+    # Before the threshold the old report does not count as ready for the new spec.
+    entry, cat = st.cluster_status(c.KIND_INFERENCE_SERVICE, item, now=T0, stale_after=60)
+    assert (entry.phase, entry.reason, entry.ready, entry.stale, cat) == (
+        "Applying", "WorkUpdating", False, False, "progressing")
+    entry, cat = st.cluster_status(c.KIND_INFERENCE_SERVICE, item,
+                                   now=T0 + timedelta(seconds=90), stale_after=60)
+    assert cat == "stale"
+    assert (entry.phase, entry.reason, entry.ready, entry.stale) == (
+        "Stale", st.STALE_WORK, False, True)
+    assert entry.stale_since == T0
+    assert entry.message.endswith("last reported: Ready")
+    assert (entry.url, entry.model_state) == ("http://iris", "Loaded")  # last reported values
+    # Once the work agent observed the generation, the report is current again.
+    healed = st.ClusterInput("cluster1", work=_stale_fact(observed=2, ready="True"))
+    entry, cat = st.cluster_status(c.KIND_INFERENCE_SERVICE, healed,
+                                   now=T0 + timedelta(hours=1), stale_after=60)
+    assert (entry.phase, entry.stale, cat) == ("Ready", False, "ready")
+    # Hub-side problems are current by nature: never stale.
+    err = st.ClusterInput("cluster1", work=work, error="boom", error_reason="RenderFailed")
+    entry, cat = st.cluster_status(c.KIND_INFERENCE_SERVICE, err,
+                                   now=T0 + timedelta(hours=1), stale_after=60)
+    assert (entry.reason, cat) == ("RenderFailed", "failed")
+    assert st.recheck_in([item, healed, err], T0 + timedelta(seconds=15), 60) == 45.0
+    assert st.recheck_in([healed], T0, 60) is None
+
+
+def test_aggregate_counts_stale_clusters_and_degrades() -> None:
+    pl = st.PlacementState("p", True, frozenset({"a", "b", "c"}))
+    later = NOW + timedelta(minutes=5)
+    ready = ClusterStatus(cluster="a", phase="Ready", ready=True)
+    stale = ClusterStatus(cluster="b", phase="Stale", stale=True, stale_since=NOW,
+                          reason=st.STALE_WORK)
+    going = ClusterStatus(cluster="c", phase="Applying")
+    status = st.aggregate([(ready, "ready"), (going, "progressing"), (stale, "stale")],
+                          pl, 2, None, NOW)
+    assert status.phase == "Degraded"
+    assert (status.summary.ready, status.summary.progressing, status.summary.stale,
+            status.summary.failed, status.summary.ready_text) == (1, 1, 1, 0, "1/3")
+    assert [x.cluster for x in status.clusters] == ["b", "c", "a"]
+    conds = {x.type: x for x in status.conditions}
+    assert conds["Degraded"].status == "True" and conds["Degraded"].reason == "ClustersStale"
+    assert "no current report from b" in conds["Degraded"].message
+    assert conds["Ready"].status == "False"
+    assert all(x.last_update_time == NOW for x in status.clusters)
+    # Nothing changed: lastUpdateTime kept; the healed entry gets a new one.
+    healed = ClusterStatus(cluster="b", phase="Ready", ready=True)
+    again = st.aggregate([(ready, "ready"), (going, "progressing"), (healed, "ready")],
+                         pl, 2, status, later)
+    times = {x.cluster: x.last_update_time for x in again.clusters}
+    assert times == {"a": NOW, "b": later, "c": NOW}
+    assert again.phase == "Progressing" and again.summary.stale == 0
+    conds = {x.type: x for x in again.conditions}
+    assert conds["Degraded"].status == "False" and conds["Degraded"].reason == "NoFailures"
+    failed = ClusterStatus(cluster="c", phase="Failed")
+    both = st.aggregate([(failed, "failed"), (stale, "stale")], pl, 2, None, NOW)
+    deg = {x.type: x for x in both.conditions}["Degraded"]
+    assert deg.reason == "ClustersFailed"
+    assert deg.message == "failed on c; no current report from b (stale)"
