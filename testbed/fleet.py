@@ -574,6 +574,20 @@ class Testbed:
             ],
         )
 
+    def stop_work_agent(self, spoke: Cluster) -> None:
+        """Stop ``spoke``'s OCM work agent (fault injection).
+
+        ManifestWorks stay as they are on the hub; nothing reaches the spoke and no status
+        comes back until :meth:`start_work_agent`.
+        """
+        spoke.processes["work-agent"].stop()
+
+    def start_work_agent(self, spoke: Cluster) -> None:
+        """Start ``spoke``'s OCM work agent again after :meth:`stop_work_agent` (same flags)."""
+        proc = spoke.processes["work-agent"]
+        if not proc.alive():
+            proc.start()
+
     def managed_cluster(self, name: str) -> dict[str, Any]:
         """The hub's ManagedCluster object for ``name``."""
         from kubernetes import client
