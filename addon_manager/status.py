@@ -61,14 +61,15 @@ def _iso(when: datetime) -> str:
 def staleness(
     work: WorkFact | None, health: ClusterFact | None, now: datetime, stale_after: float
 ) -> tuple[Staleness | None, float | None]:
-    """Whether what a cluster reports about one work is out of date.
+    """Whether what a cluster reported about one work is out of date.
 
     Returns the staleness (or None) and, when the work is waiting for the work agent but not
     yet for ``stale_after`` seconds, the seconds until it would become stale (so the caller
     can look again then). A ManagedCluster whose Available condition is False or Unknown makes
     the entry stale at once (the hub's registration controller already waited its grace
-    period); a cluster without that condition yet is judged by its works only.
-    ``stale_after <= 0`` turns the work check off.
+    period); a cluster without that condition yet is judged by its works only. Only a report
+    can be stale: a work the work agent never reported on shows ``Applying`` /
+    ``WorkNotApplied``. ``stale_after <= 0`` turns the work check off.
     """
     if work is None or work.deleting:
         return None, None
@@ -80,18 +81,16 @@ def staleness(
             f"ManagedCluster {work.cluster} is not Available ({health.available}) since "
             f"{_iso(since)}{detail}",
         ), None
-    if stale_after <= 0 or not work.unobserved or work.spec_time is None:
+    if stale_after <= 0 or not work.reported or not work.unobserved or work.spec_time is None:
+        # A work never reported on shows Applying/WorkNotApplied: nothing stale is shown.
         return None, None
     due = work.spec_time + timedelta(seconds=stale_after)
     if now < due:
         return None, (due - now).total_seconds()
-    if work.reported:
-        what = (
-            f"the work agent has not picked up generation {work.generation} of ManifestWork "
-            f"{work.cluster}/{work.name} (it reports generation {work.observed_generation})"
-        )
-    else:
-        what = f"the work agent has not reported on ManifestWork {work.cluster}/{work.name}"
+    what = (
+        f"the work agent has not picked up generation {work.generation} of ManifestWork "
+        f"{work.cluster}/{work.name} (it reports generation {work.observed_generation})"
+    )
     return Staleness(
         STALE_WORK, work.spec_time,
         f"{what} since {_iso(work.spec_time)}, more than {stale_after:g}s",

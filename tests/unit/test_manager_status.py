@@ -322,9 +322,13 @@ def test_staleness_of_a_work_the_agent_has_not_picked_up() -> None:
     assert (stale.reason, stale.since) == (st.STALE_WORK, T0)
     assert "generation 2" in stale.message and "reports generation 1" in stale.message
     assert "2026-01-01T12:00:00Z" in stale.message and "60s" in stale.message
-    never, _ = st.staleness(_stale_fact(observed=None, reported=False), None,
-                            T0 + timedelta(seconds=61), 60)
-    assert never is not None and "has not reported on ManifestWork cluster1/w" in never.message
+    # Never reported on: nothing stale to show (the entry says Applying / WorkNotApplied).
+    never = WorkFact(**{**_stale_fact(observed=None, reported=False).__dict__,
+                        "applied": "Unknown", "available": "Unknown"})
+    assert st.staleness(never, None, T0 + timedelta(hours=1), 60) == (None, None)
+    entry, _ = st.cluster_status(c.KIND_INFERENCE_SERVICE, st.ClusterInput("cluster1", work=never),
+                                 now=T0 + timedelta(hours=1), stale_after=60)
+    assert (entry.phase, entry.reason) == ("Applying", "WorkNotApplied")
     # Current, off, or on its way out: never stale by the clock.
     late = T0 + timedelta(hours=1)
     assert st.staleness(_stale_fact(observed=2), None, late, 60) == (None, None)
