@@ -1,0 +1,175 @@
+"""A work agent stopped for one cluster: its entries go stale, the other cluster is unaffected,
+and starting the agent again heals it.
+
+Two real spokes with real OCM work agents. The manager runs with a short ``--stale-after`` so
+the test does not wait a minute. The intent is a ModelServing; its ServingPlatform status on
+each spoke is written as the agent would (no agent runs here), which the work agents feed back.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+import uuid
+from collections.abc import Iterator
+from datetime import datetime
+from typing import Any
+
+import pytest
+
+from testbed.fleet import Testbed
+from tests.helpers import eventually
+from tests.integration.manager_support import (
+    Manager,
+    exists,
+    get_json,
+    model_serving,
+    placement,
+    running_manager,
+    set_platform_phase,
+    works,
+)
+
+STALE_AFTER = 8
+
+
+@pytest.fixture(scope="module")
+def manager(testbed: Testbed, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Manager]:
+    """One manager with a short --stale-after (addon enablement off: no OCM addon manager)."""
+    with running_manager(
+        testbed,
+        tmp_path_factory.mktemp("manager"),
+        "--no-addon-enablement",
+        f"--stale-after={STALE_AFTER}",
+    ) as mgr:
+        yield mgr
+
+
+def _status(hub: Any, ns: str, name: str) -> dict[str, Any]:
+    return dict(get_json(hub, "msv", name, "-n", ns).get("status") or {})
+
+
+def _entries(status: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    return {e["cluster"]: e for e in status.get("clusters", [])}
+
+
+def _platform_spec(spoke: Any) -> dict[str, Any]:
+    return dict(get_json(spoke, "servingplatform", "model-serving")["spec"])
+
+
+def _when(value: str) -> datetime:
+    return datetime.fromisoformat(value.replace("Z", "+00:00"))
+
+
+def test_stopped_work_agent_goes_stale_and_heals(
+    testbed: Testbed, hub_namespace: str, manager: Manager
+) -> None:
+    hub, (spoke1, spoke2) = testbed.hub, testbed.spokes
+    ns = hub_namespace
+    label = f"s-{uuid.uuid4().hex[:6]}"
+    for spoke in (spoke1, spoke2):
+        hub.kubectl("label", "managedcluster", spoke.name, f"{label}=yes", "--overwrite")
+    stopped = False
+    try:
+        hub.apply_objects([placement("p", ns, {label: "yes"}), model_serving("msv", ns, "p")])
+        eventually(lambda: set(works(hub, ns, "msv", "ModelServing")) == {"cluster1", "cluster2"},
+                   timeout=60)
+        for spoke in (spoke1, spoke2):
+            eventually(lambda s=spoke: exists(s, "servingplatform", "model-serving"), timeout=60)
+            set_platform_phase(spoke, "Available")
+
+        def ready_everywhere() -> dict[str, Any]:
+            st = _status(hub, ns, "msv")
+            assert st.get("phase") == "Ready" and st["summary"]["readyText"] == "2/2", st
+            return st
+
+        before = eventually(ready_everywhere, timeout=90)
+        assert all(e["stale"] is False for e in _entries(before).values())
+        updated_before = {c: _when(e["lastUpdateTime"]) for c, e in _entries(before).items()}
+
+        # Stop cluster1's work agent, then change the intent.
+        testbed.stop_work_agent(spoke1)
+        stopped = True
+        changed_at = time.monotonic()
+        hub.kubectl("patch", "msv", "msv", "-n", ns, "--type=merge",
+                    "-p", json.dumps({"spec": {"servingNamespaces": ["models"]}}))
+
+        # cluster2 picks the change up as usual: its work is observed, its ServingPlatform
+        # has the new spec, its entry stays ready and current.
+        def cluster2_current() -> bool:
+            work = works(hub, ns, "msv", "ModelServing")["cluster2"]
+            gens = {c.get("observedGeneration") for c in work["status"]["conditions"]}
+            assert gens == {work["metadata"]["generation"]} and work["metadata"]["generation"] > 1
+            assert _platform_spec(spoke2).get("servingNamespaces") == ["models"]
+            return True
+
+        eventually(cluster2_current, timeout=60)
+
+        def cluster1_stale() -> dict[str, Any]:
+            st = _status(hub, ns, "msv")
+            entry = _entries(st)["cluster1"]
+            assert entry.get("stale") is True, entry
+            return st
+
+        st = eventually(cluster1_stale, timeout=STALE_AFTER + 60)
+        went_stale = time.monotonic() - changed_at
+        entry1, entry2 = _entries(st)["cluster1"], _entries(st)["cluster2"]
+        work1 = works(hub, ns, "msv", "ModelServing")["cluster1"]
+        # What is stale and since when, said plainly.
+        assert entry1["phase"] == "Stale" and entry1["ready"] is False
+        assert entry1["reason"] == "WorkNotObserved"
+        assert f"generation {work1['metadata']['generation']}" in entry1["message"]
+        assert work1["metadata"]["name"] in entry1["message"]
+        assert entry1["message"].endswith("last reported: Available")
+        assert entry1["staleSince"] in entry1["message"]
+        assert _when(entry1["lastUpdateTime"]) >= _when(entry1["staleSince"])
+        # The other cluster is unaffected.
+        assert entry2["ready"] is True and entry2["stale"] is False
+        assert entry2["phase"] == "Available"
+        # The intent says so: not ready, degraded because of a stale cluster, counted.
+        assert st["phase"] == "Degraded"
+        assert (st["summary"]["ready"], st["summary"]["stale"]) == (1, 1)
+        degraded = next(c for c in st["conditions"] if c["type"] == "Degraded")
+        assert degraded["status"] == "True" and degraded["reason"] == "ClustersStale"
+        assert "cluster1" in degraded["message"]
+        # Nothing reached cluster1 while its work agent was down.
+        assert _platform_spec(spoke1).get("servingNamespaces") != ["models"]
+        assert entry1["lastUpdateTime"] != updated_before["cluster1"]
+
+        # Stale is a settled state too: re-checks write nothing.
+        time.sleep(3)
+        writes = manager.writes()
+        rv = get_json(hub, "msv", "msv", "-n", ns)["metadata"]["resourceVersion"]
+        time.sleep(STALE_AFTER + 5)
+        assert manager.writes() == writes
+        assert get_json(hub, "msv", "msv", "-n", ns)["metadata"]["resourceVersion"] == rv
+
+        # Start the work agent again: it applies the change and cluster1 heals.
+        restarted_at = time.monotonic()
+        testbed.start_work_agent(spoke1)
+        stopped = False
+
+        def healed() -> dict[str, Any]:
+            st = _status(hub, ns, "msv")
+            entry = _entries(st)["cluster1"]
+            assert entry["stale"] is False and entry["ready"] is True, entry
+            assert st["phase"] == "Ready" and st["summary"]["stale"] == 0, st
+            return st
+
+        st = eventually(healed, timeout=120)
+        heal = time.monotonic() - restarted_at
+        assert _platform_spec(spoke1).get("servingNamespaces") == ["models"]
+        entry1 = _entries(st)["cluster1"]
+        assert "staleSince" not in entry1 and entry1["phase"] == "Available"
+        assert _when(entry1["lastUpdateTime"]) > updated_before["cluster1"]
+        degraded = next(c for c in st["conditions"] if c["type"] == "Degraded")
+        assert degraded["status"] == "False"
+        print(f"work agent stopped: stale after {went_stale:.1f}s (--stale-after={STALE_AFTER}), "
+              f"healed {heal:.1f}s after the restart")
+    finally:
+        if stopped:
+            testbed.start_work_agent(spoke1)
+        hub.kubectl("delete", "msv", "--all", "-n", ns, "--wait=false", check=False)
+        for spoke in (spoke1, spoke2):
+            hub.kubectl("label", "managedcluster", spoke.name, f"{label}-", check=False)
+        eventually(lambda: not exists(hub, "msv", "msv", "-n", ns), timeout=90)
