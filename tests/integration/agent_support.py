@@ -118,6 +118,13 @@ class AgentProcess:
             self.proc.wait(5)
         self.proc = None
 
+    def kill(self) -> None:
+        """SIGKILL the agent at once (fault injection); ``start`` runs it again."""
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait(5)
+        self.proc = None
+
     def restart(self) -> None:
         """Stop and start again."""
         self.stop()
