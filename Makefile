@@ -6,7 +6,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-$(shell sha1sum pyproject.toml | cut -c1-12)
 ARGS ?=
 
-.PHONY: all venv binaries bundles crds lint unit test demo bench clean
+.PHONY: all venv binaries bundles crds lint unit test soak demo bench clean
 
 all: test
 
@@ -37,6 +37,10 @@ unit: venv
 
 test: venv binaries lint
 	$(BIN)/pytest -q tests $(ARGS)
+
+# Long variants of tests/reliability (more rounds, more kills), not part of `make test`.
+soak: venv binaries
+	RELIABILITY_SCALE=soak $(BIN)/pytest -q tests/reliability $(ARGS)
 
 demo: venv binaries
 	$(BIN)/python -m testbed demo $(ARGS)

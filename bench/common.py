@@ -122,7 +122,10 @@ class Fleet:
                     "name": name,
                     "labels": {FLEET_LABEL: "yes", CLUSTERSET_LABEL: "default"},
                 },
-                "spec": {"hubAcceptsClient": True},
+                # No registration agent renews a spoke-less cluster's lease: a day-long
+                # lease keeps the hub from marking it Unknown after 5 minutes (which would,
+                # rightly, make its status entries stale).
+                "spec": {"hubAcceptsClient": True, "leaseDurationSeconds": 86400},
             },
         )
 

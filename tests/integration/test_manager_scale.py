@@ -65,7 +65,10 @@ class FakeFleet:
                         "name": name,
                         "labels": {self.label: "yes", CLUSTERSET_LABEL: "default"},
                     },
-                    "spec": {"hubAcceptsClient": True},
+                    # No registration agent renews a spoke-less cluster's lease: a day-long
+                    # lease keeps the hub from marking it Unknown after 5 minutes (which would,
+                    # rightly, make its status entries stale).
+                    "spec": {"hubAcceptsClient": True, "leaseDurationSeconds": 86400},
                 },
             )
 

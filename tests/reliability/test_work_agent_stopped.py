@@ -12,7 +12,7 @@ import json
 import time
 import uuid
 from collections.abc import Iterator
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
 
 import pytest
@@ -173,3 +173,90 @@ def test_stopped_work_agent_goes_stale_and_heals(
         for spoke in (spoke1, spoke2):
             hub.kubectl("label", "managedcluster", spoke.name, f"{label}-", check=False)
         eventually(lambda: not exists(hub, "msv", "msv", "-n", ns), timeout=90)
+
+
+def test_unavailable_cluster_goes_stale_and_heals(
+    testbed: Testbed, hub_namespace: str, manager: Manager
+) -> None:
+    """A cluster whose lease is not renewed: OCM's registration controller marks it Unknown,
+    its entry goes stale at once (no --stale-after wait), the real spoke's entry is unaffected;
+    Available again (written as its registration agent would) heals it."""
+    hub, spoke2 = testbed.hub, testbed.spokes[1]
+    ns = hub_namespace
+    label = f"u-{uuid.uuid4().hex[:6]}"
+    lost = f"lost-{uuid.uuid4().hex[:6]}"
+    hub.apply_objects([
+        {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": lost}},
+        {
+            "apiVersion": "cluster.open-cluster-management.io/v1",
+            "kind": "ManagedCluster",
+            "metadata": {"name": lost, "labels": {
+                label: "yes", "cluster.open-cluster-management.io/clusterset": "default"}},
+            # No registration agent renews this lease: the hub marks the cluster Unknown
+            # after 5 lease durations (15 s).
+            "spec": {"hubAcceptsClient": True, "leaseDurationSeconds": 3},
+        },
+    ])
+    hub.kubectl("label", "managedcluster", spoke2.name, f"{label}=yes", "--overwrite")
+    try:
+        # OCM taints an unreachable cluster NoSelect: without a toleration the Placement drops
+        # it (and the manager removes its work). Tolerating it, as admins do to ride out short
+        # outages, keeps it selected: that is when its entry must say it is stale.
+        tolerant = placement("p", ns, {label: "yes"})
+        tolerant["spec"]["tolerations"] = [
+            {"key": f"cluster.open-cluster-management.io/{t}", "operator": "Exists"}
+            for t in ("unreachable", "unavailable")
+        ]
+        hub.apply_objects([tolerant, model_serving("msv", ns, "p")])
+        eventually(lambda: set(works(hub, ns, "msv", "ModelServing")) == {lost, "cluster2"},
+                   timeout=60)
+        eventually(lambda: exists(spoke2, "servingplatform", "model-serving"), timeout=60)
+        set_platform_phase(spoke2, "Available")
+
+        def lost_stale() -> dict[str, Any]:
+            st = _status(hub, ns, "msv")
+            entry = _entries(st)[lost]
+            assert entry.get("stale") is True and entry["reason"] == "ClusterUnavailable", entry
+            assert _entries(st)["cluster2"]["ready"] is True, st
+            return st
+
+        st = eventually(lost_stale, timeout=120)
+        mc = get_json(hub, "managedcluster", lost)
+        cond = next(c for c in mc["status"]["conditions"]
+                    if c["type"] == "ManagedClusterConditionAvailable")
+        entry = _entries(st)[lost]
+        assert cond["status"] == "Unknown"
+        assert entry["staleSince"] == cond["lastTransitionTime"]
+        assert "not Available (Unknown)" in entry["message"]
+        assert entry["message"].endswith("last reported: Applying (WorkNotApplied)")
+        assert _entries(st)["cluster2"]["stale"] is False
+        assert (st["phase"], st["summary"]["stale"], st["summary"]["ready"]) == ("Degraded", 1, 1)
+
+        # The cluster's agent comes back: lease renewed, Available written as it would.
+        now = datetime.now(UTC)
+        hub.kubectl("patch", "lease", "managed-cluster-lease", "-n", lost, "--type=merge", "-p",
+                    json.dumps({"spec": {"leaseDurationSeconds": 3600,
+                                         "renewTime": now.strftime("%Y-%m-%dT%H:%M:%S.%fZ")}}))
+        hub.kubectl("patch", "managedcluster", lost, "--type=merge",
+                    "-p", json.dumps({"spec": {"leaseDurationSeconds": 3600}}))
+        conds = [c for c in mc["status"]["conditions"]
+                 if c["type"] != "ManagedClusterConditionAvailable"]
+        conds.append({"type": "ManagedClusterConditionAvailable", "status": "True",
+                      "reason": "ManagedClusterAvailable", "message": "back",
+                      "lastTransitionTime": now.strftime("%Y-%m-%dT%H:%M:%SZ")})
+        hub.kubectl("patch", "managedcluster", lost, "--subresource=status", "--type=merge",
+                    "-p", json.dumps({"status": {"conditions": conds}}))
+
+        def lost_current() -> bool:
+            entry = _entries(_status(hub, ns, "msv"))[lost]
+            assert entry["stale"] is False and entry["phase"] == "Applying", entry
+            return True
+
+        eventually(lost_current, timeout=60)
+    finally:
+        hub.kubectl("delete", "msv", "--all", "-n", ns, "--wait=false", check=False)
+        hub.kubectl("label", "managedcluster", spoke2.name, f"{label}-", check=False)
+        # No work agent ever put its finalizer on the spoke-less cluster's work: it goes at once.
+        eventually(lambda: not exists(hub, "msv", "msv", "-n", ns), timeout=90)
+        hub.kubectl("delete", "managedcluster", lost, "--wait=false", check=False)
+        hub.kubectl("delete", "namespace", lost, "--wait=false", check=False)
