@@ -246,6 +246,7 @@ def check_removed(kube: Kube, objects: list[dict[str, Any]]) -> None:
     assert _inventory(kube) == []
 
 
+@pytest.mark.timeout(3600 if SOAK else 900)
 def test_agent_killed_mid_install_and_mid_removal_resumes(
     spoke: Any, kube: Kube, agent: AgentProcess, bundles: Path
 ) -> None:
