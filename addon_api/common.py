@@ -162,11 +162,35 @@ class LabelSelector(ApiModel):
         return True
 
 
+_ROUTING = ("placementRef", "overrides")
+
+
 def _check_patch(patch: dict[str, Any]) -> dict[str, Any]:
-    for key in ("placementRef", "overrides"):
-        if key in patch:
+    # A null is ignored, as the API server prunes it (these properties are not nullable).
+    for key in _ROUTING:
+        if patch.get(key) is not None:
             raise ValueError(f"an override patch cannot change {key}")
     return patch
+
+
+_PATCH_SCHEMA: dict[str, Any] = {
+    "properties": {
+        key: {
+            "type": "object",
+            "x-kubernetes-preserve-unknown-fields": True,
+            "description": f"Not allowed: an override cannot change {key}.",
+        }
+        for key in _ROUTING
+    },
+    "x-kubernetes-validations": [
+        {
+            "rule": "!has(self.placementRef) && !has(self.overrides)",
+            "message": "an override patch cannot change placementRef or overrides",
+        }
+    ],
+}
+"""The two routing fields are declared so that the rule can see them (CEL cannot read
+fields a schema only preserves)."""
 
 
 class Override(ApiModel):
@@ -191,7 +215,9 @@ class Override(ApiModel):
     """Names of ManagedClusters the patch applies to."""
     cluster_selector: LabelSelector | None = None
     """Labels of ManagedClusters the patch applies to."""
-    patch: Annotated[dict[str, Any], AfterValidator(_check_patch)]
+    patch: Annotated[
+        dict[str, Any], AfterValidator(_check_patch), Field(json_schema_extra=_PATCH_SCHEMA)
+    ]
     """JSON merge patch (RFC 7386) applied to this intent's spec, as sent to the selected
     clusters. placementRef and overrides cannot be patched; a null value removes a field."""
 

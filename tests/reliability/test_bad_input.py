@@ -6,16 +6,31 @@ object with its model (``from_object``), then render one ManifestWork per select
 pydantic ``ValidationError`` or a ``RenderError`` naming the field, or produce a ManifestWork
 the hub and the cluster will accept (see :func:`check_work`).
 
-Sizes: ``RELIABILITY_SCALE=soak`` multiplies the example counts (see ``EXAMPLES``).
+A sample goes to the hub's API server too (server-side dry run, the CRDs installed): its
+verdict must agree with the models; where they legitimately differ it is said below (names
+are the API server's to check; it prunes nulls), and what only the manager checks (each
+cluster's spec after overrides, the size of a work) is run through the pure path.
+
+Sizes: ``make test`` runs 1,500 pure examples and 100 through the API server;
+``RELIABILITY_SCALE=soak`` (``make soak``) 20,000 and 1,000. Derandomized: the same examples
+on every run.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import re
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass
 from typing import Any
 
+import pytest
 from hypothesis import HealthCheck, event, given, settings
+from hypothesis import strategies as st
+from kubernetes import client
+from kubernetes.client.exceptions import ApiException
 from pydantic import ValidationError
 
 from addon_api import constants as c
@@ -33,7 +48,9 @@ from addon_api.spoke import SealedStorageConnection, ServingPlatform
 from addon_manager import naming, render
 from addon_manager.reconcile import MODELS
 from tests.reliability.bad_input import (
+    BAD_NAMES,
     CLUSTER_LABELS,
+    ROOT,
     Generated,
     Path_,
     intents,
@@ -41,6 +58,7 @@ from tests.reliability.bad_input import (
     is_subdomain,
     json_size,
     label_problems,
+    valid_names,
 )
 
 SOAK = os.environ.get("RELIABILITY_SCALE") == "soak"
@@ -191,3 +209,107 @@ def pure_path(gen: Generated) -> str:
 @given(gen=intents())
 def test_pure_path_never_crashes(gen: Generated) -> None:
     event(pure_path(gen))
+
+
+# A sample through a real API server -----------------------------------------------------------
+
+API_SAMPLE = 1000 if SOAK else 100
+"""Generated intents submitted to the hub's API server (``make test``: 100)."""
+PLURALS = {kind: MODELS[kind].crd.plural for kind in MODELS}
+api_names = st.one_of(valid_names, st.sampled_from(BAD_NAMES))
+"""Names as a user may type them: the API server checks them for every object."""
+
+
+@dataclass
+class Verdict:
+    """What the API server said about one object (a server-side dry run)."""
+
+    accepted: bool
+    stored: dict[str, Any] | None = None
+    """The object as the API server would store it (defaults applied, nulls pruned)."""
+    status: int = 0
+    message: str = ""
+    fields: tuple[str, ...] = ()
+
+    def names_a_field(self) -> bool:
+        """Whether the rejection says which field is wrong."""
+        named = re.search(r"\b(metadata|spec)\.[a-zA-Z]", self.message)
+        return bool(self.fields) or named is not None
+
+
+@pytest.fixture(scope="module")
+def hub_api(testbed: Any) -> Iterator[tuple[client.CustomObjectsApi, str]]:
+    """The hub with the CRDs installed, a namespace, and a client for custom objects."""
+    hub = testbed.hub
+    hub.kubectl("apply", "--server-side", "--force-conflicts", "-f", f"{ROOT / 'crds'}/")
+    hub.kubectl("wait", "--for=condition=Established", "--timeout=60s",
+                *(f"crd/{plural}.{c.GROUP}" for plural in PLURALS.values()))
+    namespace = f"bad-input-{uuid.uuid4().hex[:6]}"
+    hub.kubectl("create", "namespace", namespace)
+    yield client.CustomObjectsApi(hub.api_client()), namespace
+    hub.kubectl("delete", "namespace", namespace, "--wait=false", check=False)
+
+
+def submit(api: client.CustomObjectsApi, namespace: str, obj: dict[str, Any]) -> Verdict:
+    """Create ``obj`` with a server-side dry run (validated as a create, nothing stored)."""
+    try:
+        stored = api.create_namespaced_custom_object(
+            c.GROUP, c.VERSION, namespace, PLURALS[obj["kind"]], obj,
+            dry_run="All", field_validation="Strict",
+        )
+    except ApiException as err:
+        body = json.loads(err.body) if err.body else {}
+        causes = (body.get("details") or {}).get("causes") or []
+        return Verdict(False, None, err.status, str(body.get("message", err.reason)),
+                       tuple(str(x.get("field", "")) for x in causes if x.get("field")))
+    return Verdict(True, stored)
+
+
+@settings(
+    max_examples=API_SAMPLE,
+    deadline=None,
+    derandomize=True,
+    database=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+)
+@pytest.mark.testbed
+@given(gen=intents(names=api_names))
+def test_api_server_agrees_with_the_models(
+    hub_api: tuple[client.CustomObjectsApi, str], gen: Generated
+) -> None:
+    api, namespace = hub_api
+    gen.obj["metadata"]["namespace"] = namespace
+    verdict = submit(api, namespace, gen.obj)
+    if not verdict.accepted:
+        assert verdict.status in (400, 422), verdict
+        assert verdict.names_a_field(), verdict
+    if not is_subdomain(gen.obj["metadata"]["name"]):
+        # Object names are the API server's to check (every kind); the manager never sees one.
+        assert not verdict.accepted and "metadata.name" in verdict.message, verdict
+        event("bad name: rejected by the API server")
+        return
+    rejection: ValidationError | None = None
+    try:
+        MODELS[gen.kind].from_object(gen.obj)
+    except ValidationError as err:
+        rejection = err
+    ours = rejection is None
+    if not verdict.accepted:
+        assert not ours, f"the model accepted what the API server rejects: {verdict}"
+        event("rejected by both")
+        return
+    # What the manager receives is the stored object: it must read it, then render it.
+    assert verdict.stored is not None
+    stored = {k: v for k, v in verdict.stored.items() if k in ("apiVersion", "kind", "spec")}
+    stored["metadata"] = {k: verdict.stored["metadata"][k] for k in ("name", "namespace")}
+    try:
+        MODELS[gen.kind].from_object(stored)
+    except ValidationError as err:
+        raise AssertionError(f"the API server stored what the model rejects: {err}") from err
+    if not ours:
+        # The API server drops null from fields that are not nullable (pruning); the model
+        # reads a null as a wrong type. The manager only ever sees the stored object.
+        assert "input_value=None" in str(rejection), rejection
+        event("accepted after the API server pruned nulls")
+    # Rules only the manager can check: each cluster's spec after overrides.
+    event(f"accepted, manager: {pure_path(Generated(stored, gen.touched, gen.base))}")

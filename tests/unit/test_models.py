@@ -387,3 +387,12 @@ def test_short_names() -> None:
     assert ServingPlatform.crd.scope == "Cluster"
     columns = [col.name for col in ModelServing.crd.columns]
     assert columns[:1] == ["Platform"]
+
+
+def test_override_patch_may_null_but_not_set_routing_fields() -> None:
+    # Found by tests/reliability/test_bad_input.py: the API server admitted a patch setting
+    # placementRef that the model rejected (the intent went Invalid after a successful apply).
+    # Now a CEL rule rejects it at admission; a null is pruned by the API server and ignored here.
+    Override.model_validate({"clusterNames": ["c1"], "patch": {"placementRef": None}})
+    with pytest.raises(ValidationError, match="cannot change overrides"):
+        Override.model_validate({"clusterNames": ["c1"], "patch": {"overrides": []}})
