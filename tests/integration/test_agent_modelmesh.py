@@ -158,6 +158,41 @@ def test_modelmesh_configuration(spoke: Any, agent: AgentProcess) -> None:
     assert hook["webhooks"][0]["clientConfig"]["service"]["namespace"] == MM_NS
 
 
+def test_external_etcd_replaces_the_builtin_one(spoke: Any, agent: AgentProcess) -> None:
+    connection = {"endpoints": "https://etcd.example.com:2379", "root_prefix": "mm"}
+    spoke.apply_objects(
+        [
+            {
+                "apiVersion": "v1",
+                "kind": "Secret",
+                "metadata": {"name": "users-etcd", "namespace": MM_NS},
+                "stringData": {"etcd_connection": json.dumps(connection)},
+            }
+        ]
+    )
+    external = {"external": {"secretRef": {"name": "users-etcd"}}}
+    spoke.apply_objects(
+        [platform(NAME, {**SPEC, "modelmesh": {**SPEC["modelmesh"], "etcd": external}})]
+    )
+
+    def switched() -> bool:
+        controller = get(spoke, "deployment", "-n", MM_NS, "modelmesh-controller")
+        env = controller["spec"]["template"]["spec"]["containers"][0]["env"]
+        assert {"name": "ETCD_SECRET_NAME", "value": "users-etcd"} in env, env
+        assert get(spoke, "deployment", "-n", MM_NS, "etcd") is None
+        assert get(spoke, "secret", "-n", MM_NS, "model-serving-etcd") is None
+        return True
+
+    eventually(switched, timeout=60)
+    status = wait_phase(spoke, NAME, "Available", timeout=120)
+    assert status["totalComponents"] == 1  # the controller only
+    assert get(spoke, "secret", "-n", MM_NS, "users-etcd") is not None  # the user's, kept
+    spoke.apply_objects([platform(NAME, SPEC)])  # back to the built-in etcd
+    status = wait_phase(spoke, NAME, "Available", timeout=120)
+    assert status["totalComponents"] == 2
+    assert get(spoke, "secret", "-n", MM_NS, "model-serving-etcd") is not None
+
+
 def test_second_platform_only_reports_the_conflict(spoke: Any, agent: AgentProcess) -> None:
     spoke.apply_objects([platform("intruder", {"platform": "KServe"})])
     status = wait_phase(spoke, "intruder", "Degraded", timeout=60)
