@@ -38,9 +38,10 @@ unit: venv
 test: venv binaries lint
 	$(BIN)/pytest -q tests $(ARGS)
 
-# Long variants of tests/reliability (more rounds, more kills), not part of `make test`.
+# Long variants of tests/reliability (more rounds, more kills, issue 8's sizes), not part of
+# `make test`; -s shows what each run measured. RELIABILITY_SEED=<n> replays a run.
 soak: venv binaries
-	RELIABILITY_SCALE=soak $(BIN)/pytest -q tests/reliability $(ARGS)
+	RELIABILITY_SCALE=soak $(BIN)/pytest -q -s tests/reliability $(ARGS)
 
 demo: venv binaries
 	$(BIN)/python -m testbed demo $(ARGS)

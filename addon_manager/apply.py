@@ -17,6 +17,7 @@ from typing import Any, TypeVar
 
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
+from urllib3.exceptions import HTTPError as TransportError
 
 from addon_api import constants as c
 from addon_manager import metrics
@@ -92,7 +93,9 @@ class HubWriter:
                             f"{(err.body or '')[:300]}", status,
                         ) from err
                     wait = _retry_after(err) or delay
-                except OSError as err:  # connection reset, refused while the API restarts
+                except (OSError, TransportError) as err:
+                    # Refused, reset or dropped while the API server or etcd restarts: the
+                    # client raises these (urllib3's errors are not OSErrors) instead of a status.
                     if attempt == self.attempts:
                         raise WriteError(f"{verb} {resource}: {err}") from err
                     wait = delay

@@ -21,13 +21,15 @@ from addon_api import constants as c
 from addon_api.hub import MultiClusterInferenceService
 from addon_manager import naming, render
 from testbed.fleet import Testbed
+from tests.integration.fleet_support import PLATFORM_META, FakeFleet
+from tests.integration.fleet_support import decided as fleet_decided
 from tests.integration.manager_support import (
-    API,
     Manager,
     model_serving,
     prepare,
     report_work_status,
 )
+from tests.integration.manager_support import inference_service as support_inference_service
 
 WORK = ("work.open-cluster-management.io", "v1", "manifestworks")
 MWRS = ("work.open-cluster-management.io", "v1alpha1", "manifestworkreplicasets")
@@ -96,38 +98,16 @@ def api_client(tb: Testbed, pool: int = 32) -> client.ApiClient:
     return cast(client.ApiClient, api)
 
 
-class Fleet:
+class Fleet(FakeFleet):
     """Spoke-less ManagedClusters (with hub namespaces) in the default cluster set."""
 
     def __init__(self, api: client.ApiClient) -> None:
-        self.api = api
-        self.names: list[str] = []
+        super().__init__(api, FLEET_LABEL)
 
     def grow(self, total: int) -> list[str]:
         """Create clusters until there are ``total``; return all names."""
-        new = [f"c{i:05d}" for i in range(len(self.names), total)]
-        parallel(self._create, new)
-        self.names.extend(new)
+        self.create(total - len(self.names), "c")
         return list(self.names)
-
-    def _create(self, name: str) -> None:
-        core, custom = client.CoreV1Api(self.api), client.CustomObjectsApi(self.api)
-        core.create_namespace(client.V1Namespace(metadata=client.V1ObjectMeta(name=name)))
-        custom.create_cluster_custom_object(
-            *CLUSTERS,
-            {
-                "apiVersion": "cluster.open-cluster-management.io/v1",
-                "kind": "ManagedCluster",
-                "metadata": {
-                    "name": name,
-                    "labels": {FLEET_LABEL: "yes", CLUSTERSET_LABEL: "default"},
-                },
-                # No registration agent renews a spoke-less cluster's lease: a day-long
-                # lease keeps the hub from marking it Unknown after 5 minutes (which would,
-                # rightly, make its status entries stale).
-                "spec": {"hubAcceptsClient": True, "leaseDurationSeconds": 86400},
-            },
-        )
 
 
 def ensure_placement(api: client.ApiClient, name: str, clusters: int) -> float:
@@ -152,40 +132,13 @@ def ensure_placement(api: client.ApiClient, name: str, clusters: int) -> float:
 
 def decided(custom: client.CustomObjectsApi, placement: str) -> set[str]:
     """Clusters the Placement's decisions name."""
-    pds = cast(
-        dict[str, Any],
-        custom.list_namespaced_custom_object(
-            *DECISIONS[:2], NAMESPACE, DECISIONS[2],
-            label_selector=f"cluster.open-cluster-management.io/placement={placement}",
-        ),
-    )["items"]
-    return {d["clusterName"] for pd in pds for d in pd.get("status", {}).get("decisions") or []}
+    return fleet_decided(custom, NAMESPACE, placement)
 
 
 # ---------------------------------------------------------------------------- intents
 def inference_service(name: str, placement: str, replicas: int = 1) -> dict[str, Any]:
     """The benchmark's MultiClusterInferenceService (``replicas`` is what a change changes)."""
-    return {
-        "apiVersion": API,
-        "kind": c.KIND_INFERENCE_SERVICE,
-        "metadata": {"name": name, "namespace": NAMESPACE},
-        "spec": {
-            "placementRef": {"name": placement},
-            "targetNamespace": "models",
-            "deploymentMode": "Standard",
-            "template": {
-                "predictor": {
-                    "minReplicas": replicas,
-                    "model": {
-                        "modelFormat": {"name": "sklearn"},
-                        "runtime": "kserve-sklearnserver",
-                        "storageUri": "s3://models/sklearn/iris",
-                        "resources": {"requests": {"cpu": "100m", "memory": "256Mi"}},
-                    },
-                }
-            },
-        },
-    }
+    return support_inference_service(name, NAMESPACE, placement, replicas)
 
 
 def rendered(intent: dict[str, Any], cluster: str) -> dict[str, Any]:
@@ -317,10 +270,6 @@ def memory_mib(pid: int, field: str = "VmHWM") -> float:
 
 
 # ---------------------------------------------------------------------------- the work agent
-PLATFORM_META = {
-    "group": c.GROUP, "version": "v1alpha1", "kind": c.KIND_SERVING_PLATFORM,
-    "resource": "servingplatforms", "name": naming.SERVING_PLATFORM_NAME, "namespace": "",
-}
 ISVC_META = {
     "group": "serving.kserve.io", "version": "v1beta1", "kind": "InferenceService",
     "resource": "inferenceservices", "namespace": "models",

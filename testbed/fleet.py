@@ -179,6 +179,38 @@ class Testbed:
             ],
         )
 
+    # ------------------------------------------- control-plane restarts (fault injection)
+    def restart_apiserver(self, cluster: Cluster, *, kill: bool = False) -> float:
+        """Restart ``cluster``'s kube-apiserver; return the seconds until /readyz answers.
+
+        Same port, certificates and etcd prefix. ``kill`` sends SIGKILL instead of a
+        graceful SIGTERM.
+        """
+        proc = cluster.processes["kube-apiserver"]
+        t0 = time.monotonic()
+        if kill:
+            proc.kill()
+        else:
+            proc.stop()
+        proc.start()
+        self._wait_apiserver(cluster)
+        return time.monotonic() - t0
+
+    def restart_etcd(self, *, kill: bool = False) -> float:
+        """Restart etcd; return the seconds until every API server is ready again.
+
+        Same ports and data directory. ``kill`` sends SIGKILL instead of a graceful SIGTERM.
+        """
+        t0 = time.monotonic()
+        if kill:
+            self.etcd.kill()
+        else:
+            self.etcd.stop()
+        self.etcd.start()
+        for cluster in self.all_clusters:
+            self._wait_apiserver(cluster)
+        return time.monotonic() - t0
+
     # --------------------------------------------------------- control planes
     def _start_apiserver(self, name: str) -> Cluster:
         directory = self.run_dir / name

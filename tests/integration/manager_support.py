@@ -189,8 +189,9 @@ def manager_identity(testbed: Testbed) -> Path:
     from tests.chart_support import render
 
     hub = testbed.hub
-    if hub.name in _IDENTITY:
-        return _IDENTITY[hub.name]
+    key = str(hub.kubeconfig)  # one per testbed: several can run in one session
+    if key in _IDENTITY:
+        return _IDENTITY[key]
     namespace, sa = "model-serving-system", "model-serving-addon-manager"
     rbac = [
         o
@@ -227,7 +228,7 @@ def manager_identity(testbed: Testbed) -> Path:
         text=True,
     )
     assert can.stdout.strip() == "no", can.stdout + can.stderr
-    _IDENTITY[hub.name] = path
+    _IDENTITY[key] = path
     return path
 
 
@@ -272,14 +273,45 @@ def placement(name: str, namespace: str, labels: dict[str, str] | None = None) -
     }
 
 
-def model_serving(name: str, namespace: str, placement_name: str, **spec: Any) -> dict[str, Any]:
-    """A ModelServing (KServe by default)."""
+def intent(
+    kind: str, name: str, namespace: str, placement_name: str, **spec: Any
+) -> dict[str, Any]:
+    """An intent of ``kind`` on Placement ``placement_name``; ``spec`` holds its other fields."""
     return {
         "apiVersion": API,
-        "kind": "ModelServing",
+        "kind": kind,
         "metadata": {"name": name, "namespace": namespace},
-        "spec": {"platform": "KServe", "placementRef": {"name": placement_name}, **spec},
+        "spec": {"placementRef": {"name": placement_name}, **spec},
     }
+
+
+def model_serving(name: str, namespace: str, placement_name: str, **spec: Any) -> dict[str, Any]:
+    """A ModelServing (KServe by default)."""
+    return intent("ModelServing", name, namespace, placement_name, **{"platform": "KServe", **spec})
+
+
+SKLEARN_MODEL = {
+    "modelFormat": {"name": "sklearn"},
+    "runtime": "kserve-sklearnserver",
+    "storageUri": "s3://models/sklearn/iris",
+    "resources": {"requests": {"cpu": "100m", "memory": "256Mi"}},
+}
+
+
+def inference_service(
+    name: str, namespace: str, placement_name: str, replicas: int = 1, **spec: Any
+) -> dict[str, Any]:
+    """A MultiClusterInferenceService of an sklearn model in ``models``; ``replicas`` is what
+    a change changes, ``spec`` adds fields (e.g. ``overrides``)."""
+    return intent(
+        "MultiClusterInferenceService", name, namespace, placement_name,
+        **{
+            "targetNamespace": "models",
+            "deploymentMode": "Standard",
+            "template": {"predictor": {"minReplicas": replicas, "model": SKLEARN_MODEL}},
+            **spec,
+        },
+    )
 
 
 def set_platform_phase(spoke: Any, phase: str) -> None:

@@ -21,6 +21,7 @@ from tests.integration.manager_support import (
     Manager,
     exists,
     get_json,
+    intent,
     model_serving,
     placement,
     running_manager,
@@ -60,19 +61,14 @@ def _delete_all(hub: Any, ns: str) -> None:
 
 
 def _runtime(name: str, ns: str, placement_name: str) -> dict[str, Any]:
-    return {
-        "apiVersion": API,
-        "kind": "MultiClusterServingRuntime",
-        "metadata": {"name": name, "namespace": ns},
-        "spec": {
-            "placementRef": {"name": placement_name},
-            "targetNamespace": "models",
-            "template": {
-                "containers": [{"name": "c", "image": "img:1"}],
-                "supportedModelFormats": [{"name": "sklearn"}],
-            },
+    return intent(
+        "MultiClusterServingRuntime", name, ns, placement_name,
+        targetNamespace="models",
+        template={
+            "containers": [{"name": "c", "image": "img:1"}],
+            "supportedModelFormats": [{"name": "sklearn"}],
         },
-    }
+    )
 
 
 def test_missing_placement_is_a_condition_not_a_loop(

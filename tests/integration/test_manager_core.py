@@ -16,11 +16,11 @@ from addon_manager import render
 from testbed.fleet import Testbed
 from tests.helpers import eventually
 from tests.integration.manager_support import (
-    API,
     Manager,
     differences,
     exists,
     get_json,
+    inference_service,
     model_serving,
     placement,
     running_manager,
@@ -42,27 +42,10 @@ def manager(testbed: Testbed, tmp_path_factory: pytest.TempPathFactory) -> Itera
 
 
 def _isvc(name: str, namespace: str, placement_name: str) -> dict[str, Any]:
-    return {
-        "apiVersion": API,
-        "kind": "MultiClusterInferenceService",
-        "metadata": {"name": name, "namespace": namespace},
-        "spec": {
-            "placementRef": {"name": placement_name},
-            "targetNamespace": "models",
-            "template": {
-                "predictor": {
-                    "minReplicas": 1,
-                    "model": {"modelFormat": {"name": "sklearn"}, "storageUri": "s3://models/iris"},
-                }
-            },
-            "overrides": [
-                {
-                    "clusterNames": ["cluster2"],
-                    "patch": {"template": {"predictor": {"minReplicas": 2}}},
-                }
-            ],
-        },
+    override = {
+        "clusterNames": ["cluster2"], "patch": {"template": {"predictor": {"minReplicas": 2}}}
     }
+    return inference_service(name, namespace, placement_name, overrides=[override])
 
 
 def _status(hub: Any, plural: str, ns: str, name: str) -> dict[str, Any]:

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import asyncio
+from http.client import RemoteDisconnected
 from typing import Any
 
 import pytest
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
+from urllib3.exceptions import MaxRetryError, ProtocolError
 
 from addon_manager import apply, metrics
 
@@ -62,6 +64,35 @@ def test_gives_up_and_does_not_retry_client_errors(monkeypatch: pytest.MonkeyPat
     with pytest.raises(apply.WriteError):
         asyncio.run(writer._call("apply", "manifestworks", fn, retry_conflict=False))
     assert calls["n"] == 1
+    writer.close()
+
+
+def test_retries_a_dropped_connection(monkeypatch: pytest.MonkeyPatch) -> None:
+    """What the client raises while the hub's API server restarts is retried, then reported
+    as a WriteError (never an unexpected exception that aborts a whole reconcile)."""
+    monkeypatch.setattr(apply.asyncio, "sleep", _no_sleep)
+    writer = _writer()
+    errors: list[Exception] = [
+        ProtocolError("Connection aborted.", RemoteDisconnected("closed")),
+        MaxRetryError(None, "/apis", reason=ConnectionRefusedError()),  # type: ignore[arg-type]
+        ConnectionResetError(),
+    ]
+    calls = {"n": 0}
+
+    def fn() -> str:
+        calls["n"] += 1
+        if errors:
+            raise errors.pop(0)
+        return "ok"
+
+    assert asyncio.run(writer._call("apply", "manifestworks", fn)) == "ok"
+    assert calls["n"] == 4
+
+    def down() -> str:
+        raise ProtocolError("Connection aborted.", RemoteDisconnected("closed"))
+
+    with pytest.raises(apply.WriteError):
+        asyncio.run(writer._call("apply", "manifestworks", down))
     writer.close()
 
 
