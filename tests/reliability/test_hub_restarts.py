@@ -11,6 +11,7 @@ current generation. Sizes: ``RELIABILITY_SCALE`` (see conftest.py).
 from __future__ import annotations
 
 import concurrent.futures
+import os
 import random
 import time
 from collections import Counter
@@ -129,6 +130,7 @@ def test_hub_apiserver_and_etcd_restarted(
             ])
             target = before + rng.randint(1, n)
             eventually(lambda t=target: mgr.total(APPLIES) >= t, timeout=300, interval=0.02)
+            at_fault = mgr.total(APPLIES) - before
             kill = rng.random() < 0.5
             if fault == "apiserver":
                 outage = hub_testbed.restart_apiserver(hub, kill=kill)
@@ -146,7 +148,7 @@ def test_hub_apiserver_and_etcd_restarted(
                 *((cl, platform_work, PLATFORM_META, {"phase": p}) for cl, p in phases.items()),
                 *((cl, isvc_work, ISVC_META, ISVC_STATES[s][1]) for cl, s in states.items()),
             ])
-            reported = time.monotonic() - back
+            reported = time.monotonic()
             eventually(works_exact, timeout=300, interval=2)
             want_platform = Counter(PLATFORM_PHASES[p] for p in phases.values())
             want_isvc = Counter(ISVC_STATES[s][0] for s in states.values())
@@ -154,11 +156,13 @@ def test_hub_apiserver_and_etcd_restarted(
                 hub, "msv", ns, "platform", wp
             ) and _status_counts(hub, "multiclusterinferenceservices", ns, "iris", wi),
                 timeout=300, interval=1)
+            done = time.monotonic()
             print(
-                f"{fault} {'SIGKILLed' if kill else 'stopped'} and restarted (hub unavailable "
-                f"{outage:.1f}s) after {applies(mgr) - before:.0f} applies; reports written in "
-                f"{reported:.1f}s; works exact and status current "
-                f"{time.monotonic() - back:.1f}s after the hub was back"
+                f"{fault} {'SIGKILLed' if kill else 'stopped'} after {at_fault:.0f} of "
+                f"{2 * (len(members) + 1)} applies, hub unavailable {outage:.1f}s; once back, "
+                f"{2 * len(members)} reports written in {reported - back:.1f}s; works exact and "
+                f"status current {done - reported:.1f}s after the last report "
+                f"({done - back:.1f}s after the hub was back; load {os.getloadavg()[0]:.0f})"
             )
         assert mgr.proc is not None and mgr.proc.poll() is None, "the manager exited"
     finally:

@@ -11,6 +11,7 @@ to the pure render. Sizes: ``RELIABILITY_SCALE`` (see conftest.py).
 from __future__ import annotations
 
 import json
+import os
 import random
 import time
 from pathlib import Path
@@ -93,7 +94,7 @@ def test_manager_killed_during_fan_out(
             print(
                 f"kill {round_ + 1}/{scale.kills} after {target - before:.0f} applies "
                 f"({done} works carried the new spec{down}): exactly {len(members)} works "
-                f"{times[-1]:.1f}s after the restart"
+                f"{times[-1]:.1f}s after the restart (load {os.getloadavg()[0]:.0f})"
             )
 
         # Settled: nothing more is written, and it is still exact.
