@@ -36,7 +36,7 @@ def hub_namespace(testbed: Testbed) -> Iterator[str]:
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Every test under tests/integration and tests/reliability needs the testbed."""
+    """Every test under tests/integration needs the testbed."""
     for item in items:
-        if {"integration", "reliability"} & set(Path(str(item.fspath)).parts):
+        if "integration" in Path(str(item.fspath)).parts:
             item.add_marker(pytest.mark.testbed)
