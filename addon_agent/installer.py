@@ -207,6 +207,28 @@ class Installer:
         self.kube.apply(obj)
         return True
 
+    def _apply_crd(self, obj: Obj) -> bool:
+        """Apply a CRD; True if it is the agent's to remove later.
+
+        A CRD that existed before the agent (another install of the stack, a user's) is
+        updated to the stack's version, since the stack needs it, but it is not labelled as
+        the agent's and never deleted: deleting a CRD deletes every object of its kind.
+        """
+        existing = self.kube.get(obj["apiVersion"], obj["kind"], obj["metadata"]["name"])
+        if existing is None or lb.is_ours(existing):
+            self._apply_if_changed(obj)
+            return True
+        ref = Ref.of(obj)
+        if ref not in self._foreign:
+            self._foreign.add(ref)
+            log.info("CRD %s existed before the agent: updated, never removed", ref.name)
+        meta = dict(obj["metadata"])
+        meta["labels"] = {
+            k: v for k, v in (meta.get("labels") or {}).items() if k not in lb.ours()
+        }
+        self._apply_if_changed({**obj, "metadata": meta})
+        return False
+
     def _apply_runtime(self, obj: Obj, the_plan: Plan) -> bool:
         """Apply a serving runtime unless someone else's of that name exists; True if ours.
 
@@ -263,6 +285,10 @@ class Installer:
                 crds_done = True
             if obj["kind"] == "Namespace":
                 if self._apply_namespace(obj):
+                    applied.append(Ref.of(obj))
+                continue
+            if obj["kind"] == "CustomResourceDefinition":
+                if self._apply_crd(obj):
                     applied.append(Ref.of(obj))
                 continue
             if planning.is_runtime(obj):

@@ -8,6 +8,8 @@ import json
 from typing import Any
 
 from addon_agent import certs
+from addon_api import constants as c
+from testbed import upstream
 from tests.helpers import eventually
 from tests.integration import agent_support as support
 from tests.integration.agent_support import (
@@ -184,3 +186,29 @@ def test_removed_uninstalls_everything(spoke: Any, agent: AgentProcess) -> None:
     eventually(lambda: leftovers(spoke) == [], timeout=120)
     assert get(spoke, "crd", "inferenceservices.serving.kserve.io") is None
     spoke.kubectl("delete", "servingplatform", NAME, "--timeout=60s")
+
+
+def test_crd_that_existed_before_is_updated_but_never_removed(
+    spoke: Any, agent: AgentProcess
+) -> None:
+    """A CRD someone else installed before the agent (say an earlier KServe) serves the
+    stack, but stays its owner's: removing the stack keeps it and the objects of its kind."""
+    theirs = "trainedmodels.serving.kserve.io"
+    spoke.apply_files([p for p in upstream.kserve_crds() if "trainedmodels" in p.name])
+    spoke.wait_crds_established()
+    spoke.apply_objects([platform(NAME, SPEC)])
+    try:
+        wait_phase(spoke, NAME, "Available", timeout=180)
+        labels = get(spoke, "crd", theirs)["metadata"].get("labels") or {}
+        assert c.LABEL_MANAGED_BY not in labels, labels
+        ours = get(spoke, "crd", "inferenceservices.serving.kserve.io")["metadata"]["labels"]
+        assert ours[c.LABEL_MANAGED_BY] == c.FIELD_MANAGER
+
+        spoke.apply_objects([platform(NAME, {**SPEC, "managementState": "Removed"})])
+        wait_phase(spoke, NAME, "Removed", timeout=180)
+        eventually(lambda: leftovers(spoke) == [], timeout=120)
+        assert get(spoke, "crd", "inferenceservices.serving.kserve.io") is None
+        assert get(spoke, "crd", theirs) is not None
+    finally:
+        spoke.kubectl("delete", "servingplatform", NAME, "--timeout=60s", check=False)
+        spoke.kubectl("delete", "crd", theirs, "--timeout=60s", check=False)
