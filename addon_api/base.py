@@ -30,7 +30,7 @@ from pydantic import (
 )
 from pydantic.alias_generators import to_camel
 from pydantic.json_schema import JsonSchemaValue
-from pydantic_core import CoreSchema, core_schema
+from pydantic_core import CoreSchema, InitErrorDetails, PydanticCustomError, core_schema
 
 CelReason = Literal[
     "FieldValueInvalid", "FieldValueForbidden", "FieldValueRequired", "FieldValueDuplicate"
@@ -126,7 +126,28 @@ class ApiModel(BaseModel):
 
     @classmethod
     def from_object(cls, obj: Mapping[str, Any]) -> Self:
-        """Validate a Kubernetes object given as any mapping (e.g. a kopf body)."""
+        """Validate a Kubernetes object given as any mapping (e.g. a kopf body).
+
+        An object nested deeper than :data:`MAX_NESTING` (the API server admits 10,000
+        levels in the open parts of a schema, such as templates) is rejected first, without
+        recursion, with an error naming where.
+        """
+        deep = too_deep(obj, MAX_NESTING)
+        if deep is not None:
+            raise ValidationError.from_exception_data(
+                cls.__name__,
+                [
+                    InitErrorDetails(
+                        type=PydanticCustomError(
+                            "too_deep",
+                            "nested more than {limit} levels deep",
+                            {"limit": MAX_NESTING},
+                        ),
+                        loc=deep[:4],
+                        input="...",
+                    )
+                ],
+            )
         return cls.model_validate(plain(obj))
 
     def to_dict(self) -> dict[str, Any]:
@@ -142,6 +163,27 @@ class OpenModel(ApiModel):
     """
 
     model_config = ConfigDict(extra="allow")
+
+
+MAX_NESTING = 64
+"""Deepest nesting of an object the models read (a real template is about 10 levels deep)."""
+
+
+def too_deep(value: Any, limit: int) -> tuple[str | int, ...] | None:
+    """The path of a value nested more than ``limit`` levels deep in ``value``, or None.
+
+    Iterative, so that a value nested thousands of levels deep does not exhaust the stack.
+    """
+    stack: list[tuple[Any, tuple[str | int, ...]]] = [(value, ())]
+    while stack:
+        node, path = stack.pop()
+        if len(path) > limit:
+            return path
+        if isinstance(node, Mapping):
+            stack.extend((v, (*path, str(k))) for k, v in node.items())
+        elif isinstance(node, (list, tuple)):
+            stack.extend((v, (*path, i)) for i, v in enumerate(node))
+    return None
 
 
 def plain(value: Any) -> Any:

@@ -17,6 +17,10 @@ from prometheus_client import start_http_server
 from addon_manager import handlers, leadership
 from addon_manager.apply import HubWriter
 
+RECURSION_LIMIT = 50_000
+"""Python recursion limit of the manager: enough to decode (and let kopf handle) objects
+nested as deep as the API server admits (10,000 levels)."""
+
 
 class JsonFormatter(logging.Formatter):
     """One JSON object per log line: time, level, logger, message (+ exception)."""
@@ -131,6 +135,11 @@ def main(argv: list[str]) -> int:
             elector.wait_until_leading()
         except KeyboardInterrupt:
             return 0
+    # The API server admits JSON nested 10,000 levels deep (in the open parts of a schema) and
+    # kopf decodes every object of a watched kind: with Python's default limit (1,000) one such
+    # object made the watcher, and with it the whole manager, fail. The models reject it
+    # (InvalidSpec) without recursing (addon_api.base.too_deep).
+    sys.setrecursionlimit(max(sys.getrecursionlimit(), RECURSION_LIMIT))
     try:
         kopf.run(standalone=True, clusterwide=True)
     finally:

@@ -192,7 +192,7 @@ def pure_path(gen: Generated) -> str:
                 outcome = "too-large"
                 continue
             assert any(t[:2] == ("spec", "overrides") for t in gen.touched), err
-            assert re.search(r"\bspec\.[a-zA-Z]", str(err)), f"names no field: {err}"
+            assert re.search(r"\bspec\.([a-zA-Z]|\"\")", str(err)), f"names no field: {err}"
             outcome = "render-failed"
             continue
         check_work(intent, rw, cluster)
