@@ -137,12 +137,19 @@ class HubWriter:
         self, group: str, version: str, plural: str, namespace: str, name: str,
         status: dict[str, Any],
     ) -> None:
-        """Merge-patch the status subresource of one intent (404 means it is gone: ignored)."""
+        """Merge-patch the status subresource of one intent (404 means it is gone: ignored).
+
+        Fields the installed CRD does not know (a manager newer than its CRDs: ``helm
+        upgrade`` leaves CRDs alone) are dropped by the API server without a warning each;
+        with thousands of cluster entries the warning headers alone would exceed what the
+        HTTP client accepts (100) and fail every status write.
+        """
         def call() -> None:
             try:
                 self.api.patch_namespaced_custom_object_status(
                     group, version, namespace, plural, name, {"status": status},
-                    field_manager=c.FIELD_MANAGER, _content_type=MERGE_CONTENT_TYPE,
+                    field_manager=c.FIELD_MANAGER, field_validation="Ignore",
+                    _content_type=MERGE_CONTENT_TYPE,
                 )
             except ApiException as err:
                 if err.status != 404:
