@@ -20,7 +20,7 @@ class ProcessFailed(RuntimeError):
     """A testbed process exited (or never became ready); carries its log tail."""
 
 
-def _die_with_parent() -> None:  # pragma: no cover - runs in the forked child
+def die_with_parent() -> None:  # pragma: no cover - runs in the forked child
     """Ask the kernel to SIGKILL this child when the testbed process dies."""
     libc = ctypes.CDLL("libc.so.6", use_errno=True)
     libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
@@ -116,7 +116,7 @@ class Process:
                 stderr=subprocess.STDOUT,
                 stdin=subprocess.DEVNULL,
                 env=None if self.env is None else {**os.environ, **self.env},
-                preexec_fn=_die_with_parent,
+                preexec_fn=die_with_parent,
             )
         return self
 

@@ -17,7 +17,7 @@ import pytest
 from addon_agent import bundle_render
 from addon_agent.stacks import STACKS
 from addon_api import constants as c
-from testbed.processes import free_port
+from testbed.processes import die_with_parent, free_port
 from tests.helpers import eventually
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -103,6 +103,7 @@ class AgentProcess:
             stdout=log,
             stderr=subprocess.STDOUT,
             env=self.env,
+            preexec_fn=die_with_parent,  # no agent outlives a killed test run
         )
         log.close()
 

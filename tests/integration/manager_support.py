@@ -18,7 +18,7 @@ import yaml
 
 from testbed import upstream
 from testbed.fleet import Testbed
-from testbed.processes import free_port
+from testbed.processes import die_with_parent, free_port
 
 ROOT = Path(__file__).resolve().parents[2]
 CRDS = ROOT / "crds"
@@ -60,6 +60,7 @@ class Manager:
             stderr=subprocess.STDOUT,
             cwd=ROOT,
             env={**os.environ},
+            preexec_fn=die_with_parent,  # no manager outlives a killed test run
         )
         log.close()
         return self
