@@ -57,6 +57,7 @@ def test_component_settings_and_image(spoke: Any, agent: AgentProcess) -> None:
     assert manager["image"] == "example.com/kserve/kserve-controller:test"
     assert manager["resources"]["requests"] == RESOURCES["requests"]
     assert dep["metadata"]["labels"]["app.kubernetes.io/managed-by"] == "model-serving-addon"
+    assert "--leader-elect" in manager["args"]  # controllers keep their leader election
 
 
 def test_inferenceservice_config_is_headless_standard(spoke: Any, agent: AgentProcess) -> None:

@@ -117,6 +117,9 @@ def test_install_to_available(spoke: Any, agent: AgentProcess) -> None:
     print(f"ModelMesh install to Available: {seconds:.1f}s")
     assert status["stackVersion"] == "v0.12.0"
     assert status["readyComponents"] == status["totalComponents"] == 2  # controller + etcd
+    controller = get(spoke, "deployment", "-n", MM_NS, "modelmesh-controller")
+    args = controller["spec"]["template"]["spec"]["containers"][0].get("args", [])
+    assert "--enable-leader-election" in args  # controllers keep their leader election
 
 
 def test_builtin_runtimes_installed_as_rendered(
