@@ -48,7 +48,7 @@ demo: venv binaries
 
 # Benchmarks against OCM's ManifestWorkReplicaSet and a tight client (not part of `make test`).
 bench: venv binaries
-	$(BIN)/python -m bench.fanout --sizes 100,300,1000
+	$(BIN)/python -m bench.fanout --sizes 100,300,1000,3000
 	$(BIN)/python -m bench.steady --clusters 1000,3000 --intents 10 --seconds 120
 	$(BIN)/python -m bench.status --clusters 1000 --intents 3
 
