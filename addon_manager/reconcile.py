@@ -350,7 +350,9 @@ class Reconciler:
             binding=sealing.binding_for(c.AGENT_NAMESPACE, naming.sealed_name(ns, name)),
             secret_digest=digest,
         )
-        return render.render_storage_connection(intent, cl, labels, inputs), [], None
+        return render.render_storage_connection(
+            intent, cl, labels, inputs, spec=cluster_spec
+        ), [], None
 
     def _identity_jobs(self, clusters: frozenset[str]) -> list[tuple[str, str, Awaitable[Any]]]:
         jobs: list[tuple[str, str, Awaitable[Any]]] = []

@@ -330,15 +330,18 @@ def storage_cluster_spec(
 
 
 def render_storage_connection(
-    intent: StorageConnection, cluster: str, labels: dict[str, str], inputs: SealInputs
+    intent: StorageConnection, cluster: str, labels: dict[str, str], inputs: SealInputs,
+    spec: StorageConnectionSpec | None = None,
 ) -> RenderedWork:
     """The SealedStorageConnection work of a StorageConnection for one cluster.
 
     ``spec.sealed`` holds a placeholder; :func:`with_sealed` puts the ciphertext in, built by
-    :func:`storage_payload` from the cluster's spec (``RenderedWork.sealed_spec``).
+    :func:`storage_payload` from the cluster's spec (``RenderedWork.sealed_spec``). ``spec``
+    is that spec when the caller already has it from :func:`storage_cluster_spec`.
     """
     ns, name = str(intent.metadata.namespace), str(intent.metadata.name)
-    spec = storage_cluster_spec(intent, cluster, labels)
+    if spec is None:
+        spec = storage_cluster_spec(intent, cluster, labels)
     sealed_name = naming.sealed_name(ns, name)
     sealed = {
         "apiVersion": c.API_VERSION,

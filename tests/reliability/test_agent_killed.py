@@ -82,18 +82,7 @@ def kube(spoke: Any) -> Iterator[Kube]:
     api.close()
 
 
-@pytest.fixture(scope="module")
-def agent(spoke: Any, bundles: Path, request: pytest.FixtureRequest) -> Iterator[AgentProcess]:
-    """An agent process on the spoke (killed and restarted by the test)."""
-    run_dir = Path(os.environ.get("TESTBED_RUN_DIR", "/tmp")) / "agent-logs"
-    proc = AgentProcess(Path(spoke.kubeconfig), bundles, run_dir / "test_agent_killed.log")
-    proc.start()
-    try:
-        yield proc
-    finally:
-        proc.stop()
-        if request.session.testsfailed:
-            print(f"--- agent log tail ({proc.log_path}) ---\n{proc.tail()}")
+agent = support.agent  # killed and restarted by the tests
 
 
 def expected_objects(bundle_root: Path) -> list[dict[str, Any]]:
