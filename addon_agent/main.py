@@ -6,7 +6,7 @@ import argparse
 import logging
 import os
 import tempfile
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 import kopf
@@ -18,15 +18,30 @@ from addon_agent.handlers import Agent, register
 from addon_api import constants as c
 
 
+def default_namespace(environ: Mapping[str, str] | None = None) -> str:
+    """The agent's namespace when ``--namespace`` does not say: its own pod's.
+
+    ``POD_NAMESPACE`` (set from the downward API's ``metadata.namespace``), else OCM's
+    default add-on install namespace. The AddOnTemplate passes ``--namespace`` explicitly.
+    """
+    env = os.environ if environ is None else environ
+    return env.get("POD_NAMESPACE") or c.AGENT_NAMESPACE
+
+
 def parse(argv: Sequence[str]) -> AgentConfig:
-    """The agent's configuration from its command line."""
+    """The agent's configuration from its command line (and ``POD_NAMESPACE``)."""
     parser = argparse.ArgumentParser(prog="model-serving-addon agent")
     parser.add_argument(
         "--kubeconfig",
         default=os.environ.get("KUBECONFIG"),
         help="kubeconfig of the managed cluster (default: in-cluster)",
     )
-    parser.add_argument("--namespace", default=c.AGENT_NAMESPACE, help="agent namespace")
+    parser.add_argument(
+        "--namespace",
+        default="",
+        help="namespace the agent runs in: its key, identity and Lease live there "
+        "(default: $POD_NAMESPACE, else open-cluster-management-agent-addon)",
+    )
     parser.add_argument(
         "--bundle-dir",
         type=Path,
@@ -66,7 +81,7 @@ def parse(argv: Sequence[str]) -> AgentConfig:
         parser.error("--external-webhook-url and --external-webhook-ca-file go together")
     return AgentConfig(
         kubeconfig=args.kubeconfig,
-        namespace=args.namespace,
+        namespace=args.namespace or default_namespace(),
         bundle_dir=args.bundle_dir,
         cache_dir=args.cache_dir,
         metrics_port=args.metrics_port,

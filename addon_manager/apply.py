@@ -158,7 +158,12 @@ class HubWriter:
         await self._call("patch-status", plural, call)
 
     async def ensure_addon(self, cluster: str) -> None:
-        """Create the ManagedClusterAddOn ``model-serving`` in a cluster namespace if missing."""
+        """Create the ManagedClusterAddOn ``model-serving`` in a cluster namespace if missing.
+
+        It names no install namespace: the AddOnDeploymentConfig's ``agentInstallNamespace``
+        decides (OCM reports the outcome in ``status.namespace``; the deprecated
+        ``spec.installNamespace`` is left to its CRD default).
+        """
         body = {
             "apiVersion": f"{ADDON_GROUP}/{ADDON_VERSION}",
             "kind": "ManagedClusterAddOn",
@@ -167,7 +172,7 @@ class HubWriter:
                 "namespace": cluster,
                 "labels": {c.LABEL_MANAGED_BY: c.FIELD_MANAGER},
             },
-            "spec": {"installNamespace": c.AGENT_NAMESPACE},
+            "spec": {},
         }
 
         def call() -> None:

@@ -190,3 +190,21 @@ def parse_cluster(cluster: Mapping[str, Any]) -> ClusterFact:
         since=parse_time(cond.get("lastTransitionTime")),
         message=str(cond.get("message", ""))[:256],
     )
+
+def agent_namespace(addon: Mapping[str, Any] | None) -> str:
+    """The namespace the agent runs in on a cluster, from its ManagedClusterAddOn.
+
+    OCM's addon manager writes the effective install namespace to ``status.namespace`` (the
+    AddOnDeploymentConfig's ``agentInstallNamespace``, else the namespace of the
+    AddOnTemplate's Deployment); ``spec.installNamespace`` is deprecated but still honoured.
+    The klusterlet resolves it the same way: status, then spec, then the OCM default, which
+    is also the answer when the cluster has no ManagedClusterAddOn (``addon`` None).
+    """
+    if not addon:
+        return c.AGENT_NAMESPACE
+    status = addon.get("status") or {}
+    spec = addon.get("spec") or {}
+    for value in (status.get("namespace"), spec.get("installNamespace")):
+        if isinstance(value, str) and value:
+            return value
+    return c.AGENT_NAMESPACE

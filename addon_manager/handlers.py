@@ -21,7 +21,14 @@ import kopf
 
 from addon_api import constants as c
 from addon_manager import conflicts, metrics, naming
-from addon_manager.facts import ClusterFact, WorkFact, owner_of, parse_cluster, parse_work
+from addon_manager.facts import (
+    ClusterFact,
+    WorkFact,
+    agent_namespace,
+    owner_of,
+    parse_cluster,
+    parse_work,
+)
 from addon_manager.placement import decided_clusters, decision_key
 from addon_manager.reconcile import PLURALS, Reconciler, Writer
 
@@ -78,6 +85,8 @@ class Wakeups:
 WAKEUPS = Wakeups()
 _RECONCILER: Reconciler | None = None
 _CLUSTERS: dict[str, ClusterFact] = {}
+_AGENT_NAMESPACES: dict[str, str] = {}
+"""Agent install namespace per cluster, as last seen (wakes on a change only)."""
 
 
 def _store(index: Any, key: Any) -> list[Any]:
@@ -151,6 +160,11 @@ class IndexWorld:
     def addon_exists(self, cluster: str) -> bool:
         """Whether the ManagedClusterAddOn model-serving exists in the cluster namespace."""
         return cluster in self.ix["addons_index"]
+
+    def agent_namespace(self, cluster: str) -> str:
+        """The agent's install namespace on a cluster (OCM's default without an add-on)."""
+        found = _store(self.ix["addons_index"], cluster)
+        return str(found[0]) if found else agent_namespace(None)
 
     def intents_of_kind(self, kind: str) -> list[tuple[str, str, str]]:
         """Keys of every intent of a kind."""
@@ -261,9 +275,11 @@ async def secrets_index(
 
 
 @kopf.index(ADDON_GROUP, "v1alpha1", "managedclusteraddons")
-async def addons_index(namespace: str | None, name: str, **_: Any) -> dict[Any, Any]:
-    """Cluster namespaces that have the model-serving ManagedClusterAddOn."""
-    return {namespace: True} if name == c.ADDON_NAME else {}
+async def addons_index(
+    body: kopf.Body, namespace: str | None, name: str, **_: Any
+) -> dict[Any, Any]:
+    """Cluster namespace -> agent install namespace, for the model-serving add-on only."""
+    return {namespace: agent_namespace(body)} if name == c.ADDON_NAME else {}
 
 
 def _secrets_named(spec: Mapping[str, Any]) -> set[str]:
@@ -328,6 +344,27 @@ async def cluster_changed(body: kopf.Body, name: str, **kwargs: Any) -> None:
     world = IndexWorld(kwargs)
     for kind in PLURALS:
         WAKEUPS.poke(world.intents_of_kind(kind))
+
+
+@kopf.on.event(ADDON_GROUP, "v1alpha1", "managedclusteraddons")
+async def addon_changed(
+    type: str | None, body: kopf.Body, namespace: str | None, name: str, **kwargs: Any
+) -> None:
+    """A cluster's agent install namespace changed: wake the StorageConnections.
+
+    Its identity work and sealed objects are rendered for that namespace (and sealed for it).
+    """
+    _mark_ready()
+    if name != c.ADDON_NAME:
+        return
+    cluster = str(namespace)
+    new = agent_namespace(None if type == "DELETED" else body)
+    if _AGENT_NAMESPACES.get(cluster, agent_namespace(None)) == new:
+        _AGENT_NAMESPACES[cluster] = new
+        return
+    _AGENT_NAMESPACES[cluster] = new
+    log.info("agent namespace of %s is now %s", cluster, new)
+    WAKEUPS.poke(IndexWorld(kwargs).intents_of_kind(c.KIND_STORAGE_CONNECTION))
 
 
 @kopf.on.event(WORK_GROUP, "v1", "manifestworks", labels={c.LABEL_MANAGED_BY: c.FIELD_MANAGER})

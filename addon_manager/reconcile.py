@@ -86,6 +86,9 @@ class World(Protocol):
     def addon_exists(self, cluster: str) -> bool:
         """Whether the ManagedClusterAddOn model-serving exists in the cluster namespace."""
 
+    def agent_namespace(self, cluster: str) -> str:
+        """The agent's install namespace on a cluster (from its ManagedClusterAddOn)."""
+
 
 class Writer(Protocol):
     """What the reconciler writes with (see HubWriter)."""
@@ -333,7 +336,12 @@ class Reconciler:
         assert isinstance(intent, StorageConnection)
         cluster_spec = render.storage_cluster_spec(intent, cl, labels)
         secret_name = cluster_spec.secret_ref.name if cluster_spec.secret_ref else ""
+        agent_ns = self.world.agent_namespace(cl)
         identity = next(iter(self.world.works_on(cl, naming.KIND_IDENTITY)), None)
+        if identity is not None and (
+            identity.render_hash != render.render_identity(cl, agent_ns).render_hash
+        ):
+            identity = None  # it reads another namespace (the agent moved): not this agent's key
         key = ordering.agent_key(identity)
         waits = ordering.waits_for_storage(key)
         if key is None:
@@ -347,17 +355,17 @@ class Reconciler:
         inputs = render.SealInputs(
             public_key=key.public_key,
             key_id=key.key_id,
-            binding=sealing.binding_for(c.AGENT_NAMESPACE, naming.sealed_name(ns, name)),
+            binding=sealing.binding_for(agent_ns, naming.sealed_name(ns, name)),
             secret_digest=digest,
         )
         return render.render_storage_connection(
-            intent, cl, labels, inputs, spec=cluster_spec
+            intent, cl, labels, inputs, spec=cluster_spec, namespace=agent_ns
         ), [], None
 
     def _identity_jobs(self, clusters: frozenset[str]) -> list[tuple[str, str, Awaitable[Any]]]:
         jobs: list[tuple[str, str, Awaitable[Any]]] = []
         for cl in sorted(clusters):
-            rw = render.render_identity(cl)
+            rw = render.render_identity(cl, self.world.agent_namespace(cl))
             have = next(iter(self.world.works_on(cl, naming.KIND_IDENTITY)), None)
             if self._needs_write(rw, have):
                 jobs.append(("identity", cl, self._apply(naming.KIND_IDENTITY, rw, have, None)))

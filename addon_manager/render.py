@@ -331,13 +331,16 @@ def storage_cluster_spec(
 
 def render_storage_connection(
     intent: StorageConnection, cluster: str, labels: dict[str, str], inputs: SealInputs,
-    spec: StorageConnectionSpec | None = None,
+    spec: StorageConnectionSpec | None = None, namespace: str = c.AGENT_NAMESPACE,
 ) -> RenderedWork:
     """The SealedStorageConnection work of a StorageConnection for one cluster.
 
-    ``spec.sealed`` holds a placeholder; :func:`with_sealed` puts the ciphertext in, built by
-    :func:`storage_payload` from the cluster's spec (``RenderedWork.sealed_spec``). ``spec``
-    is that spec when the caller already has it from :func:`storage_cluster_spec`.
+    The sealed object goes to ``namespace``, where the cluster's agent runs; ``inputs.binding``
+    must name the same namespace (:func:`~addon_api.sealing.binding_for`), or the agent
+    cannot open it. ``spec.sealed`` holds a placeholder; :func:`with_sealed` puts the
+    ciphertext in, built by :func:`storage_payload` from the cluster's spec
+    (``RenderedWork.sealed_spec``). ``spec`` is that spec when the caller already has it
+    from :func:`storage_cluster_spec`.
     """
     ns, name = str(intent.metadata.namespace), str(intent.metadata.name)
     if spec is None:
@@ -348,7 +351,7 @@ def render_storage_connection(
         "kind": c.KIND_SEALED_STORAGE_CONNECTION,
         "metadata": {
             "name": sealed_name,
-            "namespace": c.AGENT_NAMESPACE,
+            "namespace": namespace,
             "labels": owner_labels(c.KIND_STORAGE_CONNECTION, ns, name),
         },
         "spec": {
@@ -361,7 +364,7 @@ def render_storage_connection(
         },
     }
     config = _ssa_config(
-        c.GROUP, "sealedstorageconnections", sealed_name, c.AGENT_NAMESPACE, SEALED_FEEDBACK
+        c.GROUP, "sealedstorageconnections", sealed_name, namespace, SEALED_FEEDBACK
     )
     return _work(
         c.KIND_STORAGE_CONNECTION, ns, name, cluster, [sealed], [config],
@@ -376,19 +379,22 @@ def with_sealed(work: RenderedWork, ciphertext: str) -> dict[str, Any]:
     return body
 
 
-def render_identity(cluster: str) -> RenderedWork:
-    """The ReadOnly work reading the agent identity ConfigMap of ``cluster`` back."""
+def render_identity(cluster: str, namespace: str = c.AGENT_NAMESPACE) -> RenderedWork:
+    """The ReadOnly work reading the agent identity ConfigMap of ``cluster`` back.
+
+    ``namespace`` is the agent's install namespace on that cluster; the ConfigMap is there.
+    """
     cm = {
         "apiVersion": "v1",
         "kind": "ConfigMap",
-        "metadata": {"name": c.AGENT_IDENTITY_CONFIGMAP, "namespace": c.AGENT_NAMESPACE},
+        "metadata": {"name": c.AGENT_IDENTITY_CONFIGMAP, "namespace": namespace},
     }
     config = {
         "resourceIdentifier": {
             "group": "",
             "resource": "configmaps",
             "name": c.AGENT_IDENTITY_CONFIGMAP,
-            "namespace": c.AGENT_NAMESPACE,
+            "namespace": namespace,
         },
         "feedbackRules": _jsonpaths(IDENTITY_FEEDBACK),
         "updateStrategy": {"type": "ReadOnly"},

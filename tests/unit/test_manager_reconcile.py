@@ -7,6 +7,8 @@ from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+import pytest
+
 from addon_api import constants as c
 from addon_api import sealing
 from addon_manager import conflicts, naming
@@ -26,6 +28,8 @@ class FakeHub:
     msv_claims: list[conflicts.Claim] = field(default_factory=list)
     secrets: dict[tuple[str, str], dict[str, str]] = field(default_factory=dict)
     addons: set[str] = field(default_factory=set)
+    agent_namespaces: dict[str, str] = field(default_factory=dict)
+    """Agent install namespace per cluster, as its ManagedClusterAddOn reports it."""
     writes: list[tuple[str, str]] = field(default_factory=list)
     statuses: dict[str, dict[str, Any]] = field(default_factory=dict)
     health: dict[str, ClusterFact] = field(default_factory=dict)
@@ -66,6 +70,9 @@ class FakeHub:
 
     def addon_exists(self, cluster: str) -> bool:
         return cluster in self.addons
+
+    def agent_namespace(self, cluster: str) -> str:
+        return self.agent_namespaces.get(cluster, c.AGENT_NAMESPACE)
 
     # Writer
     async def apply_work(self, body: dict[str, Any], *, force: bool) -> None:
@@ -380,3 +387,97 @@ def test_stale_cluster_is_rechecked_written_once_and_heals() -> None:
     status = hub.statuses["iris"]
     assert status["phase"] == "Ready" and status["summary"]["stale"] == 0
     assert all(not x.get("stale") for x in status["clusters"])
+
+
+def _publish_key(hub: FakeHub, cluster: str) -> bytes:
+    """The agent publishes a fresh key: the identity work's feedback carries it."""
+    private = sealing.generate_private_key()
+    key = sealing.public_key_of(private)
+    ident = hub.works[(cluster, naming.IDENTITY_WORK_NAME)]
+    hub.works[(cluster, naming.IDENTITY_WORK_NAME)] = replace(
+        ident, feedback=(("keyId", sealing.key_id(key)), ("publicKey", key))
+    )
+    return private
+
+
+def _sealed_manifest(hub: FakeHub, cluster: str) -> tuple[dict[str, Any], dict[str, Any]]:
+    body = hub.bodies[(cluster, naming.work_name(c.KIND_STORAGE_CONNECTION, "ns", "s3"))]
+    return body["spec"]["workload"]["manifests"][0], body["spec"]["manifestConfigs"][0]
+
+
+def _identity_namespaces(hub: FakeHub, cluster: str) -> tuple[str, str]:
+    body = hub.bodies[(cluster, naming.IDENTITY_WORK_NAME)]
+    return (body["spec"]["workload"]["manifests"][0]["metadata"]["namespace"],
+            body["spec"]["manifestConfigs"][0]["resourceIdentifier"]["namespace"])
+
+
+def test_storage_goes_to_and_is_sealed_for_the_agent_namespace_of_each_cluster() -> None:
+    hub = FakeHub(
+        placements={("ns", "p"): frozenset({"c1", "c2"})},
+        secrets={("ns", "creds"): {"access_key_id": "AK1"}},
+        agent_namespaces={"c1": "custom-ns"},  # c2 has no ManagedClusterAddOn: the default
+    )
+    reconciler = Reconciler(hub, hub)
+    asyncio.run(reconciler.reconcile(c.KIND_STORAGE_CONNECTION, sc_body()))
+    assert _identity_namespaces(hub, "c1") == ("custom-ns", "custom-ns")
+    assert _identity_namespaces(hub, "c2") == (c.AGENT_NAMESPACE, c.AGENT_NAMESPACE)
+    keys = {cl: _publish_key(hub, cl) for cl in ("c1", "c2")}
+    asyncio.run(reconciler.reconcile(c.KIND_STORAGE_CONNECTION, sc_body()))
+    for cl, agent_ns in (("c1", "custom-ns"), ("c2", c.AGENT_NAMESPACE)):
+        sealed, config = _sealed_manifest(hub, cl)
+        assert sealed["metadata"]["namespace"] == agent_ns
+        assert config["resourceIdentifier"]["namespace"] == agent_ns
+        # The agent opens it with the binding of the object as it finds it there.
+        binding = sealing.binding_for(sealed["metadata"]["namespace"], sealed["metadata"]["name"])
+        opened = sealing.unseal(keys[cl], binding, sealed["spec"]["sealed"])
+        assert opened["access_key_id"] == "AK1"
+    sealed, _ = _sealed_manifest(hub, "c1")
+    wrong = sealing.binding_for(c.AGENT_NAMESPACE, naming.sealed_name("ns", "s3"))
+    with pytest.raises(sealing.SealError):
+        sealing.unseal(keys["c1"], wrong, sealed["spec"]["sealed"])
+
+
+def test_changed_agent_namespace_rewrites_identity_then_reseals_for_the_new_agent() -> None:
+    hub = FakeHub(
+        placements={("ns", "p"): frozenset({"c1"})},
+        secrets={("ns", "creds"): {"access_key_id": "AK1"}},
+    )
+    reconciler = Reconciler(hub, hub)
+
+    def reconcile() -> None:
+        asyncio.run(reconciler.reconcile(c.KIND_STORAGE_CONNECTION, sc_body()))
+
+    reconcile()
+    _publish_key(hub, "c1")
+    reconcile()
+    assert _sealed_manifest(hub, "c1")[0]["metadata"]["namespace"] == c.AGENT_NAMESPACE
+    old_identity = hub.works[("c1", naming.IDENTITY_WORK_NAME)]
+    # OCM now reports another install namespace (agent.installNamespace changed).
+    hub.agent_namespaces["c1"] = "custom-ns"
+    hub.writes.clear()
+    reconcile()
+    applied = [w[1] for w in hub.writes if w[0] == "apply"]
+    # Only the identity work: the key it still feeds back is the old agent's, and sealing
+    # for it would be wasted (the agent in custom-ns holds another key).
+    assert applied == [f"c1/{naming.IDENTITY_WORK_NAME}"]
+    assert _identity_namespaces(hub, "c1") == ("custom-ns", "custom-ns")
+    assert hub.works[("c1", naming.IDENTITY_WORK_NAME)].render_hash != old_identity.render_hash
+    # The watch is late: the hub still shows the old identity work and its old key.
+    rewritten = hub.works[("c1", naming.IDENTITY_WORK_NAME)]
+    hub.works[("c1", naming.IDENTITY_WORK_NAME)] = old_identity
+    hub.writes.clear()
+    reconcile()
+    assert [w for w in hub.writes if w[0] == "apply"] == []  # not sealed for the old key
+    hub.works[("c1", naming.IDENTITY_WORK_NAME)] = rewritten
+    # The agent in custom-ns publishes its key: the connection is re-sealed for it, there.
+    private = _publish_key(hub, "c1")
+    hub.writes.clear()
+    reconcile()
+    sealed, config = _sealed_manifest(hub, "c1")
+    assert sealed["metadata"]["namespace"] == "custom-ns"
+    assert config["resourceIdentifier"]["namespace"] == "custom-ns"
+    binding = sealing.binding_for("custom-ns", naming.sealed_name("ns", "s3"))
+    assert sealing.unseal(private, binding, sealed["spec"]["sealed"])["access_key_id"] == "AK1"
+    hub.writes.clear()
+    reconcile()
+    assert [w for w in hub.writes if w[0] == "apply"] == []  # settled: no more writes

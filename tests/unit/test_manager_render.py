@@ -381,6 +381,32 @@ def test_identity_work_is_read_only() -> None:
     assert paths == {".data.publicKey", ".data.keyId"}
 
 
+def test_identity_and_sealed_objects_go_to_the_given_agent_namespace() -> None:
+    default = render.render_identity("c1")
+    assert default.render_hash == render.render_identity("c1", c.AGENT_NAMESPACE).render_hash
+    custom = render.render_identity("c1", "custom-ns")
+    assert custom.render_hash != default.render_hash  # a moved agent gets its work rewritten
+    assert manifest(custom)["metadata"]["namespace"] == "custom-ns"
+    config = custom.body["spec"]["manifestConfigs"][0]
+    assert config["resourceIdentifier"]["namespace"] == "custom-ns"
+
+    key = sealing.public_key_of(sealing.generate_private_key())
+    name = naming.sealed_name("team-a", "s3")
+    inputs = render.SealInputs(
+        key, sealing.key_id(key), sealing.binding_for("custom-ns", name), "d1"
+    )
+    work = render.render_storage_connection(sconn(), "c1", {}, inputs, namespace="custom-ns")
+    assert manifest(work)["metadata"]["namespace"] == "custom-ns"
+    config = work.body["spec"]["manifestConfigs"][0]
+    assert config["resourceIdentifier"]["namespace"] == "custom-ns"
+    here = render.SealInputs(
+        key, sealing.key_id(key), sealing.binding_for(c.AGENT_NAMESPACE, name), "d1"
+    )
+    assert work.render_hash != render.render_storage_connection(
+        sconn(), "c1", {}, here
+    ).render_hash
+
+
 def test_work_names_are_unique_bounded_and_stable() -> None:
     a = naming.work_name(c.KIND_INFERENCE_SERVICE, "a-b", "c")
     b = naming.work_name(c.KIND_INFERENCE_SERVICE, "a", "b-c")

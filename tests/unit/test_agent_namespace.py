@@ -1,0 +1,118 @@
+"""The agent's own namespace: from --namespace, else its pod's (POD_NAMESPACE), else OCM's
+default; its key, identity and the sealed payloads it opens all follow that namespace."""
+
+from __future__ import annotations
+
+import base64
+import json
+from typing import Any, cast
+
+import pytest
+
+from addon_agent import delivery, identity
+from addon_agent.kube import Kube
+from addon_agent.main import default_namespace, parse
+from addon_api import constants as c
+from addon_api import sealing
+from addon_api.spoke import SealedStorageConnectionSpec
+
+Obj = dict[str, Any]
+
+
+def test_namespace_comes_from_the_flag_else_the_pod_else_the_default(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.delenv("POD_NAMESPACE", raising=False)
+    assert parse([]).namespace == c.AGENT_NAMESPACE
+    monkeypatch.setenv("POD_NAMESPACE", "custom-ns")
+    assert parse([]).namespace == "custom-ns"
+    assert parse(["--namespace="]).namespace == "custom-ns"  # an empty template variable
+    assert parse(["--namespace=other-ns"]).namespace == "other-ns"
+    assert default_namespace({"POD_NAMESPACE": ""}) == c.AGENT_NAMESPACE
+    assert default_namespace({}) == c.AGENT_NAMESPACE
+
+
+class _Resource:
+    """The dynamic-client resource of one kind, enough for create and replace."""
+
+    namespaced = True
+
+    def __init__(self, kube: FakeKube, kind: str) -> None:
+        self.kube, self.kind = kube, kind
+
+    def create(self, body: Obj, namespace: str | None = None) -> Any:
+        return self._put(body)
+
+    def replace(self, body: Obj, name: str, namespace: str | None = None) -> Any:
+        return self._put(body)
+
+    def _put(self, body: Obj) -> Any:
+        self.kube.apply({**body, "kind": self.kind})
+
+        class _Out:
+            def to_dict(self) -> Obj:
+                return body
+
+        return _Out()
+
+
+class FakeKube:
+    """Namespaced objects in memory by (kind, namespace, name)."""
+
+    def __init__(self, *namespaces: str) -> None:
+        self.objects: dict[tuple[str, str, str], Obj] = {
+            ("Namespace", "", ns): {"metadata": {"name": ns}} for ns in namespaces
+        }
+
+    def get(self, api_version: str, kind: str, name: str, namespace: str | None = None) -> Any:
+        found = self.objects.get((kind, namespace or "", name))
+        return json.loads(json.dumps(found)) if found is not None else None
+
+    def apply(self, obj: Obj, *, force: bool = True) -> Obj:
+        meta = obj["metadata"]
+        self.objects[(obj["kind"], meta.get("namespace") or "", meta["name"])] = obj
+        return obj
+
+    def list(self, api_version: str, kind: str, **_: Any) -> list[Obj]:
+        return [o for (k, _ns, _n), o in self.objects.items() if k == kind]
+
+    def delete(self, api_version: str, kind: str, name: str, namespace: str | None = None) -> bool:
+        return self.objects.pop((kind, namespace or "", name), None) is not None
+
+    def resource(self, api_version: str, kind: str) -> _Resource:
+        return _Resource(self, kind)
+
+
+def test_identity_lives_in_the_configured_namespace() -> None:
+    kube = FakeKube()
+    key = identity.ensure_identity(cast(Kube, kube), "custom-ns")
+    secret = kube.get("v1", "Secret", c.AGENT_KEY_SECRET, "custom-ns")
+    published = kube.get("v1", "ConfigMap", c.AGENT_IDENTITY_CONFIGMAP, "custom-ns")
+    assert secret is not None and published is not None
+    assert published["data"][c.IDENTITY_PUBLIC_KEY] == sealing.public_key_of(key)
+    assert kube.get("v1", "ConfigMap", c.AGENT_IDENTITY_CONFIGMAP, c.AGENT_NAMESPACE) is None
+    assert identity.ensure_identity(cast(Kube, kube), "custom-ns") == key  # reused
+
+
+def test_sealed_payload_opens_only_in_the_namespace_it_was_sealed_for() -> None:
+    private = sealing.generate_private_key()
+    public = sealing.public_key_of(private)
+    name = "ns.s3"
+    payload = {"type": "s3", "access_key_id": "AK1"}
+    spec = SealedStorageConnectionSpec.model_validate({
+        "keyId": sealing.key_id(public),
+        "sealed": sealing.seal(public, sealing.binding_for("custom-ns", name), payload),
+        "type": "s3",
+        "targetNamespaces": ["models"],
+        "entryName": "s3",
+        "source": {"namespace": "ns", "name": "s3"},
+    })
+    kube = FakeKube("models")
+    with pytest.raises(delivery.DeliveryError) as err:
+        delivery.deliver(cast(Kube, kube), private, c.AGENT_NAMESPACE, name, spec)
+    assert err.value.reason == "DecryptFailed"
+    assert kube.get("v1", "Secret", c.STORAGE_CONFIG_SECRET, "models") is None
+    delivery.deliver(cast(Kube, kube), private, "custom-ns", name, spec)
+    written = kube.get("v1", "Secret", c.STORAGE_CONFIG_SECRET, "models")
+    assert written is not None
+    assert json.loads(base64.b64decode(written["data"]["s3"])) == payload
