@@ -191,6 +191,7 @@ def parse_cluster(cluster: Mapping[str, Any]) -> ClusterFact:
         message=str(cond.get("message", ""))[:256],
     )
 
+
 def agent_namespace(addon: Mapping[str, Any] | None) -> str:
     """The namespace the agent runs in on a cluster, from its ManagedClusterAddOn.
 
