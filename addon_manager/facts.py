@@ -6,6 +6,7 @@ per work the add-on owns, so nothing in the hot path lists ManifestWorks.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -115,6 +116,43 @@ def _field_value(raw: Mapping[str, Any]) -> FeedbackValue | None:
     return None
 
 
+_FORBIDDEN = re.compile(
+    r'User "(?P<user>[^"]+)" cannot (?P<verb>\w+) resource "(?P<resource>[^"]+)"'
+    r' in API group "(?P<group>[^"]*)"'
+)
+
+
+def manifest_failure(cluster: str, status: Mapping[str, Any]) -> tuple[str, str] | None:
+    """Reason and message for the first manifest the work agent could not apply.
+
+    OCM's work-level condition only says "Failed to apply manifest work"; the manifest's own
+    Applied condition carries the spoke API server's error. A Forbidden error becomes
+    ``ApplyForbidden`` naming the cluster, the verb, the resource and the object, so a
+    missing RBAC rule on the spoke is visible on the hub; any other refusal is
+    ``ApplyFailed`` with the spoke's message (which names the offending field).
+    """
+    for manifest in (status.get("resourceStatus") or {}).get("manifests") or []:
+        conds = {str(x.get("type")): x for x in manifest.get("conditions") or []}
+        applied = conds.get("Applied")
+        if applied is None or applied.get("status") != "False":
+            continue
+        meta = manifest.get("resourceMeta") or {}
+        where = "/".join(p for p in (meta.get("namespace"), meta.get("name")) if p)
+        what = f"{meta.get('kind', 'object')} {where}".strip()
+        error = str(applied.get("message", ""))
+        forbidden = _FORBIDDEN.search(error)
+        if forbidden is not None:
+            group = forbidden["group"]
+            resource = forbidden["resource"] + (f".{group}" if group else "")
+            return "ApplyForbidden", (
+                f"cluster {cluster}: {forbidden['user']} may not {forbidden['verb']} "
+                f"{resource} ({what}); grant it on the managed cluster (see "
+                f"docs/troubleshooting.md#applyforbidden): {error}"
+            )
+        return "ApplyFailed", f"cluster {cluster}: {what} was refused: {error}"
+    return None
+
+
 def parse_work(work: Mapping[str, Any]) -> WorkFact | None:
     """A :class:`WorkFact` for a ManifestWork the add-on owns; None for anyone else's."""
     meta = work.get("metadata") or {}
@@ -133,6 +171,12 @@ def parse_work(work: Mapping[str, Any]) -> WorkFact | None:
     if problem is None and conds.get("Degraded", {}).get("status") == "True":
         problem = conds["Degraded"]
     not_true = problem if problem is not None else applied
+    reason = str(not_true.get("reason", ""))
+    message = str(not_true.get("message", ""))
+    if applied.get("status") == "False":
+        failure = manifest_failure(str(meta.get("namespace", "")), status)
+        if failure is not None:
+            reason, message = failure
     observed = [
         seen
         for seen in (conds.get(t, {}).get("observedGeneration") for t in ("Applied", "Available"))
@@ -155,8 +199,8 @@ def parse_work(work: Mapping[str, Any]) -> WorkFact | None:
         deleting=bool(meta.get("deletionTimestamp")),
         applied=str(applied.get("status", "Unknown")),
         available=str(available.get("status", "Unknown")),
-        reason=str(not_true.get("reason", "")),
-        message=str(not_true.get("message", ""))[:1024],
+        reason=reason,
+        message=message[:1024],
         feedback=tuple(sorted(feedback.items())),
         generation=generation if isinstance(generation, int) else None,
         observed_generation=min(observed) if observed else None,

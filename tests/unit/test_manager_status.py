@@ -411,3 +411,55 @@ def test_aggregate_counts_stale_clusters_and_degrades() -> None:
     deg = {x.type: x for x in both.conditions}["Degraded"]
     assert deg.reason == "ClustersFailed"
     assert deg.message == "failed on c; no current report from b (stale)"
+
+
+def _failed_work(message: str) -> dict[str, Any]:
+    failed = {"type": "Applied", "status": "False", "reason": "AppliedManifestFailed",
+              "message": message}
+    return {
+        "metadata": {
+            "name": "w", "namespace": "cluster1",
+            "labels": owner_labels(c.KIND_MODEL_SERVING, "team", "kserve"),
+        },
+        "status": {
+            "conditions": [{"type": "Applied", "status": "False",
+                            "reason": "AppliedManifestWorkFailed",
+                            "message": "Failed to apply manifest work"}],
+            "resourceStatus": {"manifests": [{
+                "resourceMeta": {"ordinal": 0, "group": c.GROUP, "kind": "ServingPlatform",
+                                 "resource": "servingplatforms", "name": "model-serving"},
+                "conditions": [failed],
+            }]},
+        },
+    }
+
+
+def test_a_forbidden_apply_names_cluster_identity_verb_and_kind() -> None:
+    error = (
+        'Failed to apply manifest: servingplatforms.modelserving.opendatahub.io "model-serving"'
+        ' is forbidden: User "system:serviceaccount:open-cluster-management-agent:'
+        'klusterlet-work-sa" cannot patch resource "servingplatforms" in API group '
+        '"modelserving.opendatahub.io" at the cluster scope'
+    )
+    got = parse_work(_failed_work(error))
+    assert got is not None
+    assert got.reason == "ApplyForbidden"
+    assert got.message.startswith(
+        "cluster cluster1: system:serviceaccount:open-cluster-management-agent:klusterlet-work-sa"
+        " may not patch servingplatforms.modelserving.opendatahub.io"
+        " (ServingPlatform model-serving)"
+    )
+    entry, category = st._reported_status(
+        c.KIND_MODEL_SERVING, st.ClusterInput(cluster="cluster1", work=got), removed=False
+    )
+    assert (entry.phase, entry.reason, category) == ("Failed", "ApplyForbidden", "failed")
+
+
+def test_another_refusal_carries_the_spoke_message_naming_the_field() -> None:
+    error = 'Failed to apply manifest: .spec.metadata: field not declared in schema'
+    got = parse_work(_failed_work(error))
+    assert got is not None
+    assert got.reason == "ApplyFailed"
+    assert got.message == (
+        "cluster cluster1: ServingPlatform model-serving was refused: " + error
+    )
