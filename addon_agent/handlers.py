@@ -20,6 +20,7 @@ from addon_agent.login import connection_info
 from addon_agent.planning import Plan
 from addon_api import constants as c
 from addon_api.base import plain
+from addon_api.conditions import condition
 from addon_api.spoke import SealedStorageConnectionSpec, ServingPlatformSpec
 
 log = logging.getLogger(__name__)
@@ -229,6 +230,7 @@ class Agent:
         ns, name = body.metadata["namespace"], body.metadata["name"]
         generation = body.metadata.get("generation")
         previous = list((body.get("status") or {}).get("conditions") or [])
+        kept: dict[str, Any] = {"previous": previous, "max_message": st.MAX_MESSAGE}
         with metrics.RECONCILE_SECONDS.labels(kind="SealedStorageConnection").time():
             try:
                 if self.private_key is None:
@@ -239,12 +241,12 @@ class Agent:
                 metrics.RECONCILE_ERRORS.labels(kind="SealedStorageConnection").inc()
                 status = {
                     "phase": "Failed" if err.reason != "NamespaceMissing" else "Pending",
-                    "message": str(err)[:1024],
+                    "message": str(err)[:st.MAX_MESSAGE],
                     "observedGeneration": generation,
-                    "conditions": [
-                        st.condition("Delivered", False, err.reason, str(err), previous),
-                        st.condition("Degraded", True, err.reason, str(err), previous),
-                    ],
+                    "conditions": st.conditions(
+                        condition("Delivered", False, err.reason, str(err), **kept),
+                        condition("Degraded", True, err.reason, str(err), **kept),
+                    ),
                 }
             else:
                 message = "entry delivered to " + ", ".join(spec.target_namespaces)
@@ -252,10 +254,10 @@ class Agent:
                     "phase": "Delivered",
                     "message": message,
                     "observedGeneration": generation,
-                    "conditions": [
-                        st.condition("Delivered", True, "Delivered", message, previous),
-                        st.condition("Degraded", False, "Delivered", message, previous),
-                    ],
+                    "conditions": st.conditions(
+                        condition("Delivered", True, "Delivered", message, **kept),
+                        condition("Degraded", False, "Delivered", message, **kept),
+                    ),
                 }
         self.kube.patch_status(
             f"{c.GROUP}/{c.VERSION}", c.KIND_SEALED_STORAGE_CONNECTION, name, status, namespace=ns

@@ -2,16 +2,17 @@
 
 from __future__ import annotations
 
-import datetime as dt
 from collections.abc import Sequence
 from typing import Any
+
+from addon_api.common import Condition
+from addon_api.conditions import condition
 
 Obj = dict[str, Any]
 
 
-def now_iso() -> str:
-    """Current UTC time in RFC 3339 (condition timestamps)."""
-    return dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+MAX_MESSAGE = 1024
+"""Longest status or condition message the agent writes."""
 
 
 def condition_true(obj: Obj | None, kind: str) -> bool:
@@ -50,24 +51,9 @@ def deployment_rolling_out(deployment: Obj | None) -> bool:
     return True  # no Progressing condition yet: just created
 
 
-def condition(kind: str, ok: bool, reason: str, message: str, previous: Sequence[Obj] = ()) -> Obj:
-    """A condition; keeps lastTransitionTime when the status did not change."""
-    status = "True" if ok else "False"
-    stamp = now_iso()
-    for old in previous:
-        if (
-            old.get("type") == kind
-            and old.get("status") == status
-            and old.get("lastTransitionTime")
-        ):
-            stamp = old["lastTransitionTime"]
-    return {
-        "type": kind,
-        "status": status,
-        "reason": reason,
-        "message": message[:1024],
-        "lastTransitionTime": stamp,
-    }
+def conditions(*conds: Condition) -> list[Obj]:
+    """Conditions in their wire form, as the status subresource stores them."""
+    return [cond.to_dict() for cond in conds]
 
 
 def platform_status(
@@ -109,16 +95,17 @@ def platform_status(
     if runtime_errors:
         message = f"{message}; runtimes not applied: {'; '.join(runtime_errors)}"
     progressing = phase == "Installing"
+    kept: dict[str, Any] = {"previous": previous, "max_message": MAX_MESSAGE}
     return {
         "phase": phase,
-        "message": message[:1024],
+        "message": message[:MAX_MESSAGE],
         "observedGeneration": generation,
         "readyComponents": len(ready),
         "totalComponents": len(deployments),
         "stackVersion": version,
-        "conditions": [
-            condition("Available", available, reason, message, previous),
-            condition("Progressing", progressing, reason, message, previous),
+        "conditions": conditions(
+            condition("Available", available, reason, message, **kept),
+            condition("Progressing", progressing, reason, message, **kept),
             condition(
                 "Degraded",
                 phase == "Degraded" or bool(warnings) or bool(runtime_errors),
@@ -132,9 +119,9 @@ def platform_status(
                     else reason
                 ),
                 message,
-                previous,
+                **kept,
             ),
-        ],
+        ),
     }
 
 
@@ -142,21 +129,18 @@ def simple_status(
     phase: str, reason: str, message: str, generation: int | None, previous: Sequence[Obj] = ()
 ) -> Obj:
     """Status of a platform being removed, removed, blocked or failing before install."""
+    kept: dict[str, Any] = {"previous": previous, "max_message": MAX_MESSAGE}
     return {
         "phase": phase,
-        "message": message[:1024],
+        "message": message[:MAX_MESSAGE],
         "observedGeneration": generation,
         "readyComponents": 0,
         "totalComponents": 0,
-        "conditions": [
-            condition("Available", False, reason, message, previous),
-            condition(
-                "Progressing", phase in ("Removing", "Installing"), reason, message, previous
-            ),
-            condition(
-                "Degraded", phase in ("RemovalBlocked", "Degraded"), reason, message, previous
-            ),
-        ],
+        "conditions": conditions(
+            condition("Available", False, reason, message, **kept),
+            condition("Progressing", phase in ("Removing", "Installing"), reason, message, **kept),
+            condition("Degraded", phase in ("RemovalBlocked", "Degraded"), reason, message, **kept),
+        ),
     }
 
 

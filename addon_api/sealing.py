@@ -11,12 +11,13 @@ from __future__ import annotations
 
 import base64
 import binascii
-import hashlib
 import json
 from typing import Any
 
 from nacl.exceptions import CryptoError
 from nacl.public import PrivateKey, PublicKey, SealedBox
+
+from addon_api.hashing import short_hash
 
 ENVELOPE_VERSION = 1
 
@@ -37,7 +38,7 @@ def public_key_of(private_key: bytes) -> str:
 
 def key_id(public_key_b64: str) -> str:
     """Short stable id of a public key: the first 16 hex digits of its SHA-256."""
-    return hashlib.sha256(_decode_key(public_key_b64)).hexdigest()[:16]
+    return short_hash(_decode_key(public_key_b64), length=16)
 
 
 def binding_for(namespace: str, name: str) -> str:

@@ -11,7 +11,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import datetime
-import hashlib
 import logging
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
@@ -20,6 +19,7 @@ from typing import Any
 import kopf
 
 from addon_api import constants as c
+from addon_api.hashing import short_hash
 from addon_manager import conflicts, metrics, naming
 from addon_manager.facts import (
     ClusterFact,
@@ -268,9 +268,7 @@ async def secrets_index(
 ) -> dict[Any, Any]:
     """(namespace, name) -> digest of the Secret's data (never the data itself)."""
     data = body.get("data") or {}
-    digest = hashlib.sha256(
-        "\x00".join(f"{k}={data[k]}" for k in sorted(data)).encode()
-    ).hexdigest()[:32]
+    digest = short_hash(*(f"{k}={data[k]}" for k in sorted(data)), length=32)
     return {(namespace, name): digest}
 
 

@@ -2,9 +2,8 @@
 
 from __future__ import annotations
 
-import hashlib
-
 from addon_api import constants as c
+from addon_api.hashing import short_hash
 
 MAX_NAME = 253
 """Longest name of a Kubernetes object (RFC 1123 subdomain)."""
@@ -26,10 +25,8 @@ IDENTITY_WORK_NAME = "model-serving-agent-identity"
 SERVING_PLATFORM_NAME = "model-serving"
 """Name of the cluster-scoped ServingPlatform on every spoke (one per cluster)."""
 
-
-def short_hash(*parts: str, length: int = 8) -> str:
-    """A short, stable hex digest of ``parts`` (separated so that parts cannot run together)."""
-    return hashlib.sha256("\x00".join(parts).encode()).hexdigest()[:length]
+NAME_HASH = 8
+"""Hex digits of the hash that keeps a shortened name unique."""
 
 
 def bounded(base: str, suffix: str, limit: int = MAX_NAME) -> str:
@@ -45,7 +42,8 @@ def work_name(kind: str, namespace: str, name: str) -> str:
     Unique per (kind, namespace, name): the hash suffix covers all three, so
     ``a-b``/``c`` and ``a``/``b-c`` do not collide; at most 253 characters.
     """
-    return bounded(f"{KIND_PREFIX[kind]}-{namespace}-{name}", short_hash(kind, namespace, name))
+    digest = short_hash(kind, namespace, name, length=NAME_HASH)
+    return bounded(f"{KIND_PREFIX[kind]}-{namespace}-{name}", digest)
 
 
 def sealed_name(namespace: str, name: str) -> str:
@@ -53,4 +51,4 @@ def sealed_name(namespace: str, name: str) -> str:
     full = f"{namespace}.{name}"  # a namespace has no dots, so this is unique
     if len(full) <= MAX_NAME:
         return full
-    return bounded(full, short_hash(namespace, name))
+    return bounded(full, short_hash(namespace, name, length=NAME_HASH))

@@ -20,7 +20,8 @@ from pydantic import ValidationError
 from addon_api import constants as c
 from addon_api import sealing
 from addon_api.base import field_errors
-from addon_api.common import Condition, IntentStatus, Resource
+from addon_api.common import IntentStatus, Resource
+from addon_api.conditions import condition
 from addon_api.hub import (
     ModelServing,
     MultiClusterInferenceService,
@@ -420,8 +421,7 @@ class Reconciler:
         now = _now()
         new = IntentStatus(
             observed_generation=generation, phase="Invalid",
-            conditions=[Condition(type=c.CONDITION_READY, status="False", reason="InvalidSpec",
-                                  message=message[:32768], last_transition_time=now)],
+            conditions=[condition(c.CONDITION_READY, False, "InvalidSpec", message, now=now)],
         )
         await self._write_status(kind, ns, name, previous_raw, new, out)
 

@@ -10,7 +10,6 @@ Sealed credentials are randomised ciphertext: their work is hashed over the seal
 from __future__ import annotations
 
 import copy
-import hashlib
 import json
 from dataclasses import dataclass
 from typing import Any
@@ -20,6 +19,7 @@ from pydantic import ValidationError
 from addon_api import constants as c
 from addon_api.base import field_errors
 from addon_api.common import Override, merge_patch
+from addon_api.hashing import short_hash
 from addon_api.hub import (
     ModelServing,
     MultiClusterInferenceService,
@@ -74,7 +74,7 @@ class SealInputs:
 def canonical_hash(value: Any) -> str:
     """SHA-256 (hex, first 32 digits) of the canonical JSON form of ``value``."""
     data = json.dumps(value, sort_keys=True, separators=(",", ":")).encode()
-    return hashlib.sha256(data).hexdigest()[:32]
+    return short_hash(data, length=32)
 
 
 def owner_labels(kind: str, namespace: str, name: str) -> dict[str, str]:

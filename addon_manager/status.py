@@ -13,6 +13,7 @@ from typing import Any, Literal
 
 from addon_api import constants as c
 from addon_api.common import ClusterStatus, Condition, IntentStatus, StatusSummary
+from addon_api.conditions import condition
 from addon_manager.facts import ClusterFact, WorkFact
 from addon_manager.ordering import Wait
 
@@ -242,19 +243,6 @@ def _named(clusters: Sequence[str]) -> str:
     return head + (f" and {more} more" if more > 0 else "")
 
 
-def _condition(
-    ctype: str, ok: bool, reason: str, message: str, generation: int | None,
-    previous: dict[str, Condition], now: datetime,
-) -> Condition:
-    status: Literal["True", "False"] = "True" if ok else "False"
-    prev = previous.get(ctype)
-    since = prev.last_transition_time if prev is not None and prev.status == status else None
-    return Condition(
-        type=ctype, status=status, reason=reason, message=message[:32768],
-        observed_generation=generation, last_transition_time=since or now,
-    )
-
-
 _ORDER: dict[Category, int] = {"failed": 0, "stale": 1, "progressing": 2, "ready": 3}
 
 
@@ -284,11 +272,13 @@ def aggregate(
     ready = [s.cluster for s, cat in items if cat == "ready"]
     stale = [s.cluster for s, cat in items if cat == "stale"]
     desired = len(items)
-    prev = {x.type: x for x in (previous.conditions if previous else [])}
+    prev = previous.conditions if previous else []
     conds: list[Condition] = []
 
     def add(ctype: str, ok: bool, reason: str, message: str) -> None:
-        conds.append(_condition(ctype, ok, reason, message, generation, prev, now))
+        conds.append(
+            condition(ctype, ok, reason, message, previous=prev, generation=generation, now=now)
+        )
 
     if not placement.found:
         add(c.CONDITION_PLACEMENT_RESOLVED, False, "PlacementNotFound",
@@ -341,11 +331,10 @@ def aggregate(
 
 def deletion_blocked(clusters: Sequence[str], generation: int | None, now: datetime) -> Condition:
     """The DeletionBlocked condition naming the clusters whose works do not go away."""
-    return Condition(
-        type=CONDITION_DELETION_BLOCKED, status="True", reason="WorksRemain",
-        message=f"ManifestWorks not removed yet on {_named(list(clusters))}"
-        " (is the cluster reachable?)",
-        observed_generation=generation, last_transition_time=now,
+    return condition(
+        CONDITION_DELETION_BLOCKED, True, "WorksRemain",
+        f"ManifestWorks not removed yet on {_named(list(clusters))} (is the cluster reachable?)",
+        generation=generation, now=now,
     )
 
 

@@ -3,6 +3,7 @@ from __future__ import annotations
 from typing import Any
 
 from addon_agent import status
+from addon_api.conditions import condition
 
 
 def dep(available: bool, generation: int = 1, observed: int = 1) -> dict[str, Any]:
@@ -59,11 +60,11 @@ def test_installing_while_a_deployment_rolls_out() -> None:
 
 def test_condition_keeps_transition_time() -> None:
     old = [{"type": "Available", "status": "True", "lastTransitionTime": "2020-01-01T00:00:00Z"}]
-    cond = status.condition("Available", True, "R", "m", old)
-    assert cond["lastTransitionTime"] == "2020-01-01T00:00:00Z"
-    assert status.condition("Available", False, "R", "m", old)["lastTransitionTime"] != (
-        "2020-01-01T00:00:00Z"
-    )
+    [cond] = status.conditions(condition("Available", True, "R", "m", previous=old))
+    assert cond == {"type": "Available", "status": "True", "reason": "R", "message": "m",
+                    "lastTransitionTime": "2020-01-01T00:00:00Z"}
+    [flipped] = status.conditions(condition("Available", False, "R", "m", previous=old))
+    assert flipped["lastTransitionTime"] != "2020-01-01T00:00:00Z"
 
 
 def test_owning_platform_is_the_oldest() -> None:

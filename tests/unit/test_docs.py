@@ -7,8 +7,8 @@ What counts as "setting a reason" is the set of patterns the code uses:
 * keywords ``reason=``, ``phase=``, ``error_reason=`` with a literal (also inside ``x if c else
   y`` and ``a or b``);
 * dict entries ``"reason": ...`` / ``"phase": ...``;
-* positional arguments of the condition/status builders (``add``, ``_condition``,
-  ``condition``, ``simple_status``) and of ``DeliveryError``;
+* positional arguments of the condition/status builders (``add``, ``condition``,
+  ``simple_status``) and of ``DeliveryError``;
 * tuple assignments to ``phase, reason[, message]``;
 * dataclass defaults ``error_reason: str = "..."``;
 * module constants ``WAITING_FOR_*``, ``CONDITION_*`` and ``FAILED_*`` (tuples of reasons);
@@ -31,8 +31,7 @@ DICT_KEYS = {"reason", "phase"}
 # function name -> positions of reason/phase arguments
 POSITIONAL = {
     "add": (2,),  # add(ctype, ok, reason, message) in status.aggregate
-    "_condition": (2,),  # _condition(ctype, ok, reason, message, ...)
-    "condition": (2,),  # agent status.condition(kind, ok, reason, message, ...)
+    "condition": (2,),  # addon_api.conditions.condition(ctype, ok, reason, message, ...)
     "simple_status": (0, 1),  # simple_status(phase, reason, message, ...)
     "DeliveryError": (0,),  # DeliveryError(reason, message)
 }
