@@ -6,7 +6,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-$(shell sha1sum pyproject.toml | cut -c1-12)
 ARGS ?=
 
-.PHONY: all venv binaries bundles crds lint unit test soak demo bench clean
+.PHONY: all venv binaries bundles crds lint unit test soak demo bench image clean
 
 all: test
 
@@ -51,6 +51,24 @@ bench: venv binaries
 	$(BIN)/python -m bench.fanout --sizes 100,300,1000,3000
 	$(BIN)/python -m bench.steady --clusters 1000,3000 --intents 10 --seconds 120
 	$(BIN)/python -m bench.status --clusters 1000 --intents 3
+
+# The container image (not part of `make test`): podman builds the Containerfile, then runs the
+# image once (the CLI's help and the shipped kustomize's version). LOCAL_BASES=1 replaces the
+# public bases by Debian roots made with mmdebstrap (scripts/local-image-bases.sh);
+# PODMAN_FLAGS go to both `podman build` and `podman run`. In a sandbox with cgroups v1,
+# capped rlimits and a TLS-intercepting egress proxy:
+#   make image LOCAL_BASES=1 PODMAN_FLAGS="--runtime runc --ulimit nofile=1024:1024 \
+#     --ulimit nproc=1024:1024 -v /etc/ssl/certs:/etc/ssl/certs:ro"
+IMAGE ?= localhost/model-serving-addon:dev
+PODMAN ?= podman
+PODMAN_FLAGS ?=
+LOCAL_BASES ?=
+
+image:
+	bases=$(if $(filter 1,$(LOCAL_BASES)),$$(PODMAN=$(PODMAN) scripts/local-image-bases.sh)) \
+	  && $(PODMAN) build $(PODMAN_FLAGS) $$bases -t $(IMAGE) -f Containerfile .
+	$(PODMAN) run --rm $(PODMAN_FLAGS) $(IMAGE) --help
+	$(PODMAN) run --rm $(PODMAN_FLAGS) --entrypoint kustomize $(IMAGE) version
 
 clean:
 	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache

@@ -4,7 +4,8 @@
 ``https://host/bundle.tar.gz``. Inside the bundle, ``contextDir`` then ``sourcePath``
 select the directory; a directory holding a rendered ``bundle.yaml`` is used as it is (with
 its ``runtimes.yaml`` if present), a directory with a ``kustomization.yaml`` is rendered with
-``kubectl kustomize``, any other directory contributes its ``*.yaml``/``*.yml`` files.
+the pinned standalone ``kustomize build`` (:mod:`addon_agent.kustomize`, shipped in the image),
+any other directory contributes its ``*.yaml``/``*.yml`` files.
 
 The built-in serving runtimes of a rendered bundle (``runtimes.yaml``) are appended to its
 objects; planning keeps or drops every serving runtime of the bundle as the spec says.
@@ -17,13 +18,13 @@ import dataclasses
 import hashlib
 import json
 import shutil
-import subprocess
 import tarfile
 import tempfile
 import urllib.parse
 import urllib.request
 from pathlib import Path
 
+from addon_agent import kustomize
 from addon_agent.bundle_render import BUNDLE_FILE, MANIFEST_FILE, RUNTIMES_FILE, bundle_path
 from addon_agent.stacks import Stack
 from addon_api.platform import ManifestsSource
@@ -103,12 +104,10 @@ def render_dir(directory: Path) -> str:
         (directory / n).exists()
         for n in ("kustomization.yaml", "kustomization.yml", "Kustomization")
     ):
-        proc = subprocess.run(
-            ["kubectl", "kustomize", str(directory)], capture_output=True, text=True
-        )
-        if proc.returncode != 0:
-            raise BundleError(f"kustomize {directory}: {proc.stderr.strip()[:500]}")
-        return proc.stdout
+        try:
+            return kustomize.build(directory)
+        except kustomize.KustomizeError as err:
+            raise BundleError(str(err)) from err
     files = sorted(p for p in directory.iterdir() if p.suffix in (".yaml", ".yml") and p.is_file())
     if not files:
         raise BundleError(f"{directory} holds no YAML files")

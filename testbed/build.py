@@ -22,8 +22,9 @@ import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
+from addon_agent import kustomize
 from testbed import versions
-from testbed.paths import cache_dir, gomodcache
+from testbed.paths import cache_dir
 from testbed.upstream import ModuleError, module_dir
 
 
@@ -57,9 +58,7 @@ class Tool:
 
 def _kubernetes_staging_replaces() -> dict[str, str]:
     """Map each k8s.io staging module to its published v0.x release."""
-    gomod = gomodcache() / "k8s.io" / f"kubernetes@{versions.KUBERNETES}" / "go.mod"
-    if not gomod.exists():
-        _run(["go", "mod", "download", f"k8s.io/kubernetes@{versions.KUBERNETES}"], Path.cwd())
+    gomod = module_dir("k8s.io/kubernetes", versions.KUBERNETES) / "go.mod"
     staging = re.findall(r"^\s*(k8s\.io/[\w.-]+)\s*=>\s*\./staging/", gomod.read_text(), re.M)
     minor = versions.KUBERNETES.removeprefix("v1.")
     return {m: f"v0.{minor}" for m in staging}
@@ -124,6 +123,15 @@ TOOLS: tuple[Tool, ...] = (
         versions.KSERVE,
         {"kserve-manager": "github.com/kserve/kserve/cmd/manager"},
         replaces=_pinned_replaces("github.com/kserve/kserve", versions.KSERVE),
+    ),
+    # The agent's pin (the image ships the same binary), not repeated here.
+    Tool(
+        "kustomize",
+        kustomize.MODULE,
+        kustomize.VERSION,
+        {"kustomize": kustomize.MODULE},
+        # `kustomize version` reports the pin (a wrapper module's build info has none).
+        ldflags=f"-s -w -X sigs.k8s.io/kustomize/api/provenance.version={kustomize.VERSION}",
     ),
 )
 

@@ -8,6 +8,7 @@ returns the CRD files to apply.
 from __future__ import annotations
 
 import subprocess
+import tempfile
 from pathlib import Path
 
 from testbed import versions
@@ -26,7 +27,9 @@ def module_dir(module: str, version: str) -> Path:
             ["go", "mod", "download", f"{module}@{version}"],
             capture_output=True,
             text=True,
-            cwd=gomodcache().parent,
+            # Outside any module, in a directory that exists on a fresh machine (the module
+            # cache and its parents do not until the first download creates them).
+            cwd=tempfile.gettempdir(),
         )
         if proc.returncode != 0 or not path.exists():
             raise ModuleError(

@@ -1,24 +1,35 @@
 """What the image build relies on: the Containerfile's promises and the package it installs.
 
 No container engine runs here, so the image itself is not built in CI; every step it runs is
-exercised elsewhere (bundle rendering by the agent tests, the package below).
+exercised elsewhere (bundle rendering by the agent tests, the package below, the agent's
+bundle path with only the runtime stage's executables in tests/integration/test_image_path.py).
 """
 
 from __future__ import annotations
 
 import re
+import shlex
+import shutil
 import subprocess
 import sys
 import zipfile
 from pathlib import Path
+
+from addon_agent import kustomize
+from testbed import build
+from tests.containerfile_support import runtime_executables, stages
 
 ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_containerfile_pins_bases_renders_bundles_and_runs_unprivileged() -> None:
     text = (ROOT / "Containerfile").read_text()
-    bases = re.findall(r"^FROM\s+(\S+)", text, re.M)
+    bases = [stage.base for stage in stages(text)]
     assert len(bases) == 2
+    assert [s.base for s in stages(text, {"GO_BASE": "go:1", "RUNTIME_BASE": "py:2"})] == [
+        "go:1",
+        "py:2",
+    ]
     for base in bases:
         name, _, tag = base.rpartition(":")
         assert name and tag and tag != "latest" and re.search(r"\d", tag), base
@@ -34,7 +45,26 @@ def test_chart_points_the_agent_at_the_image_bundle_dir() -> None:
     assert "--bundle-dir=/opt/model-serving/bundles" in addon
 
 
+def _runtime_context(into: Path) -> Path:
+    """What the runtime stage copies from the build context, laid out as it copies it."""
+    text = (ROOT / "Containerfile").read_text()
+    for copy in stages(text)[-1].copies():
+        if copy.from_stage:
+            continue
+        for source in copy.sources:
+            target = into / (source if copy.dest.endswith("/") else copy.dest)
+            if (ROOT / source).is_dir():
+                shutil.copytree(ROOT / source, target, ignore=shutil.ignore_patterns("__pycache__"))
+            else:
+                target.parent.mkdir(parents=True, exist_ok=True)
+                shutil.copy2(ROOT / source, target)
+    return into
+
+
 def test_wheel_has_every_role_and_the_console_script(tmp_path: Path) -> None:
+    # Built from exactly what the runtime stage copies (as `pip install .` there sees it),
+    # not from the working tree, whose ignored build/ directory may hold stale packages.
+    context = _runtime_context(tmp_path / "context")
     subprocess.run(
         [
             sys.executable,
@@ -44,15 +74,16 @@ def test_wheel_has_every_role_and_the_console_script(tmp_path: Path) -> None:
             "--no-deps",
             "-q",
             "-w",
-            str(tmp_path),
-            str(ROOT),
+            str(tmp_path / "wheels"),
+            str(context),
         ],
         check=True,
         capture_output=True,
         text=True,
     )
-    wheel = next(tmp_path.glob("model_serving_addon-*.whl"))
+    wheel = next((tmp_path / "wheels").glob("model_serving_addon-*.whl"))
     names = zipfile.ZipFile(wheel).namelist()
+    assert not [n for n in names if n.startswith("testbed/")], "the test harness must not ship"
     for module in (
         "addon_api/cli.py",
         "addon_manager/main.py",
@@ -64,3 +95,38 @@ def test_wheel_has_every_role_and_the_console_script(tmp_path: Path) -> None:
     entry_points = next(n for n in names if n.endswith("entry_points.txt"))
     text = zipfile.ZipFile(wheel).read(entry_points).decode()
     assert "model-serving-addon = addon_api.cli:main" in text
+
+
+def test_image_ships_the_agents_pinned_kustomize() -> None:
+    text = (ROOT / "Containerfile").read_text()
+    bundles, runtime = stages(text)
+    # built once, from the agent's pin, statically (the runtime base has another libc)
+    installs = [shlex.split(r) for r in bundles.runs() if f"{kustomize.MODULE}@" in r]
+    tool = next(t for t in build.TOOLS if "kustomize" in t.packages)
+    assert installs == [
+        [
+            "CGO_ENABLED=0",
+            "GOBIN=/usr/local/bin",
+            "go",
+            "install",
+            f"-ldflags={tool.ldflags}",
+            f"{kustomize.MODULE}@{kustomize.VERSION}",
+        ]
+    ]
+    assert f"provenance.version={kustomize.VERSION}" in tool.ldflags
+    # and copied onto the runtime PATH where the agent's error message says it is
+    assert runtime_executables(text) == {kustomize.EXECUTABLE: kustomize.IMAGE_PATH}
+    assert any(c.from_stage == bundles.name and c.sources == ("/usr/local/bin/kustomize",)
+               for c in runtime.copies())
+    # the testbed builds the same pin (same flags) for the PATH test
+    assert (tool.module, tool.version) == (kustomize.MODULE, kustomize.VERSION)
+
+
+def test_no_stage_copies_the_test_harness() -> None:
+    text = (ROOT / "Containerfile").read_text()
+    for stage in stages(text):
+        sources = {s.rstrip("/") for c in stage.copies() if not c.from_stage for s in c.sources}
+        assert sources <= {"pyproject.toml", "README.md", "addon_api", "addon_agent",
+                           "addon_manager"}, stage.base
+    pyproject = (ROOT / "pyproject.toml").read_text()
+    assert '"testbed*"' not in pyproject
