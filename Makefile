@@ -32,11 +32,14 @@ lint: venv
 	$(BIN)/ruff check addon_api addon_manager addon_agent testbed tests bench
 	$(BIN)/mypy
 
+# Every test that needs only Python: no Go, no built binaries, no network. A test that needs
+# more requests a fixture of tests/conftest.py (testbed, built_binaries, go_modules), which
+# marks it `testbed`.
 unit: venv
-	$(BIN)/pytest -q tests/unit
+	$(BIN)/pytest -q -m "not testbed" tests $(ARGS)
 
 test: venv binaries lint
-	$(BIN)/pytest -q tests $(ARGS)
+	$(BIN)/pytest -q --durations=10 tests $(ARGS)
 
 # Long variants of tests/reliability (more rounds, more kills, issue 8's sizes), not part of
 # `make test`; -s shows what each run measured. RELIABILITY_SEED=<n> replays a run.

@@ -1,19 +1,46 @@
-"""Shared fixtures: one testbed per session, a fresh hub namespace per test."""
+"""Shared fixtures: one testbed per session, a fresh hub namespace per test.
+
+A test gets the ``testbed`` marker from what it uses, not from its folder: every test whose
+fixtures (direct or indirect) include one of :data:`HARNESS_FIXTURES` is marked, so
+``pytest -m "not testbed"`` (``make unit``) runs everything that needs only Python.
+Requesting the fixture is how a test says it needs the harness; a test that calls a built
+binary or the Go module cache without one of these fixtures breaks ``make unit``.
+"""
 
 from __future__ import annotations
 
 import os
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
 
+from testbed import build, upstream
 from testbed.fleet import Testbed
+
+HARNESS_FIXTURES = frozenset({"built_binaries", "go_modules", "testbed"})
+"""Fixtures that need more than Python: the Go-built binaries (``make binaries``), the Go
+toolchain and its module cache, or the running fleet (which needs the binaries)."""
 
 
 @pytest.fixture(scope="session")
-def testbed() -> Iterator[Testbed]:
+def built_binaries() -> Callable[[str], Path]:
+    """Path of a Go-built testbed binary by name (``built_binaries("helm")``).
+
+    The binaries come from ``make binaries``; a missing one raises, naming that target.
+    """
+    return build.binary
+
+
+@pytest.fixture(scope="session")
+def go_modules() -> Callable[[str, str], Path]:
+    """Directory of ``module@version`` in the Go module cache (needs ``go``; may download)."""
+    return upstream.module_dir
+
+
+@pytest.fixture(scope="session")
+def testbed(built_binaries: Callable[[str], Path]) -> Iterator[Testbed]:
     """A hub and two spokes on real binaries, shared by every test of the session.
 
     Set ``TESTBED_RUN_DIR`` to keep logs and kubeconfigs in a known place.
@@ -36,7 +63,7 @@ def hub_namespace(testbed: Testbed) -> Iterator[str]:
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Every test under tests/integration needs the testbed."""
+    """Mark ``testbed`` every test that uses one of :data:`HARNESS_FIXTURES`."""
     for item in items:
-        if "integration" in Path(str(item.fspath)).parts:
+        if HARNESS_FIXTURES & set(getattr(item, "fixturenames", ())):
             item.add_marker(pytest.mark.testbed)

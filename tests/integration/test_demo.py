@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import subprocess
 import sys
+from collections.abc import Callable
+from pathlib import Path
 
 
-def test_demo_runs_to_the_end() -> None:
+def test_demo_runs_to_the_end(built_binaries: Callable[[str], Path]) -> None:
     proc = subprocess.run(
         [sys.executable, "-m", "testbed", "demo", "--exit"],
         capture_output=True,

@@ -27,7 +27,7 @@ GROUP = "modelserving.opendatahub.io"
 
 
 @pytest.fixture(scope="module")
-def fleet() -> Iterator[tuple[Testbed, Callable[[], None]]]:
+def fleet(built_binaries: Callable[[str], Any]) -> Iterator[tuple[Testbed, Callable[[], None]]]:
     with demo.fleet(demo.Phases()) as bed:
         demo.apply_examples(bed.hub, bed)
         yield bed, demo.start_kserve_when_stack_ready(bed)

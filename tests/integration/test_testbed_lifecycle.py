@@ -8,6 +8,7 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 from tests.helpers import eventually
@@ -26,7 +27,9 @@ def _alive(pid: int) -> bool:
     return state != "Z"
 
 
-def test_up_then_ctrl_c_stops_every_process(tmp_path: Path) -> None:
+def test_up_then_ctrl_c_stops_every_process(
+    tmp_path: Path, built_binaries: Callable[[str], Path]
+) -> None:
     state_file = tmp_path / "state.json"
     started = time.monotonic()
     proc = subprocess.Popen(

@@ -9,8 +9,9 @@ from __future__ import annotations
 import os
 import random
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from pathlib import Path
 
 import pytest
 
@@ -76,7 +77,7 @@ def rng(request: pytest.FixtureRequest) -> random.Random:
 
 
 @pytest.fixture(scope="package")
-def hub_testbed() -> Iterator[Testbed]:
+def hub_testbed(built_binaries: Callable[[str], Path]) -> Iterator[Testbed]:
     """A hub without spokes for these tests alone: they restart its API server and etcd,
     which would disturb the session's shared testbed."""
     bed = Testbed(spokes=0)

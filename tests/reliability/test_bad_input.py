@@ -192,7 +192,10 @@ def pure_path(gen: Generated) -> str:
                 outcome = "too-large"
                 continue
             assert any(t[:2] == ("spec", "overrides") for t in gen.touched), err
-            assert re.search(r"\bspec\.([a-zA-Z]|\"\")", str(err)), f"names no field: {err}"
+            # a field (spec.uri) or a "spec.<path>: " clause, whose path may be any key a patch
+            # adds ("0", ":", "a b"): the error names what to fix
+            named = re.search(r"\bspec\.([a-zA-Z]|\"\")|\bspec\.[^;]+?: ", str(err))
+            assert named, f"names no field: {err}"
             outcome = "render-failed"
             continue
         check_work(intent, rw, cluster)

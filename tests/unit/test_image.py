@@ -72,6 +72,7 @@ def test_wheel_has_every_role_and_the_console_script(tmp_path: Path) -> None:
             "pip",
             "wheel",
             "--no-deps",
+            "--no-build-isolation",  # the venv's setuptools: no index, no network
             "-q",
             "-w",
             str(tmp_path / "wheels"),

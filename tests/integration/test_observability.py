@@ -1,11 +1,18 @@
-"""Dashboard, allowlist and alert rules name only metrics the code exports."""
+"""Dashboard, allowlist and alert rules name only metrics the code exports.
+
+The chart is rendered by helm (the ``observability`` fixture); the code's own families
+are checked without it.
+"""
 
 from __future__ import annotations
 
 import json
 import re
+from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
+import pytest
 import yaml
 from prometheus_client import REGISTRY
 
@@ -27,7 +34,9 @@ def _exported() -> set[str]:
     return names
 
 
-def _observability() -> dict[str, Any]:
+@pytest.fixture(scope="module")
+def observability(built_binaries: Callable[[str], Path]) -> dict[str, Any]:
+    """The chart's observability objects by name (rendered by helm)."""
     objs = render("observability.enabled=true")
     return {o["metadata"]["name"]: o for o in objs if o["kind"] in ("ConfigMap", "PrometheusRule")}
 
@@ -39,39 +48,38 @@ def test_code_exports_the_documented_families() -> None:
     assert "model_serving_agent_reconcile_duration_seconds_bucket" in exported
 
 
-def test_allowlist_names_exported_metrics() -> None:
+def test_allowlist_names_exported_metrics(observability: dict[str, Any]) -> None:
     allow = yaml.safe_load(
-        _observability()["observability-metrics-custom-allowlist"]["data"]["uwl_metrics_list.yaml"]
+        observability["observability-metrics-custom-allowlist"]["data"]["uwl_metrics_list.yaml"]
     )["names"]
     assert len(allow) == len(set(allow)) > 5
     assert set(allow) <= _exported(), set(allow) - _exported()
 
 
-def _dashboard() -> dict[str, Any]:
-    from_chart = _observability()["model-serving-dashboard"]["data"]["model-serving.json"]
+def _dashboard(observability: dict[str, Any]) -> dict[str, Any]:
+    from_chart = observability["model-serving-dashboard"]["data"]["model-serving.json"]
     dashboard: dict[str, Any] = json.loads(from_chart)
     assert dashboard == json.loads((CHART / "files" / "grafana-dashboard.json").read_text())
     return dashboard
 
 
-def test_dashboard_metrics_are_exported_and_federated() -> None:
+def test_dashboard_metrics_are_exported_and_federated(observability: dict[str, Any]) -> None:
     allow = set(
         yaml.safe_load(
-            _observability()["observability-metrics-custom-allowlist"]["data"][
+            observability["observability-metrics-custom-allowlist"]["data"][
                 "uwl_metrics_list.yaml"
             ]
         )["names"]
     )
-    used = {
-        m for p in _dashboard()["panels"] for t in p["targets"] for m in METRIC.findall(t["expr"])
-    }
+    panels = _dashboard(observability)["panels"]
+    used = {m for p in panels for t in p["targets"] for m in METRIC.findall(t["expr"])}
     assert used, "the dashboard queries no add-on metric"
     assert used <= _exported(), used - _exported()
     assert used <= allow, f"not federated: {used - allow}"
 
 
-def test_dashboard_is_a_well_formed_grafana_dashboard() -> None:
-    dash = _dashboard()
+def test_dashboard_is_a_well_formed_grafana_dashboard(observability: dict[str, Any]) -> None:
+    dash = _dashboard(observability)
     for key in ("uid", "title", "schemaVersion", "panels", "templating", "time"):
         assert key in dash
     assert isinstance(dash["schemaVersion"], int) and dash["schemaVersion"] >= 30
@@ -90,8 +98,8 @@ def test_dashboard_is_a_well_formed_grafana_dashboard() -> None:
                 assert var in variables, var
 
 
-def test_alert_rules_use_exported_metrics_in_both_forms() -> None:
-    objs = _observability()
+def test_alert_rules_use_exported_metrics_in_both_forms(observability: dict[str, Any]) -> None:
+    objs = observability
     from_configmap = yaml.safe_load(objs["thanos-ruler-custom-rules"]["data"]["custom_rules.yaml"])
     assert from_configmap["groups"] == objs["model-serving"]["spec"]["groups"]
     rules = [r for g in from_configmap["groups"] for r in g["rules"]]

@@ -9,6 +9,8 @@ import pytest
 from addon_api import constants as c
 from tests.chart_support import CHART, helm, render
 
+pytestmark = pytest.mark.usefixtures("built_binaries")  # helm renders the chart
+
 
 def _kinds(objs: list[dict[str, Any]]) -> list[str]:
     return sorted(o["kind"] for o in objs)

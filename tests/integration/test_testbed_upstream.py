@@ -1,0 +1,40 @@
+"""What the testbed reads from upstream Go modules: pins and CRDs from the module cache."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+import yaml
+
+from testbed import build, upstream, versions
+
+GoModules = Callable[[str, str], Path]
+
+
+def test_kubernetes_staging_modules_pinned_to_matching_v0_release(go_modules: GoModules) -> None:
+    replaces = build._kubernetes_staging_replaces()
+    minor = versions.KUBERNETES.split(".")[1]
+    assert "k8s.io/api" in replaces and "k8s.io/apiserver" in replaces
+    assert len(replaces) > 25
+    assert set(replaces.values()) == {f"v0.{minor}.{versions.KUBERNETES.split('.')[2]}"}
+
+
+def _kinds(paths: list[Path]) -> set[str]:
+    docs = (yaml.load(p.read_text(), Loader=yaml.CSafeLoader) for p in paths)
+    return {d["spec"]["names"]["kind"] for d in docs}
+
+
+def test_upstream_crds_come_from_the_module_cache(go_modules: GoModules) -> None:
+    hub = _kinds(upstream.ocm_hub_crds())
+    assert {"ManagedCluster", "Placement", "PlacementDecision", "ManifestWork",
+            "ManifestWorkReplicaSet", "ClusterManagementAddOn", "ManagedClusterAddOn",
+            "AddOnTemplate", "AddOnDeploymentConfig", "ManagedClusterSet",
+            "ManagedClusterSetBinding"} <= hub
+    assert _kinds(upstream.ocm_spoke_crds()) == {"AppliedManifestWork", "ClusterClaim"}
+    assert {"InferenceService", "ServingRuntime"} <= _kinds(upstream.kserve_crds())
+    assert {"InferenceService", "ServingRuntime", "Predictor"} <= _kinds(upstream.modelmesh_crds())
+    assert _kinds(upstream.prometheus_operator_crds()) == {"ServiceMonitor", "PodMonitor"}
+    # Where OCM ships a CRD in two API version folders, the newest folder wins.
+    cma = next(p for p in upstream.ocm_hub_crds() if "clustermanagementaddons" in p.name)
+    assert cma.parent.name == "v1beta1"
