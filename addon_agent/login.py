@@ -10,7 +10,10 @@ def connection_info(kubeconfig: str) -> kopf.ConnectionInfo:
     """Kopf ConnectionInfo for the current context of ``kubeconfig``."""
     cfg = client.Configuration()
     config.load_kube_config(config_file=kubeconfig, client_configuration=cfg)  # type: ignore[no-untyped-call]
-    token = (cfg.api_key or {}).get("authorization", "")
+    # The client keeps a kubeconfig's token under "BearerToken" (older releases used
+    # "authorization"); either way it carries the "Bearer " prefix.
+    keys = cfg.api_key or {}
+    token = str(keys.get("BearerToken") or keys.get("authorization") or "")
     return kopf.ConnectionInfo(
         server=cfg.host,
         ca_path=cfg.ssl_ca_cert,
