@@ -20,6 +20,7 @@ from kubernetes.client.exceptions import ApiException
 from addon_api import constants as c
 from addon_api.hub import MultiClusterInferenceService
 from addon_manager import naming, render
+from testbed import identities
 from testbed.fleet import Testbed
 from tests.integration.fleet_support import PLATFORM_META, FakeFleet
 from tests.integration.fleet_support import decided as fleet_decided
@@ -237,7 +238,8 @@ class WorkWatch:
 def start_manager(tb: Testbed, log_path: Path, *args: str) -> tuple[Manager, float]:
     """Start the manager; return it and the seconds until it reports ready."""
     mgr = Manager(
-        tb.hub.kubeconfig, log_path, "--no-addon-enablement", "--log-format=text", *args
+        identities.manager_kubeconfig(tb.hub), log_path, "--no-addon-enablement",
+        "--log-format=text", *args,
     ).start()
     ready = wait_for(
         lambda: _ready(mgr), 900, "manager ready", interval=0.2

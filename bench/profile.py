@@ -30,6 +30,7 @@ from bench.common import (
     wait_for,
 )
 from bench.fanout import PLACEMENT, run_ours
+from testbed import identities
 from tests.integration.manager_support import ROOT, Manager, free_port
 
 
@@ -75,7 +76,9 @@ def main() -> None:
         api = api_client(tb)
         clusters = Fleet(api).grow(args.clusters)
         ensure_placement(api, PLACEMENT, args.clusters)
-        mgr = ProfiledManager(tb.hub.kubeconfig, Path(tmp) / "manager.log", args.out).start()
+        mgr = ProfiledManager(
+            identities.manager_kubeconfig(tb.hub), Path(tmp) / "manager.log", args.out
+        ).start()
         try:
             wait_for(lambda: _ready(mgr), 900, "manager ready", interval=0.5)
             log(f"platforms Available after {Platforms(api).ensure(PLACEMENT, clusters):.1f}s")

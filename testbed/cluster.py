@@ -37,6 +37,13 @@ def write_kubeconfig(path: Path, name: str, server: str, ca: Path, client: KeyPa
     return path
 
 
+class KubectlError(subprocess.CalledProcessError):
+    """A failed kubectl call; its text includes what kubectl printed on stderr."""
+
+    def __str__(self) -> str:
+        return f"{super().__str__()}\n{(self.stderr or '').strip()[-4000:]}"
+
+
 @dataclass
 class Cluster:
     """A kube-apiserver with its controllers, reachable through ``kubeconfig``."""
@@ -46,6 +53,8 @@ class Cluster:
     port: int
     kubeconfig: Path
     processes: dict[str, Process] = field(default_factory=dict)
+    identities: dict[str, Path] = field(default_factory=dict)
+    """Long-running component -> the kubeconfig of its own (non-admin) identity."""
 
     @property
     def server(self) -> str:
@@ -64,9 +73,7 @@ class Cluster:
             timeout=timeout,
         )
         if check and proc.returncode != 0:
-            raise subprocess.CalledProcessError(
-                proc.returncode, proc.args, output=proc.stdout, stderr=proc.stderr
-            )
+            raise KubectlError(proc.returncode, proc.args, output=proc.stdout, stderr=proc.stderr)
         return proc
 
     def apply_files(self, paths: list[Path]) -> None:

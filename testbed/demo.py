@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from addon_api import constants as c
-from testbed import build
+from testbed import build, chart, identities
 from testbed.cluster import Cluster
 from testbed.fleet import Testbed
 from testbed.paths import cache_dir
@@ -33,8 +33,6 @@ INTENT_KINDS = {
     "MultiClusterServingRuntime": "multiclusterservingruntimes",
     "MultiClusterInferenceService": "multiclusterinferenceservices",
 }
-HUB_CRDS = [f"{plural}.{c.GROUP}.yaml" for plural in INTENT_KINDS.values()]
-SPOKE_CRDS = [f"servingplatforms.{c.GROUP}.yaml", f"sealedstorageconnections.{c.GROUP}.yaml"]
 
 
 @dataclass
@@ -112,9 +110,76 @@ def all_models_ready(table: list[tuple[str, str, str, str, str]], clusters: Sequ
     return bool(names) and all((n, cl) in ready for n in names for cl in clusters)
 
 
+RELEASE_NAMESPACE = "model-serving-system"
+"""Hub namespace the chart is installed in (the manager's ServiceAccount lives there)."""
+
+
+def install_chart(bed: Testbed, agent_namespace: str) -> None:
+    """``helm install`` the add-on on the hub as a hub admin would; start OCM's add-on manager.
+
+    The chart brings the CRDs, the manager's RBAC, the ClusterManagementAddOn and the
+    AddOnTemplate.
+    """
+    chart.helm(
+        "upgrade", "--install", chart.RELEASE, str(chart.CHART),
+        "-n", RELEASE_NAMESPACE, "--create-namespace", "--wait=false",
+        "--set", f"agent.installNamespace={agent_namespace}",
+        f"--kubeconfig={bed.hub.kubeconfig}",
+    )
+    bed.hub.wait_crds_established()
+    bed.ensure_hub_controller("addon-manager")
+
+
+def enable_addon(bed: Testbed, agent_namespace: str) -> dict[str, Path]:
+    """Enable the add-on on every spoke; return each spoke's kubeconfig for the agent.
+
+    As ``clusteradm addon enable`` would, then waits until OCM's work agent deployed it.
+    The agent's ServiceAccount, RBAC and CRDs reach the spoke the production way: OCM's
+    add-on manager renders the chart's AddOnTemplate into a ManifestWork and the work agent
+    applies it under the klusterlet's identity. The agent process then uses a token of that
+    ServiceAccount (the Deployment OCM deploys runs no container here: kwok fakes its pod).
+    """
+    bed.hub.apply_objects(
+        [
+            {
+                "apiVersion": "addon.open-cluster-management.io/v1alpha1",
+                "kind": "ManagedClusterAddOn",
+                "metadata": {"name": c.ADDON_NAME, "namespace": spoke.name},
+                "spec": {},
+            }
+            for spoke in bed.spokes
+        ]
+    )
+    out: dict[str, Path] = {}
+    deadline = time.monotonic() + 180
+    for spoke in bed.spokes:
+        while spoke.kubectl(
+            "get", "serviceaccount", chart.AGENT_SERVICE_ACCOUNT, "-n", agent_namespace,
+            check=False,
+        ).returncode != 0:
+            bed.check_processes()
+            if time.monotonic() > deadline:
+                raise ProcessFailed(
+                    f"the add-on was not deployed to {spoke.name} within 180 s; see the "
+                    f"ManagedClusterAddOn and ManifestWorks in namespace {spoke.name} on the hub"
+                )
+            time.sleep(0.5)
+        spoke.wait_crds_established()
+        out[spoke.name] = identities.token_kubeconfig(
+            spoke, agent_namespace, chart.AGENT_SERVICE_ACCOUNT,
+            spoke.directory / "agent.kubeconfig",
+        )
+        spoke.identities["model-serving-agent"] = out[spoke.name]
+    return out
+
+
 @contextmanager
-def fleet(phases: Phases) -> Iterator[Testbed]:
-    """The testbed with the manager and one agent per spoke running."""
+def fleet(phases: Phases, agent_namespace: str = c.AGENT_NAMESPACE) -> Iterator[Testbed]:
+    """The testbed with the add-on installed, the manager and one agent per spoke running.
+
+    Every long-running process has its production identity: the manager the chart's
+    ServiceAccount on the hub, each agent the ServiceAccount the AddOnTemplate deploys.
+    """
     build.build_all()
     bundles = bundle_dir()
     phases.done("binaries and bundles ready (cached)")
@@ -122,11 +187,14 @@ def fleet(phases: Phases) -> Iterator[Testbed]:
     try:
         bed.start()
         phases.done("hub + 2 managed clusters up")
-        bed.hub.apply_files([REPO / "crds" / f for f in HUB_CRDS])
-        for spoke in bed.spokes:
-            spoke.apply_files([REPO / "crds" / f for f in SPOKE_CRDS])
-        for cluster in bed.all_clusters:
-            cluster.wait_crds_established()
+        install_chart(bed, agent_namespace)
+        agent_kubeconfigs = enable_addon(bed, agent_namespace)
+        phases.done("add-on installed and enabled on both clusters")
+        manager_kubeconfig = identities.token_kubeconfig(
+            bed.hub, RELEASE_NAMESPACE, chart.MANAGER_SERVICE_ACCOUNT,
+            bed.hub.directory / "manager.kubeconfig",
+        )
+        bed.hub.identities["manager"] = manager_kubeconfig
         cli = str(Path(sys.executable).with_name("model-serving-addon"))
         roles = [
             Process(
@@ -134,7 +202,7 @@ def fleet(phases: Phases) -> Iterator[Testbed]:
                 [
                     cli,
                     "manager",
-                    f"--kubeconfig={bed.hub.kubeconfig}",
+                    f"--kubeconfig={manager_kubeconfig}",
                     f"--metrics-port={free_port()}",
                     "--log-format=text",
                 ],
@@ -149,7 +217,8 @@ def fleet(phases: Phases) -> Iterator[Testbed]:
                     [
                         cli,
                         "agent",
-                        f"--kubeconfig={spoke.kubeconfig}",
+                        f"--kubeconfig={agent_kubeconfigs[spoke.name]}",
+                        f"--namespace={agent_namespace}",
                         f"--bundle-dir={bundles}",
                         f"--metrics-port={free_port()}",
                         "--metrics-address=127.0.0.1",
@@ -161,7 +230,7 @@ def fleet(phases: Phases) -> Iterator[Testbed]:
                 ).start()
             )
         bed.processes.extend(roles)
-        phases.done("CRDs installed, manager and agents started")
+        phases.done("manager and agents started")
         yield bed
     finally:
         bed.stop()

@@ -27,7 +27,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any
 
-from testbed import upstream
+from testbed import identities, upstream
 from testbed.build import binary
 from testbed.cluster import Cluster, write_kubeconfig
 from testbed.pki import CertificateAuthority, KeyPair, service_account_key
@@ -39,6 +39,9 @@ WORKSPACE_NAMESPACE = "model-serving"
 """Hub namespace with a ManagedClusterSetBinding for the default cluster set."""
 BOOTSTRAP_GROUP = "system:bootstrappers:managedcluster"
 CLUSTERSET_LABEL = "cluster.open-cluster-management.io/clusterset"
+KSERVE_NAMESPACE = "kserve"
+KSERVE_SERVICE_ACCOUNT = "kserve-controller-manager"
+"""The ServiceAccount of KServe's controller pod in its bundle (config/manager)."""
 
 
 @dataclass(frozen=True)
@@ -270,8 +273,18 @@ class Testbed:
             interval=0.5,
         )
 
-    def _component_kubeconfig(self, cluster: Cluster) -> list[str]:
-        kc = str(cluster.kubeconfig)
+    def _component_kubeconfig(self, cluster: Cluster, component: str) -> list[str]:
+        """Flags giving a control-plane component its own identity, ``system:<component>``.
+
+        The API server's bootstrap RBAC has exactly the roles for these users (as kubeadm
+        sets them up), so neither component needs ``system:masters``.
+        """
+        pair = self.ca.issue(f"{cluster.name}-{component}", f"system:{component}", client=True)
+        kc = write_kubeconfig(
+            cluster.directory / f"{component}.kubeconfig", cluster.name, cluster.server,
+            self.ca.pair.cert, pair,
+        )
+        cluster.identities[component] = kc
         return [
             f"--kubeconfig={kc}",
             f"--authentication-kubeconfig={kc}",
@@ -283,7 +296,7 @@ class Testbed:
             f"{cluster.name}-kube-controller-manager",
             [
                 binary("kube-controller-manager"),
-                *self._component_kubeconfig(cluster),
+                *self._component_kubeconfig(cluster, "kube-controller-manager"),
                 "--leader-elect=false",
                 "--bind-address=127.0.0.1",
                 f"--secure-port={free_port()}",
@@ -303,7 +316,7 @@ class Testbed:
             f"{cluster.name}-kube-scheduler",
             [
                 binary("kube-scheduler"),
-                *self._component_kubeconfig(cluster),
+                *self._component_kubeconfig(cluster, "kube-scheduler"),
                 "--leader-elect=false",
                 "--bind-address=127.0.0.1",
                 f"--secure-port={free_port()}",
@@ -371,6 +384,12 @@ class Testbed:
             ]
         )
         hub.wait_crds_established()
+        # OCM's hub controllers run as the cluster-manager's ServiceAccounts and roles.
+        hub.apply_objects(identities.cluster_manager_rbac())
+        for component, account in identities.HUB_CONTROLLERS.items():
+            hub.identities[component] = identities.token_kubeconfig(
+                hub, HUB_NAMESPACE, account, hub.directory / f"{component}.kubeconfig"
+            )
 
     def _prepare_spoke(self, spoke: Cluster) -> None:
         spoke.apply_files(upstream.ocm_spoke_crds())
@@ -394,10 +413,19 @@ class Testbed:
             ]
         )
         spoke.wait_crds_established()
+        # OCM's registration and work agents run as the klusterlet's ServiceAccounts.
+        spoke.apply_objects(identities.klusterlet_rbac())
+        for component, account in (
+            ("registration-agent", identities.REGISTRATION_SA),
+            ("work-agent", identities.WORK_SA),
+        ):
+            spoke.identities[component] = identities.token_kubeconfig(
+                spoke, AGENT_NAMESPACE, account, spoke.directory / f"{component}.kubeconfig"
+            )
 
-    def _ocm_controller_flags(self, cluster: Cluster, namespace: str) -> list[str]:
+    def _ocm_controller_flags(self, kubeconfig: Path, namespace: str) -> list[str]:
         return [
-            f"--kubeconfig={cluster.kubeconfig}",
+            f"--kubeconfig={kubeconfig}",
             f"--namespace={namespace}",
             "--disable-leader-election",
             f"--listen=127.0.0.1:{free_port()}",
@@ -407,11 +435,19 @@ class Testbed:
         hub = self.hub
         hub.processes["registration"] = self._spawn(
             "hub-registration-controller",
-            [binary("registration"), "controller", *self._ocm_controller_flags(hub, HUB_NAMESPACE)],
+            [
+                binary("registration"),
+                "controller",
+                *self._ocm_controller_flags(self.hub.identities["registration"], HUB_NAMESPACE),
+            ],
         )
         hub.processes["placement"] = self._spawn(
             "hub-placement-controller",
-            [binary("placement"), "controller", *self._ocm_controller_flags(hub, HUB_NAMESPACE)],
+            [
+                binary("placement"),
+                "controller",
+                *self._ocm_controller_flags(self.hub.identities["placement"], HUB_NAMESPACE),
+            ],
         )
 
     def ensure_hub_controller(self, component: str) -> Process:
@@ -425,14 +461,14 @@ class Testbed:
         existing = hub.processes.get(component)
         if existing is not None and existing.alive():
             return existing
-        flags = self._ocm_controller_flags(hub, HUB_NAMESPACE)
         if component == "addon-manager":
+            flags = self._ocm_controller_flags(self.hub.identities["addon-manager"], HUB_NAMESPACE)
             argv: list[str | Path] = [binary("addon"), "manager", *flags]
         elif component == "work-manager":
             argv = [
                 binary("work"),
                 "manager",
-                *flags,
+                *self._ocm_controller_flags(self.hub.identities["work"], HUB_NAMESPACE),
                 "--feature-gates=ManifestWorkReplicaSet=true",
             ]
         else:
@@ -475,9 +511,10 @@ class Testbed:
                 ],
                 self.log_dir,
                 env={
-                    "KUBECONFIG": str(spoke.kubeconfig),
+                    # Written by start_kserve_controller: the controller's own ServiceAccount.
+                    "KUBECONFIG": str(spoke.directory / "kserve-controller.kubeconfig"),
                     "TMPDIR": str(tmp),
-                    "POD_NAMESPACE": "kserve",
+                    "POD_NAMESPACE": KSERVE_NAMESPACE,
                 },
             ),
             webhook_url=f"https://127.0.0.1:{port}",
@@ -489,11 +526,17 @@ class Testbed:
     def start_kserve_controller(self, spoke: Cluster) -> KServeController:
         """Run KServe's real controller manager for ``spoke`` outside the cluster (idempotent).
 
-        The process is what the stack's controller pod would run; the agent still installs
-        the stack (the controller needs its ``inferenceservice-config`` to start).
+        The process is what the stack's controller pod would run, with that pod's
+        ServiceAccount; the agent still installs the stack (the controller needs its
+        ``inferenceservice-config`` and its ServiceAccount and RBAC to start).
         """
         controller = self.kserve_controller(spoke)
         if not controller.process.alive():
+            # The ServiceAccount and RBAC that the stack's bundle gives the controller's pod.
+            spoke.identities["kserve-controller"] = identities.token_kubeconfig(
+                spoke, KSERVE_NAMESPACE, KSERVE_SERVICE_ACCOUNT,
+                spoke.directory / "kserve-controller.kubeconfig",
+            )
             controller.process.start()
             if controller.process not in self.processes:
                 self.processes.append(controller.process)
@@ -521,7 +564,9 @@ class Testbed:
             [
                 binary("registration"),
                 "agent",
-                *self._ocm_controller_flags(spoke, AGENT_NAMESPACE),
+                *self._ocm_controller_flags(
+                    spoke.identities["registration-agent"], AGENT_NAMESPACE
+                ),
                 f"--cluster-name={spoke.name}",
                 f"--bootstrap-kubeconfig={bootstrap}",
                 f"--hub-kubeconfig-dir={hub_dir}",
@@ -597,7 +642,7 @@ class Testbed:
             [
                 binary("work"),
                 "agent",
-                *self._ocm_controller_flags(spoke, AGENT_NAMESPACE),
+                *self._ocm_controller_flags(spoke.identities["work-agent"], AGENT_NAMESPACE),
                 f"--spoke-cluster-name={spoke.name}",
                 f"--hub-kubeconfig={hub_kubeconfig}",
                 f"--workload-source-config={hub_kubeconfig}",

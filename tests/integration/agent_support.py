@@ -17,14 +17,11 @@ import pytest
 from addon_agent import bundle_render
 from addon_agent.stacks import STACKS
 from addon_api import constants as c
+from testbed import identities
 from testbed.processes import die_with_parent, free_port
 from tests.helpers import eventually
 
 ROOT = Path(__file__).resolve().parents[2]
-CRDS = [
-    ROOT / "crds" / "servingplatforms.modelserving.opendatahub.io.yaml",
-    ROOT / "crds" / "sealedstorageconnections.modelserving.opendatahub.io.yaml",
-]
 MANAGED = f"{c.LABEL_MANAGED_BY}={c.FIELD_MANAGER}"
 SP_API = f"{c.GROUP}/{c.VERSION}"
 # Kinds scanned for leftovers after an uninstall.
@@ -146,12 +143,18 @@ class AgentProcess:
             return text
 
 
+AGENT_IDENTITY = "model-serving-agent"
+"""Key of the agent's kubeconfig in ``Cluster.identities``."""
+
+
 @pytest.fixture(scope="module")
 def spoke(testbed: Any) -> Any:
-    """The first spoke with the agent's CRDs installed."""
+    """The first spoke with what the chart's AddOnTemplate deploys there (CRDs, the agent's
+    ServiceAccount and RBAC) and a kubeconfig of that identity for the agent."""
     cluster = testbed.spokes[0]
-    cluster.apply_files(CRDS)
-    cluster.wait_crds_established()
+    cluster.identities[AGENT_IDENTITY] = identities.addon_agent_kubeconfig(
+        cluster, c.AGENT_NAMESPACE
+    )
     return cluster
 
 
@@ -160,7 +163,7 @@ def agent(spoke: Any, bundles: Path, request: pytest.FixtureRequest) -> Iterator
     """An agent process on the spoke; its log tail is printed when a test of the module failed."""
     name = Path(str(request.fspath)).stem
     run_dir = Path(os.environ.get("TESTBED_RUN_DIR", "/tmp")) / "agent-logs"
-    proc = AgentProcess(Path(spoke.kubeconfig), bundles, run_dir / f"{name}.log")
+    proc = AgentProcess(spoke.identities[AGENT_IDENTITY], bundles, run_dir / f"{name}.log")
     proc.start()
     try:
         yield proc

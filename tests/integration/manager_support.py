@@ -14,9 +14,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-import yaml
-
-from testbed import upstream
+from addon_api import constants as c
+from testbed import identities, upstream
 from testbed.fleet import Testbed
 from testbed.processes import die_with_parent, free_port
 
@@ -26,10 +25,6 @@ HUB_CRDS = [
     p
     for p in sorted(CRDS.glob("*.yaml"))
     if "servingplatforms" not in p.name and "sealedstorage" not in p.name
-]
-SPOKE_CRDS = [
-    CRDS / "servingplatforms.modelserving.opendatahub.io.yaml",
-    CRDS / "sealedstorageconnections.modelserving.opendatahub.io.yaml",
 ]
 API = "modelserving.opendatahub.io/v1alpha1"
 
@@ -164,16 +159,19 @@ def exists(cluster: Any, *args: str) -> bool:
 
 
 def prepare(testbed: Testbed) -> None:
-    """Hub CRDs of the add-on; spoke CRDs (ours and KServe's), the agent namespace."""
+    """Hub CRDs of the add-on; on each spoke what the chart's AddOnTemplate deploys (the
+    add-on's CRDs, the agent's identity and the work agent's aggregated role), KServe's CRDs
+    and the ``models`` namespace."""
     testbed.hub.apply_files(HUB_CRDS)
     testbed.hub.wait_crds_established()
     for spoke in testbed.spokes:
-        spoke.apply_files([*SPOKE_CRDS, *upstream.kserve_crds()])
+        if "model-serving-agent" not in spoke.identities:
+            spoke.identities["model-serving-agent"] = identities.addon_agent_kubeconfig(
+                spoke, c.AGENT_NAMESPACE
+            )
+        spoke.apply_files(upstream.kserve_crds())
         spoke.apply_objects(
-            [
-                {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": n}}
-                for n in ("models", "open-cluster-management-agent-addon")
-            ]
+            [{"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "models"}}]
         )
         spoke.wait_crds_established()
 
@@ -187,50 +185,19 @@ def manager_identity(testbed: Testbed) -> Path:
     Every manager integration test runs the manager under this identity, so they fail when
     the chart's ClusterRole lacks something the manager does.
     """
-    from tests.chart_support import render
-
     hub = testbed.hub
     key = str(hub.kubeconfig)  # one per testbed: several can run in one session
-    if key in _IDENTITY:
-        return _IDENTITY[key]
-    namespace, sa = "model-serving-system", "model-serving-addon-manager"
-    rbac = [
-        o
-        for o in render(namespace=namespace)
-        if o["kind"] in ("ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Role",
-                         "RoleBinding")
-        and o["metadata"]["name"] == sa
-    ]
-    assert len(rbac) == 5, rbac
-    hub.apply_objects(
-        [{"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}}, *rbac]
-    )
-    token = hub.kubectl("create", "token", sa, "-n", namespace, "--duration=12h").stdout.strip()
-    admin = yaml.safe_load(hub.kubeconfig.read_text())
-    path = hub.kubeconfig.with_name("manager-sa.kubeconfig")
-    path.write_text(
-        yaml.safe_dump(
-            {
-                "apiVersion": "v1",
-                "kind": "Config",
-                "clusters": admin["clusters"],
-                "users": [{"name": sa, "user": {"token": token}}],
-                "contexts": [
-                    {"name": sa, "context": {"cluster": admin["clusters"][0]["name"], "user": sa}}
-                ],
-                "current-context": sa,
-            }
+    if key not in _IDENTITY:
+        path = identities.manager_kubeconfig(hub)
+        # It really is the restricted identity, not an admin one.
+        can = subprocess.run(
+            ["kubectl", f"--kubeconfig={path}", "auth", "can-i", "delete", "secrets", "-A"],
+            capture_output=True,
+            text=True,
         )
-    )
-    # It really is the restricted identity, not an admin one.
-    can = subprocess.run(
-        ["kubectl", f"--kubeconfig={path}", "auth", "can-i", "delete", "secrets", "-A"],
-        capture_output=True,
-        text=True,
-    )
-    assert can.stdout.strip() == "no", can.stdout + can.stderr
-    _IDENTITY[key] = path
-    return path
+        assert can.stdout.strip() == "no", can.stdout + can.stderr
+        _IDENTITY[key] = path
+    return _IDENTITY[key]
 
 
 @contextmanager

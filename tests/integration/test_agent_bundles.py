@@ -22,7 +22,14 @@ from addon_agent.stacks import KSERVE
 from testbed import upstream
 from tests.helpers import eventually
 from tests.integration import agent_support as support
-from tests.integration.agent_support import AgentProcess, get, leftovers, platform, wait_phase
+from tests.integration.agent_support import (
+    AGENT_IDENTITY,
+    AgentProcess,
+    get,
+    leftovers,
+    platform,
+    wait_phase,
+)
 
 bundles = support.bundles
 spoke = support.spoke
@@ -104,7 +111,7 @@ def agent(
     spoke.wait_crds_established()
     run_dir = Path(os.environ.get("TESTBED_RUN_DIR", "/tmp")) / "agent-logs"
     proc = AgentProcess(
-        Path(spoke.kubeconfig),
+        spoke.identities[AGENT_IDENTITY],
         bundles,
         run_dir / "test_agent_bundles.log",
         env={"SSL_CERT_FILE": str(https_server.ca_file)},

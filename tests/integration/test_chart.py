@@ -39,7 +39,8 @@ def test_default_render() -> None:
     assert cma["metadata"]["name"] == c.ADDON_NAME
     assert cma["spec"]["installStrategy"] == {"type": "Manual"}
     agent_kinds = _kinds(_agent_manifests(objs))
-    assert agent_kinds == ["ClusterRole", "ClusterRoleBinding", "CustomResourceDefinition",
+    assert agent_kinds == ["ClusterRole", "ClusterRole", "ClusterRoleBinding",
+                           "CustomResourceDefinition",
                            "CustomResourceDefinition", "Deployment", "Namespace",
                            "ServiceAccount"]
     manager = next(o for o in objs if o["kind"] == "Deployment")
@@ -111,7 +112,8 @@ def test_schema_rejects_bad_values(sets: tuple[str, ...], field: str) -> None:
 def _rules(objs: list[dict[str, Any]]) -> list[dict[str, Any]]:
     roles = [o for o in objs if o["kind"] in ("ClusterRole", "Role")]
     roles += [m for m in _agent_manifests(objs) if m["kind"] in ("ClusterRole", "Role")]
-    assert len(roles) == 3  # manager ClusterRole and leader-election Role, agent ClusterRole
+    # manager ClusterRole and leader-election Role; agent ClusterRole, work agent's aggregate
+    assert len(roles) == 4
     return [r for role in roles for r in role["rules"]]
 
 
@@ -119,6 +121,23 @@ def test_rbac_has_no_wildcards() -> None:
     for rule in _rules(render("serviceMonitor.enabled=true")):
         for key in ("verbs", "resources", "apiGroups"):
             assert "*" not in rule.get(key, []), rule
+
+
+def test_the_work_agent_gets_exactly_the_kinds_the_manager_renders() -> None:
+    role = next(
+        m for m in _agent_manifests(render())
+        if m["metadata"]["name"] == "open-cluster-management:model-serving:work"
+    )
+    assert role["metadata"]["labels"] == {"open-cluster-management.io/aggregate-to-work": "true"}
+    granted = {(g, r) for rule in role["rules"] for g in rule["apiGroups"]
+               for r in rule["resources"]}
+    assert granted == {
+        (c.GROUP, "servingplatforms"), (c.GROUP, "sealedstorageconnections"),
+        ("serving.kserve.io", "servingruntimes"), ("serving.kserve.io", "inferenceservices"),
+    }
+    assert {v for rule in role["rules"] for v in rule["verbs"]} == {
+        "get", "list", "watch", "create", "patch", "update", "delete"
+    }
 
 
 def test_disabling_the_addon_orphans_namespace_and_crds() -> None:

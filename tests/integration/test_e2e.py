@@ -18,17 +18,19 @@ from typing import Any
 import pytest
 import yaml
 
-from testbed import demo
+from testbed import demo, identities
 from testbed.fleet import Testbed
 from tests.helpers import eventually
 
 NS = demo.NAMESPACE
 GROUP = "modelserving.opendatahub.io"
+AGENT_NS = "model-serving-agent"
+"""The chart's ``agent.installNamespace`` here: not the default (the demo uses that)."""
 
 
 @pytest.fixture(scope="module")
 def fleet(built_binaries: Callable[[str], Any]) -> Iterator[tuple[Testbed, Callable[[], None]]]:
-    with demo.fleet(demo.Phases()) as bed:
+    with demo.fleet(demo.Phases(), agent_namespace=AGENT_NS) as bed:
         demo.apply_examples(bed.hub, bed)
         yield bed, demo.start_kserve_when_stack_ready(bed)
         bed.cleanup()
@@ -129,6 +131,50 @@ def test_credentials_reach_both_clusters_with_no_plaintext_on_the_hub(
         entries = json.loads(out.stdout)["data"]
         decoded = [json.loads(base64.b64decode(v)) for v in entries.values()]
         assert any(e.get("secret_access_key") == values[1] for e in decoded)
+        # Sealed for, and delivered through, the chart's non-default install namespace.
+        sealed = json.loads(
+            spoke.kubectl("get", "sealedstorageconnections", "-A", "-o", "json").stdout
+        )["items"]
+        assert {s["metadata"]["namespace"] for s in sealed} == {AGENT_NS}
+        addon = json.loads(
+            bed.hub.kubectl(
+                "get", "managedclusteraddon", "model-serving", "-n", spoke.name, "-o", "json"
+            ).stdout
+        )
+        assert addon["status"]["namespace"] == AGENT_NS
+
+
+def test_every_long_running_component_has_its_own_identity(
+    fleet: tuple[Testbed, Callable[[], None]],
+) -> None:
+    bed, _ = fleet
+    _until(fleet, lambda: all("kserve-controller" in s.processes for s in bed.spokes))
+    expected = {
+        ("hub", "manager"):
+            "system:serviceaccount:model-serving-system:model-serving-addon-manager",
+        ("spoke", "model-serving-agent"): f"system:serviceaccount:{AGENT_NS}:model-serving-agent",
+        ("spoke", "kserve-controller"): "system:serviceaccount:kserve:kserve-controller-manager",
+    }
+    clusters = [("hub", bed.hub), *(("spoke", s) for s in bed.spokes)]
+    checked = 0
+    for role, cluster in clusters:
+        for name, kubeconfig in cluster.identities.items():
+            info = identities.who_am_i(kubeconfig)
+            assert "system:masters" not in info.get("groups", []), (cluster.name, name, info)
+            if (role, name) in expected:
+                assert info["username"] == expected[(role, name)], info
+                checked += 1
+    assert checked == 1 + 2 * 2
+    # The processes run with exactly those kubeconfigs.
+    roles = {p.name: p for p in bed.processes}
+    assert f"--kubeconfig={bed.hub.identities['manager']}" in roles["manager"].argv
+    for spoke in bed.spokes:
+        assert (
+            f"--kubeconfig={spoke.identities['model-serving-agent']}"
+            in roles[f"{spoke.name}-agent"].argv
+        )
+        kserve = spoke.processes["kserve-controller"]
+        assert (kserve.env or {})["KUBECONFIG"] == str(spoke.identities["kserve-controller"])
 
 
 def test_bad_model_shows_kserve_failure_reason_per_cluster(

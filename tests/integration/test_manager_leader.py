@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 
 from addon_api import constants as c
+from testbed import identities
 from testbed.fleet import Testbed
 from tests.helpers import eventually
 from tests.integration.manager_support import (
@@ -25,7 +26,7 @@ from tests.integration.manager_support import (
     works,
 )
 
-LEASE_NS = "model-serving-system"  # the chart's release namespace in manager_identity()
+LEASE_NS = identities.MANAGER_NAMESPACE  # the namespace of manager_identity()
 
 
 def _leader(mgr: Manager) -> float:

@@ -58,3 +58,25 @@ rules:
     resources: [certificates, issuers]
     verbs: [get, list, watch, create, patch, update, delete]
 {{- end -}}
+
+{{/*
+What OCM's work agent needs, beyond the klusterlet's own roles, to apply the add-on's
+ManifestWorks: exactly the kinds the manager renders. The klusterlet aggregates every
+ClusterRole labelled aggregate-to-work into the work agent's role. The identity ConfigMap is
+only read (ReadOnly work); the `admin` ClusterRole the klusterlet binds already covers that.
+*/}}
+{{- define "msa.workAgentClusterRole" -}}
+apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRole
+metadata:
+  name: open-cluster-management:model-serving:work
+  labels:
+    open-cluster-management.io/aggregate-to-work: "true"
+rules:
+  - apiGroups: [modelserving.opendatahub.io]
+    resources: [servingplatforms, sealedstorageconnections]
+    verbs: [get, list, watch, create, patch, update, delete]
+  - apiGroups: [serving.kserve.io]
+    resources: [servingruntimes, inferenceservices]
+    verbs: [get, list, watch, create, patch, update, delete]
+{{- end -}}

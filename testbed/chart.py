@@ -1,0 +1,57 @@
+"""The add-on's Helm chart as the testbed uses it: rendered by the real helm binary.
+
+What the chart renders is what the testbed runs: the manager's ServiceAccount and RBAC on
+the hub, and the AddOnTemplate's agent ServiceAccount, RBAC and CRDs on the spokes.
+"""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from testbed.build import binary
+
+CHART = Path(__file__).resolve().parent.parent / "charts" / "model-serving-addon"
+RELEASE = "msa"
+AGENT_SERVICE_ACCOUNT = "model-serving-agent"
+MANAGER_SERVICE_ACCOUNT = "model-serving-addon-manager"
+
+
+def helm(*args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
+    """Run helm; raise with its stderr when ``check`` and it fails."""
+    proc = subprocess.run([str(binary("helm")), *args], capture_output=True, text=True, timeout=300)
+    if check and proc.returncode != 0:
+        raise AssertionError(f"helm {' '.join(args)} failed:\n{proc.stderr}")
+    return proc
+
+
+def render(*sets: str, namespace: str = "model-serving-system") -> list[dict[str, Any]]:
+    """``helm template`` with ``--set`` values; the rendered objects (CRDs included)."""
+    args = ["template", RELEASE, str(CHART), "-n", namespace, "--include-crds"]
+    for s in sets:
+        args += ["--set", s]
+    return [d for d in yaml.safe_load_all(helm(*args).stdout) if d]
+
+
+def agent_manifests(install_namespace: str, *sets: str) -> list[dict[str, Any]]:
+    """The AddOnTemplate's agent manifests as OCM deploys them into ``install_namespace``.
+
+    OCM's template add-on rewrites the namespace of namespaced manifests, the Namespace
+    object and ServiceAccount subjects of bindings to the install namespace; the same
+    rewrite happens here.
+    """
+    template = next(o for o in render(*sets) if o["kind"] == "AddOnTemplate")
+    manifests: list[dict[str, Any]] = template["spec"]["agentSpec"]["workload"]["manifests"]
+    for m in manifests:
+        meta = m["metadata"]
+        if m["kind"] == "Namespace":
+            meta["name"] = install_namespace
+        elif "namespace" in meta:
+            meta["namespace"] = install_namespace
+        for subject in m.get("subjects") or []:
+            if subject.get("kind") == "ServiceAccount":
+                subject["namespace"] = install_namespace
+    return manifests
