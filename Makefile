@@ -33,8 +33,8 @@ lint: venv
 	$(BIN)/mypy
 
 # Every test that needs only Python: no Go, no built binaries, no network. A test that needs
-# more requests a fixture of tests/conftest.py (testbed, built_binaries, go_modules), which
-# marks it `testbed`.
+# more requests a fixture of tests/conftest.py (testbed, built_binaries, go_modules, bundles),
+# which marks it `testbed`.
 unit: venv
 	$(BIN)/pytest -q -m "not testbed" tests $(ARGS)
 

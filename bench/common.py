@@ -22,15 +22,15 @@ from addon_api.hub import MultiClusterInferenceService
 from addon_manager import naming, render
 from testbed import identities
 from testbed.fleet import Testbed
-from tests.integration.fleet_support import PLATFORM_META, FakeFleet
-from tests.integration.fleet_support import decided as fleet_decided
-from tests.integration.manager_support import (
+from testbed.support.fake_fleet import PLATFORM_META, FakeFleet
+from testbed.support.fake_fleet import decided as fleet_decided
+from testbed.support.manager import (
     Manager,
     model_serving,
     prepare,
     report_work_status,
 )
-from tests.integration.manager_support import inference_service as support_inference_service
+from testbed.support.manager import inference_service as support_inference_service
 
 WORK = ("work.open-cluster-management.io", "v1", "manifestworks")
 MWRS = ("work.open-cluster-management.io", "v1alpha1", "manifestworkreplicasets")

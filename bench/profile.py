@@ -31,7 +31,7 @@ from bench.common import (
 )
 from bench.fanout import PLACEMENT, run_ours
 from testbed import identities
-from tests.integration.manager_support import ROOT, Manager, free_port
+from testbed.support.manager import ROOT, Manager, free_port
 
 
 class ProfiledManager(Manager):

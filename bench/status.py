@@ -37,7 +37,7 @@ from bench.common import (
     wait_for,
     writes,
 )
-from tests.integration.manager_support import Manager, report_work_status
+from testbed.support.manager import Manager, report_work_status
 
 READY = {"ready": "True", "readyReason": "Ready", "predictorReady": "True",
          "url": "http://isvc.example", "activeModelState": "Loaded"}

@@ -1,4 +1,7 @@
-"""Shared fixtures: one testbed per session, a fresh hub namespace per test.
+"""Shared fixtures: one testbed per session, a fresh hub namespace per test, the agent's spoke.
+
+The helpers behind them are the test-support library :mod:`testbed.support` (shared with
+``bench/``); the fixtures are here so that every test module can request them by name.
 
 A test gets the ``testbed`` marker from what it uses, not from its folder: every test whose
 fixtures (direct or indirect) include one of :data:`HARNESS_FIXTURES` is marked, so
@@ -13,15 +16,18 @@ import os
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from testbed import build, upstream
 from testbed.fleet import Testbed
+from testbed.support import agent as agent_support
 
-HARNESS_FIXTURES = frozenset({"built_binaries", "go_modules", "testbed"})
+HARNESS_FIXTURES = frozenset({"bundles", "built_binaries", "go_modules", "testbed"})
 """Fixtures that need more than Python: the Go-built binaries (``make binaries``), the Go
-toolchain and its module cache, or the running fleet (which needs the binaries)."""
+toolchain and its module cache (also behind the rendered bundles), or the running fleet
+(which needs the binaries)."""
 
 
 @pytest.fixture(scope="session")
@@ -60,6 +66,31 @@ def hub_namespace(testbed: Testbed) -> Iterator[str]:
     testbed.bind_clusterset(name)
     yield name
     testbed.hub.kubectl("delete", "namespace", name, "--wait=false", check=False)
+
+
+@pytest.fixture(scope="session")
+def bundles() -> Path:
+    """Rendered bundles of every stack, rendered once per version (from the Go module cache)."""
+    return agent_support.rendered_bundles()
+
+
+@pytest.fixture(scope="module")
+def spoke(testbed: Testbed) -> Any:
+    """The first spoke with what the chart's AddOnTemplate deploys there (CRDs, the agent's
+    ServiceAccount and RBAC) and a kubeconfig of that identity for the agent."""
+    return agent_support.agent_spoke(testbed)
+
+
+@pytest.fixture(scope="module")
+def agent(
+    spoke: Any, bundles: Path, request: pytest.FixtureRequest
+) -> Iterator[agent_support.AgentProcess]:
+    """An agent process on the spoke; its log tail is printed when a test of the session failed."""
+    log = agent_support.agent_log(Path(str(request.fspath)).stem)
+    with agent_support.running_agent(
+        spoke, bundles, log, failed=lambda: bool(request.session.testsfailed)
+    ) as proc:
+        yield proc
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:

@@ -19,7 +19,7 @@ from kubernetes import client
 
 from addon_api import constants as c
 from addon_api.crdgen import RESOURCES
-from tests.helpers import eventually
+from testbed.support.waiting import eventually
 
 pytestmark = pytest.mark.testbed
 

@@ -5,7 +5,6 @@ from __future__ import annotations
 import datetime as dt
 import functools
 import http.server
-import os
 import shutil
 import ssl
 import tarfile
@@ -20,19 +19,16 @@ from addon_agent import certs
 from addon_agent.bundle_render import BUNDLE_FILE, bundle_path
 from addon_agent.stacks import KSERVE
 from testbed import upstream
-from tests.helpers import eventually
-from tests.integration import agent_support as support
-from tests.integration.agent_support import (
-    AGENT_IDENTITY,
+from testbed.support.agent import (
     AgentProcess,
+    agent_log,
     get,
     leftovers,
     platform,
+    running_agent,
     wait_phase,
 )
-
-bundles = support.bundles
-spoke = support.spoke
+from testbed.support.waiting import eventually
 
 NAME = "custom"
 MARKER = "custom-bundle-marker"
@@ -109,20 +105,14 @@ def agent(
 ) -> Iterator[AgentProcess]:
     spoke.apply_files(upstream.prometheus_operator_crds())
     spoke.wait_crds_established()
-    run_dir = Path(os.environ.get("TESTBED_RUN_DIR", "/tmp")) / "agent-logs"
-    proc = AgentProcess(
-        spoke.identities[AGENT_IDENTITY],
+    with running_agent(
+        spoke,
         bundles,
-        run_dir / "test_agent_bundles.log",
+        agent_log("test_agent_bundles"),
         env={"SSL_CERT_FILE": str(https_server.ca_file)},
-    )
-    proc.start()
-    try:
+        failed=lambda: bool(request.session.testsfailed),
+    ) as proc:
         yield proc
-    finally:
-        proc.stop()
-        if request.session.testsfailed:
-            print(f"--- agent log tail ({proc.log_path}) ---\n{proc.tail()}")
 
 
 def with_manifests(uri: str, **extra: Any) -> dict[str, Any]:

@@ -7,11 +7,7 @@ from typing import Any
 
 import pytest
 
-from tests.integration import agent_support as support
-from tests.integration.agent_support import AgentProcess, get, leftovers, platform, wait_phase
-
-bundles = support.bundles
-agent = support.agent
+from testbed.support.agent import AgentProcess, get, leftovers, platform, wait_phase
 
 NAME = "with-cert-manager"
 MM_NS = "modelmesh-serving"
@@ -45,15 +41,14 @@ def stand_in_crd(kind: str, plural: str) -> dict[str, Any]:
 
 
 @pytest.fixture(scope="module")
-def spoke(testbed: Any) -> Iterator[Any]:
-    cluster = testbed.spokes[0]
-    cluster.apply_files(support.CRDS)
-    cluster.apply_objects(
+def spoke(spoke: Any) -> Iterator[Any]:
+    """The agent's spoke (tests/conftest.py) with cert-manager's CRDs stood in."""
+    spoke.apply_objects(
         [stand_in_crd("Certificate", "certificates"), stand_in_crd("Issuer", "issuers")]
     )
-    cluster.wait_crds_established()
-    yield cluster
-    cluster.kubectl(
+    spoke.wait_crds_established()
+    yield spoke
+    spoke.kubectl(
         "delete", "crd", "certificates.cert-manager.io", "issuers.cert-manager.io", check=False
     )
 

@@ -10,9 +10,7 @@ from typing import Any
 from addon_agent import certs
 from addon_api import constants as c
 from testbed import upstream
-from tests.helpers import eventually
-from tests.integration import agent_support as support
-from tests.integration.agent_support import (
+from testbed.support.agent import (
     AgentProcess,
     get,
     leftovers,
@@ -20,10 +18,7 @@ from tests.integration.agent_support import (
     timed,
     wait_phase,
 )
-
-bundles = support.bundles
-spoke = support.spoke
-agent = support.agent
+from testbed.support.waiting import eventually
 
 NAME = "kserve"
 CONTROLLER = "kserve-controller-manager"

@@ -13,9 +13,7 @@ import yaml
 from addon_agent.bundle_render import RUNTIMES_FILE, bundle_path
 from addon_agent.stacks import MODELMESH
 from testbed import upstream
-from tests.helpers import eventually
-from tests.integration import agent_support as support
-from tests.integration.agent_support import (
+from testbed.support.agent import (
     AgentProcess,
     get,
     leftovers,
@@ -23,10 +21,7 @@ from tests.integration.agent_support import (
     timed,
     wait_phase,
 )
-
-bundles = support.bundles
-spoke = support.spoke
-agent = support.agent
+from testbed.support.waiting import eventually
 
 NAME = "modelmesh"
 MM_NS = "modelmesh-serving"

@@ -10,13 +10,8 @@ import pytest
 
 from addon_api import constants as c
 from addon_api import sealing
-from tests.helpers import eventually
-from tests.integration import agent_support as support
-from tests.integration.agent_support import AgentProcess, get
-
-bundles = support.bundles
-spoke = support.spoke
-agent = support.agent
+from testbed.support.agent import AgentProcess, get
+from testbed.support.waiting import eventually
 
 CONN_NS = "storage-conns"
 TEAM_A = "team-a"

@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 
 from addon_api import constants as c
-from tests.chart_support import CHART, helm, render
+from testbed.chart import CHART, helm, render
 
 pytestmark = pytest.mark.usefixtures("built_binaries")  # helm renders the chart
 

@@ -6,9 +6,9 @@ import json
 from typing import Any
 
 from addon_api import constants as c
+from testbed.chart import CHART, helm
 from testbed.fleet import Testbed
-from tests.chart_support import CHART, helm
-from tests.helpers import eventually
+from testbed.support.waiting import eventually
 
 RELEASE_NAMESPACE = "model-serving-system"
 

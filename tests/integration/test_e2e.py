@@ -20,7 +20,7 @@ import yaml
 
 from testbed import demo, identities
 from testbed.fleet import Testbed
-from tests.helpers import eventually
+from testbed.support.waiting import eventually
 
 NS = demo.NAMESPACE
 GROUP = "modelserving.opendatahub.io"

@@ -16,7 +16,7 @@ from addon_api import constants as c
 from testbed import identities
 from testbed.cluster import Cluster
 from testbed.fleet import AGENT_NAMESPACE, HUB_NAMESPACE, Testbed
-from tests.integration.manager_support import manager_identity
+from testbed.support.manager import manager_identity
 
 EXPECTED_USERS = {
     ("hub", "registration"): f"system:serviceaccount:{HUB_NAMESPACE}:registration-controller-sa",

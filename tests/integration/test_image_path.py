@@ -18,7 +18,7 @@ import pytest
 
 from addon_agent import kustomize
 from testbed import build
-from tests.containerfile_support import CONTAINERFILE, runtime_executables
+from testbed.support.containerfile import CONTAINERFILE, runtime_executables
 
 KUSTOMIZATION = """\
 namePrefix: dev-

@@ -15,8 +15,7 @@ from addon_api import constants as c
 from addon_api import sealing
 from addon_manager import naming, render
 from testbed.fleet import Testbed
-from tests.helpers import eventually
-from tests.integration.manager_support import (
+from testbed.support.manager import (
     API,
     Manager,
     exists,
@@ -27,6 +26,7 @@ from tests.integration.manager_support import (
     running_manager,
     works,
 )
+from testbed.support.waiting import eventually
 
 
 @pytest.fixture(scope="module")

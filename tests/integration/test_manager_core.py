@@ -14,8 +14,7 @@ import pytest
 from addon_api.hub import MultiClusterInferenceService
 from addon_manager import render
 from testbed.fleet import Testbed
-from tests.helpers import eventually
-from tests.integration.manager_support import (
+from testbed.support.manager import (
     Manager,
     differences,
     exists,
@@ -27,6 +26,7 @@ from tests.integration.manager_support import (
     set_platform_phase,
     works,
 )
+from testbed.support.waiting import eventually
 
 
 @pytest.fixture(scope="module")

@@ -15,8 +15,7 @@ import pytest
 from addon_api import constants as c
 from testbed import identities
 from testbed.fleet import Testbed
-from tests.helpers import eventually
-from tests.integration.manager_support import (
+from testbed.support.manager import (
     Manager,
     get_json,
     manager_identity,
@@ -25,6 +24,7 @@ from tests.integration.manager_support import (
     prepare,
     works,
 )
+from testbed.support.waiting import eventually
 
 LEASE_NS = identities.MANAGER_NAMESPACE  # the namespace of manager_identity()
 

@@ -19,8 +19,7 @@ from addon_api import constants as c
 from addon_api.hub import ModelServing
 from addon_manager import naming
 from testbed.fleet import Testbed
-from tests.helpers import eventually
-from tests.integration.fleet_support import (
+from testbed.support.fake_fleet import (
     PLATFORM_META,
     FakeFleet,
     decided,
@@ -29,13 +28,14 @@ from tests.integration.fleet_support import (
     fleet_placement,
     intent_works,
 )
-from tests.integration.manager_support import (
+from testbed.support.manager import (
     Manager,
     manager_identity,
     model_serving,
     prepare,
     report_work_status,
 )
+from testbed.support.waiting import eventually
 
 
 @pytest.fixture

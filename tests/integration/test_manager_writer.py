@@ -9,7 +9,7 @@ from typing import Any
 
 from addon_manager.apply import HubWriter
 from testbed.fleet import Testbed
-from tests.integration.manager_support import get_json
+from testbed.support.manager import get_json
 
 
 def test_status_with_many_fields_the_crd_lacks_is_written(testbed: Testbed) -> None:

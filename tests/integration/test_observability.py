@@ -18,7 +18,7 @@ from prometheus_client import REGISTRY
 
 import addon_agent.metrics
 import addon_manager.metrics
-from tests.chart_support import CHART, render
+from testbed.chart import CHART, render
 
 METRIC = re.compile(r"\bmodel_serving_[a-z_]+\b")
 SUFFIXES = {"counter": ("_total",), "histogram": ("_bucket", "_sum", "_count"), "gauge": ("",)}

@@ -11,7 +11,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from tests.helpers import eventually
+from testbed.support.waiting import eventually
 
 
 def _alive(pid: int) -> bool:

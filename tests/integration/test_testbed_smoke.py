@@ -10,7 +10,7 @@ import yaml
 
 from testbed import upstream
 from testbed.fleet import Testbed
-from tests.helpers import eventually
+from testbed.support.waiting import eventually
 
 WORK_API = ("work.open-cluster-management.io", "v1", "manifestworks")
 

@@ -18,8 +18,7 @@ import pytest
 from addon_api import constants as c
 from testbed import identities
 from testbed.fleet import Testbed
-from tests.helpers import eventually
-from tests.integration.manager_support import (
+from testbed.support.manager import (
     Manager,
     get_json,
     model_serving,
@@ -27,6 +26,7 @@ from tests.integration.manager_support import (
     running_manager,
     set_platform_phase,
 )
+from testbed.support.waiting import eventually
 
 WORK_ROLE = "open-cluster-management:model-serving:work"
 

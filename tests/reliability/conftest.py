@@ -16,9 +16,9 @@ from pathlib import Path
 import pytest
 
 from testbed.fleet import Testbed
-from tests.helpers import eventually
-from tests.integration.fleet_support import FakeFleet, fake_fleet
-from tests.integration.manager_support import Manager, prepare
+from testbed.support.fake_fleet import FakeFleet, fake_fleet
+from testbed.support.manager import Manager, prepare
+from testbed.support.waiting import eventually
 
 APPLIES = "model_serving_manifestwork_applies_total"
 

@@ -1,10 +1,11 @@
 """The agent SIGKILLed mid-install and mid-removal of KServe: each restart resumes, and the end
 state is whole (every bundle object present as rendered / nothing the agent created left).
 
-The agent runs as a subprocess against spoke 1 (``agent_support``). A kill moment is the
-appearance (install) or disappearance (removal) of the k-th object in the agent's own apply
-(or delete) order, k drawn at random from the objects in between: so every kill lands with
-some but not all objects done. ``RELIABILITY_SEED`` replays a run; ``RELIABILITY_SCALE=soak``
+The agent runs as a subprocess against spoke 1 (the ``agent`` fixture of tests/conftest.py,
+killed and restarted by these tests). A kill moment is the appearance (install) or
+disappearance (removal) of the k-th object in the agent's own apply (or delete) order, k drawn
+at random from the objects in between: so every kill lands with some but not all objects
+done. ``RELIABILITY_SEED`` replays a run; ``RELIABILITY_SCALE=soak``
 runs more rounds and more kills per phase (``make soak``).
 """
 
@@ -27,19 +28,15 @@ from addon_agent.kube import Kube, api_client_for
 from addon_agent.stacks import STACKS
 from addon_api import constants as c
 from addon_api.spoke import ServingPlatformSpec
-from tests.helpers import eventually
-from tests.integration import agent_support as support
-from tests.integration.agent_support import (
+from testbed.support.agent import (
     AgentProcess,
     get,
     leftovers,
     platform,
     wait_phase,
 )
-from tests.integration.manager_support import differences
-
-bundles = support.bundles
-spoke = support.spoke
+from testbed.support.manager import differences
+from testbed.support.waiting import eventually
 
 NAME = "kserve"
 CONTROLLER = "kserve-controller-manager"
@@ -80,9 +77,6 @@ def kube(spoke: Any) -> Iterator[Kube]:
     api = api_client_for(str(spoke.kubeconfig))
     yield Kube(api)
     api.close()
-
-
-agent = support.agent  # killed and restarted by the tests
 
 
 def expected_objects(bundle_root: Path) -> list[dict[str, Any]]:

@@ -18,8 +18,8 @@ import pytest
 from addon_api.base import MAX_NESTING, too_deep
 from addon_api.hub import MultiClusterServingRuntime
 from testbed.fleet import Testbed
-from tests.helpers import eventually
-from tests.integration.manager_support import Manager, placement, running_manager
+from testbed.support.manager import Manager, placement, running_manager
+from testbed.support.waiting import eventually
 
 DEPTHS = (1_100, 9_000)
 

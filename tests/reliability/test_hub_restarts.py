@@ -26,15 +26,14 @@ from addon_api.common import Resource
 from addon_api.hub import ModelServing, MultiClusterInferenceService
 from addon_manager import naming
 from testbed.fleet import Testbed
-from tests.helpers import eventually
-from tests.integration.fleet_support import (
+from testbed.support.fake_fleet import (
     PLATFORM_META,
     FakeFleet,
     decided,
     exact,
     fleet_placement,
 )
-from tests.integration.manager_support import (
+from testbed.support.manager import (
     Manager,
     get_json,
     inference_service,
@@ -42,6 +41,7 @@ from tests.integration.manager_support import (
     model_serving,
     report_work_status,
 )
+from testbed.support.waiting import eventually
 from tests.reliability.conftest import APPLIES, Scale, applies, current_scale
 
 ISVC_META = {"group": "serving.kserve.io", "version": "v1beta1", "kind": "InferenceService",

@@ -21,15 +21,15 @@ from kubernetes import client
 
 from addon_api.hub import ModelServing
 from testbed.fleet import Testbed
-from tests.helpers import eventually
-from tests.integration.fleet_support import (
+from testbed.support.fake_fleet import (
     FakeFleet,
     decided,
     exact,
     fleet_placement,
     intent_works,
 )
-from tests.integration.manager_support import Manager, manager_identity, model_serving
+from testbed.support.manager import Manager, manager_identity, model_serving
+from testbed.support.waiting import eventually
 from tests.reliability.conftest import APPLIES, Scale, applies, current_scale
 
 pytestmark = pytest.mark.timeout(current_scale().timeout)

@@ -18,8 +18,7 @@ from typing import Any
 import pytest
 
 from testbed.fleet import Testbed
-from tests.helpers import eventually
-from tests.integration.manager_support import (
+from testbed.support.manager import (
     Manager,
     exists,
     get_json,
@@ -29,6 +28,7 @@ from tests.integration.manager_support import (
     set_platform_phase,
     works,
 )
+from testbed.support.waiting import eventually
 
 STALE_AFTER = 8
 

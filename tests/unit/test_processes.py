@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from testbed.processes import Process, ProcessFailed, free_port, wait_until
-from tests.helpers import eventually
+from testbed.support.waiting import eventually
 
 
 def _gone(pid: int) -> bool:

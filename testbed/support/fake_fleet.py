@@ -20,7 +20,7 @@ from addon_api.common import Resource
 from addon_api.hub import ModelServing, MultiClusterInferenceService, MultiClusterServingRuntime
 from addon_manager import naming, render
 from testbed.fleet import Testbed
-from tests.integration.manager_support import differences
+from testbed.support.manager import differences
 
 CLUSTERSET_LABEL = "cluster.open-cluster-management.io/clusterset"
 CLUSTERS = ("cluster.open-cluster-management.io", "v1", "managedclusters")
@@ -163,8 +163,11 @@ def pure_render(intent: Resource, cluster: str) -> render.RenderedWork:
 
 
 def exact(custom: client.CustomObjectsApi, intent: Resource, clusters: set[str]) -> bool:
-    """Exactly one work per desired cluster, each with the content of the pure render, and
-    nothing else (raises AssertionError naming what differs)."""
+    """Whether the hub holds exactly the works the pure render says, and nothing else.
+
+    Exactly one work per desired cluster, each with the content of the pure render; raises
+    AssertionError naming what differs.
+    """
     ns, name = str(intent.metadata.namespace), str(intent.metadata.name)
     found = intent_works(custom, ns, name, intent.kind)
     by_cluster = [w["metadata"]["namespace"] for w in found]

@@ -1,4 +1,8 @@
-"""Support for the agent's integration tests: bundles, an agent process per spoke, helpers."""
+"""The agent under test: rendered bundles, an agent process per spoke, ServingPlatform helpers.
+
+The pytest fixtures on top of these (``bundles``, ``spoke``, ``agent``) are in
+``tests/conftest.py``.
+"""
 
 from __future__ import annotations
 
@@ -8,20 +12,18 @@ import subprocess
 import sys
 import time
 import urllib.request
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
-
-import pytest
 
 from addon_agent import bundle_render
 from addon_agent.stacks import STACKS
 from addon_api import constants as c
 from testbed import identities
 from testbed.processes import die_with_parent, free_port
-from tests.helpers import eventually
+from testbed.support.waiting import eventually
 
-ROOT = Path(__file__).resolve().parents[2]
 MANAGED = f"{c.LABEL_MANAGED_BY}={c.FIELD_MANAGER}"
 SP_API = f"{c.GROUP}/{c.VERSION}"
 # Kinds scanned for leftovers after an uninstall.
@@ -43,9 +45,8 @@ def bundle_cache() -> Path:
     return base / "model-serving-addon" / "bundles"
 
 
-@pytest.fixture(scope="session")
-def bundles() -> Path:
-    """Rendered bundles of every stack (rendered once per version)."""
+def rendered_bundles() -> Path:
+    """Root of the rendered bundles of every stack (rendered once per version)."""
     root = bundle_cache()
     wanted = {s: [bundle_render.MANIFEST_FILE] for s in STACKS.values()}
     for stack, files in wanted.items():
@@ -147,10 +148,12 @@ AGENT_IDENTITY = "model-serving-agent"
 """Key of the agent's kubeconfig in ``Cluster.identities``."""
 
 
-@pytest.fixture(scope="module")
-def spoke(testbed: Any) -> Any:
-    """The first spoke with what the chart's AddOnTemplate deploys there (CRDs, the agent's
-    ServiceAccount and RBAC) and a kubeconfig of that identity for the agent."""
+def agent_spoke(testbed: Any) -> Any:
+    """The first spoke, ready for an agent under its production identity.
+
+    What the chart's AddOnTemplate deploys there (CRDs, the agent's ServiceAccount and RBAC)
+    is applied, and a kubeconfig of that identity is kept as ``identities[AGENT_IDENTITY]``.
+    """
     cluster = testbed.spokes[0]
     cluster.identities[AGENT_IDENTITY] = identities.addon_agent_kubeconfig(
         cluster, c.AGENT_NAMESPACE
@@ -158,18 +161,31 @@ def spoke(testbed: Any) -> Any:
     return cluster
 
 
-@pytest.fixture(scope="module")
-def agent(spoke: Any, bundles: Path, request: pytest.FixtureRequest) -> Iterator[AgentProcess]:
-    """An agent process on the spoke; its log tail is printed when a test of the module failed."""
-    name = Path(str(request.fspath)).stem
-    run_dir = Path(os.environ.get("TESTBED_RUN_DIR", "/tmp")) / "agent-logs"
-    proc = AgentProcess(spoke.identities[AGENT_IDENTITY], bundles, run_dir / f"{name}.log")
+def agent_log(name: str) -> Path:
+    """Log file of the agent process ``name`` (under ``$TESTBED_RUN_DIR``, else /tmp)."""
+    return Path(os.environ.get("TESTBED_RUN_DIR", "/tmp")) / "agent-logs" / f"{name}.log"
+
+
+@contextmanager
+def running_agent(
+    spoke: Any,
+    bundles: Path,
+    log_path: Path,
+    *,
+    env: dict[str, str] | None = None,
+    failed: Callable[[], bool] = lambda: False,
+) -> Iterator[AgentProcess]:
+    """An agent process on ``spoke`` (see :func:`agent_spoke`), stopped afterwards.
+
+    It runs as the AddOnTemplate's identity; its log tail is printed when ``failed()`` says so.
+    """
+    proc = AgentProcess(spoke.identities[AGENT_IDENTITY], bundles, log_path, env=env)
     proc.start()
     try:
         yield proc
     finally:
         proc.stop()
-        if request.session.testsfailed:
+        if failed():
             print(f"--- agent log tail ({proc.log_path}) ---\n{proc.tail()}")
 
 
@@ -194,7 +210,7 @@ def platform(name: str, spec: dict[str, Any]) -> dict[str, Any]:
 
 
 def platform_status(cluster: Any, name: str) -> dict[str, Any]:
-    """status of a ServingPlatform ({} when none yet)."""
+    """The status of a ServingPlatform ({} when none yet)."""
     obj = get(cluster, "servingplatform", name)
     return dict((obj or {}).get("status") or {})
 

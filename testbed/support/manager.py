@@ -1,4 +1,8 @@
-"""Running the manager against the testbed, and small hub/spoke helpers for its tests."""
+"""The manager under test.
+
+A manager process on the testbed, hub CRDs and identities, intents, work status as OCM's work
+agent writes it, and small hub/spoke helpers.
+"""
 
 from __future__ import annotations
 
@@ -61,7 +65,7 @@ class Manager:
         return self
 
     def kill(self) -> None:
-        """kill -9 the manager."""
+        """SIGKILL the manager (``kill -9``)."""
         if self.proc and self.proc.poll() is None:
             self.proc.send_signal(signal.SIGKILL)
             self.proc.wait(timeout=10)
@@ -112,8 +116,11 @@ WORK = ("work.open-cluster-management.io", "v1", "manifestworks")
 def report_work_status(
     api: Any, cluster: str, work: str, meta: dict[str, str], values: dict[str, Any]
 ) -> None:
-    """Write a work's status as OCM's work agent does: Applied/Available and feedback values
-    for its first manifest (``meta`` is that manifest's resourceMeta)."""
+    """Write a work's status as OCM's work agent does.
+
+    Applied/Available and feedback values for its first manifest (``meta`` is that manifest's
+    resourceMeta).
+    """
     from kubernetes import client
 
     now = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
@@ -159,9 +166,11 @@ def exists(cluster: Any, *args: str) -> bool:
 
 
 def prepare(testbed: Testbed) -> None:
-    """Hub CRDs of the add-on; on each spoke what the chart's AddOnTemplate deploys (the
-    add-on's CRDs, the agent's identity and the work agent's aggregated role), KServe's CRDs
-    and the ``models`` namespace."""
+    """Install the add-on's hub CRDs, and on each spoke what a running manager's work needs.
+
+    On each spoke: what the chart's AddOnTemplate deploys (the add-on's CRDs, the agent's
+    identity and the work agent's aggregated role), KServe's CRDs and the ``models`` namespace.
+    """
     testbed.hub.apply_files(HUB_CRDS)
     testbed.hub.wait_crds_established()
     for spoke in testbed.spokes:
@@ -269,8 +278,10 @@ SKLEARN_MODEL = {
 def inference_service(
     name: str, namespace: str, placement_name: str, replicas: int = 1, **spec: Any
 ) -> dict[str, Any]:
-    """A MultiClusterInferenceService of an sklearn model in ``models``; ``replicas`` is what
-    a change changes, ``spec`` adds fields (e.g. ``overrides``)."""
+    """A MultiClusterInferenceService of an sklearn model in ``models``.
+
+    ``replicas`` is what a change changes, ``spec`` adds fields (e.g. ``overrides``).
+    """
     return intent(
         "MultiClusterInferenceService", name, namespace, placement_name,
         **{
@@ -296,8 +307,10 @@ def set_platform_phase(spoke: Any, phase: str) -> None:
 
 
 def differences(expected: Any, actual: Any, path: str = "") -> list[str]:
-    """Where ``actual`` differs from ``expected``, ignoring fields the API server defaulted
-    (keys present only in ``actual``)."""
+    """Where ``actual`` differs from ``expected``.
+
+    Fields the API server defaulted (keys present only in ``actual``) are ignored.
+    """
     if isinstance(expected, dict) and isinstance(actual, dict):
         out: list[str] = []
         for key, value in expected.items():

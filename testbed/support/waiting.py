@@ -1,4 +1,4 @@
-"""Small helpers shared by the tests."""
+"""Waiting for a fact instead of sleeping: :func:`eventually`."""
 
 from __future__ import annotations
 

@@ -11,7 +11,7 @@ import re
 import shlex
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 CONTAINERFILE = ROOT / "Containerfile"
 BIN_DIRS = ("/usr/local/bin", "/usr/bin", "/bin", "/usr/local/sbin", "/usr/sbin", "/sbin")
 """Directories on the runtime base's default PATH."""
@@ -74,8 +74,10 @@ def build_args(text: str) -> dict[str, str]:
 
 
 def stages(text: str, args: dict[str, str] | None = None) -> list[Stage]:
-    """The Containerfile's stages in order (the last one is the image), bases resolved
-    against ``args`` over the ARG defaults."""
+    """The Containerfile's stages in order (the last one is the image).
+
+    Bases are resolved against ``args`` over the ARG defaults.
+    """
     values = {**build_args(text), **(args or {})}
     found: list[Stage] = []
     base, name = "", ""
