@@ -1,9 +1,21 @@
-"""Runtime settings of the agent (from the command line)."""
+"""Runtime settings of the agent.
+
+They come from the command line, except the development-only ones that exist for the testbed
+alone (its KServe controller runs outside the cluster): those come from the environment, so
+they are not part of the agent's public command line.
+"""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
+
+DEV_EXTERNAL_WEBHOOK_URL = "MODEL_SERVING_DEV_EXTERNAL_WEBHOOK_URL"
+"""Environment variable, development only (the testbed): base URL of a webhook server that
+runs outside the cluster; the stack's webhook configurations call it (+ their path)."""
+DEV_EXTERNAL_WEBHOOK_CA_FILE = "MODEL_SERVING_DEV_EXTERNAL_WEBHOOK_CA_FILE"
+"""Environment variable, development only (the testbed): PEM file of the CA that signed that
+server's certificate. Set both or neither."""
 
 
 @dataclass(frozen=True)
@@ -21,7 +33,10 @@ class AgentConfig:
     lease_seconds: float
     log_level: str = "INFO"
     external_webhook_url: str | None = None
-    """Base URL of the stack's webhook server when its controllers run outside the cluster
-    (the webhook configurations then call this URL instead of the in-cluster Service)."""
+    """Development only (``MODEL_SERVING_DEV_EXTERNAL_WEBHOOK_URL``): base URL of the stack's
+    webhook server when its controllers run outside the cluster, as the testbed's KServe
+    controller does (the webhook configurations then call this URL instead of the in-cluster
+    Service)."""
     external_webhook_ca: bytes | None = None
-    """PEM of the CA that signed that server's certificate (their caBundle)."""
+    """Development only (``MODEL_SERVING_DEV_EXTERNAL_WEBHOOK_CA_FILE``, read at start): PEM
+    of the CA that signed that server's certificate (their caBundle)."""

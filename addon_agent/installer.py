@@ -115,8 +115,9 @@ class Installer:
             agent_metrics=(self.agent_namespace, self.metrics_port),
         )
         if self.external_webhook is not None:
-            # The controllers run outside the cluster (the testbed's real KServe controller):
-            # the webhooks call that server; the agent owns this shape, so no resync undoes it.
+            # Development only (addon_agent.config, set by the testbed alone): the controllers
+            # run outside the cluster (the testbed's real KServe controller), the webhooks call
+            # that server; the agent owns this shape, so no resync undoes it.
             url, ca_pem = self.external_webhook
             planning.point_webhooks_at(the_plan.objects, url, planning.b64(ca_pem.decode()))
         elif the_plan.certificates:

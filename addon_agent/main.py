@@ -13,7 +13,7 @@ import kopf
 from prometheus_client import start_http_server
 
 from addon_agent import lease
-from addon_agent.config import AgentConfig
+from addon_agent.config import DEV_EXTERNAL_WEBHOOK_CA_FILE, DEV_EXTERNAL_WEBHOOK_URL, AgentConfig
 from addon_agent.handlers import Agent, register
 from addon_api import constants as c
 
@@ -28,12 +28,18 @@ def default_namespace(environ: Mapping[str, str] | None = None) -> str:
     return env.get("POD_NAMESPACE") or c.AGENT_NAMESPACE
 
 
-def parse(argv: Sequence[str]) -> AgentConfig:
-    """The agent's configuration from its command line (and ``POD_NAMESPACE``)."""
+def parse(argv: Sequence[str], environ: Mapping[str, str] | None = None) -> AgentConfig:
+    """The agent's configuration from its command line and environment.
+
+    The environment gives ``KUBECONFIG`` and ``POD_NAMESPACE`` (defaults of flags) and the
+    development-only settings of :mod:`addon_agent.config` (``MODEL_SERVING_DEV_*``), which
+    only the testbed sets.
+    """
+    env = os.environ if environ is None else environ
     parser = argparse.ArgumentParser(prog="model-serving-addon agent")
     parser.add_argument(
         "--kubeconfig",
-        default=os.environ.get("KUBECONFIG"),
+        default=env.get("KUBECONFIG"),
         help="kubeconfig of the managed cluster (default: in-cluster)",
     )
     parser.add_argument(
@@ -65,23 +71,14 @@ def parse(argv: Sequence[str]) -> AgentConfig:
     )
     parser.add_argument("--lease-seconds", type=float, default=10.0, help="Lease renewal interval")
     parser.add_argument("--log-level", default="INFO")
-    parser.add_argument(
-        "--external-webhook-url",
-        default=None,
-        help="controllers run outside the cluster: webhooks call this base URL (+ their path)",
-    )
-    parser.add_argument(
-        "--external-webhook-ca-file",
-        type=Path,
-        default=None,
-        help="PEM CA of the external webhook server (required with --external-webhook-url)",
-    )
     args = parser.parse_args(list(argv))
-    if (args.external_webhook_url is None) != (args.external_webhook_ca_file is None):
-        parser.error("--external-webhook-url and --external-webhook-ca-file go together")
+    webhook_url = env.get(DEV_EXTERNAL_WEBHOOK_URL) or None
+    webhook_ca_file = env.get(DEV_EXTERNAL_WEBHOOK_CA_FILE) or None
+    if (webhook_url is None) != (webhook_ca_file is None):
+        parser.error(f"{DEV_EXTERNAL_WEBHOOK_URL} and {DEV_EXTERNAL_WEBHOOK_CA_FILE} go together")
     return AgentConfig(
         kubeconfig=args.kubeconfig,
-        namespace=args.namespace or default_namespace(),
+        namespace=args.namespace or default_namespace(env),
         bundle_dir=args.bundle_dir,
         cache_dir=args.cache_dir,
         metrics_port=args.metrics_port,
@@ -90,10 +87,8 @@ def parse(argv: Sequence[str]) -> AgentConfig:
         resync_seconds=args.resync_seconds,
         lease_seconds=args.lease_seconds,
         log_level=args.log_level.upper(),
-        external_webhook_url=args.external_webhook_url,
-        external_webhook_ca=(
-            args.external_webhook_ca_file.read_bytes() if args.external_webhook_ca_file else None
-        ),
+        external_webhook_url=webhook_url,
+        external_webhook_ca=Path(webhook_ca_file).read_bytes() if webhook_ca_file else None,
     )
 
 

@@ -223,10 +223,11 @@ def fleet(phases: Phases, agent_namespace: str = c.AGENT_NAMESPACE) -> Iterator[
                         f"--metrics-port={free_port()}",
                         "--metrics-address=127.0.0.1",
                         f"--cluster-name={spoke.name}",
-                        f"--external-webhook-url={kserve.webhook_url}",
-                        f"--external-webhook-ca-file={kserve.ca_file}",
                     ],
                     bed.log_dir,
+                    # KServe's controller runs on this machine, outside the spoke: the agent
+                    # points the webhooks there (development-only settings, from the environment).
+                    env=kserve.agent_env(),
                 ).start()
             )
         bed.processes.extend(roles)

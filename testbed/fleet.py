@@ -27,6 +27,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any
 
+from addon_agent.config import DEV_EXTERNAL_WEBHOOK_CA_FILE, DEV_EXTERNAL_WEBHOOK_URL
 from testbed import identities, upstream
 from testbed.build import binary
 from testbed.cluster import Cluster, write_kubeconfig
@@ -53,6 +54,17 @@ class KServeController:
     """Base URL of the webhook server (paths as in KServe's webhook configurations)."""
     ca_file: Path
     """CA that signed the webhook server's certificate (the caBundle to use)."""
+
+    def agent_env(self) -> dict[str, str]:
+        """Environment for the spoke's agent so the webhooks it installs call this controller.
+
+        These are the agent's development-only settings (:mod:`addon_agent.config`): they
+        exist for this out-of-cluster controller alone and are not on the agent's command line.
+        """
+        return {
+            DEV_EXTERNAL_WEBHOOK_URL: self.webhook_url,
+            DEV_EXTERNAL_WEBHOOK_CA_FILE: str(self.ca_file),
+        }
 
 
 class Testbed:
@@ -480,9 +492,10 @@ class Testbed:
     def kserve_controller(self, spoke: Cluster) -> KServeController:
         """Where KServe's controller for ``spoke`` will listen (certificate and port, no process).
 
-        Give ``webhook_url`` and ``ca_file`` to the agent (its setting for controllers that run
-        outside the cluster) so the webhook configurations it installs point there, then call
-        :meth:`start_kserve_controller` once the stack's configuration exists.
+        Start the agent with :meth:`KServeController.agent_env` (its development-only setting
+        for controllers that run outside the cluster) so the webhook configurations it installs
+        point there, then call :meth:`start_kserve_controller` once the stack's configuration
+        exists.
         """
         existing = self._kserve.get(spoke.name)
         if existing is not None:
