@@ -216,6 +216,16 @@ def binary(name: str) -> Path:
     raise KeyError(name)
 
 
+def agent_runtime_env() -> dict[str, str]:
+    """Environment for an agent process: the executables the image ships first on PATH.
+
+    The runtime image puts the agent's pinned ``kustomize`` on PATH
+    (:mod:`addon_agent.kustomize`); an agent run by the testbed gets the same build.
+    """
+    tools = binary("kustomize").parent
+    return {"PATH": f"{tools}{os.pathsep}{os.environ.get('PATH', '')}"}
+
+
 def build_all(only: Sequence[str] = (), log: Callable[[str], None] = print) -> None:
     """Build every tool (or only the named ones), printing progress and timings."""
     total = time.monotonic()

@@ -227,7 +227,7 @@ def fleet(phases: Phases, agent_namespace: str = c.AGENT_NAMESPACE) -> Iterator[
                     bed.log_dir,
                     # KServe's controller runs on this machine, outside the spoke: the agent
                     # points the webhooks there (development-only settings, from the environment).
-                    env=kserve.agent_env(),
+                    env={**build.agent_runtime_env(), **kserve.agent_env()},
                 ).start()
             )
         bed.processes.extend(roles)

@@ -20,7 +20,7 @@ from typing import Any
 from addon_agent import bundle_render
 from addon_agent.stacks import STACKS
 from addon_api import constants as c
-from testbed import identities
+from testbed import build, identities
 from testbed.processes import die_with_parent, free_port
 from testbed.support.waiting import eventually
 
@@ -73,7 +73,7 @@ class AgentProcess:
         resync: float = 2.0,
         env: dict[str, str] | None = None,
     ) -> None:
-        self.env = {**os.environ, **(env or {})}
+        self.env = {**os.environ, **build.agent_runtime_env(), **(env or {})}
         self.kubeconfig = kubeconfig
         self.bundles = bundles
         self.log_path = log_path
