@@ -11,6 +11,7 @@ import os
 import signal
 import subprocess
 import sys
+import time
 import urllib.request
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -97,6 +98,37 @@ class Manager:
     def writes(self) -> float:
         """API writes the manager made so far."""
         return self.total("model_serving_api_writes_total")
+
+    def reconciles(self) -> float:
+        """Intent reconciles the manager finished so far."""
+        return self.total("model_serving_reconcile_duration_seconds_count")
+
+    def wait_quiet(
+        self, window: float = 2.0, timeout: float = 60.0, *, reconciles: bool = True
+    ) -> float:
+        """Block until the manager has been idle for ``window`` s; return its write count then.
+
+        Idle means no write and, with ``reconciles``, no reconcile. The proof that "nothing
+        more will happen" before a test compares write counts: a retry loop or a late status
+        write keeps the counters moving and fails this after ``timeout``. ``window`` must be
+        longer than the manager's ``--min-interval``.
+        """
+        def sample() -> tuple[float, float]:
+            return self.writes(), self.reconciles() if reconciles else 0.0
+
+        deadline = time.monotonic() + timeout
+        last, since = sample(), time.monotonic()
+        while True:
+            time.sleep(0.2)
+            now = sample()
+            if now != last:
+                last, since = now, time.monotonic()
+            elif time.monotonic() - since >= window:
+                return last[0]
+            if time.monotonic() > deadline:
+                raise AssertionError(
+                    f"the manager did not settle within {timeout}s (writes, reconciles: {now})"
+                )
 
     def tail(self, lines: int = 80) -> str:
         """The last lines of the manager log."""

@@ -81,7 +81,7 @@ def test_one_replica_acts_and_a_standby_takes_over(
     try:
         hub.apply_objects([placement("p", ns, {label: "yes"}), model_serving("ha", ns, "p")])
         eventually(lambda: len(_hashes(hub, ns)) == 2, timeout=90)
-        time.sleep(3)
+        a.wait_quiet()
         assert b.writes() == 0, "the standby wrote to the hub"
         assert a.writes() > 0
         first = _hashes(hub, ns)

@@ -89,10 +89,7 @@ def test_kill_during_fan_out_then_converge_exactly(
         print(f"restart converged to 40 works (from {partial}) in {converged:.1f}s")
 
         # And stays exact: nothing more is written.
-        time.sleep(3)
-        writes = mgr.writes()
-        time.sleep(5)
-        assert mgr.writes() == writes
+        mgr.wait_quiet(window=5)
         exact(custom, intent, set(names[:-10]))
 
         hub.kubectl("delete", "msv", "fleet", "-n", ns, "--wait=false")
@@ -147,7 +144,7 @@ def test_status_writes_are_coalesced_under_churn(
             report_work_status(fleet.api, name, work, meta, {"phase": "Installing",
                                                             "message": "start"})
         eventually(lambda: set(messages().values()) == {"start"}, timeout=60)
-        time.sleep(2)  # let the last write of the settling land
+        mgr.wait_quiet(window=1.5)  # the settling's last (coalesced) status write landed
 
         before = _status_writes(mgr, "modelservings")
         started = time.monotonic()
@@ -161,7 +158,7 @@ def test_status_writes_are_coalesced_under_churn(
         last = {names[(step - i) % 4]: f"step {step - i}" for i in range(4)}
         # Nothing is lost: the status ends with every cluster's last message...
         eventually(lambda: messages() == last, timeout=30)
-        time.sleep(2)
+        mgr.wait_quiet(window=1.5)
         written = _status_writes(mgr, "modelservings") - before
         print(f"min-interval {min_interval}: {step} feedback changes in {churn:.1f}s, "
               f"{written:.0f} status writes")

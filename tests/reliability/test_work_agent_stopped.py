@@ -137,10 +137,9 @@ def test_stopped_work_agent_goes_stale_and_heals(
         assert entry1["lastUpdateTime"] != updated_before["cluster1"]
 
         # Stale is a settled state too: re-checks write nothing.
-        time.sleep(3)
-        writes = manager.writes()
+        writes = manager.wait_quiet(reconciles=False)  # re-checks reconcile, but write nothing
         rv = get_json(hub, "msv", "msv", "-n", ns)["metadata"]["resourceVersion"]
-        time.sleep(STALE_AFTER + 5)
+        time.sleep(STALE_AFTER + 5)  # the subject: a whole re-check period writes nothing
         assert manager.writes() == writes
         assert get_json(hub, "msv", "msv", "-n", ns)["metadata"]["resourceVersion"] == rv
 
