@@ -6,7 +6,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-$(shell sha1sum pyproject.toml | cut -c1-12)
 ARGS ?=
 
-.PHONY: all venv binaries bundles crds lint unit test soak demo bench image clean
+.PHONY: all venv binaries bundles crds lint unit test soak demo bench image image-test clean
 
 all: test
 
@@ -38,8 +38,9 @@ lint: venv
 unit: venv
 	$(BIN)/pytest -q -m "not testbed" tests $(ARGS)
 
+# Everything but the image tests (tests/image: `make image-test`).
 test: venv binaries lint
-	$(BIN)/pytest -q --durations=10 tests $(ARGS)
+	$(BIN)/pytest -q --durations=10 -m "not image" tests $(ARGS)
 
 # Long variants of tests/reliability (more rounds, more kills, issue 8's sizes), not part of
 # `make test`; -s shows what each run measured. RELIABILITY_SEED=<n> replays a run.
@@ -72,6 +73,13 @@ image:
 	  && $(PODMAN) build $(PODMAN_FLAGS) $$bases -t $(IMAGE) -f Containerfile .
 	$(PODMAN) run --rm $(PODMAN_FLAGS) $(IMAGE) --help
 	$(PODMAN) run --rm $(PODMAN_FLAGS) --entrypoint kustomize $(IMAGE) version
+
+# The manager and one agent from the image against the testbed (tests/image; not part of
+# `make test`). Builds the image first (cached layers when the code has not changed); takes
+# the same variables as `make image`, and PODMAN_FLAGS go to the test's `podman run` too.
+image-test: venv binaries image
+	IMAGE=$(IMAGE) PODMAN=$(PODMAN) PODMAN_FLAGS="$(PODMAN_FLAGS)" \
+	  $(BIN)/pytest -q -s --durations=10 -m image tests/image $(ARGS)
 
 clean:
 	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache

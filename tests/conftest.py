@@ -8,6 +8,10 @@ fixtures (direct or indirect) include one of :data:`HARNESS_FIXTURES` is marked,
 ``pytest -m "not testbed"`` (``make unit``) runs everything that needs only Python.
 Requesting the fixture is how a test says it needs the harness; a test that calls a built
 binary or the Go module cache without one of these fixtures breaks ``make unit``.
+
+Tests marked ``image`` (tests/image: the container image on the testbed, which needs podman and
+``make image``) run only when the ``-m`` expression names that marker (``make image-test``);
+otherwise they are skipped, and ``make test`` deselects them.
 """
 
 from __future__ import annotations
@@ -93,8 +97,12 @@ def agent(
         yield proc
 
 
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Mark ``testbed`` every test that uses one of :data:`HARNESS_FIXTURES`."""
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Mark ``testbed`` every test that uses one of :data:`HARNESS_FIXTURES`; skip ``image``
+    tests unless ``-m`` asks for them."""
+    wants_image = "image" in (config.option.markexpr or "")
     for item in items:
         if HARNESS_FIXTURES & set(getattr(item, "fixturenames", ())):
             item.add_marker(pytest.mark.testbed)
+        if not wants_image and item.get_closest_marker("image") is not None:
+            item.add_marker(pytest.mark.skip(reason="needs podman and the image: make image-test"))
