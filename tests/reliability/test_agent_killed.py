@@ -73,7 +73,21 @@ class Record:
 
 @pytest.fixture(scope="module")
 def kube(spoke: Any) -> Iterator[Kube]:
-    """A client of the spoke for fast existence checks (the agent's own thin layer)."""
+    """A client of the spoke for fast existence checks (the agent's own thin layer).
+
+    Starts from a spoke without KServe's CRDs: earlier tests of the session (the manager's)
+    install them as a user would, and a CRD that existed before the agent is, by design,
+    never labelled as the agent's, which the end-state check here would report.
+    """
+    spoke.kubectl(
+        "delete", "crd", *(f"{crd}.serving.kserve.io" for crd in (
+            "clusterservingruntimes", "inferencegraphs", "inferenceservices",
+            "servingruntimes", "trainedmodels", "clusterstoragecontainers",
+            "localmodelcaches", "localmodelnodes", "localmodelnodegroups", "llminferenceservices",
+            "llminferenceserviceconfigs",
+        )),
+        "--ignore-not-found", "--wait=true", timeout=180,
+    )
     api = api_client_for(str(spoke.kubeconfig))
     yield Kube(api)
     api.close()
