@@ -155,7 +155,12 @@ class IndexWorld:
     def secret_digest(self, namespace: str, name: str) -> str | None:
         """Digest of a hub Secret's data."""
         found = _store(self.ix["secrets_index"], (namespace, name))
-        return str(found[0]) if found else None
+        return str(found[0][0]) if found else None
+
+    def secret_keys(self, namespace: str, name: str) -> tuple[str, ...] | None:
+        """Key names of a hub Secret's data, None when it does not exist."""
+        found = _store(self.ix["secrets_index"], (namespace, name))
+        return tuple(found[0][1]) if found else None
 
     def addon_exists(self, cluster: str) -> bool:
         """Whether the ManagedClusterAddOn model-serving exists in the cluster namespace."""
@@ -266,10 +271,10 @@ async def manifest_works(
 async def secrets_index(
     body: kopf.Body, namespace: str | None, name: str, **_: Any
 ) -> dict[Any, Any]:
-    """(namespace, name) -> digest of the Secret's data (never the data itself)."""
+    """(namespace, name) -> digest of the Secret's data and its key names (never the data)."""
     data = body.get("data") or {}
     digest = short_hash(*(f"{k}={data[k]}" for k in sorted(data)), length=32)
-    return {(namespace, name): digest}
+    return {(namespace, name): (digest, tuple(sorted(data)))}
 
 
 @kopf.index(ADDON_GROUP, "v1alpha1", "managedclusteraddons")

@@ -84,6 +84,9 @@ class World(Protocol):
     def secret_digest(self, namespace: str, name: str) -> str | None:
         """Digest of a hub Secret's data, None when it does not exist."""
 
+    def secret_keys(self, namespace: str, name: str) -> tuple[str, ...] | None:
+        """Key names of a hub Secret's data, None when it does not exist."""
+
     def addon_exists(self, cluster: str) -> bool:
         """Whether the ManagedClusterAddOn model-serving exists in the cluster namespace."""
 
@@ -352,6 +355,14 @@ class Reconciler:
             found = self.world.secret_digest(ns, secret_name)
             if found is None:
                 return None, [], ("SecretNotFound", f"Secret {secret_name} does not exist")
+            missing = render.missing_secret_keys(
+                cluster_spec, self.world.secret_keys(ns, secret_name) or ()
+            )
+            if missing:
+                return None, [], ("SecretKeyMissing", f"Secret {ns}/{secret_name} has no " + (
+                    ", ".join(f"key {key!r} (named by spec.secretRef.keys.{field})"
+                              for field, key in missing)
+                ) + "; nothing is delivered until it has")
             digest = found
         inputs = render.SealInputs(
             public_key=key.public_key,

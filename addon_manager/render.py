@@ -405,6 +405,16 @@ def render_identity(cluster: str, namespace: str = c.AGENT_NAMESPACE) -> Rendere
     )
 
 
+def missing_secret_keys(
+    spec: StorageConnectionSpec, secret_keys: tuple[str, ...] | list[str]
+) -> list[tuple[str, str]]:
+    """(field, key) for every key that ``spec.secretRef.keys`` names and the Secret lacks."""
+    if spec.secret_ref is None or not spec.secret_ref.keys:
+        return []
+    have = set(secret_keys)
+    return [(f, k) for f, k in sorted(spec.secret_ref.keys.items()) if k not in have]
+
+
 def storage_payload(spec: StorageConnectionSpec, secret_data: dict[str, str]) -> dict[str, Any]:
     """The storage-config entry (JSON object) of a StorageConnection, credentials included.
 
@@ -415,16 +425,19 @@ def storage_payload(spec: StorageConnectionSpec, secret_data: dict[str, str]) ->
     out: dict[str, Any] = {"type": spec.type}
     if spec.secret_ref is not None:
         if spec.secret_ref.keys:
+            missing = missing_secret_keys(spec, list(secret_data))
+            if missing:  # checked before rendering; never deliver half a credential
+                raise RenderError(f"the Secret has no key {missing[0][1]!r}")
             for field_name, key in spec.secret_ref.keys.items():
-                if key in secret_data:
-                    out[field_name] = secret_data[key]
+                out[field_name] = secret_data[key]
         else:
             out.update(secret_data)
     if spec.s3 is not None:
         for field_name, value in (
             ("endpoint_url", spec.s3.endpoint),
             ("region", spec.s3.region),
-            ("bucket", spec.s3.bucket),
+            ("bucket", spec.s3.bucket),  # KServe's storage initializer
+            ("default_bucket", spec.s3.bucket),  # ModelMesh's puller
         ):
             if value is not None:
                 out[field_name] = value

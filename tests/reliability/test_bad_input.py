@@ -144,6 +144,8 @@ def check_work(intent: Resource, rw: render.RenderedWork, cluster: str) -> None:
         assert isinstance(intent, StorageConnection)
         assert rw.seal_inputs is not None and rw.sealed_spec is not None
         secret = {"AWS_ACCESS_KEY_ID": SECRET_SENTINEL, "token": SECRET_SENTINEL}
+        ref = rw.sealed_spec.secret_ref
+        secret |= {key: SECRET_SENTINEL for key in (ref.keys or {}).values()} if ref else {}
         payload = render.storage_payload(rw.sealed_spec, secret)
         sealed_body = render.with_sealed(
             rw, sealing.seal(PUBLIC_KEY, rw.seal_inputs.binding, payload)

@@ -68,6 +68,10 @@ class FakeHub:
         data = self.secrets.get((namespace, name))
         return None if data is None else str(sorted(data.items()))
 
+    def secret_keys(self, namespace: str, name: str) -> tuple[str, ...] | None:
+        data = self.secrets.get((namespace, name))
+        return None if data is None else tuple(sorted(data))
+
     def addon_exists(self, cluster: str) -> bool:
         return cluster in self.addons
 
@@ -318,6 +322,38 @@ def test_storage_waits_for_key_then_seals_and_reseals_on_change() -> None:
     asyncio.run(reconciler.reconcile(c.KIND_STORAGE_CONNECTION, sc_body()))
     sealed = hub.bodies[("c1", name)]["spec"]["workload"]["manifests"][0]["spec"]["sealed"]
     assert sealing.unseal(private, binding, sealed)["access_key_id"] == "AK2"
+
+
+def test_a_secret_missing_a_named_key_delivers_nothing_and_says_which() -> None:
+    hub = FakeHub(
+        placements={("ns", "p"): frozenset({"c1"})},
+        secrets={("ns", "creds"): {"AWS_ACCESS_KEY_ID": "AK1"}},
+    )
+    private = sealing.generate_private_key()
+    key = sealing.public_key_of(private)
+    reconciler = Reconciler(hub, hub)
+    asyncio.run(reconciler.reconcile(c.KIND_STORAGE_CONNECTION, sc_body()))  # asks for the key
+    identity = hub.works[("c1", naming.IDENTITY_WORK_NAME)]
+    hub.works[("c1", naming.IDENTITY_WORK_NAME)] = WorkFact(
+        **{**identity.__dict__, "feedback": (("keyId", sealing.key_id(key)), ("publicKey", key))}
+    )
+    body = sc_body()
+    body["spec"]["secretRef"]["keys"] = {
+        "access_key_id": "AWS_ACCESS_KEY_ID", "secret_access_key": "AWS_SECRET_ACCESS_KEY",
+    }
+    asyncio.run(reconciler.reconcile(c.KIND_STORAGE_CONNECTION, body))
+    entry = hub.statuses["s3"]["clusters"][0]
+    assert (entry["phase"], entry["reason"]) == ("Failed", "SecretKeyMissing")
+    assert "Secret ns/creds has no key 'AWS_SECRET_ACCESS_KEY'" in entry["message"]
+    assert "spec.secretRef.keys.secret_access_key" in entry["message"]
+    name = naming.work_name(c.KIND_STORAGE_CONNECTION, "ns", "s3")
+    assert ("c1", name) not in hub.bodies  # nothing delivered, not even the half it has
+    hub.secrets[("ns", "creds")] = {"AWS_ACCESS_KEY_ID": "AK1", "AWS_SECRET_ACCESS_KEY": "SK1"}
+    asyncio.run(reconciler.reconcile(c.KIND_STORAGE_CONNECTION, body))
+    sealed = hub.bodies[("c1", name)]["spec"]["workload"]["manifests"][0]["spec"]["sealed"]
+    binding = sealing.binding_for(c.AGENT_NAMESPACE, naming.sealed_name("ns", "s3"))
+    payload = sealing.unseal(private, binding, sealed)
+    assert (payload["access_key_id"], payload["secret_access_key"]) == ("AK1", "SK1")
 
 
 def test_cleanup_deletes_every_work_of_the_intent() -> None:

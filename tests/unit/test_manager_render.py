@@ -294,7 +294,8 @@ def test_sealed_payload_opens_with_the_agent_key_only() -> None:
         "secret_access_key": "secret",
         "endpoint_url": "http://minio:9000",
         "region": "eu",
-        "bucket": "b",
+        "bucket": "b",  # KServe's storage initializer reads this key
+        "default_bucket": "b",  # ModelMesh's puller this one
     }
     body = render.with_sealed(work, sealing.seal(key, "ns/x", payload))
     sealed = body["spec"]["workload"]["manifests"][0]["spec"]["sealed"]
@@ -320,7 +321,10 @@ def test_changing_a_sealed_setting_reseals() -> None:
     after = render.render_storage_connection(moved, "c1", {}, _inputs(key))
     assert after.render_hash != before.render_hash
     assert after.sealed_spec is not None and after.sealed_spec.s3 is not None
-    assert render.storage_payload(after.sealed_spec, {})["endpoint_url"] == "http://minio-2:9000"
+    secret = {"AK": "id", "SK": "secret"}
+    assert render.storage_payload(after.sealed_spec, secret)["endpoint_url"] == (
+        "http://minio-2:9000"
+    )
 
 
 def test_override_changes_the_sealed_payload_of_its_cluster_only() -> None:
@@ -349,6 +353,7 @@ def test_override_changes_the_sealed_payload_of_its_cluster_only() -> None:
         "endpoint_url": "http://minio:9000",
         "region": "eu",
         "bucket": "b-eu-2",
+        "default_bucket": "b-eu-2",
     }
     assert one.sealed_spec.secret_ref is not None and two.sealed_spec.secret_ref is not None
     assert (one.sealed_spec.secret_ref.name, two.sealed_spec.secret_ref.name) == (
