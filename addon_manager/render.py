@@ -164,7 +164,11 @@ SERVING_PLATFORM_FEEDBACK = [
     ("totalComponents", ".status.totalComponents"),
     ("stackVersion", ".status.stackVersion"),
 ]
-SEALED_FEEDBACK = [("phase", ".status.phase"), ("message", ".status.message")]
+SEALED_FEEDBACK = [
+    ("phase", ".status.phase"),
+    ("message", ".status.message"),
+    ("reason", _cond("Delivered", "reason")),  # why not delivered: DecryptFailed, ...
+]
 SERVING_RUNTIME_FEEDBACK = [("disabled", ".spec.disabled")]
 INFERENCE_SERVICE_FEEDBACK = [
     ("ready", _cond("Ready", "status")),

@@ -142,8 +142,11 @@ def _work_category(kind: str, work: WorkFact, removed: bool) -> tuple[ClusterSta
         cat: Category = (
             "ready" if phase == "Delivered" else "failed" if phase == "Failed" else "progressing"
         )
+        # The agent's own reason (DecryptFailed, KeyMismatch, NamespaceMissing, ...) when not
+        # delivered; the phase otherwise.
+        reason = _s(work.value("reason")) if cat != "ready" else ""
         return ClusterStatus(
-            cluster=cl, phase=phase, ready=cat == "ready", reason=phase, message=msg
+            cluster=cl, phase=phase, ready=cat == "ready", reason=reason or phase, message=msg
         ), cat
     if kind == c.KIND_SERVING_RUNTIME:
         ok = work.available == "True"

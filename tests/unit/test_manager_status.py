@@ -170,6 +170,12 @@ def test_cluster_status_per_kind() -> None:
         st.cluster_status(sc, st.ClusterInput("c1", fact("c1", sc, phase="Delivered")))[1]
         == "ready"
     )
+    # The agent's reason reaches the hub, not just "Failed".
+    failed, category = st.cluster_status(sc, st.ClusterInput("c1", fact(
+        "c1", sc, phase="Failed", reason="DecryptFailed", message="cannot open the payload"
+    )))
+    assert (failed.phase, failed.reason, category) == ("Failed", "DecryptFailed", "failed")
+    assert failed.message == "cannot open the payload"
     assert (
         st.cluster_status(
             c.KIND_SERVING_RUNTIME, st.ClusterInput("c1", fact("c1", c.KIND_SERVING_RUNTIME))
