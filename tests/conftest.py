@@ -12,6 +12,13 @@ binary or the Go module cache without one of these fixtures breaks ``make unit``
 Tests marked ``image`` (tests/image: the container image on the testbed, which needs podman and
 ``make image``) run only when the ``-m`` expression names that marker (``make image-test``);
 otherwise they are skipped, and ``make test`` deselects them.
+
+A long scenario is a test class whose methods are its steps, run in file order
+(``test_1_...``, ``test_2_...``) on one class-scoped setup, each reporting on its own. A step
+marked ``@pytest.mark.needs("test_2_...")`` builds on what that earlier step of its class did:
+if that step did not pass, it fails at once, naming it, instead of timing out on a state that
+never came. A step without the marker runs whatever happened before it, so one failure does
+not hide the rest of the scenario.
 """
 
 from __future__ import annotations
@@ -63,13 +70,23 @@ def testbed(built_binaries: Callable[[str], Path]) -> Iterator[Testbed]:
         bed.cleanup()
 
 
-@pytest.fixture
-def hub_namespace(testbed: Testbed) -> Iterator[str]:
-    """A new hub namespace bound to the default ManagedClusterSet, deleted afterwards."""
+def _bound_namespace(testbed: Testbed) -> Iterator[str]:
     name = f"t-{uuid.uuid4().hex[:8]}"
     testbed.bind_clusterset(name)
     yield name
     testbed.hub.kubectl("delete", "namespace", name, "--wait=false", check=False)
+
+
+@pytest.fixture
+def hub_namespace(testbed: Testbed) -> Iterator[str]:
+    """A new hub namespace bound to the default ManagedClusterSet, deleted afterwards."""
+    yield from _bound_namespace(testbed)
+
+
+@pytest.fixture(scope="class")
+def scenario_namespace(testbed: Testbed) -> Iterator[str]:
+    """Like ``hub_namespace``, shared by the steps of one scenario class."""
+    yield from _bound_namespace(testbed)
 
 
 @pytest.fixture(scope="session")
@@ -99,10 +116,63 @@ def agent(
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Mark ``testbed`` every test that uses one of :data:`HARNESS_FIXTURES`; skip ``image``
-    tests unless ``-m`` asks for them."""
+    tests unless ``-m`` asks for them; check that every ``needs`` names an earlier step of the
+    same class."""
     wants_image = "image" in (config.option.markexpr or "")
     for item in items:
         if HARNESS_FIXTURES & set(getattr(item, "fixturenames", ())):
             item.add_marker(pytest.mark.testbed)
         if not wants_image and item.get_closest_marker("image") is not None:
             item.add_marker(pytest.mark.skip(reason="needs podman and the image: make image-test"))
+        for step in _needed_steps(item):
+            _check_step(item, step)
+
+
+STEP_OUTCOMES = pytest.StashKey[dict[str, str]]()
+"""Outcome of every test of the session so far by node id: passed, failed or skipped."""
+
+
+def _needed_steps(item: pytest.Item) -> list[str]:
+    return [str(step) for mark in item.iter_markers("needs") for step in mark.args]
+
+
+def _check_step(item: pytest.Item, step: str) -> None:
+    cls = getattr(item, "cls", None)
+    steps = [name for name in vars(cls) if name.startswith("test")] if cls else []
+    name = getattr(item, "originalname", item.name)
+    if step not in steps or steps.index(step) >= steps.index(name):
+        raise pytest.UsageError(
+            f"{item.nodeid}: needs({step!r}) must name an earlier step of the same class"
+        )
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Any:
+    """Record each test's outcome: its call, or a setup or teardown that did not pass."""
+    report = yield
+    outcomes = item.session.stash.setdefault(STEP_OUTCOMES, {})
+    if (report.when == "call" or not report.passed) and outcomes.get(
+        item.nodeid, "passed"
+    ) == "passed":
+        outcomes[item.nodeid] = report.outcome
+    return report
+
+
+def _step_outcome(item: pytest.Item, step: str) -> str:
+    """How ``step`` (every parametrisation of it) of ``item``'s class went."""
+    outcomes = item.session.stash.get(STEP_OUTCOMES, {})
+    node = f"{item.parent.nodeid if item.parent else ''}::{step}"
+    found = [o for nid, o in outcomes.items() if nid == node or nid.startswith(node + "[")]
+    if not found:
+        return "did not run"
+    return next((o for o in found if o != "passed"), "passed")
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_call(item: pytest.Item) -> None:
+    """A step whose needed earlier step did not pass fails at once, naming that step."""
+    for step in _needed_steps(item):
+        outcome = _step_outcome(item, step)
+        if outcome != "passed":
+            said = {"skipped": "was skipped"}.get(outcome, outcome)
+            pytest.fail(f"not run: needs step {step}, which {said}", pytrace=False)

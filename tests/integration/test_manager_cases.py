@@ -1,4 +1,7 @@
-"""Manager edge cases on the testbed: missing placement, conflicts, sealing, removal, blocking."""
+"""Manager edge cases on the testbed: missing placement, conflicts, sealing, removal, blocking.
+
+The longer scenarios are classes whose steps report separately (see tests/conftest.py).
+"""
 
 from __future__ import annotations
 
@@ -6,6 +9,7 @@ import base64
 import json
 import uuid
 from collections.abc import Iterator
+from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -38,13 +42,23 @@ def manager(testbed: Testbed, tmp_path_factory: pytest.TempPathFactory) -> Itera
         yield mgr
 
 
-@pytest.fixture
-def cluster1_label(testbed: Testbed) -> Iterator[str]:
-    """A fresh label put on cluster1 only (a Placement on it selects cluster1 alone)."""
+def _labelled_cluster1(testbed: Testbed) -> Iterator[str]:
     label = f"t-{uuid.uuid4().hex[:6]}"
     testbed.hub.kubectl("label", "managedcluster", "cluster1", f"{label}=yes")
     yield label
     testbed.hub.kubectl("label", "managedcluster", "cluster1", f"{label}-", check=False)
+
+
+@pytest.fixture
+def cluster1_label(testbed: Testbed) -> Iterator[str]:
+    """A fresh label put on cluster1 only (a Placement on it selects cluster1 alone)."""
+    yield from _labelled_cluster1(testbed)
+
+
+@pytest.fixture(scope="class")
+def scenario_cluster1_label(testbed: Testbed) -> Iterator[str]:
+    """Like ``cluster1_label``, shared by the steps of one scenario class."""
+    yield from _labelled_cluster1(testbed)
 
 
 def _status(hub: Any, plural: str, ns: str, name: str) -> dict[str, Any]:
@@ -58,6 +72,31 @@ def _cond(status: dict[str, Any], ctype: str) -> dict[str, Any]:
 def _delete_all(hub: Any, ns: str) -> None:
     hub.kubectl("delete", "msv,sconn,mcsr,mcisvc", "--all", "-n", ns, "--wait=false", check=False)
     eventually(lambda: get_json(hub, "msv,sconn,mcsr,mcisvc", "-n", ns)["items"] == [], timeout=90)
+
+
+def _identity_configmap(public: str) -> dict[str, Any]:
+    """The agent's published key, written here as the agent would."""
+    return {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": {"name": c.AGENT_IDENTITY_CONFIGMAP, "namespace": c.AGENT_NAMESPACE},
+        "data": {c.IDENTITY_PUBLIC_KEY: public, c.IDENTITY_KEY_ID: sealing.key_id(public)},
+    }
+
+
+def _mark_delivered(spoke: Any, sealed_name: str) -> None:
+    """The agent's report that it delivered a SealedStorageConnection."""
+    spoke.kubectl(
+        "patch",
+        "sealedstorageconnection",
+        sealed_name,
+        "-n",
+        c.AGENT_NAMESPACE,
+        "--subresource=status",
+        "--type=merge",
+        "-p",
+        json.dumps({"status": {"phase": "Delivered"}}),
+    )
 
 
 def _runtime(name: str, ns: str, placement_name: str) -> dict[str, Any]:
@@ -162,10 +201,45 @@ def test_conflict_oldest_model_serving_wins(
         _delete_all(hub, ns)
 
 
-def test_unpublished_key_then_sealed_and_resealed(
-    testbed: Testbed, hub_namespace: str, manager: Manager, cluster1_label: str
-) -> None:
-    hub, spoke1, ns = testbed.hub, testbed.spokes[0], hub_namespace
+# --- A StorageConnection: waits for the agent's key, then sealed, resealed, overridden. ---
+
+
+@dataclass
+class Sealing:
+    """What the steps of :class:`TestUnpublishedKeyThenSealedAndResealed` share."""
+
+    hub: Any
+    spoke1: Any
+    ns: str
+    secret: dict[str, Any]
+    private: Any = None
+    """The agent's private key, once step 2 published its public half."""
+    public: str = ""
+
+    @property
+    def sealed_name(self) -> str:
+        return naming.sealed_name(self.ns, "s3")
+
+    def opened(self) -> dict[str, Any]:
+        """The sealed payload on the spoke, opened with the agent's key."""
+        obj = get_json(self.spoke1, "sealedstorageconnection", self.sealed_name,
+                       "-n", c.AGENT_NAMESPACE)
+        assert obj["spec"]["keyId"] == sealing.key_id(self.public)
+        binding = sealing.binding_for(c.AGENT_NAMESPACE, self.sealed_name)
+        return sealing.unseal(self.private, binding, obj["spec"]["sealed"])
+
+    def no_plaintext(self, value: str) -> None:
+        """No ManifestWork on the hub carries ``value``, plain or base64."""
+        dump = json.dumps(get_json(self.hub, "manifestworks", "-n", "cluster1"))
+        assert value not in dump and base64.b64encode(value.encode()).decode() not in dump
+
+
+@pytest.fixture(scope="class")
+def sealing_scenario(
+    testbed: Testbed, scenario_namespace: str, manager: Manager, scenario_cluster1_label: str
+) -> Iterator[Sealing]:
+    """A StorageConnection on cluster1 whose agent has published no key yet."""
+    hub, spoke1, ns = testbed.hub, testbed.spokes[0], scenario_namespace
     secret = {
         "apiVersion": "v1",
         "kind": "Secret",
@@ -193,52 +267,41 @@ def test_unpublished_key_then_sealed_and_resealed(
     spoke1.kubectl(
         "delete", "configmap", c.AGENT_IDENTITY_CONFIGMAP, "-n", c.AGENT_NAMESPACE, check=False
     )
-    hub.apply_objects([placement("p", ns, {cluster1_label: "yes"}), secret, sconn])
     try:
+        hub.apply_objects([placement("p", ns, {scenario_cluster1_label: "yes"}), secret, sconn])
+        yield Sealing(hub, spoke1, ns, secret)
+    finally:
+        _delete_all(hub, ns)
+        eventually(
+            lambda: not exists(hub, "manifestwork", naming.IDENTITY_WORK_NAME, "-n", "cluster1"),
+            timeout=60,
+        )
+
+
+class TestUnpublishedKeyThenSealedAndResealed:
+    """A StorageConnection waits for the agent's key, is sealed to it, sealed again when its
+    Secret or an override changes, and turns Ready once the agent reports delivery."""
+
+    def test_1_waits_for_the_agent_key(self, sealing_scenario: Sealing) -> None:
+        s = sealing_scenario
 
         def waiting_for_key() -> bool:
-            entries = _status(hub, "sconn", ns, "s3").get("clusters", [])
+            entries = _status(s.hub, "sconn", s.ns, "s3").get("clusters", [])
             return [(x["cluster"], x["reason"]) for x in entries] == [
                 ("cluster1", "WaitingForAgentKey")
             ]
 
         eventually(waiting_for_key, timeout=30)
-        assert works(hub, ns, "s3", "StorageConnection") == {}
-        assert exists(hub, "manifestwork", naming.IDENTITY_WORK_NAME, "-n", "cluster1")
+        assert works(s.hub, s.ns, "s3", "StorageConnection") == {}
+        assert exists(s.hub, "manifestwork", naming.IDENTITY_WORK_NAME, "-n", "cluster1")
 
+    def test_2_sealed_to_the_published_key(self, sealing_scenario: Sealing) -> None:
+        s = sealing_scenario
         # The agent publishes its key (done here as the agent would).
-        private = sealing.generate_private_key()
-        public = sealing.public_key_of(private)
-        spoke1.apply_objects(
-            [
-                {
-                    "apiVersion": "v1",
-                    "kind": "ConfigMap",
-                    "metadata": {
-                        "name": c.AGENT_IDENTITY_CONFIGMAP,
-                        "namespace": c.AGENT_NAMESPACE,
-                    },
-                    "data": {
-                        c.IDENTITY_PUBLIC_KEY: public,
-                        c.IDENTITY_KEY_ID: sealing.key_id(public),
-                    },
-                }
-            ]
-        )
-        binding = sealing.binding_for(c.AGENT_NAMESPACE, naming.sealed_name(ns, "s3"))
-
-        def opened() -> dict[str, Any]:
-            obj = get_json(
-                spoke1,
-                "sealedstorageconnection",
-                naming.sealed_name(ns, "s3"),
-                "-n",
-                c.AGENT_NAMESPACE,
-            )
-            assert obj["spec"]["keyId"] == sealing.key_id(public)
-            return sealing.unseal(private, binding, obj["spec"]["sealed"])
-
-        payload = eventually(opened, timeout=60)
+        s.private = sealing.generate_private_key()
+        s.public = sealing.public_key_of(s.private)
+        s.spoke1.apply_objects([_identity_configmap(s.public)])
+        payload = eventually(s.opened, timeout=60)
         assert payload == {
             "type": "s3",
             "access_key_id": "AK1",
@@ -247,29 +310,35 @@ def test_unpublished_key_then_sealed_and_resealed(
             "region": "us-east-1",
             "bucket": "models",
         }
-        # No plaintext credential in any ManifestWork on the hub.
-        dump = json.dumps(get_json(hub, "manifestworks", "-n", "cluster1"))
-        assert "SK1" not in dump and base64.b64encode(b"SK1").decode() not in dump
 
-        # A changed Secret is sealed again.
-        hub.kubectl(
+    @pytest.mark.needs("test_2_sealed_to_the_published_key")
+    def test_3_no_plaintext_credential_in_manifestworks(self, sealing_scenario: Sealing) -> None:
+        sealing_scenario.no_plaintext("SK1")
+
+    @pytest.mark.needs("test_2_sealed_to_the_published_key")
+    def test_4_changed_secret_sealed_again(self, sealing_scenario: Sealing) -> None:
+        s = sealing_scenario
+        s.hub.kubectl(
             "patch",
             "secret",
             "creds",
             "-n",
-            ns,
+            s.ns,
             "--type=merge",
             "-p",
             json.dumps({"stringData": {"AWS_SECRET_ACCESS_KEY": "SK2"}}),
         )
-        eventually(lambda: opened()["secret_access_key"] == "SK2", timeout=60)
+        eventually(lambda: s.opened()["secret_access_key"] == "SK2", timeout=60)
 
+    @pytest.mark.needs("test_2_sealed_to_the_published_key")
+    def test_5_override_another_bucket_and_secret(self, sealing_scenario: Sealing) -> None:
+        s = sealing_scenario
         # An override for this cluster: another bucket, credentials from another Secret.
-        hub.apply_objects(
+        s.hub.apply_objects(
             [
                 {
-                    **secret,
-                    "metadata": {"name": "creds-eu", "namespace": ns},
+                    **s.secret,
+                    "metadata": {"name": "creds-eu", "namespace": s.ns},
                     "stringData": {"AWS_ACCESS_KEY_ID": "AK3", "AWS_SECRET_ACCESS_KEY": "SK3"},
                 }
             ]
@@ -278,12 +347,12 @@ def test_unpublished_key_then_sealed_and_resealed(
             "clusterNames": ["cluster1"],
             "patch": {"s3": {"bucket": "models-eu"}, "secretRef": {"name": "creds-eu"}},
         }
-        hub.kubectl(
-            "patch", "sconn", "s3", "-n", ns, "--type=merge",
+        s.hub.kubectl(
+            "patch", "sconn", "s3", "-n", s.ns, "--type=merge",
             "-p", json.dumps({"spec": {"overrides": [override]}}),
         )
         eventually(
-            lambda: opened()
+            lambda: s.opened()
             == {
                 "type": "s3",
                 "access_key_id": "AK3",
@@ -294,108 +363,54 @@ def test_unpublished_key_then_sealed_and_resealed(
             },
             timeout=60,
         )
+
+    @pytest.mark.needs("test_5_override_another_bucket_and_secret")
+    def test_6_override_secret_watched_and_sealed(self, sealing_scenario: Sealing) -> None:
+        s = sealing_scenario
         # The Secret an override names is watched like the spec's own.
-        hub.kubectl(
-            "patch", "secret", "creds-eu", "-n", ns, "--type=merge",
+        s.hub.kubectl(
+            "patch", "secret", "creds-eu", "-n", s.ns, "--type=merge",
             "-p", json.dumps({"stringData": {"AWS_SECRET_ACCESS_KEY": "SK4"}}),
         )
-        eventually(lambda: opened()["secret_access_key"] == "SK4", timeout=60)
-        dump = json.dumps(get_json(hub, "manifestworks", "-n", "cluster1"))
-        assert "SK4" not in dump and base64.b64encode(b"SK4").decode() not in dump
+        eventually(lambda: s.opened()["secret_access_key"] == "SK4", timeout=60)
+        s.no_plaintext("SK4")
 
+    @pytest.mark.needs("test_2_sealed_to_the_published_key")
+    def test_7_delivery_reported_makes_the_intent_ready(self, sealing_scenario: Sealing) -> None:
+        s = sealing_scenario
         # The agent reports delivery: the hub intent becomes ready.
-        spoke1.kubectl(
-            "patch",
-            "sealedstorageconnection",
-            naming.sealed_name(ns, "s3"),
-            "-n",
-            c.AGENT_NAMESPACE,
-            "--subresource=status",
-            "--type=merge",
-            "-p",
-            json.dumps({"status": {"phase": "Delivered"}}),
-        )
-        eventually(lambda: _status(hub, "sconn", ns, "s3").get("phase") == "Ready", timeout=60)
-    finally:
-        _delete_all(hub, ns)
-        eventually(
-            lambda: not exists(hub, "manifestwork", naming.IDENTITY_WORK_NAME, "-n", "cluster1"),
-            timeout=60,
-        )
+        _mark_delivered(s.spoke1, s.sealed_name)
+        eventually(lambda: _status(s.hub, "sconn", s.ns, "s3").get("phase") == "Ready", timeout=60)
 
 
-def test_removed_state_and_blocked_deletion(
-    testbed: Testbed, hub_namespace: str, manager: Manager, cluster1_label: str
-) -> None:
-    hub, spoke1, ns = testbed.hub, testbed.spokes[0], hub_namespace
-    hub.apply_objects(
-        [placement("p", ns, {cluster1_label: "yes"}), model_serving("kserve", ns, "p")]
-    )
-    hold = "test.modelserving.opendatahub.io/hold"
+# --- A ModelServing: managementState Removed, then a deletion a held work blocks. ---
+
+
+@dataclass
+class Removal:
+    """What the steps of :class:`TestRemovedStateAndBlockedDeletion` share."""
+
+    hub: Any
+    spoke1: Any
+    ns: str
+    work_name: str
+
+
+HOLD = "test.modelserving.opendatahub.io/hold"
+
+
+@pytest.fixture(scope="class")
+def removal_scenario(
+    testbed: Testbed, scenario_namespace: str, manager: Manager, scenario_cluster1_label: str
+) -> Iterator[Removal]:
+    """A ModelServing (KServe) on cluster1."""
+    hub, ns = testbed.hub, scenario_namespace
     work_name = naming.work_name(c.KIND_MODEL_SERVING, ns, "kserve")
     try:
-        eventually(lambda: exists(spoke1, "servingplatform", "model-serving"), timeout=60)
-        # managementState Removed keeps the intent and tells the spoke to uninstall.
-        hub.kubectl(
-            "patch",
-            "msv",
-            "kserve",
-            "-n",
-            ns,
-            "--type=merge",
-            "-p",
-            json.dumps({"spec": {"managementState": "Removed"}}),
+        hub.apply_objects(
+            [placement("p", ns, {scenario_cluster1_label: "yes"}), model_serving("kserve", ns, "p")]
         )
-        eventually(
-            lambda: (
-                get_json(spoke1, "servingplatform", "model-serving")["spec"]["managementState"]
-                == "Removed"
-            ),
-            timeout=60,
-        )
-        assert exists(hub, "msv", "kserve", "-n", ns)
-        spoke1.kubectl(
-            "patch",
-            "servingplatform",
-            "model-serving",
-            "--subresource=status",
-            "--type=merge",
-            "-p",
-            json.dumps({"status": {"phase": "Removed"}}),
-        )
-        eventually(lambda: _status(hub, "msv", ns, "kserve").get("phase") == "Ready", timeout=60)
-
-        # A work that does not go away blocks deletion, and the condition says where.
-        hub.kubectl(
-            "patch",
-            "manifestwork",
-            work_name,
-            "-n",
-            "cluster1",
-            "--type=merge",
-            "-p",
-            json.dumps({"metadata": {"finalizers": [hold]}}),
-        )
-        hub.kubectl("delete", "msv", "kserve", "-n", ns, "--wait=false")
-
-        def blocked() -> str:
-            cond = _cond(_status(hub, "msv", ns, "kserve"), "DeletionBlocked")
-            assert cond.get("status") == "True", cond
-            return str(cond["message"])
-
-        assert "cluster1" in eventually(blocked, timeout=60)
-        fins = get_json(hub, "manifestwork", work_name, "-n", "cluster1")["metadata"]["finalizers"]
-        hub.kubectl(
-            "patch",
-            "manifestwork",
-            work_name,
-            "-n",
-            "cluster1",
-            "--type=merge",
-            "-p",
-            json.dumps({"metadata": {"finalizers": [f for f in fins if f != hold]}}),
-        )
-        eventually(lambda: not exists(hub, "msv", "kserve", "-n", ns), timeout=60)
+        yield Removal(hub, testbed.spokes[0], ns, work_name)
     finally:
         if exists(hub, "manifestwork", work_name, "-n", "cluster1"):
             hub.kubectl(
@@ -412,10 +427,121 @@ def test_removed_state_and_blocked_deletion(
         _delete_all(hub, ns)
 
 
-def test_inference_service_waits_for_platform_and_storage(
-    testbed: Testbed, hub_namespace: str, manager: Manager, cluster1_label: str
-) -> None:
-    hub, spoke1, ns = testbed.hub, testbed.spokes[0], hub_namespace
+class TestRemovedStateAndBlockedDeletion:
+    """managementState Removed keeps the intent and uninstalls on the spoke; a work that does
+    not go away blocks the intent's deletion, and the condition says where."""
+
+    def test_1_platform_delivered(self, removal_scenario: Removal) -> None:
+        s = removal_scenario
+        eventually(lambda: exists(s.spoke1, "servingplatform", "model-serving"), timeout=60)
+
+    @pytest.mark.needs("test_1_platform_delivered")
+    def test_2_removed_tells_the_spoke_to_uninstall(self, removal_scenario: Removal) -> None:
+        s = removal_scenario
+        # managementState Removed keeps the intent and tells the spoke to uninstall.
+        s.hub.kubectl(
+            "patch",
+            "msv",
+            "kserve",
+            "-n",
+            s.ns,
+            "--type=merge",
+            "-p",
+            json.dumps({"spec": {"managementState": "Removed"}}),
+        )
+        eventually(
+            lambda: (
+                get_json(s.spoke1, "servingplatform", "model-serving")["spec"]["managementState"]
+                == "Removed"
+            ),
+            timeout=60,
+        )
+        assert exists(s.hub, "msv", "kserve", "-n", s.ns)
+
+    @pytest.mark.needs("test_2_removed_tells_the_spoke_to_uninstall")
+    def test_3_removed_on_the_spoke_is_ready(self, removal_scenario: Removal) -> None:
+        s = removal_scenario
+        s.spoke1.kubectl(
+            "patch",
+            "servingplatform",
+            "model-serving",
+            "--subresource=status",
+            "--type=merge",
+            "-p",
+            json.dumps({"status": {"phase": "Removed"}}),
+        )
+        eventually(
+            lambda: _status(s.hub, "msv", s.ns, "kserve").get("phase") == "Ready", timeout=60
+        )
+
+    @pytest.mark.needs("test_1_platform_delivered")
+    def test_4_held_work_blocks_deletion(self, removal_scenario: Removal) -> None:
+        s = removal_scenario
+        # A work that does not go away blocks deletion, and the condition says where.
+        s.hub.kubectl(
+            "patch",
+            "manifestwork",
+            s.work_name,
+            "-n",
+            "cluster1",
+            "--type=merge",
+            "-p",
+            json.dumps({"metadata": {"finalizers": [HOLD]}}),
+        )
+        s.hub.kubectl("delete", "msv", "kserve", "-n", s.ns, "--wait=false")
+
+        def blocked() -> str:
+            cond = _cond(_status(s.hub, "msv", s.ns, "kserve"), "DeletionBlocked")
+            assert cond.get("status") == "True", cond
+            return str(cond["message"])
+
+        assert "cluster1" in eventually(blocked, timeout=60)
+
+    @pytest.mark.needs("test_4_held_work_blocks_deletion")
+    def test_5_released_work_lets_deletion_finish(self, removal_scenario: Removal) -> None:
+        s = removal_scenario
+        fins = get_json(s.hub, "manifestwork", s.work_name, "-n", "cluster1")["metadata"][
+            "finalizers"
+        ]
+        s.hub.kubectl(
+            "patch",
+            "manifestwork",
+            s.work_name,
+            "-n",
+            "cluster1",
+            "--type=merge",
+            "-p",
+            json.dumps({"metadata": {"finalizers": [f for f in fins if f != HOLD]}}),
+        )
+        eventually(lambda: not exists(s.hub, "msv", "kserve", "-n", s.ns), timeout=60)
+
+
+# --- A MultiClusterInferenceService gated on its platform, then on its storage. ---
+
+
+@dataclass
+class Gates:
+    """What the steps of :class:`TestInferenceServiceWaitsForPlatformAndStorage` share."""
+
+    hub: Any
+    spoke1: Any
+    ns: str
+    sealed_name: str = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.sealed_name = naming.sealed_name(self.ns, "s3")
+
+    def reasons(self, plural: str, name: str) -> list[str]:
+        return [x["reason"] for x in _status(self.hub, plural, self.ns, name).get("clusters", [])]
+
+
+@pytest.fixture(scope="class")
+def gates_scenario(
+    testbed: Testbed, scenario_namespace: str, manager: Manager, scenario_cluster1_label: str
+) -> Iterator[Gates]:
+    """On cluster1: a StorageConnection (no agent key yet), a ModelServing, a runtime and an
+    InferenceService that uses the storage."""
+    hub, spoke1, ns = testbed.hub, testbed.spokes[0], scenario_namespace
     spoke1.kubectl(
         "delete", "configmap", c.AGENT_IDENTITY_CONFIGMAP, "-n", c.AGENT_NAMESPACE, check=False
     )
@@ -452,24 +578,34 @@ def test_inference_service_waits_for_platform_and_storage(
         "metadata": {"name": "creds", "namespace": ns},
         "stringData": {"access_key_id": "AK", "secret_access_key": "SK"},
     }
-    hub.apply_objects(
-        [
-            placement("p", ns, {cluster1_label: "yes"}),
-            secret,
-            sconn,
-            model_serving("kserve", ns, "p"),
-            _runtime("rt", ns, "p"),
-            isvc,
-        ]
-    )
     try:
+        hub.apply_objects(
+            [
+                placement("p", ns, {scenario_cluster1_label: "yes"}),
+                secret,
+                sconn,
+                model_serving("kserve", ns, "p"),
+                _runtime("rt", ns, "p"),
+                isvc,
+            ]
+        )
+        yield Gates(hub, spoke1, ns)
+    finally:
+        _delete_all(hub, ns)
 
-        def reasons(plural: str, name: str) -> list[str]:
-            return [x["reason"] for x in _status(hub, plural, ns, name).get("clusters", [])]
 
-        eventually(lambda: reasons("mcsr", "rt") == ["WaitingForPlatform"], timeout=60)
-        eventually(lambda: exists(spoke1, "servingplatform", "model-serving"), timeout=60)
-        spoke1.kubectl(
+class TestInferenceServiceWaitsForPlatformAndStorage:
+    """The runtime and the model wait for the platform; once it is Available the runtime goes
+    and the model waits for its storage, sealed and then reported delivered."""
+
+    def test_1_runtime_waits_for_the_platform(self, gates_scenario: Gates) -> None:
+        s = gates_scenario
+        eventually(lambda: s.reasons("mcsr", "rt") == ["WaitingForPlatform"], timeout=60)
+
+    def test_2_platform_available_runtime_delivered(self, gates_scenario: Gates) -> None:
+        s = gates_scenario
+        eventually(lambda: exists(s.spoke1, "servingplatform", "model-serving"), timeout=60)
+        s.spoke1.kubectl(
             "patch",
             "servingplatform",
             "model-serving",
@@ -478,50 +614,36 @@ def test_inference_service_waits_for_platform_and_storage(
             "-p",
             json.dumps({"status": {"phase": "Available"}}),
         )
-        # The platform is there: the runtime goes; the model still waits for its storage.
-        eventually(lambda: exists(spoke1, "servingruntime", "rt", "-n", "models"), timeout=60)
-        eventually(lambda: reasons("mcisvc", "iris") == ["WaitingForStorage"], timeout=60)
-        entry = _status(hub, "mcisvc", ns, "iris")["clusters"][0]
-        assert entry["waitingFor"] == ["StorageConnection s3 delivered"]
-        assert works(hub, ns, "iris", "MultiClusterInferenceService") == {}
+        # The platform is there: the runtime goes.
+        eventually(lambda: exists(s.spoke1, "servingruntime", "rt", "-n", "models"), timeout=60)
 
+    @pytest.mark.needs("test_2_platform_available_runtime_delivered")
+    def test_3_model_waits_for_its_storage(self, gates_scenario: Gates) -> None:
+        s = gates_scenario
+        # The model still waits for its storage.
+        eventually(lambda: s.reasons("mcisvc", "iris") == ["WaitingForStorage"], timeout=60)
+        entry = _status(s.hub, "mcisvc", s.ns, "iris")["clusters"][0]
+        assert entry["waitingFor"] == ["StorageConnection s3 delivered"]
+        assert works(s.hub, s.ns, "iris", "MultiClusterInferenceService") == {}
+
+    @pytest.mark.needs("test_2_platform_available_runtime_delivered")
+    def test_4_sealed_storage_not_yet_delivered_still_gates(self, gates_scenario: Gates) -> None:
+        s = gates_scenario
         public = sealing.public_key_of(sealing.generate_private_key())
-        spoke1.apply_objects(
-            [
-                {
-                    "apiVersion": "v1",
-                    "kind": "ConfigMap",
-                    "metadata": {
-                        "name": c.AGENT_IDENTITY_CONFIGMAP,
-                        "namespace": c.AGENT_NAMESPACE,
-                    },
-                    "data": {
-                        c.IDENTITY_PUBLIC_KEY: public,
-                        c.IDENTITY_KEY_ID: sealing.key_id(public),
-                    },
-                }
-            ]
-        )
-        sealed_name = naming.sealed_name(ns, "s3")
+        s.spoke1.apply_objects([_identity_configmap(public)])
         eventually(
-            lambda: exists(spoke1, "sealedstorageconnection", sealed_name, "-n", c.AGENT_NAMESPACE),
+            lambda: exists(
+                s.spoke1, "sealedstorageconnection", s.sealed_name, "-n", c.AGENT_NAMESPACE
+            ),
             timeout=60,
         )
-        assert works(hub, ns, "iris", "MultiClusterInferenceService") == {}
-        spoke1.kubectl(
-            "patch",
-            "sealedstorageconnection",
-            sealed_name,
-            "-n",
-            c.AGENT_NAMESPACE,
-            "--subresource=status",
-            "--type=merge",
-            "-p",
-            json.dumps({"status": {"phase": "Delivered"}}),
-        )
-        eventually(lambda: exists(spoke1, "inferenceservice", "iris", "-n", "models"), timeout=60)
-    finally:
-        _delete_all(hub, ns)
+        assert works(s.hub, s.ns, "iris", "MultiClusterInferenceService") == {}
+
+    @pytest.mark.needs("test_4_sealed_storage_not_yet_delivered_still_gates")
+    def test_5_delivered_storage_releases_the_model(self, gates_scenario: Gates) -> None:
+        s = gates_scenario
+        _mark_delivered(s.spoke1, s.sealed_name)
+        eventually(lambda: exists(s.spoke1, "inferenceservice", "iris", "-n", "models"), timeout=60)
 
 
 def test_leftover_identity_work_is_removed(testbed: Testbed, manager: Manager) -> None:

@@ -1,4 +1,7 @@
-"""The manager end to end on the testbed: placement, rendering, status, removal, steady state."""
+"""The manager end to end on the testbed: placement, rendering, status, removal, steady state.
+
+One scenario, a class whose steps report separately (see tests/conftest.py).
+"""
 
 from __future__ import annotations
 
@@ -6,6 +9,7 @@ import json
 import time
 import uuid
 from collections.abc import Iterator
+from dataclasses import dataclass, field
 from functools import partial
 from typing import Any
 
@@ -56,11 +60,32 @@ def _cond(status: dict[str, Any], ctype: str) -> dict[str, Any]:
     return next((c for c in status.get("conditions", []) if c["type"] == ctype), {})
 
 
-def test_inference_service_on_two_clusters(
-    testbed: Testbed, hub_namespace: str, manager: Manager
-) -> None:
+@dataclass
+class TwoClusters:
+    """What the steps of :class:`TestInferenceServiceOnTwoClusters` share."""
+
+    hub: Any
+    spoke1: Any
+    spoke2: Any
+    ns: str
+    label: str
+    works: dict[str, Any] = field(default_factory=dict)
+    """The model's two works, once step 3 saw them."""
+    isvcs: dict[str, Any] = field(default_factory=dict)
+    """The InferenceService on each spoke (by cluster), once step 3 saw them."""
+
+    def status(self) -> dict[str, Any]:
+        return _status(self.hub, "mcisvc", self.ns, "iris")
+
+
+@pytest.fixture(scope="class")
+def two_clusters(
+    testbed: Testbed, scenario_namespace: str, manager: Manager
+) -> Iterator[TwoClusters]:
+    """Both spokes labelled for a Placement; a ModelServing and, at once, an InferenceService
+    (with an override for cluster2) on it."""
     hub, (spoke1, spoke2) = testbed.hub, testbed.spokes
-    ns = hub_namespace
+    ns = scenario_namespace
     label = f"t-{uuid.uuid4().hex[:6]}"
     for spoke in testbed.spokes:
         hub.kubectl("label", "managedcluster", spoke.name, f"{label}=yes", "--overwrite")
@@ -68,35 +93,65 @@ def test_inference_service_on_two_clusters(
         hub.apply_objects([placement("p", ns, {label: "yes"}), model_serving("kserve", ns, "p")])
         # The platform goes first; the InferenceService waits for it.
         hub.apply_objects([_isvc("iris", ns, "p")])
+        yield TwoClusters(hub, spoke1, spoke2, ns, label)
+    finally:
+        hub.kubectl("delete", "msv,mcisvc", "--all", "-n", ns, "--wait=false", check=False)
+        for spoke in testbed.spokes:
+            hub.kubectl("label", "managedcluster", spoke.name, f"{label}-", check=False)
+        eventually(lambda: not exists(hub, "msv", "kserve", "-n", ns), timeout=60)
+
+
+class TestInferenceServiceOnTwoClusters:
+    """A ModelServing and an InferenceService on two clusters: the model waits for the
+    platform, is rendered exactly (with an override on one cluster), reports status back,
+    leaves a relabelled cluster, stays quiet in steady state and is deleted cleanly."""
+
+    def test_1_platform_works_on_both_clusters(self, two_clusters: TwoClusters) -> None:
+        s = two_clusters
         eventually(
-            lambda: set(works(hub, ns, "kserve", "ModelServing")) == {"cluster1", "cluster2"},
+            lambda: set(works(s.hub, s.ns, "kserve", "ModelServing")) == {"cluster1", "cluster2"},
             timeout=60,
         )
 
+    def test_2_model_waits_for_the_platform(self, two_clusters: TwoClusters) -> None:
+        s = two_clusters
+
         def waiting() -> bool:
-            st = _status(hub, "mcisvc", ns, "iris")
+            st = s.status()
             return st.get("summary", {}).get("desired") == 2 and all(
                 c["reason"] == "WaitingForPlatform" for c in st["clusters"]
             )
 
         eventually(waiting, timeout=30)
-        assert works(hub, ns, "iris", "MultiClusterInferenceService") == {}
+        assert works(s.hub, s.ns, "iris", "MultiClusterInferenceService") == {}
 
-        for spoke in (spoke1, spoke2):
+    @pytest.mark.needs("test_1_platform_works_on_both_clusters")
+    def test_3_platform_available_model_on_both_clusters(self, two_clusters: TwoClusters) -> None:
+        s = two_clusters
+        for spoke in (s.spoke1, s.spoke2):
             eventually(partial(exists, spoke, "servingplatform", "model-serving"), timeout=60)
             set_platform_phase(spoke, "Available")
 
         def two_works() -> dict[str, Any]:
-            found = works(hub, ns, "iris", "MultiClusterInferenceService")
+            found = works(s.hub, s.ns, "iris", "MultiClusterInferenceService")
             assert len(found) == 2, sorted(found)
             return found
 
-        got = eventually(two_works, timeout=60)
+        s.works = eventually(two_works, timeout=60)
+        for spoke in (s.spoke1, s.spoke2):
+            s.isvcs[spoke.name] = eventually(
+                partial(get_json, spoke, "inferenceservice", "iris", "-n", "models"), timeout=60
+            )
 
+    @pytest.mark.needs("test_3_platform_available_model_on_both_clusters")
+    def test_4_works_exactly_as_rendered(self, two_clusters: TwoClusters) -> None:
+        s = two_clusters
         # Exactly as rendered, with the override on cluster2 only.
-        intent = MultiClusterInferenceService.from_object(get_json(hub, "mcisvc", "iris", "-n", ns))
-        for cluster, work in got.items():
-            labels = get_json(hub, "managedcluster", cluster)["metadata"].get("labels", {})
+        intent = MultiClusterInferenceService.from_object(
+            get_json(s.hub, "mcisvc", "iris", "-n", s.ns)
+        )
+        for cluster, work in s.works.items():
+            labels = get_json(s.hub, "managedcluster", cluster)["metadata"].get("labels", {})
             expected = render.render_inference_service(intent, cluster, labels).body
             assert differences(expected["spec"], work["spec"]) == []
             assert work["metadata"]["labels"] == expected["metadata"]["labels"]
@@ -104,19 +159,20 @@ def test_inference_service_on_two_clusters(
                 work["metadata"]["annotations"]["modelserving.opendatahub.io/render-hash"]
                 == expected["metadata"]["annotations"]["modelserving.opendatahub.io/render-hash"]
             )
-        isvc1 = eventually(
-            lambda: get_json(spoke1, "inferenceservice", "iris", "-n", "models"), timeout=60
-        )
-        isvc2 = eventually(
-            lambda: get_json(spoke2, "inferenceservice", "iris", "-n", "models"), timeout=60
-        )
+
+    @pytest.mark.needs("test_3_platform_available_model_on_both_clusters")
+    def test_5_override_on_cluster2_only(self, two_clusters: TwoClusters) -> None:
+        isvc1, isvc2 = two_clusters.isvcs["cluster1"], two_clusters.isvcs["cluster2"]
         assert isvc1["spec"]["predictor"]["minReplicas"] == 1
         assert isvc2["spec"]["predictor"]["minReplicas"] == 2
         assert isvc1["metadata"]["annotations"]["serving.kserve.io/deploymentMode"] == "Standard"
 
+    @pytest.mark.needs("test_3_platform_available_model_on_both_clusters")
+    def test_6_spoke_status_reaches_the_hub(self, two_clusters: TwoClusters) -> None:
+        s = two_clusters
         # A status written on the spoke (as KServe would) reaches the hub intent.
         now = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
-        spoke1.kubectl(
+        s.spoke1.kubectl(
             "patch",
             "inferenceservice",
             "iris",
@@ -143,7 +199,7 @@ def test_inference_service_on_two_clusters(
         )
 
         def reported() -> dict[str, Any]:
-            st = _status(hub, "mcisvc", ns, "iris")
+            st = s.status()
             entry = {c["cluster"]: c for c in st.get("clusters", [])}.get("cluster1", {})
             assert entry.get("ready") and st["summary"]["ready"] == 1, st
             return st
@@ -155,45 +211,54 @@ def test_inference_service_on_two_clusters(
         assert st["summary"]["readyText"] == "1/2"
         assert st["clusters"][0]["cluster"] == "cluster2"  # non-ready first
 
+    @pytest.mark.needs(
+        "test_3_platform_available_model_on_both_clusters", "test_6_spoke_status_reaches_the_hub"
+    )
+    def test_7_relabelled_cluster_loses_only_its_work(self, two_clusters: TwoClusters) -> None:
+        s = two_clusters
         # Relabelling cluster2 out of the placement removes only its work.
-        hub.kubectl("label", "managedcluster", "cluster2", f"{label}=no", "--overwrite")
+        s.hub.kubectl("label", "managedcluster", "cluster2", f"{s.label}=no", "--overwrite")
         eventually(
-            lambda: set(works(hub, ns, "iris", "MultiClusterInferenceService")) == {"cluster1"},
+            lambda: set(works(s.hub, s.ns, "iris", "MultiClusterInferenceService")) == {"cluster1"},
             timeout=60,
         )
         eventually(
-            lambda: not exists(spoke2, "inferenceservice", "iris", "-n", "models"), timeout=60
+            lambda: not exists(s.spoke2, "inferenceservice", "iris", "-n", "models"), timeout=60
         )
-        assert exists(spoke1, "inferenceservice", "iris", "-n", "models")
-        eventually(
-            lambda: _status(hub, "mcisvc", ns, "iris")["summary"].get("readyText") == "1/1",
-            timeout=30,
-        )
+        assert exists(s.spoke1, "inferenceservice", "iris", "-n", "models")
+        eventually(lambda: s.status()["summary"].get("readyText") == "1/1", timeout=30)
+
+    @pytest.mark.needs("test_3_platform_available_model_on_both_clusters")
+    def test_8_steady_state_writes_nothing(
+        self, two_clusters: TwoClusters, manager: Manager
+    ) -> None:
+        s = two_clusters
+
+        def versions() -> dict[str, str]:
+            return {
+                n: w["metadata"]["resourceVersion"]
+                for n, w in works(s.hub, s.ns, "iris", "MultiClusterInferenceService").items()
+            }
 
         # Steady state: no writes at all for a while.
         before = manager.wait_quiet()
-        versions = {
-            n: w["metadata"]["resourceVersion"]
-            for n, w in works(hub, ns, "iris", "MultiClusterInferenceService").items()
-        }
-        intent_rv = get_json(hub, "mcisvc", "iris", "-n", ns)["metadata"]["resourceVersion"]
+        work_rvs = versions()
+        intent_rv = get_json(s.hub, "mcisvc", "iris", "-n", s.ns)["metadata"]["resourceVersion"]
         time.sleep(30)  # the subject: 30 s of steady state bring no write at all
         assert manager.writes() == before
-        assert {
-            n: w["metadata"]["resourceVersion"]
-            for n, w in works(hub, ns, "iris", "MultiClusterInferenceService").items()
-        } == versions
-        assert get_json(hub, "mcisvc", "iris", "-n", ns)["metadata"]["resourceVersion"] == intent_rv
-
-        # Deletion: the finalizer holds the intent until its works are gone.
-        hub.kubectl("delete", "mcisvc", "iris", "-n", ns, "--wait=false")
-        eventually(lambda: not exists(hub, "mcisvc", "iris", "-n", ns), timeout=60)
-        assert works(hub, ns, "iris", "MultiClusterInferenceService") == {}
-        eventually(
-            lambda: not exists(spoke1, "inferenceservice", "iris", "-n", "models"), timeout=60
+        assert versions() == work_rvs
+        assert (
+            get_json(s.hub, "mcisvc", "iris", "-n", s.ns)["metadata"]["resourceVersion"]
+            == intent_rv
         )
-    finally:
-        hub.kubectl("delete", "msv,mcisvc", "--all", "-n", ns, "--wait=false", check=False)
-        for spoke in testbed.spokes:
-            hub.kubectl("label", "managedcluster", spoke.name, f"{label}-", check=False)
-        eventually(lambda: not exists(hub, "msv", "kserve", "-n", ns), timeout=60)
+
+    @pytest.mark.needs("test_3_platform_available_model_on_both_clusters")
+    def test_9_deletion_waits_for_the_works(self, two_clusters: TwoClusters) -> None:
+        s = two_clusters
+        # Deletion: the finalizer holds the intent until its works are gone.
+        s.hub.kubectl("delete", "mcisvc", "iris", "-n", s.ns, "--wait=false")
+        eventually(lambda: not exists(s.hub, "mcisvc", "iris", "-n", s.ns), timeout=60)
+        assert works(s.hub, s.ns, "iris", "MultiClusterInferenceService") == {}
+        eventually(
+            lambda: not exists(s.spoke1, "inferenceservice", "iris", "-n", "models"), timeout=60
+        )

@@ -68,10 +68,15 @@ def scale() -> Scale:
     return current_scale()
 
 
+def reliability_seed() -> int:
+    """``RELIABILITY_SEED`` (to replay a run), else a new random seed."""
+    return int(os.environ.get("RELIABILITY_SEED") or random.SystemRandom().randrange(2**32))
+
+
 @pytest.fixture
 def rng(request: pytest.FixtureRequest) -> random.Random:
     """A random source whose seed is printed (``RELIABILITY_SEED`` replays it)."""
-    seed = int(os.environ.get("RELIABILITY_SEED") or random.SystemRandom().randrange(2**32))
+    seed = reliability_seed()
     print(f"{request.node.name}: RELIABILITY_SEED={seed}")
     return random.Random(seed)
 
@@ -87,12 +92,17 @@ def hub_testbed(built_binaries: Callable[[str], Path]) -> Iterator[Testbed]:
     bed.cleanup()
 
 
-@pytest.fixture
-def namespace(hub_testbed: Testbed) -> str:
+def bound_namespace(hub_testbed: Testbed) -> str:
     """A new hub namespace bound to the default ManagedClusterSet."""
     name = f"r-{uuid.uuid4().hex[:8]}"
     hub_testbed.bind_clusterset(name)
     return name
+
+
+@pytest.fixture
+def namespace(hub_testbed: Testbed) -> str:
+    """A new hub namespace bound to the default ManagedClusterSet."""
+    return bound_namespace(hub_testbed)
 
 
 @pytest.fixture

@@ -4,6 +4,7 @@ and starting the agent again heals it.
 Two real spokes with real OCM work agents. The manager runs with a short ``--stale-after`` so
 the test does not wait a minute. The intent is a ModelServing; its ServingPlatform status on
 each spoke is written as the agent would (no agent runs here), which the work agents feed back.
+Each scenario is a class whose steps report separately (see tests/conftest.py).
 """
 
 from __future__ import annotations
@@ -12,7 +13,9 @@ import json
 import time
 import uuid
 from collections.abc import Iterator
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from functools import partial
 from typing import Any
 
 import pytest
@@ -61,60 +64,119 @@ def _when(value: str) -> datetime:
     return datetime.fromisoformat(value.replace("Z", "+00:00"))
 
 
-def test_stopped_work_agent_goes_stale_and_heals(
-    testbed: Testbed, hub_namespace: str, manager: Manager
-) -> None:
+# --- cluster1's work agent stopped while the intent changes, then started again. ---
+
+
+@dataclass
+class StoppedAgent:
+    """What the steps of :class:`TestStoppedWorkAgentGoesStaleAndHeals` share."""
+
+    hub: Any
+    spoke1: Any
+    spoke2: Any
+    ns: str
+    stopped: bool = False
+    """cluster1's work agent is stopped (the teardown starts it again)."""
+    updated_before: dict[str, datetime] = field(default_factory=dict)
+    """Each entry's lastUpdateTime while Ready everywhere (step 1)."""
+    changed_at: float = 0.0
+    went_stale: float | None = None
+    """Seconds from the change to cluster1's entry turning stale (step 3)."""
+    stale: dict[str, Any] = field(default_factory=dict)
+    """The intent's status once cluster1 was stale (step 3)."""
+
+    def status(self) -> dict[str, Any]:
+        return _status(self.hub, self.ns, "msv")
+
+
+@pytest.fixture(scope="class")
+def stopped_agent(
+    testbed: Testbed, scenario_namespace: str, manager: Manager
+) -> Iterator[StoppedAgent]:
+    """A ModelServing on both spokes (labelled for its Placement)."""
     hub, (spoke1, spoke2) = testbed.hub, testbed.spokes
-    ns = hub_namespace
+    ns = scenario_namespace
     label = f"s-{uuid.uuid4().hex[:6]}"
     for spoke in (spoke1, spoke2):
         hub.kubectl("label", "managedcluster", spoke.name, f"{label}=yes", "--overwrite")
-    stopped = False
+    state = StoppedAgent(hub, spoke1, spoke2, ns)
     try:
         hub.apply_objects([placement("p", ns, {label: "yes"}), model_serving("msv", ns, "p")])
-        eventually(lambda: set(works(hub, ns, "msv", "ModelServing")) == {"cluster1", "cluster2"},
-                   timeout=60)
+        yield state
+    finally:
+        if state.stopped:
+            testbed.start_work_agent(spoke1)
+        hub.kubectl("delete", "msv", "--all", "-n", ns, "--wait=false", check=False)
         for spoke in (spoke1, spoke2):
-            eventually(lambda s=spoke: exists(s, "servingplatform", "model-serving"), timeout=60)
+            hub.kubectl("label", "managedcluster", spoke.name, f"{label}-", check=False)
+        eventually(lambda: not exists(hub, "msv", "msv", "-n", ns), timeout=90)
+
+
+class TestStoppedWorkAgentGoesStaleAndHeals:
+    """Ready on both clusters; cluster1's work agent stopped and the intent changed: cluster2
+    follows, cluster1's entry goes stale and says why, nothing is written while it stays so;
+    the work agent started again heals it."""
+
+    def test_1_ready_on_both_clusters(self, stopped_agent: StoppedAgent) -> None:
+        s = stopped_agent
+        eventually(
+            lambda: set(works(s.hub, s.ns, "msv", "ModelServing")) == {"cluster1", "cluster2"},
+            timeout=60,
+        )
+        for spoke in (s.spoke1, s.spoke2):
+            eventually(partial(exists, spoke, "servingplatform", "model-serving"), timeout=60)
             set_platform_phase(spoke, "Available")
 
         def ready_everywhere() -> dict[str, Any]:
-            st = _status(hub, ns, "msv")
+            st = s.status()
             assert st.get("phase") == "Ready" and st["summary"]["readyText"] == "2/2", st
             return st
 
         before = eventually(ready_everywhere, timeout=90)
         assert all(e["stale"] is False for e in _entries(before).values())
-        updated_before = {c: _when(e["lastUpdateTime"]) for c, e in _entries(before).items()}
+        s.updated_before = {c: _when(e["lastUpdateTime"]) for c, e in _entries(before).items()}
 
+    @pytest.mark.needs("test_1_ready_on_both_clusters")
+    def test_2_change_reaches_the_running_cluster(
+        self, stopped_agent: StoppedAgent, testbed: Testbed
+    ) -> None:
+        s = stopped_agent
         # Stop cluster1's work agent, then change the intent.
-        testbed.stop_work_agent(spoke1)
-        stopped = True
-        changed_at = time.monotonic()
-        hub.kubectl("patch", "msv", "msv", "-n", ns, "--type=merge",
-                    "-p", json.dumps({"spec": {"servingNamespaces": ["models"]}}))
+        testbed.stop_work_agent(s.spoke1)
+        s.stopped = True
+        s.changed_at = time.monotonic()
+        s.hub.kubectl("patch", "msv", "msv", "-n", s.ns, "--type=merge",
+                      "-p", json.dumps({"spec": {"servingNamespaces": ["models"]}}))
 
         # cluster2 picks the change up as usual: its work is observed, its ServingPlatform
         # has the new spec, its entry stays ready and current.
         def cluster2_current() -> bool:
-            work = works(hub, ns, "msv", "ModelServing")["cluster2"]
+            work = works(s.hub, s.ns, "msv", "ModelServing")["cluster2"]
             gens = {c.get("observedGeneration") for c in work["status"]["conditions"]}
             assert gens == {work["metadata"]["generation"]} and work["metadata"]["generation"] > 1
-            assert _platform_spec(spoke2).get("servingNamespaces") == ["models"]
+            assert _platform_spec(s.spoke2).get("servingNamespaces") == ["models"]
             return True
 
         eventually(cluster2_current, timeout=60)
 
+    @pytest.mark.needs("test_2_change_reaches_the_running_cluster")
+    def test_3_stopped_cluster_goes_stale(self, stopped_agent: StoppedAgent) -> None:
+        s = stopped_agent
+
         def cluster1_stale() -> dict[str, Any]:
-            st = _status(hub, ns, "msv")
+            st = s.status()
             entry = _entries(st)["cluster1"]
             assert entry.get("stale") is True, entry
             return st
 
-        st = eventually(cluster1_stale, timeout=STALE_AFTER + 60)
-        went_stale = time.monotonic() - changed_at
-        entry1, entry2 = _entries(st)["cluster1"], _entries(st)["cluster2"]
-        work1 = works(hub, ns, "msv", "ModelServing")["cluster1"]
+        s.stale = eventually(cluster1_stale, timeout=STALE_AFTER + 60)
+        s.went_stale = time.monotonic() - s.changed_at
+
+    @pytest.mark.needs("test_3_stopped_cluster_goes_stale")
+    def test_4_stale_entry_says_what_and_since_when(self, stopped_agent: StoppedAgent) -> None:
+        s = stopped_agent
+        entry1 = _entries(s.stale)["cluster1"]
+        work1 = works(s.hub, s.ns, "msv", "ModelServing")["cluster1"]
         # What is stale and since when, said plainly.
         assert entry1["phase"] == "Stale" and entry1["ready"] is False
         assert entry1["reason"] == "WorkNotObserved"
@@ -123,33 +185,55 @@ def test_stopped_work_agent_goes_stale_and_heals(
         assert entry1["message"].endswith("last reported: Available")
         assert entry1["staleSince"] in entry1["message"]
         assert _when(entry1["lastUpdateTime"]) >= _when(entry1["staleSince"])
-        # The other cluster is unaffected.
+
+    @pytest.mark.needs("test_3_stopped_cluster_goes_stale")
+    def test_5_other_cluster_unaffected(self, stopped_agent: StoppedAgent) -> None:
+        entry2 = _entries(stopped_agent.stale)["cluster2"]
         assert entry2["ready"] is True and entry2["stale"] is False
         assert entry2["phase"] == "Available"
+
+    @pytest.mark.needs("test_3_stopped_cluster_goes_stale")
+    def test_6_intent_degraded_by_the_stale_cluster(self, stopped_agent: StoppedAgent) -> None:
+        st = stopped_agent.stale
         # The intent says so: not ready, degraded because of a stale cluster, counted.
         assert st["phase"] == "Degraded"
         assert (st["summary"]["ready"], st["summary"]["stale"]) == (1, 1)
         degraded = next(c for c in st["conditions"] if c["type"] == "Degraded")
         assert degraded["status"] == "True" and degraded["reason"] == "ClustersStale"
         assert "cluster1" in degraded["message"]
-        # Nothing reached cluster1 while its work agent was down.
-        assert _platform_spec(spoke1).get("servingNamespaces") != ["models"]
-        assert entry1["lastUpdateTime"] != updated_before["cluster1"]
 
+    @pytest.mark.needs("test_3_stopped_cluster_goes_stale")
+    def test_7_nothing_reached_the_stopped_cluster(self, stopped_agent: StoppedAgent) -> None:
+        s = stopped_agent
+        # Nothing reached cluster1 while its work agent was down.
+        assert _platform_spec(s.spoke1).get("servingNamespaces") != ["models"]
+        entry1 = _entries(s.stale)["cluster1"]
+        assert _when(entry1["lastUpdateTime"]) != s.updated_before["cluster1"]
+
+    @pytest.mark.needs("test_3_stopped_cluster_goes_stale")
+    def test_8_stale_is_settled_rechecks_write_nothing(
+        self, stopped_agent: StoppedAgent, manager: Manager
+    ) -> None:
+        s = stopped_agent
         # Stale is a settled state too: re-checks write nothing.
         writes = manager.wait_quiet(reconciles=False)  # re-checks reconcile, but write nothing
-        rv = get_json(hub, "msv", "msv", "-n", ns)["metadata"]["resourceVersion"]
+        rv = get_json(s.hub, "msv", "msv", "-n", s.ns)["metadata"]["resourceVersion"]
         time.sleep(STALE_AFTER + 5)  # the subject: a whole re-check period writes nothing
         assert manager.writes() == writes
-        assert get_json(hub, "msv", "msv", "-n", ns)["metadata"]["resourceVersion"] == rv
+        assert get_json(s.hub, "msv", "msv", "-n", s.ns)["metadata"]["resourceVersion"] == rv
 
+    @pytest.mark.needs("test_2_change_reaches_the_running_cluster")
+    def test_9_work_agent_started_again_heals(
+        self, stopped_agent: StoppedAgent, testbed: Testbed
+    ) -> None:
+        s = stopped_agent
         # Start the work agent again: it applies the change and cluster1 heals.
         restarted_at = time.monotonic()
-        testbed.start_work_agent(spoke1)
-        stopped = False
+        testbed.start_work_agent(s.spoke1)
+        s.stopped = False
 
         def healed() -> dict[str, Any]:
-            st = _status(hub, ns, "msv")
+            st = s.status()
             entry = _entries(st)["cluster1"]
             assert entry["stale"] is False and entry["ready"] is True, entry
             assert st["phase"] == "Ready" and st["summary"]["stale"] == 0, st
@@ -157,31 +241,45 @@ def test_stopped_work_agent_goes_stale_and_heals(
 
         st = eventually(healed, timeout=120)
         heal = time.monotonic() - restarted_at
-        assert _platform_spec(spoke1).get("servingNamespaces") == ["models"]
+        assert _platform_spec(s.spoke1).get("servingNamespaces") == ["models"]
         entry1 = _entries(st)["cluster1"]
         assert "staleSince" not in entry1 and entry1["phase"] == "Available"
-        assert _when(entry1["lastUpdateTime"]) > updated_before["cluster1"]
+        assert _when(entry1["lastUpdateTime"]) > s.updated_before["cluster1"]
         degraded = next(c for c in st["conditions"] if c["type"] == "Degraded")
         assert degraded["status"] == "False"
-        print(f"work agent stopped: stale after {went_stale:.1f}s (--stale-after={STALE_AFTER}), "
+        stale = "not seen" if s.went_stale is None else f"after {s.went_stale:.1f}s"
+        print(f"work agent stopped: stale {stale} (--stale-after={STALE_AFTER}), "
               f"healed {heal:.1f}s after the restart")
-    finally:
-        if stopped:
-            testbed.start_work_agent(spoke1)
-        hub.kubectl("delete", "msv", "--all", "-n", ns, "--wait=false", check=False)
-        for spoke in (spoke1, spoke2):
-            hub.kubectl("label", "managedcluster", spoke.name, f"{label}-", check=False)
-        eventually(lambda: not exists(hub, "msv", "msv", "-n", ns), timeout=90)
 
 
-def test_unavailable_cluster_goes_stale_and_heals(
-    testbed: Testbed, hub_namespace: str, manager: Manager
-) -> None:
-    """A cluster whose lease is not renewed: OCM's registration controller marks it Unknown,
-    its entry goes stale at once (no --stale-after wait), the real spoke's entry is unaffected;
-    Available again (written as its registration agent would) heals it."""
+# --- A cluster whose lease nobody renews goes Unknown, then Available again. ---
+
+
+@dataclass
+class LostCluster:
+    """What the steps of :class:`TestUnavailableClusterGoesStaleAndHeals` share."""
+
+    hub: Any
+    spoke2: Any
+    ns: str
+    lost: str
+    stale: dict[str, Any] = field(default_factory=dict)
+    """The intent's status once the lost cluster was stale (step 2)."""
+    managed_cluster: dict[str, Any] = field(default_factory=dict)
+    """The lost cluster's ManagedCluster then."""
+
+    def status(self) -> dict[str, Any]:
+        return _status(self.hub, self.ns, "msv")
+
+
+@pytest.fixture(scope="class")
+def lost_cluster(
+    testbed: Testbed, scenario_namespace: str, manager: Manager
+) -> Iterator[LostCluster]:
+    """A spoke-less ManagedCluster (no registration agent renews its lease) and cluster2,
+    both selected by a Placement that tolerates unreachable clusters, and a ModelServing."""
     hub, spoke2 = testbed.hub, testbed.spokes[1]
-    ns = hub_namespace
+    ns = scenario_namespace
     label = f"u-{uuid.uuid4().hex[:6]}"
     lost = f"lost-{uuid.uuid4().hex[:6]}"
     hub.apply_objects([
@@ -207,51 +305,7 @@ def test_unavailable_cluster_goes_stale_and_heals(
             for t in ("unreachable", "unavailable")
         ]
         hub.apply_objects([tolerant, model_serving("msv", ns, "p")])
-        eventually(lambda: set(works(hub, ns, "msv", "ModelServing")) == {lost, "cluster2"},
-                   timeout=60)
-        eventually(lambda: exists(spoke2, "servingplatform", "model-serving"), timeout=60)
-        set_platform_phase(spoke2, "Available")
-
-        def lost_stale() -> dict[str, Any]:
-            st = _status(hub, ns, "msv")
-            entry = _entries(st)[lost]
-            assert entry.get("stale") is True and entry["reason"] == "ClusterUnavailable", entry
-            assert _entries(st)["cluster2"]["ready"] is True, st
-            return st
-
-        st = eventually(lost_stale, timeout=120)
-        mc = get_json(hub, "managedcluster", lost)
-        cond = next(c for c in mc["status"]["conditions"]
-                    if c["type"] == "ManagedClusterConditionAvailable")
-        entry = _entries(st)[lost]
-        assert cond["status"] == "Unknown"
-        assert entry["staleSince"] == cond["lastTransitionTime"]
-        assert "not Available (Unknown)" in entry["message"]
-        assert entry["message"].endswith("last reported: Applying (WorkNotApplied)")
-        assert _entries(st)["cluster2"]["stale"] is False
-        assert (st["phase"], st["summary"]["stale"], st["summary"]["ready"]) == ("Degraded", 1, 1)
-
-        # The cluster's agent comes back: lease renewed, Available written as it would.
-        now = datetime.now(UTC)
-        hub.kubectl("patch", "lease", "managed-cluster-lease", "-n", lost, "--type=merge", "-p",
-                    json.dumps({"spec": {"leaseDurationSeconds": 3600,
-                                         "renewTime": now.strftime("%Y-%m-%dT%H:%M:%S.%fZ")}}))
-        hub.kubectl("patch", "managedcluster", lost, "--type=merge",
-                    "-p", json.dumps({"spec": {"leaseDurationSeconds": 3600}}))
-        conds = [c for c in mc["status"]["conditions"]
-                 if c["type"] != "ManagedClusterConditionAvailable"]
-        conds.append({"type": "ManagedClusterConditionAvailable", "status": "True",
-                      "reason": "ManagedClusterAvailable", "message": "back",
-                      "lastTransitionTime": now.strftime("%Y-%m-%dT%H:%M:%SZ")})
-        hub.kubectl("patch", "managedcluster", lost, "--subresource=status", "--type=merge",
-                    "-p", json.dumps({"status": {"conditions": conds}}))
-
-        def lost_current() -> bool:
-            entry = _entries(_status(hub, ns, "msv"))[lost]
-            assert entry["stale"] is False and entry["phase"] == "Applying", entry
-            return True
-
-        eventually(lost_current, timeout=60)
+        yield LostCluster(hub, spoke2, ns, lost)
     finally:
         hub.kubectl("delete", "msv", "--all", "-n", ns, "--wait=false", check=False)
         hub.kubectl("label", "managedcluster", spoke2.name, f"{label}-", check=False)
@@ -259,3 +313,73 @@ def test_unavailable_cluster_goes_stale_and_heals(
         eventually(lambda: not exists(hub, "msv", "msv", "-n", ns), timeout=90)
         hub.kubectl("delete", "managedcluster", lost, "--wait=false", check=False)
         hub.kubectl("delete", "namespace", lost, "--wait=false", check=False)
+
+
+class TestUnavailableClusterGoesStaleAndHeals:
+    """A cluster whose lease is not renewed: OCM's registration controller marks it Unknown,
+    its entry goes stale at once (no --stale-after wait), the real spoke's entry is unaffected;
+    Available again (written as its registration agent would) heals it."""
+
+    def test_1_works_on_both_clusters(self, lost_cluster: LostCluster) -> None:
+        s = lost_cluster
+        eventually(lambda: set(works(s.hub, s.ns, "msv", "ModelServing")) == {s.lost, "cluster2"},
+                   timeout=60)
+        eventually(lambda: exists(s.spoke2, "servingplatform", "model-serving"), timeout=60)
+        set_platform_phase(s.spoke2, "Available")
+
+    @pytest.mark.needs("test_1_works_on_both_clusters")
+    def test_2_unavailable_cluster_goes_stale(self, lost_cluster: LostCluster) -> None:
+        s = lost_cluster
+
+        def lost_stale() -> dict[str, Any]:
+            st = s.status()
+            entry = _entries(st)[s.lost]
+            assert entry.get("stale") is True and entry["reason"] == "ClusterUnavailable", entry
+            assert _entries(st)["cluster2"]["ready"] is True, st
+            return st
+
+        s.stale = eventually(lost_stale, timeout=120)
+        s.managed_cluster = get_json(s.hub, "managedcluster", s.lost)
+
+    @pytest.mark.needs("test_2_unavailable_cluster_goes_stale")
+    def test_3_stale_entry_says_since_when_and_why(self, lost_cluster: LostCluster) -> None:
+        s = lost_cluster
+        cond = next(c for c in s.managed_cluster["status"]["conditions"]
+                    if c["type"] == "ManagedClusterConditionAvailable")
+        entry = _entries(s.stale)[s.lost]
+        assert cond["status"] == "Unknown"
+        assert entry["staleSince"] == cond["lastTransitionTime"]
+        assert "not Available (Unknown)" in entry["message"]
+        assert entry["message"].endswith("last reported: Applying (WorkNotApplied)")
+
+    @pytest.mark.needs("test_2_unavailable_cluster_goes_stale")
+    def test_4_other_cluster_unaffected_intent_degraded(self, lost_cluster: LostCluster) -> None:
+        st = lost_cluster.stale
+        assert _entries(st)["cluster2"]["stale"] is False
+        assert (st["phase"], st["summary"]["stale"], st["summary"]["ready"]) == ("Degraded", 1, 1)
+
+    @pytest.mark.needs("test_2_unavailable_cluster_goes_stale")
+    def test_5_available_again_heals(self, lost_cluster: LostCluster) -> None:
+        s = lost_cluster
+        # The cluster's agent comes back: lease renewed, Available written as it would.
+        now = datetime.now(UTC)
+        s.hub.kubectl("patch", "lease", "managed-cluster-lease", "-n", s.lost, "--type=merge",
+                      "-p", json.dumps({"spec": {"leaseDurationSeconds": 3600,
+                                                 "renewTime": now.strftime(
+                                                     "%Y-%m-%dT%H:%M:%S.%fZ")}}))
+        s.hub.kubectl("patch", "managedcluster", s.lost, "--type=merge",
+                      "-p", json.dumps({"spec": {"leaseDurationSeconds": 3600}}))
+        conds = [c for c in s.managed_cluster["status"]["conditions"]
+                 if c["type"] != "ManagedClusterConditionAvailable"]
+        conds.append({"type": "ManagedClusterConditionAvailable", "status": "True",
+                      "reason": "ManagedClusterAvailable", "message": "back",
+                      "lastTransitionTime": now.strftime("%Y-%m-%dT%H:%M:%SZ")})
+        s.hub.kubectl("patch", "managedcluster", s.lost, "--subresource=status", "--type=merge",
+                      "-p", json.dumps({"status": {"conditions": conds}}))
+
+        def lost_current() -> bool:
+            entry = _entries(s.status())[s.lost]
+            assert entry["stale"] is False and entry["phase"] == "Applying", entry
+            return True
+
+        eventually(lost_current, timeout=60)
