@@ -304,8 +304,12 @@ class Reconciler:
             )
         removed = kind == c.KIND_MODEL_SERVING and spec.management_state == "Removed"
         now = _now()
+        # A cluster that left keeps its entry until its work is gone: its removal may be
+        # blocked on the spoke, and the hub must say so rather than forget the cluster.
+        for cl in set(existing) - set(inputs):
+            inputs[cl] = st.ClusterInput(cl, work=existing[cl])
         judged = [replace(inputs[cl], health=self.world.cluster_health(cl))
-                  for cl in sorted(clusters)]
+                  for cl in sorted(inputs)]
         entries = [
             st.cluster_status(kind, item, removed=removed, now=now, stale_after=self.stale_after)
             for item in judged

@@ -225,6 +225,14 @@ def _reported_status(
             ), "progressing"
         return ClusterStatus(cluster=cl, phase="Pending", reason="Sending"), "progressing"
     if work.deleting:
+        # What the spoke says while OCM removes the work's objects (the agent's uninstall may
+        # be blocked: RemovalBlocked names what blocks it).
+        spoke_phase = _s(work.value("phase"))
+        if kind == c.KIND_MODEL_SERVING and spoke_phase == "RemovalBlocked":
+            return ClusterStatus(
+                cluster=cl, phase="Removing", reason="RemovalBlocked",
+                message=_s(work.value("message")),
+            ), "failed"
         return ClusterStatus(cluster=cl, phase="Removing", reason="WorkDeleting"), "progressing"
     if generation_check and work.unobserved and work.reported:
         return ClusterStatus(

@@ -178,6 +178,37 @@ def test_cluster_leaving_placement_loses_only_its_work() -> None:
     assert set(hub.works_of(c.KIND_INFERENCE_SERVICE, "ns", "iris")) == {"c1"}
 
 
+def test_a_cluster_whose_removal_is_blocked_stays_in_the_status() -> None:
+    hub = FakeHub(placements={("ns", "p"): frozenset({"c1", "c2"})})
+    body = msv_body("kserve", "2026-01-01T00:00:00Z")
+    run(hub, c.KIND_MODEL_SERVING, body)
+    name = naming.work_name(c.KIND_MODEL_SERVING, "ns", "kserve")
+    for cl in ("c1", "c2"):
+        hub.works[(cl, name)] = WorkFact(
+            **{**hub.works[(cl, name)].__dict__, "applied": "True",
+               "feedback": (("phase", "Available"),)}
+        )
+    hub.placements[("ns", "p")] = frozenset({"c1"})
+    run(hub, c.KIND_MODEL_SERVING, body)  # c2 left: its work is deleted ...
+    hub.works[("c2", name)] = WorkFact(  # ... but the agent cannot uninstall there
+        name=name, cluster="c2", kind=c.KIND_MODEL_SERVING, intent_namespace="ns",
+        intent_name="kserve", render_hash="x", applied="True", deleting=True,
+        feedback=(("message", "1 InferenceService the add-on did not create: models/x"),
+                  ("phase", "RemovalBlocked")),
+    )
+    run(hub, c.KIND_MODEL_SERVING, body)
+    status = hub.statuses["kserve"]
+    entries = {e["cluster"]: e for e in status["clusters"]}
+    assert set(entries) == {"c1", "c2"}  # the hub does not forget c2
+    assert (entries["c2"]["phase"], entries["c2"]["reason"]) == ("Removing", "RemovalBlocked")
+    assert "models/x" in entries["c2"]["message"]
+    ready = next(x for x in status["conditions"] if x["type"] == "Ready")
+    assert ready["status"] == "False"
+    del hub.works[("c2", name)]  # the removal finished
+    run(hub, c.KIND_MODEL_SERVING, body)
+    assert [e["cluster"] for e in hub.statuses["kserve"]["clusters"]] == ["c1"]
+
+
 def test_invalid_spec_is_reported_naming_the_field_and_sends_nothing() -> None:
     hub = FakeHub(placements={("ns", "p"): frozenset({"c1"})})
     platform_ready(hub, "c1")
