@@ -325,8 +325,12 @@ def inference_service(
     )
 
 
-def set_platform_phase(spoke: Any, phase: str) -> None:
-    """Write the spoke ServingPlatform's status as the agent would."""
+def set_platform_phase(spoke: Any, phase: str, *, components: bool = True) -> None:
+    """Write the spoke ServingPlatform's status as the agent would (``components``: with one
+    ready component of one)."""
+    status: dict[str, Any] = {"phase": phase}
+    if components:
+        status |= {"readyComponents": 1, "totalComponents": 1}
     spoke.kubectl(
         "patch",
         "servingplatform",
@@ -334,7 +338,7 @@ def set_platform_phase(spoke: Any, phase: str) -> None:
         "--subresource=status",
         "--type=merge",
         "-p",
-        json.dumps({"status": {"phase": phase, "readyComponents": 1, "totalComponents": 1}}),
+        json.dumps({"status": status}),
     )
 
 

@@ -28,6 +28,7 @@ from testbed.support.manager import (
     model_serving,
     placement,
     running_manager,
+    set_platform_phase,
     works,
 )
 from testbed.support.waiting import eventually
@@ -461,15 +462,7 @@ class TestRemovedStateAndBlockedDeletion:
     @pytest.mark.needs("test_2_removed_tells_the_spoke_to_uninstall")
     def test_3_removed_on_the_spoke_is_ready(self, removal_scenario: Removal) -> None:
         s = removal_scenario
-        s.spoke1.kubectl(
-            "patch",
-            "servingplatform",
-            "model-serving",
-            "--subresource=status",
-            "--type=merge",
-            "-p",
-            json.dumps({"status": {"phase": "Removed"}}),
-        )
+        set_platform_phase(s.spoke1, "Removed", components=False)
         eventually(
             lambda: _status(s.hub, "msv", s.ns, "kserve").get("phase") == "Ready", timeout=60
         )
