@@ -326,8 +326,10 @@ def inference_service(
 
 
 def set_platform_phase(spoke: Any, phase: str, *, components: bool = True) -> None:
-    """Write the spoke ServingPlatform's status as the agent would (``components``: with one
-    ready component of one)."""
+    """Write the spoke ServingPlatform's status as the agent would.
+
+    ``components`` adds one ready component of one.
+    """
     status: dict[str, Any] = {"phase": phase}
     if components:
         status |= {"readyComponents": 1, "totalComponents": 1}
