@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import hashlib
 import json
 import shutil
 import tarfile
@@ -27,6 +26,7 @@ from pathlib import Path
 from addon_agent import kustomize
 from addon_agent.bundle_render import BUNDLE_FILE, MANIFEST_FILE, RUNTIMES_FILE, bundle_path
 from addon_agent.stacks import Stack
+from addon_api.hashing import short_hash
 from addon_api.platform import ManifestsSource
 
 DOWNLOAD_TIMEOUT = 60
@@ -79,13 +79,13 @@ def fetch(uri: str, cache: Path) -> Path:
             raise BundleError(f"{uri}: no such file or directory")
         tarball = path
     elif parsed.scheme in ("https", "http"):
-        tarball = cache / (hashlib.sha256(uri.encode()).hexdigest()[:16] + ".tar.gz")
+        tarball = cache / (short_hash(uri, length=16) + ".tar.gz")
         if not tarball.exists():
             cache.mkdir(parents=True, exist_ok=True)
             _download(uri, tarball)
     else:
         raise BundleError(f"{uri}: unsupported scheme {parsed.scheme!r}")
-    digest = hashlib.sha256(f"{tarball}:{tarball.stat().st_mtime_ns}".encode()).hexdigest()[:16]
+    digest = short_hash(f"{tarball}:{tarball.stat().st_mtime_ns}", length=16)
     target = cache / f"x-{digest}"
     if not target.exists():
         cache.mkdir(parents=True, exist_ok=True)
