@@ -310,6 +310,7 @@ class TestUnpublishedKeyThenSealedAndResealed:
             "endpoint_url": "http://minio:9000",
             "region": "us-east-1",
             "bucket": "models",
+            "default_bucket": "models",
         }
 
     @pytest.mark.needs("test_2_sealed_to_the_published_key")
@@ -361,6 +362,7 @@ class TestUnpublishedKeyThenSealedAndResealed:
                 "endpoint_url": "http://minio:9000",
                 "region": "us-east-1",
                 "bucket": "models-eu",
+                "default_bucket": "models-eu",
             },
             timeout=60,
         )
