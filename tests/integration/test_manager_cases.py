@@ -600,15 +600,7 @@ class TestInferenceServiceWaitsForPlatformAndStorage:
     def test_2_platform_available_runtime_delivered(self, gates_scenario: Gates) -> None:
         s = gates_scenario
         eventually(lambda: exists(s.spoke1, "servingplatform", "model-serving"), timeout=60)
-        s.spoke1.kubectl(
-            "patch",
-            "servingplatform",
-            "model-serving",
-            "--subresource=status",
-            "--type=merge",
-            "-p",
-            json.dumps({"status": {"phase": "Available"}}),
-        )
+        set_platform_phase(s.spoke1, "Available", components=False)
         # The platform is there: the runtime goes.
         eventually(lambda: exists(s.spoke1, "servingruntime", "rt", "-n", "models"), timeout=60)
 
