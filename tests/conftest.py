@@ -123,6 +123,8 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         if HARNESS_FIXTURES & set(getattr(item, "fixturenames", ())):
             item.add_marker(pytest.mark.testbed)
         if not wants_image and item.get_closest_marker("image") is not None:
+            # A plain `pytest tests` has no podman image to run; `make test` deselects these
+            # with -m "not image" and `make image-test` selects them, so nothing is hidden.
             item.add_marker(pytest.mark.skip(reason="needs podman and the image: make image-test"))
         for step in _needed_steps(item):
             _check_step(item, step)

@@ -236,7 +236,7 @@ def test_manager_and_agent_from_the_image_serve_a_model(
             kserve_step()
             state = _hub_state(hub)
             assert time.monotonic() < deadline, f"hub status after 600 s: {state}"
-            time.sleep(1)
+            time.sleep(0.5)  # poll interval of this wait for the hub status, not a fixed wait
         phases.done(f"hub: KServe Available, credentials Delivered, model Ready on {spoke.name}")
 
         # The containerised agent installed the stack and unsealed the credentials there ...
