@@ -38,9 +38,13 @@ lint: venv
 unit: venv
 	$(BIN)/pytest -q -m "not testbed" tests $(ARGS)
 
-# Everything but the image tests (tests/image: `make image-test`).
+# Everything but the image tests (tests/image: `make image-test`), in PYTEST_WORKERS parallel
+# workers (pytest-xdist): every test on the shared testbed runs on one worker in file order,
+# every other file (its own fleet, or pure Python) is a unit another worker can take
+# (tests/conftest.py: _worker_group).
+PYTEST_WORKERS ?= 3
 test: venv binaries lint
-	$(BIN)/pytest -q --durations=10 -m "not image" tests $(ARGS)
+	$(BIN)/pytest -q --durations=10 -n $(PYTEST_WORKERS) --dist loadgroup -m "not image" tests $(ARGS)
 
 # Long variants of tests/reliability (more rounds, more kills, issue 8's sizes), not part of
 # `make test`; -s shows what each run measured. RELIABILITY_SEED=<n> replays a run.

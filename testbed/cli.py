@@ -62,6 +62,9 @@ def main(argv: Sequence[str]) -> int:
     demo = sub.add_parser("demo", help="the whole add-on flow on a local fleet, shown live")
     demo.add_argument("--exit", action="store_true", help="exit 0 once every model is Ready")
     args = parser.parse_args(list(argv))
+    # Ctrl-C stops the fleet even when started from a parent that ignores SIGINT (a background
+    # job of a script, a pytest-xdist worker): the ignored disposition is inherited.
+    signal.signal(signal.SIGINT, signal.default_int_handler)
     try:
         if args.command == "build":
             return build.main(args.tools)

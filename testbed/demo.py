@@ -267,6 +267,38 @@ def start_kserve_when_stack_ready(testbed: Testbed) -> Callable[[], None]:
     return step
 
 
+def watch_until_ready(
+    bed: Testbed, phases: Phases, timeout: float = 900, say: Callable[[str], None] = print
+) -> bool:
+    """Show the hub's table whenever it changes until every model is Ready on every cluster.
+
+    Starts KServe's controller on a cluster once its stack is Available (as a cluster's own
+    would be). False when ``timeout`` seconds pass first.
+    """
+    kserve_step = start_kserve_when_stack_ready(bed)
+    clusters = [s.name for s in bed.spokes]
+    shown = ""
+    deadline = time.monotonic() + timeout
+    stack_marked = False
+    while True:
+        bed.check_processes()
+        kserve_step()
+        if not stack_marked and all("kserve-controller" in s.processes for s in bed.spokes):
+            phases.done("KServe stack Available on both clusters")
+            stack_marked = True
+        table = rows(bed.hub)
+        text = render_table(table)
+        if text != shown:
+            say(f"\n{time.strftime('%H:%M:%S')}\n{text}")
+            shown = text
+        if all_models_ready(table, clusters):
+            phases.done("every InferenceService Ready on both clusters")
+            return True
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(1)  # the demo's refresh interval, not a wait for a state
+
+
 def run(exit_when_done: bool, timeout: float = 900) -> int:
     """The demo; returns the process exit code."""
     phases = Phases()
@@ -274,29 +306,9 @@ def run(exit_when_done: bool, timeout: float = 900) -> int:
         with fleet(phases) as bed:
             apply_examples(bed.hub, bed)
             phases.done("examples applied on the hub")
-            kserve_step = start_kserve_when_stack_ready(bed)
-            clusters = [s.name for s in bed.spokes]
-            shown = ""
-            deadline = time.monotonic() + timeout
-            stack_marked = False
-            while True:
-                bed.check_processes()
-                kserve_step()
-                if not stack_marked and all("kserve-controller" in s.processes for s in bed.spokes):
-                    phases.done("KServe stack Available on both clusters")
-                    stack_marked = True
-                table = rows(bed.hub)
-                text = render_table(table)
-                if text != shown:
-                    print(f"\n{time.strftime('%H:%M:%S')}\n{text}", flush=True)
-                    shown = text
-                if all_models_ready(table, clusters):
-                    break
-                if time.monotonic() > deadline:
-                    print("[demo] timed out; logs in", bed.log_dir, file=sys.stderr)
-                    return 1
-                time.sleep(1)
-            phases.done("every InferenceService Ready on both clusters")
+            if not watch_until_ready(bed, phases, timeout, say=lambda t: print(t, flush=True)):
+                print("[demo] timed out; logs in", bed.log_dir, file=sys.stderr)
+                return 1
             print("\n[demo] done. Phases:\n" + phases.summary())
             if exit_when_done:
                 bed.cleanup()

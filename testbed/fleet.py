@@ -115,10 +115,16 @@ class Testbed:
         self.processes.append(proc)
         return proc
 
-    def stop(self) -> None:
-        """Stop every process the testbed started, newest first."""
-        for proc in reversed(self.processes):
-            proc.stop()
+    def stop(self, timeout: float = 10.0) -> None:
+        """Stop every process the testbed started, all at once.
+
+        SIGTERM goes to all, newest first; then they are waited for together, and any still
+        running ``timeout`` seconds later gets SIGKILL.
+        """
+        signalled = [proc for proc in reversed(self.processes) if proc.terminate()]
+        deadline = time.monotonic() + timeout
+        for proc in signalled:
+            proc.reap(deadline)
         self.processes.clear()
 
     def cleanup(self) -> None:

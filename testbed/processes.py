@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import fcntl
 import os
@@ -142,17 +143,30 @@ class Process:
 
     def stop(self, timeout: float = 10.0) -> None:
         """Terminate the process (and its process group), killing it after ``timeout``."""
+        if self.terminate():
+            self.reap(time.monotonic() + timeout)
+
+    def terminate(self) -> bool:
+        """Send SIGTERM to the process group; False when it was not running."""
         proc = self._proc
         if proc is None or proc.poll() is not None:
-            return
+            return False
         try:
             os.killpg(proc.pid, signal.SIGTERM)
         except ProcessLookupError:
+            return False
+        return True
+
+    def reap(self, deadline: float) -> None:
+        """Wait for the exit after :meth:`terminate`; SIGKILL the group at ``deadline``."""
+        proc = self._proc
+        if proc is None:
             return
         try:
-            proc.wait(timeout)
+            proc.wait(max(0.0, deadline - time.monotonic()))
         except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(proc.pid, signal.SIGKILL)
             proc.wait(5)
 
     def kill(self) -> None:

@@ -1,4 +1,4 @@
-"""Shared fixtures: one testbed per session, a fresh hub namespace per test, the agent's spoke.
+"""Shared fixtures: shared testbeds, a fresh hub namespace per test, the agent's spoke.
 
 The helpers behind them are the test-support library :mod:`testbed.support` (shared with
 ``bench/``); the fixtures are here so that every test module can request them by name.
@@ -56,18 +56,58 @@ def go_modules() -> Callable[[str, str], Path]:
     return upstream.module_dir
 
 
-@pytest.fixture(scope="session")
-def testbed(built_binaries: Callable[[str], Path]) -> Iterator[Testbed]:
-    """A hub and two spokes on real binaries, shared by every test of the session.
+SPOKE_STATE_FILES = frozenset(
+    {
+        "test_agent_bundles",
+        "test_agent_certmanager",
+        "test_agent_kserve",
+        "test_agent_modelmesh",
+        "test_agent_storage",
+        "test_identities",
+        "test_testbed_smoke",
+        "test_agent_killed",
+    }
+)
+"""Test files (by name) that run the agent or install stacks on the first spoke: they share the
+``spokes`` testbed, in file order, since each leaves cluster-wide state there (CRDs installed
+before the agent, a stack removed) that the next one expects. Every other test on a shared
+testbed uses the ``hub`` one (the manager, admission, the chart)."""
 
-    Set ``TESTBED_RUN_DIR`` to keep logs and kubeconfigs in a known place.
+
+def shared_testbed_name(path: Path) -> str:
+    """Which shared testbed the tests of the file at ``path`` use."""
+    return "spokes" if path.stem in SPOKE_STATE_FILES else "hub"
+
+
+@pytest.fixture(scope="session")
+def _shared_testbeds(built_binaries: Callable[[str], Path]) -> Iterator[dict[str, Testbed]]:
+    """The shared testbeds started so far in this process, by name; stopped at the end."""
+    beds: dict[str, Testbed] = {}
+    yield beds
+    for bed in beds.values():
+        if os.environ.get("TESTBED_RUN_DIR"):
+            bed.stop()
+        else:
+            bed.cleanup()
+
+
+@pytest.fixture(scope="module")
+def testbed(_shared_testbeds: dict[str, Testbed], request: pytest.FixtureRequest) -> Testbed:
+    """A hub and two spokes on real binaries, shared by the test files of one name
+    (:func:`shared_testbed_name`); started by the first test that needs it.
+
+    Set ``TESTBED_RUN_DIR`` to keep logs and kubeconfigs in a known place (a folder per
+    parallel worker and testbed).
     """
-    run_dir = os.environ.get("TESTBED_RUN_DIR")
-    bed = Testbed(spokes=2, run_dir=Path(run_dir) if run_dir else None)
-    with bed:
-        yield bed
-    if run_dir is None:
-        bed.cleanup()
+    name = shared_testbed_name(Path(str(request.path)))
+    if name not in _shared_testbeds:
+        run_dir = os.environ.get("TESTBED_RUN_DIR")
+        where = None
+        if run_dir:
+            where = Path(run_dir) / os.environ.get("PYTEST_XDIST_WORKER", "main") / name
+        bed = Testbed(spokes=2, run_dir=where)
+        _shared_testbeds[name] = bed.__enter__()
+    return _shared_testbeds[name]
 
 
 def _bound_namespace(testbed: Testbed) -> Iterator[str]:
@@ -114,6 +154,29 @@ def agent(
         yield proc
 
 
+def _worker_group(item: pytest.Item) -> str:
+    """Which tests must run on the same parallel worker (``make test``: pytest-xdist with
+    ``--dist loadgroup``), one after the other in file order.
+
+    The tests on one shared ``testbed`` (:func:`shared_testbed_name`) are one group: they leave
+    cluster-wide state behind (CRDs, the chart's RBAC, a spoke's stack) that later files
+    expect, as in a serial run. The rest of tests/reliability shares its package's hub. Any
+    other file is a group of its own, so its module- and class-scoped fleets are made once.
+    """
+    if "testbed" in getattr(item, "fixturenames", ()):
+        return f"testbed-{shared_testbed_name(Path(str(item.path)))}"
+    path = Path(str(item.path)).resolve()
+    if "reliability" in path.parts:
+        return "reliability"
+    return path.stem
+
+
+def pytest_itemcollected(item: pytest.Item) -> None:
+    """Give each test its parallel worker group (before any collection_modifyitems hook, where
+    pytest-xdist reads the groups)."""
+    item.add_marker(pytest.mark.xdist_group(_worker_group(item)))
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Mark ``testbed`` every test that uses one of :data:`HARNESS_FIXTURES`; skip ``image``
     tests unless ``-m`` asks for them; check that every ``needs`` names an earlier step of the
@@ -153,17 +216,21 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
     """Record each test's outcome: its call, or a setup or teardown that did not pass."""
     report = yield
     outcomes = item.session.stash.setdefault(STEP_OUTCOMES, {})
-    if (report.when == "call" or not report.passed) and outcomes.get(
-        item.nodeid, "passed"
-    ) == "passed":
-        outcomes[item.nodeid] = report.outcome
+    nodeid = _plain_nodeid(item.nodeid)
+    if (report.when == "call" or not report.passed) and outcomes.get(nodeid, "passed") == "passed":
+        outcomes[nodeid] = report.outcome
     return report
+
+
+def _plain_nodeid(nodeid: str) -> str:
+    """A node id without the ``@group`` suffix pytest-xdist's loadgroup appends."""
+    return nodeid.rsplit("@", 1)[0] if nodeid.rfind("@") > nodeid.rfind("]") else nodeid
 
 
 def _step_outcome(item: pytest.Item, step: str) -> str:
     """How ``step`` (every parametrisation of it) of ``item``'s class went."""
     outcomes = item.session.stash.get(STEP_OUTCOMES, {})
-    node = f"{item.parent.nodeid if item.parent else ''}::{step}"
+    node = f"{_plain_nodeid(item.parent.nodeid) if item.parent else ''}::{step}"
     found = [o for nid, o in outcomes.items() if nid == node or nid.startswith(node + "[")]
     if not found:
         return "did not run"
@@ -178,3 +245,17 @@ def pytest_runtest_call(item: pytest.Item) -> None:
         if outcome != "passed":
             said = {"skipped": "was skipped"}.get(outcome, outcome)
             pytest.fail(f"not run: needs step {step}, which {said}", pytrace=False)
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_collection_finish(session: pytest.Session) -> None:
+    """Under ``--dist loadgroup``, refuse to run if the groups did not take: a split group
+    would run a shared testbed's files on two workers, in an order they do not expect."""
+    if not getattr(session.config.option, "loadgroup", False) or not session.items:
+        return
+    ungrouped = [i.nodeid for i in session.items if "@" not in i.nodeid]
+    if ungrouped:
+        raise pytest.UsageError(
+            f"pytest-xdist did not apply the worker groups (e.g. {ungrouped[0]}): this pytest "
+            "and pytest-xdist do not work together for --dist loadgroup"
+        )

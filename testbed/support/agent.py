@@ -6,6 +6,7 @@ The pytest fixtures on top of these (``bundles``, ``spoke``, ``agent``) are in
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import subprocess
@@ -52,13 +53,17 @@ def rendered_bundles() -> Path:
     for stack, files in wanted.items():
         if stack.runtimes:
             files.append(bundle_render.RUNTIMES_FILE)
-    missing = [
-        s
-        for s, files in wanted.items()
-        if not all((bundle_render.bundle_path(root, s) / f).exists() for f in files)
-    ]
-    if missing:
-        bundle_render.render(root, missing)
+    root.mkdir(parents=True, exist_ok=True)
+    # Parallel test workers share the cache: one renders, the others wait and find it done.
+    with open(root / ".render.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        missing = [
+            s
+            for s, files in wanted.items()
+            if not all((bundle_render.bundle_path(root, s) / f).exists() for f in files)
+        ]
+        if missing:
+            bundle_render.render(root, missing)
     return root
 
 

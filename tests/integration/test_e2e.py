@@ -13,6 +13,7 @@ import json
 import subprocess
 import time
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
 from typing import Any
 
 import pytest
@@ -28,10 +29,29 @@ AGENT_NS = "model-serving-agent"
 """The chart's ``agent.installNamespace`` here: not the default (the demo uses that)."""
 
 
+@dataclass
+class DemoRun:
+    """What the demo's own flow showed on this fleet (``make demo`` minus its process)."""
+
+    phases: demo.Phases
+    tables: list[str] = field(default_factory=list)
+    ready: bool = False
+    seconds: float = 0.0
+
+
 @pytest.fixture(scope="module")
-def fleet(built_binaries: Callable[[str], Any]) -> Iterator[tuple[Testbed, Callable[[], None]]]:
-    with demo.fleet(demo.Phases(), agent_namespace=AGENT_NS) as bed:
+def demo_run() -> DemoRun:
+    return DemoRun(demo.Phases())
+
+
+@pytest.fixture(scope="module")
+def fleet(
+    built_binaries: Callable[[str], Any], demo_run: DemoRun
+) -> Iterator[tuple[Testbed, Callable[[], None]]]:
+    """The demo's fleet (with the agent in a non-default namespace), examples applied."""
+    with demo.fleet(demo_run.phases, agent_namespace=AGENT_NS) as bed:
         demo.apply_examples(bed.hub, bed)
+        demo_run.phases.done("examples applied on the hub")
         yield bed, demo.start_kserve_when_stack_ready(bed)
         bed.cleanup()
 
@@ -60,13 +80,32 @@ def _clusters(obj: dict[str, Any]) -> dict[str, dict[str, Any]]:
     return {e["cluster"]: e for e in (obj.get("status") or {}).get("clusters") or []}
 
 
+def test_demo_flow_shows_every_model_ready_with_urls(
+    fleet: tuple[Testbed, Callable[[], None]], demo_run: DemoRun
+) -> None:
+    """What ``make demo`` does after its fleet is up (the same code: demo.watch_until_ready)
+    reaches its end: the last table shows both clusters' URLs."""
+    bed, _ = fleet
+    started = time.monotonic()
+    demo_run.ready = demo.watch_until_ready(
+        bed, demo_run.phases, timeout=300, say=demo_run.tables.append
+    )
+    demo_run.seconds = time.monotonic() - started
+    print(f"models Ready on both clusters after {demo_run.seconds:.1f}s")
+    print(demo_run.phases.summary())
+    assert demo_run.ready, "\n".join(demo_run.tables[-2:])
+    last = demo_run.tables[-1]
+    assert last.count("http://sklearn-iris-models.") == 2, last
+    assert [name for name, _ in demo_run.phases.marks][-2:] == [
+        "KServe stack Available on both clusters",
+        "every InferenceService Ready on both clusters",
+    ]
+
+
 def test_stack_then_model_ready_on_both_clusters_with_urls(
     fleet: tuple[Testbed, Callable[[], None]],
 ) -> None:
     bed, _ = fleet
-    started = time.monotonic()
-    _until(fleet, lambda: demo.all_models_ready(demo.rows(bed.hub), ["cluster1", "cluster2"]))
-    print(f"models Ready on both clusters after {time.monotonic() - started:.1f}s")
     msv = _intent(bed.hub, "modelservings", "kserve")
     assert {cl: e["phase"] for cl, e in _clusters(msv).items()} == {
         "cluster1": "Available",

@@ -60,7 +60,7 @@ def test_up_then_ctrl_c_stops_every_process(
         assert all(_alive(p) for p in pids)
         print(f"testbed with 1 spoke up in {time.monotonic() - started:.1f}s")
         proc.send_signal(signal.SIGINT)
-        assert proc.wait(60) == 0
+        assert proc.wait(120) == 0  # a bound, not a speed: stopping is parallel and capped
         assert eventually(lambda: not any(_alive(p) for p in pids), timeout=20)
     finally:
         if proc.poll() is None:
