@@ -17,7 +17,6 @@ from addon_api.base import (
     Cel,
     DnsLabel,
     DnsSubdomain,
-    OpenModel,
     SecretKey,
     UniqueList,
     set_list,
@@ -30,6 +29,11 @@ from addon_api.common import (
     PlacementRef,
     PrinterColumn,
     Resource,
+)
+from addon_api.kserve import (
+    KSERVE_ONLY_PREDICTOR_FIELDS,
+    InferenceServiceTemplate,
+    ServingRuntimeTemplate,
 )
 from addon_api.platform import PlatformSettings
 
@@ -282,31 +286,6 @@ class StorageConnection(Resource):
 # MultiClusterServingRuntime ----------------------------------------------------------------------
 
 
-class RuntimeContainer(OpenModel):
-    """A container of the ServingRuntime (a core/v1 Container)."""
-
-    name: DnsLabel
-    """Name of the container."""
-
-
-class SupportedModelFormat(OpenModel):
-    """A model format the runtime can serve."""
-
-    name: Annotated[str, Field(min_length=1, max_length=63)]
-    """Name of the format (e.g. sklearn, onnx, pytorch)."""
-
-
-class ServingRuntimeTemplate(OpenModel):
-    """A KServe ServingRuntime spec (serving.kserve.io/v1alpha1), passed through as is."""
-
-    containers: Annotated[list[RuntimeContainer], Field(min_length=1, max_length=16)]
-    """Containers of the runtime."""
-    supported_model_formats: Annotated[
-        list[SupportedModelFormat], Field(min_length=1, max_length=64)
-    ]
-    """Model formats the runtime serves."""
-
-
 class MultiClusterServingRuntimeSpec(IntentSpec):
     """A KServe ServingRuntime to create on the selected clusters."""
 
@@ -349,13 +328,6 @@ class MultiClusterServingRuntime(Resource):
 # MultiClusterInferenceService --------------------------------------------------------------------
 
 
-class InferenceServiceTemplate(OpenModel):
-    """A KServe InferenceService spec (serving.kserve.io/v1beta1), passed through as is."""
-
-    predictor: dict[str, Any]
-    """The predictor (model format, storageUri, runtime, resources, ...)."""
-
-
 DeploymentMode = Literal["Standard", "RawDeployment", "ModelMesh"]
 
 _ISVC_NAME_RE = "^[a-z]([-a-z0-9]*[a-z0-9])?$"
@@ -365,8 +337,23 @@ def _isvc_name_ok(name: str | None) -> bool:
     return name is None or (len(name) <= 63 and re.fullmatch(_ISVC_NAME_RE, name) is not None)
 
 
+def _modelmesh_field_rule(name: str) -> Cel:
+    """Refuse a KServe-only predictor field when the model is served by ModelMesh."""
+    return Cel(
+        f"self.deploymentMode != 'ModelMesh' || !has(self.template.predictor.{name})",
+        f"spec.template.predictor.{name} is not a field of ModelMesh Serving's"
+        " InferenceService (deploymentMode ModelMesh)",
+        lambda s: s.deployment_mode != "ModelMesh"
+        or not s.template.predictor.has(name),
+        field_path=f".template.predictor.{name}",
+        reason="FieldValueForbidden",
+    )
+
+
 class MultiClusterInferenceServiceSpec(IntentSpec):
     """A KServe InferenceService to create on the selected clusters."""
+
+    cel_rules = tuple(_modelmesh_field_rule(name) for name in KSERVE_ONLY_PREDICTOR_FIELDS)
 
     target_namespace: DnsLabel
     """Namespace of the InferenceService on the managed clusters."""

@@ -36,18 +36,18 @@ def mcsr_json(name: str, namespace: str, extra: str = "{}") -> str:
         f'"metadata":{{"name":"{name}","namespace":"{namespace}"}},'
         '"spec":{"placementRef":{"name":"default"},"targetNamespace":"models","template":{'
         '"containers":[{"name":"c","image":"img:1"}],"supportedModelFormats":[{"name":"f"}],'
-        f'"extra":{extra}}}}}}}'
+        f'"builtInAdapter":{extra}}}}}}}'
     )
 
 
 def test_model_rejects_deep_objects_without_recursing() -> None:
     body = json.loads(mcsr_json("x", "ns"))
-    body["spec"]["template"]["extra"] = deep = {}
+    body["spec"]["template"]["builtInAdapter"] = deep = {}
     for _ in range(5_000):  # built iteratively: deeper than the default recursion limit
         deep["a"] = {}
         deep = deep["a"]
     assert too_deep(body, MAX_NESTING) is not None
-    where = r"(?s)spec\.template\.extra\.a\n.*nested more than 64 levels"
+    where = r"(?s)spec\.template\.builtInAdapter\.a\n.*nested more than 64 levels"
     with pytest.raises(ValueError, match=where):
         MultiClusterServingRuntime.from_object(body)
     shallow = json.loads(mcsr_json("x", "ns", nested(MAX_NESTING - 6)))
@@ -95,7 +95,9 @@ def test_deep_intent_is_invalid_and_others_still_reconcile(
             ).stdout)
             ready = next(x for x in status["conditions"] if x["type"] == "Ready")
             assert ready["reason"] == "InvalidSpec"
-            assert ready["message"].startswith("spec.template.extra.a: nested more than 64"), ready
+            assert ready["message"].startswith(
+                "spec.template.builtInAdapter.a: nested more than 64"
+            ), ready
         assert manager.proc is not None and manager.proc.poll() is None
         assert "RecursionError" not in manager.log_path.read_text()
     finally:

@@ -222,6 +222,82 @@ def test_invalid_spec_is_reported_naming_the_field_and_sends_nothing() -> None:
     assert [w for w in hub.writes if w[0] == "apply"] == []
 
 
+@pytest.mark.parametrize(
+    ("template", "field"),
+    [
+        ({"predictor": {}, "metadata": {"labels": {"a": "b"}}}, "spec.template.metadata"),
+        ({"predictor": {"minReplica": 2}}, "spec.template.predictor.minReplica"),
+    ],
+)
+def test_template_field_kserve_lacks_is_invalid_and_sends_nothing(
+    template: dict[str, Any], field: str
+) -> None:
+    """An object the API server did not check (stored before the schema declared the
+    template's fields, or created with field validation Ignore on an older CRD) is refused
+    by the models: the spoke's API server would refuse the field anyway."""
+    hub = FakeHub(placements={("ns", "p"): frozenset({"c1"})})
+    platform_ready(hub, "c1")
+    run(hub, c.KIND_INFERENCE_SERVICE, isvc_body(template=template))
+    status = hub.statuses["iris"]
+    assert status["phase"] == "Invalid"
+    ready = next(x for x in status["conditions"] if x["type"] == "Ready")
+    assert ready["reason"] == "InvalidSpec"
+    assert ready["message"].startswith(f"{field}: Extra inputs are not permitted")
+    assert [w for w in hub.writes if w[0] == "apply"] == []
+
+
+def test_runtime_template_field_kserve_lacks_is_invalid_and_sends_nothing() -> None:
+    hub = FakeHub(placements={("ns", "p"): frozenset({"c1"})})
+    platform_ready(hub, "c1")
+    body = {
+        "apiVersion": c.API_VERSION,
+        "kind": c.KIND_SERVING_RUNTIME,
+        "metadata": {"name": "rt", "namespace": "ns", "generation": 1,
+                     "creationTimestamp": "2026-01-01T00:00:00Z"},
+        "spec": {
+            "placementRef": {"name": "p"},
+            "targetNamespace": "models",
+            "template": {
+                "containers": [{"name": "c", "image": "img:1"}],
+                "supportedModelFormats": [{"name": "sklearn"}],
+                "metadata": {"name": "x"},
+            },
+        },
+    }
+    run(hub, c.KIND_SERVING_RUNTIME, body)
+    ready = next(x for x in hub.statuses["rt"]["conditions"] if x["type"] == "Ready")
+    assert ready["reason"] == "InvalidSpec"
+    assert ready["message"].startswith("spec.template.metadata: Extra inputs are not permitted")
+    assert [w for w in hub.writes if w[0] == "apply"] == []
+
+
+def test_override_adding_a_template_field_kserve_lacks_fails_that_cluster_only() -> None:
+    """Override patches are open at admission; the field is caught in render, named."""
+    hub = FakeHub(placements={("ns", "p"): frozenset({"c1", "c2"})})
+    platform_ready(hub, "c1", "c2")
+    patch = {"template": {"metadata": {"labels": {"a": "b"}}}}
+    run(hub, c.KIND_INFERENCE_SERVICE,
+        isvc_body(overrides=[{"clusterNames": ["c2"], "patch": patch}]))
+    entries = {x["cluster"]: x for x in hub.statuses["iris"]["clusters"]}
+    assert entries["c2"]["reason"] == "RenderFailed"
+    assert "spec.template.metadata: Extra inputs are not permitted" in entries["c2"]["message"]
+    assert set(hub.works_of(c.KIND_INFERENCE_SERVICE, "ns", "iris")) == {"c1"}
+
+
+def test_kserve_only_predictor_field_is_invalid_in_modelmesh_mode() -> None:
+    hub = FakeHub(placements={("ns", "p"): frozenset({"c1"})})
+    platform_ready(hub, "c1")
+    template = {"predictor": {"model": {"modelFormat": {"name": "onnx"}},
+                              "workerSpec": {"pipelineParallelSize": 2}}}
+    run(hub, c.KIND_INFERENCE_SERVICE, isvc_body(template=template, deploymentMode="ModelMesh"))
+    ready = next(x for x in hub.statuses["iris"]["conditions"] if x["type"] == "Ready")
+    assert ready["reason"] == "InvalidSpec"
+    assert "spec.template.predictor.workerSpec is not a field of ModelMesh Serving's" in (
+        ready["message"]
+    )
+    assert [w for w in hub.writes if w[0] == "apply"] == []
+
+
 def test_override_invalid_on_one_cluster_fails_that_cluster_only() -> None:
     hub = FakeHub(placements={("ns", "p"): frozenset({"c1", "c2"})})
     platform_ready(hub, "c1", "c2")
