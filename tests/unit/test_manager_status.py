@@ -469,3 +469,42 @@ def test_another_refusal_carries_the_spoke_message_naming_the_field() -> None:
     assert got.message == (
         "cluster cluster1: ServingPlatform model-serving was refused: " + error
     )
+
+
+def test_a_model_serving_being_removed_or_deleted_is_never_ready() -> None:
+    pl = st.PlacementState("p", True, frozenset({"a", "b"}))
+    msv = c.KIND_MODEL_SERVING
+    available = st.cluster_status(msv, st.ClusterInput("a", fact("a", msv, phase="Available")))
+    blocked = st.cluster_status(msv, st.ClusterInput(
+        "b", fact("b", msv, phase="Available"),
+        blocked_by=("MultiClusterInferenceService ns/iris",)))
+    assert (blocked[0].phase, blocked[0].reason, blocked[1]) == (
+        "RemovalBlocked", "IntentsOnCluster", "failed")
+    assert "MultiClusterInferenceService ns/iris" in blocked[0].message
+    status = st.aggregate([available, blocked], pl, 1, None, NOW, platform=True)
+    assert (_conds(status)["Ready"].status, _conds(status)["Ready"].reason) == (
+        "False", "RemovalBlocked")
+    # Both clusters report Available, but the intent is being deleted: not Ready.
+    status = st.aggregate([available, available], pl, 1, None, NOW, platform=True,
+                          deleting=True)
+    assert status.phase != "Ready" and _conds(status)["Ready"].reason == "Deleting"
+    removing = st.cluster_status(msv, st.ClusterInput("b", fact("b", msv, phase="Removing")),
+                                 removed=True)
+    status = st.aggregate([available, removing], pl, 1, None, NOW, platform=True)
+    assert _conds(status)["Ready"].reason == "Removing"
+    refused = st.deletion_refused({"b": ["MultiClusterServingRuntime ns/rt"]}, 1, NOW)
+    assert (refused.type, refused.reason) == ("DeletionBlocked", "IntentsOnCluster")
+    assert "b: MultiClusterServingRuntime ns/rt" in refused.message
+
+
+def test_platform_going_makes_models_and_runtimes_not_ready() -> None:
+    sp = fact("a", c.KIND_MODEL_SERVING, phase="Available")
+    assert ordering.platform_going([sp]) == ""
+    going = ordering.platform_going([fact("a", c.KIND_MODEL_SERVING, phase="RemovalBlocked",
+                                          message="InferenceServices not created ...")])
+    assert "reports RemovalBlocked: InferenceServices" in going
+    for kind, work in ((c.KIND_INFERENCE_SERVICE, fact("a", ready="True")),
+                       (c.KIND_SERVING_RUNTIME, fact("a", c.KIND_SERVING_RUNTIME))):
+        entry, category = st.cluster_status(kind, st.ClusterInput("a", work,
+                                                                  platform_going=going))
+        assert (entry.ready, entry.reason, category) == (False, "PlatformRemoving", "failed")
