@@ -485,8 +485,8 @@ def test_a_model_serving_being_removed_or_deleted_is_never_ready() -> None:
     assert (_conds(status)["Ready"].status, _conds(status)["Ready"].reason) == (
         "False", "RemovalBlocked")
     # Both clusters report Available, but the intent is being deleted: not Ready.
-    status = st.aggregate([available, available], pl, 1, None, NOW, platform=True,
-                          deleting=True)
+    other = st.cluster_status(msv, st.ClusterInput("b", fact("b", msv, phase="Available")))
+    status = st.aggregate([available, other], pl, 1, None, NOW, platform=True, deleting=True)
     assert status.phase != "Ready" and _conds(status)["Ready"].reason == "Deleting"
     removing = st.cluster_status(msv, st.ClusterInput("b", fact("b", msv, phase="Removing")),
                                  removed=True)
