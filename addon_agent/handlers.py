@@ -184,7 +184,7 @@ class Agent:
             name,
             st.simple_status(
                 final_phase,
-                removal.LEFTOVERS if left.message else "Removed",
+                removal.REASON_LEFTOVERS if left.message else "Removed",
                 left.message or "the stack is not installed",
                 generation,
                 previous,

@@ -21,9 +21,9 @@ ISVC_KIND = "InferenceService"
 ISVC_CRD = "inferenceservices.serving.kserve.io"
 NAMED = 20
 """Objects named in a status message before "and N more"."""
-FOREIGN = "ForeignInferenceServices"
-WAITING = "WaitingForInferenceServices"
-LEFTOVERS = "RemovedWithLeftovers"
+REASON_FOREIGN = "ForeignInferenceServices"
+REASON_WAITING = "WaitingForInferenceServices"
+REASON_LEFTOVERS = "RemovedWithLeftovers"
 
 
 @dataclass(frozen=True)
@@ -100,13 +100,13 @@ def hold(instances: Iterable[Instance], force: bool) -> Hold | None:
     foreign = sorted(i.label for i in guarded if not i.by_addon)
     if foreign and not force:
         return Hold(
-            "RemovalBlocked", FOREIGN,
+            "RemovalBlocked", REASON_FOREIGN,
             f"InferenceServices not created by the add-on still exist: {_names(foreign)}",
         )
     waiting = sorted(i.label for i in guarded if i.by_addon and (i.terminating or not force))
     if waiting:
         return Hold(
-            "Removing", WAITING,
+            "Removing", REASON_WAITING,
             f"waiting for InferenceServices to be deleted: {_names(waiting)} (the stack's "
             "controller processes their finalizers; nothing is removed before they are gone)",
         )

@@ -86,8 +86,8 @@ def waits_for_storage(key: AgentKey | None) -> list[Wait]:
     return [Wait(WAITING_FOR_AGENT_KEY, "agent public key published")]
 
 
-INTENTS_ON_CLUSTER = "IntentsOnCluster"
-PLATFORM_REMOVING = "PlatformRemoving"
+REASON_INTENTS_ON_CLUSTER = "IntentsOnCluster"
+REASON_PLATFORM_REMOVING = "PlatformRemoving"
 REMOVAL_PHASES = ("Removing", "Removed", "RemovalBlocked")
 """ServingPlatform phases saying the stack is going (or gone) on the cluster."""
 

@@ -15,7 +15,7 @@ from addon_api import constants as c
 from addon_api.common import ClusterStatus, Condition, IntentStatus, StatusSummary
 from addon_api.conditions import condition
 from addon_manager.facts import ClusterFact, WorkFact
-from addon_manager.ordering import INTENTS_ON_CLUSTER, PLATFORM_REMOVING, Wait
+from addon_manager.ordering import REASON_INTENTS_ON_CLUSTER, REASON_PLATFORM_REMOVING, Wait
 
 Category = Literal["ready", "progressing", "failed", "stale"]
 STALE_AFTER = 60.0
@@ -223,7 +223,7 @@ def _reported_status(
         ), "failed"
     if item.blocked_by:
         return ClusterStatus(
-            cluster=cl, phase="RemovalBlocked", reason=INTENTS_ON_CLUSTER,
+            cluster=cl, phase="RemovalBlocked", reason=REASON_INTENTS_ON_CLUSTER,
             message=removal_refused_message(item.blocked_by)[:1024],
         ), "failed"
     work = item.work
@@ -259,7 +259,7 @@ def _reported_status(
     entry, category = _work_category(kind, work, removed)
     if item.platform_going and kind in (c.KIND_INFERENCE_SERVICE, c.KIND_SERVING_RUNTIME):
         return entry.model_copy(update={
-            "phase": "Degraded", "ready": False, "reason": PLATFORM_REMOVING,
+            "phase": "Degraded", "ready": False, "reason": REASON_PLATFORM_REMOVING,
             "message": item.platform_going[:1024],
         }), "failed"
     return entry, category
@@ -405,7 +405,7 @@ def deletion_refused(
     parts = [f"{cl}: {', '.join(blocked[cl][:NAMED_CLUSTERS])}" for cl in clusters]
     more = len(parts) - NAMED_CLUSTERS
     return condition(
-        CONDITION_DELETION_BLOCKED, True, INTENTS_ON_CLUSTER,
+        CONDITION_DELETION_BLOCKED, True, REASON_INTENTS_ON_CLUSTER,
         ("the stack is not removed while add-on intents have ManifestWorks on the cluster; "
          + "; ".join(parts[:NAMED_CLUSTERS]) + (f"; and {more} more clusters" if more > 0 else "")
          )[:1024],
