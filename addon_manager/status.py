@@ -14,7 +14,7 @@ from typing import Any, Literal
 from addon_api import constants as c
 from addon_api.common import ClusterStatus, Condition, IntentStatus, StatusSummary
 from addon_api.conditions import condition
-from addon_manager.facts import ClusterFact, WorkFact
+from addon_manager.facts import WAITING_FOR_SPOKE, ClusterFact, WorkFact
 from addon_manager.ordering import REASON_INTENTS_ON_CLUSTER, REASON_PLATFORM_REMOVING, Wait
 
 Category = Literal["ready", "progressing", "failed", "stale"]
@@ -249,6 +249,10 @@ def _reported_status(
         return ClusterStatus(
             cluster=cl, phase="Applying", reason="WorkUpdating",
             message=f"waiting for the work agent to pick up generation {work.generation}",
+        ), "progressing"
+    if work.applied == "False" and work.reason == WAITING_FOR_SPOKE:
+        return ClusterStatus(
+            cluster=cl, phase="Applying", reason=WAITING_FOR_SPOKE, message=work.message
         ), "progressing"
     if work.applied == "False":
         return ClusterStatus(

@@ -508,3 +508,23 @@ def test_platform_going_makes_models_and_runtimes_not_ready() -> None:
         entry, category = st.cluster_status(kind, st.ClusterInput("a", work,
                                                                   platform_going=going))
         assert (entry.ready, entry.reason, category) == (False, "PlatformRemoving", "failed")
+
+
+def test_a_refusal_the_cluster_is_still_setting_up_for_is_progressing_not_failed() -> None:
+    errors = [
+        'Failed to apply manifest: Internal error occurred: failed calling webhook '
+        '"servingruntime.serving.kserve-webhook-server.validator": failed to call webhook: '
+        'Post "https://127.0.0.1:9443/validate-serving-kserve-io-v1alpha1-servingruntime?'
+        'timeout=10s": dial tcp 127.0.0.1:9443: connect: connection refused',
+        'Failed to apply manifest: no matches for kind "ServingRuntime" in version '
+        '"serving.kserve.io/v1alpha1"',
+    ]
+    for error in errors:
+        got = parse_work(_failed_work(error))
+        assert got is not None and got.reason == "WaitingForSpoke", got
+        assert "the work agent retries" in got.message and error in got.message
+        entry, category = st._reported_status(
+            c.KIND_SERVING_RUNTIME, st.ClusterInput(cluster="cluster1", work=got), removed=False
+        )
+        assert (entry.phase, entry.reason, category) == (
+            "Applying", "WaitingForSpoke", "progressing")
