@@ -244,7 +244,12 @@ def _reported_status(
                 cluster=cl, phase="Removing", reason="RemovalBlocked",
                 message=_s(work.value("message")),
             ), "failed"
-        return ClusterStatus(cluster=cl, phase="Removing", reason="WorkDeleting"), "progressing"
+        # The agent's own account while it uninstalls (e.g. waiting for InferenceServices).
+        said = _s(work.value("message")) if kind == c.KIND_MODEL_SERVING and spoke_phase in (
+            "Removing", "Removed") else ""
+        return ClusterStatus(
+            cluster=cl, phase="Removing", reason="WorkDeleting", message=said
+        ), "progressing"
     if generation_check and work.unobserved and work.reported:
         return ClusterStatus(
             cluster=cl, phase="Applying", reason="WorkUpdating",

@@ -528,3 +528,17 @@ def test_a_refusal_the_cluster_is_still_setting_up_for_is_progressing_not_failed
         )
         assert (entry.phase, entry.reason, category) == (
             "Applying", "WaitingForSpoke", "progressing")
+
+
+def test_a_deleting_platform_work_carries_the_agents_account_of_the_removal() -> None:
+    msv = c.KIND_MODEL_SERVING
+    work = fact("a", msv, phase="Removing",
+                message="waiting for InferenceServices to be deleted: models/iris")
+    entry, category = st.cluster_status(msv, st.ClusterInput(
+        "a", WorkFact(**{**work.__dict__, "deleting": True})))
+    assert (entry.phase, entry.reason, category) == ("Removing", "WorkDeleting", "progressing")
+    assert entry.message == "waiting for InferenceServices to be deleted: models/iris"
+    still = fact("a", msv, phase="Available", message="all components available")
+    entry, _ = st.cluster_status(msv, st.ClusterInput(
+        "a", WorkFact(**{**still.__dict__, "deleting": True})))
+    assert entry.message == ""  # its last report is about the stack being up: not shown
