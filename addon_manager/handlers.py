@@ -456,6 +456,8 @@ def _register_intent(kind: str, plural: str) -> None:
             # The status is kept current while the stacks go; a stack that add-on intents
             # still use is not removed (DeletionBlocked names them) until they are gone.
             outcome = await reconciler.reconcile(kind, body, overdue=overdue)
+            if outcome.phase_after == "Invalid":  # spec unreadable: cleanup keeps the rule
+                outcome.remaining = await reconciler.cleanup(kind, str(namespace), name)
             if outcome.blocked:
                 raise kopf.TemporaryError(
                     "add-on intents use the stack on " + ", ".join(sorted(outcome.blocked)),

@@ -455,9 +455,15 @@ class Reconciler:
         self._addons[cluster] = time.monotonic()
 
     async def cleanup(self, kind: str, namespace: str, name: str) -> list[str]:
-        """Delete an intent's works; return the clusters whose works still exist."""
+        """Delete an intent's works; return the clusters whose works still exist.
+
+        A ModelServing's work stays on a cluster where add-on intents still have works (the
+        removal rule; see :meth:`reconcile`, which the deletion of a readable one goes through).
+        """
         works = self.world.works_of(kind, namespace, name)
-        await asyncio.gather(*(self._delete(w) for w in works.values()), return_exceptions=True)
+        going = [w for w in works.values() if kind != c.KIND_MODEL_SERVING or w.deleting
+                 or not self._removal_blockers(w.cluster)]
+        await asyncio.gather(*(self._delete(w) for w in going), return_exceptions=True)
         if kind == c.KIND_STORAGE_CONNECTION:
             await self.gc_identity(exclude=(namespace, name))
         return sorted(works)

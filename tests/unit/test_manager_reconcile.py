@@ -694,3 +694,12 @@ def test_a_model_on_a_cluster_whose_stack_goes_is_not_ready() -> None:
     entries = {e["cluster"]: e for e in status["clusters"]}
     assert "reports Removing" in entries["c1"]["message"]
     assert "being removed" in entries["c2"]["message"]
+
+
+def test_cleanup_of_a_model_serving_keeps_the_rule() -> None:
+    hub = FakeHub(placements={("ns", "p"): frozenset({"c1", "c2"})})
+    name = _stack_available(hub, "c1", "c2")
+    _model_on(hub, "c1")
+    remaining = asyncio.run(Reconciler(hub, hub).cleanup(c.KIND_MODEL_SERVING, "ns", "kserve"))
+    assert remaining == ["c1", "c2"]
+    assert [w for w in hub.writes if w[0] == "delete"] == [("delete", f"c2/{name}")]
