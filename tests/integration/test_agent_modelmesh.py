@@ -321,17 +321,18 @@ def test_removal_waits_for_the_add_ons_inference_services_deleting_nothing(
     }}
     spoke.apply_objects([held])
     try:
-        spoke.apply_objects([platform(NAME, {**SPEC, "managementState": "Removed"})])
+        managed = {**SPEC, "servingNamespaces": [EXISTING_NS]}  # as the test before left it
+        spoke.apply_objects([platform(NAME, {**managed, "managementState": "Removed"})])
         status = wait_phase(spoke, NAME, "Removing", timeout=60)
         assert status["message"].startswith(
             f"waiting for InferenceServices to be deleted: {EXISTING_NS}/addon-model"), status
         reasons = {x["reason"] for x in status["conditions"]}
         assert reasons == {"WaitingForInferenceServices"}, status
-        # nothing was deleted: the controller and the serving namespaces are there
+        # nothing was deleted: the controller is there, the serving namespace still enabled
         assert get(spoke, "deployment", "-n", MM_NS, "modelmesh-controller") is not None
-        new_ns = get(spoke, "namespace", NEW_NS)
-        assert new_ns is not None and not new_ns["metadata"].get("deletionTimestamp")
-        spoke.apply_objects([platform(NAME, SPEC)])
+        labels = get(spoke, "namespace", EXISTING_NS)["metadata"]["labels"]
+        assert labels.get("modelmesh-enabled") == "true", labels
+        spoke.apply_objects([platform(NAME, managed)])
         wait_phase(spoke, NAME, "Available", timeout=120)
     finally:
         spoke.kubectl("delete", "isvc", "addon-model", "-n", EXISTING_NS, "--wait=false",
