@@ -5,7 +5,7 @@ from __future__ import annotations
 import base64
 from typing import Any
 
-from kubernetes.dynamic.exceptions import ConflictError
+from kubernetes.dynamic.exceptions import ConflictError, ForbiddenError
 
 from addon_agent import kube as kio
 from addon_agent import labels as lb
@@ -72,6 +72,23 @@ def _retry(fn: Any, attempts: int = 5) -> None:
                 raise
 
 
+def terminating(namespace: Obj | None) -> bool:
+    """Whether a Namespace is being deleted (nothing new can be created in it)."""
+    if not namespace:
+        return False
+    return bool((namespace.get("metadata") or {}).get("deletionTimestamp")) or (
+        (namespace.get("status") or {}).get("phase") == "Terminating"
+    )
+
+
+def _terminating(namespaces: list[str]) -> DeliveryError:
+    return DeliveryError(
+        "NamespaceTerminating",
+        "target namespaces are being deleted, nothing is written into them: "
+        + ", ".join(namespaces),
+    )
+
+
 def deliver(
     kube: Kube, private_key: bytes, namespace: str, name: str, spec: SealedStorageConnectionSpec
 ) -> None:
@@ -86,11 +103,15 @@ def deliver(
         payload = sealing.unseal(private_key, binding, spec.sealed)
     except sealing.SealError as err:
         raise DeliveryError("DecryptFailed", str(err)) from err
-    missing = [ns for ns in spec.target_namespaces if kube.get("v1", "Namespace", ns) is None]
+    found = {ns: kube.get("v1", "Namespace", ns) for ns in spec.target_namespaces}
+    missing = [ns for ns, obj in found.items() if obj is None]
     if missing:
         raise DeliveryError(
             "NamespaceMissing", "target namespaces do not exist: " + ", ".join(missing)
         )
+    going = [ns for ns, obj in found.items() if terminating(obj)]
+    if going:
+        raise _terminating(going)
     for target in spec.target_namespaces:
 
         def put(target: str = target) -> None:
@@ -107,7 +128,12 @@ def deliver(
                 return
             _write(kube, target, secret, edit)
 
-        _retry(put)
+        try:
+            _retry(put)
+        except ForbiddenError as err:
+            if "being terminated" not in str(err.body or err):
+                raise
+            raise _terminating([target]) from err
     remove(kube, namespace, name, keep=set(spec.target_namespaces))
 
 

@@ -10,7 +10,7 @@ from typing import Any
 import kopf
 from kubernetes.client.exceptions import ApiException
 
-from addon_agent import delivery, identity, lease, metrics, namespaces
+from addon_agent import delivery, identity, lease, metrics, namespaces, removal
 from addon_agent import status as st
 from addon_agent.bundle_source import BundleError
 from addon_agent.config import AgentConfig
@@ -27,6 +27,8 @@ log = logging.getLogger(__name__)
 
 PLATFORMS = (c.GROUP, c.VERSION, "servingplatforms")
 SEALED = (c.GROUP, c.VERSION, "sealedstorageconnections")
+PENDING_REASONS = ("NamespaceMissing", "NamespaceTerminating")
+"""Delivery reasons that are a wait for the cluster, not a failure."""
 
 
 class Agent:
@@ -137,28 +139,39 @@ class Agent:
         previous: list[dict[str, Any]],
         final_phase: str,
     ) -> bool:
-        """Uninstall; True when nothing the agent installed remains."""
-        foreign = [] if force else self.installer.foreign_inference_services()
-        if foreign:
-            message = "InferenceServices not created by the add-on still exist: " + ", ".join(
-                foreign[:20]
-            )
+        """Uninstall; True when nothing the agent installed remains (see addon_agent.removal).
+
+        Nothing is deleted while InferenceServices (or other finalizer-carrying objects of the
+        stack's kinds) exist: the add-on's are waited for, foreign ones block unless
+        ``force``. Then the serving namespaces are disabled and the inventory deleted in
+        reverse install order; a forced removal leaves (and names) what user objects remain in.
+        """
+        refs = self.installer.inventory()
+        instances = self.installer.stack_instances(refs)
+        held = removal.hold(instances, force)
+        if held is not None:
             self._write_platform_status(
-                name,
-                st.simple_status(
-                    "RemovalBlocked", "ForeignInferenceServices", message, generation, previous
-                ),
+                name, st.simple_status(held.phase, held.reason, held.message, generation, previous)
             )
             return False
-        if self.installer.inventory():
+        left = removal.Leftovers()
+        if force:
+            left = removal.leftovers(
+                instances,
+                [r.name for r in refs if r.kind == "CustomResourceDefinition"],
+                [*namespaces.created_by_agent(self.kube),
+                 *(r.name for r in refs if r.kind == "Namespace")],
+            )
+        keep = left.crds | left.namespaces
+        if any(r.name not in keep for r in refs):
             self._write_platform_status(
                 name,
                 st.simple_status(
                     "Removing", "Removing", "uninstalling the stack", generation, previous
                 ),
             )
-        namespaces.disable_all(self.kube)
-        remaining = self.installer.uninstall()
+        namespaces.disable_all(self.kube, keep=left.namespaces)
+        remaining = self.installer.uninstall(keep=keep)
         if remaining:
             message = "waiting for removal of " + ", ".join(
                 f"{r.kind} {r.name}" for r in remaining[:10]
@@ -170,7 +183,11 @@ class Agent:
         self._write_platform_status(
             name,
             st.simple_status(
-                final_phase, "Removed", "the stack is not installed", generation, previous
+                final_phase,
+                removal.REASON_LEFTOVERS if left.message else "Removed",
+                left.message or "the stack is not installed",
+                generation,
+                previous,
             ),
         )
         metrics.record_platform("", False, {})
@@ -240,7 +257,7 @@ class Agent:
             except delivery.DeliveryError as err:
                 metrics.RECONCILE_ERRORS.labels(kind="SealedStorageConnection").inc()
                 status = {
-                    "phase": "Failed" if err.reason != "NamespaceMissing" else "Pending",
+                    "phase": "Pending" if err.reason in PENDING_REASONS else "Failed",
                     "message": str(err)[:st.MAX_MESSAGE],
                     "observedGeneration": generation,
                     "conditions": st.conditions(

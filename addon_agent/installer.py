@@ -14,12 +14,11 @@ from typing import Any
 
 from kubernetes.client.exceptions import ApiException
 
-from addon_agent import bundle_source, certs, planning, status
+from addon_agent import bundle_source, certs, planning, removal, status
 from addon_agent import labels as lb
 from addon_agent.kube import Kube
 from addon_agent.planning import ClusterFacts, Plan
 from addon_agent.stacks import STACKS
-from addon_api import constants as c
 from addon_api.spoke import ServingPlatformSpec
 
 log = logging.getLogger(__name__)
@@ -360,24 +359,45 @@ class Installer:
 
     # Removal ------------------------------------------------------------------------------------
 
-    def foreign_inference_services(self) -> list[str]:
-        """namespace/name of InferenceServices the add-on did not create."""
-        if not self.kube.served(ISVC_API, "InferenceService"):
-            return []
-        out = []
-        for isvc in self.kube.list(ISVC_API, "InferenceService"):
-            labels = isvc["metadata"].get("labels") or {}
-            if lb.is_ours(isvc) or labels.get(c.LABEL_PART_OF) == c.ADDON_NAME:
-                continue
-            out.append(f"{isvc['metadata']['namespace']}/{isvc['metadata']['name']}")
-        return sorted(out)
+    def stack_instances(self, refs: list[Ref]) -> list[removal.Instance]:
+        """Objects of every kind the stack's CRDs serve, marked as in the inventory or not.
 
-    def uninstall(self) -> list[Ref]:
-        """Delete everything in the inventory (reverse order); return what is still there."""
+        The kinds are those of the inventory's CRDs and InferenceService (whoever installed
+        its CRD).
+        """
+        own = {(r.kind, r.namespace, r.name) for r in refs}
+        names = {r.name for r in refs if r.kind == "CustomResourceDefinition"}
+        out: list[removal.Instance] = []
+        for name in sorted(names | {removal.ISVC_CRD}):
+            crd = self.kube.get("apiextensions.k8s.io/v1", "CustomResourceDefinition", name)
+            if crd is None:
+                continue
+            spec = crd.get("spec") or {}
+            served = [v for v in spec.get("versions") or [] if v.get("served")]
+            if not served:
+                continue
+            version = next((v for v in served if v.get("storage")), served[0])["name"]
+            api, kind = f"{spec['group']}/{version}", spec["names"]["kind"]
+            if not self.kube.served(api, kind):
+                continue
+            for obj in self.kube.list(api, kind):
+                meta = obj.get("metadata") or {}
+                key = (kind, meta.get("namespace") or "", meta.get("name"))
+                out.append(removal.instance_of(obj, name, own=key in own))
+        return out
+
+    def uninstall(self, keep: frozenset[str] = frozenset()) -> list[Ref]:
+        """Delete the inventory in reverse install order; return what is still there.
+
+        CRDs and namespaces named in ``keep`` (left in place by a forced removal) are not
+        deleted, stay in the inventory and are not counted as remaining.
+        """
         refs = self.inventory()
-        remaining = self._delete(refs)
+        kept = [r for r in refs if r.kind in ("CustomResourceDefinition", "Namespace")
+                and r.name in keep]
+        remaining = self._delete([r for r in refs if r not in kept])
         still = [r for r in remaining if self._exists(r)]
-        self._save_inventory(still)
+        self._save_inventory(still + kept)
         return still
 
     def _exists(self, ref: Ref) -> bool:

@@ -92,7 +92,20 @@ def disable(kube: Kube, ns: dict[str, Any]) -> None:
     kube.apply({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}})
 
 
-def disable_all(kube: Kube) -> None:
-    """Disable every namespace the agent enabled (platform removal)."""
+def created_by_agent(kube: Kube) -> list[str]:
+    """Serving namespaces the agent created (the ones a removal deletes)."""
+    return sorted(
+        ns["metadata"]["name"]
+        for ns in kube.list("v1", "Namespace", label_selector=f"{lb.LABEL_SERVING_NAMESPACE}=true")
+        if (ns["metadata"].get("annotations") or {}).get(lb.ANNOTATION_CREATED_BY_AGENT) == "true"
+    )
+
+
+def disable_all(kube: Kube, keep: frozenset[str] = frozenset()) -> None:
+    """Disable every namespace the agent enabled (platform removal), but those in ``keep``.
+
+    Those are left as they are: a forced removal never deletes what they still hold.
+    """
     for ns in kube.list("v1", "Namespace", label_selector=f"{lb.LABEL_SERVING_NAMESPACE}=true"):
-        disable(kube, ns)
+        if ns["metadata"]["name"] not in keep:
+            disable(kube, ns)

@@ -122,6 +122,16 @@ _FORBIDDEN = re.compile(
 )
 
 
+WAITING_FOR_SPOKE = "WaitingForSpoke"
+"""A manifest refused for a reason that passes as the cluster finishes setting up."""
+_ESTABLISHING = re.compile(
+    r"failed calling webhook .*(connection refused|no endpoints available|i/o timeout"
+    r"|context deadline exceeded|service \S+ not found)"
+    r"|no matches for kind|could not find the requested resource",
+    re.IGNORECASE | re.DOTALL,
+)
+
+
 def manifest_failure(cluster: str, status: Mapping[str, Any]) -> tuple[str, str] | None:
     """Reason and message for the first manifest the work agent could not apply.
 
@@ -129,7 +139,10 @@ def manifest_failure(cluster: str, status: Mapping[str, Any]) -> tuple[str, str]
     Applied condition carries the spoke API server's error. A Forbidden error becomes
     ``ApplyForbidden`` naming the cluster, the verb, the resource and the object, so a
     missing RBAC rule on the spoke is visible on the hub; any other refusal is
-    ``ApplyFailed`` with the spoke's message (which names the offending field).
+    ``ApplyFailed`` with the spoke's message (which names the offending field). A refusal
+    that the cluster's own setup will end (the stack's admission webhook not serving yet, the
+    kind's CRD not established yet) is ``WaitingForSpoke``: still being established, not
+    failed.
     """
     for manifest in (status.get("resourceStatus") or {}).get("manifests") or []:
         conds = {str(x.get("type")): x for x in manifest.get("conditions") or []}
@@ -148,6 +161,11 @@ def manifest_failure(cluster: str, status: Mapping[str, Any]) -> tuple[str, str]
                 f"cluster {cluster}: {forbidden['user']} may not {forbidden['verb']} "
                 f"{resource} ({what}); grant it on the managed cluster (see "
                 f"docs/troubleshooting.md#applyforbidden): {error}"
+            )
+        if _ESTABLISHING.search(error):
+            return WAITING_FOR_SPOKE, (
+                f"cluster {cluster}: {what} not applied yet, the cluster is still setting up "
+                f"what admits it (the work agent retries): {error}"
             )
         return "ApplyFailed", f"cluster {cluster}: {what} was refused: {error}"
     return None

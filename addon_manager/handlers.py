@@ -384,6 +384,9 @@ async def work_changed(labels: Mapping[str, str], **kwargs: Any) -> None:
     if kind == c.KIND_MODEL_SERVING:
         WAKEUPS.poke(world.intents_of_kind(c.KIND_SERVING_RUNTIME))
         WAKEUPS.poke(world.intents_of_kind(c.KIND_INFERENCE_SERVICE))
+    elif kind in (c.KIND_INFERENCE_SERVICE, c.KIND_SERVING_RUNTIME):
+        # A removal of a stack held back by these works proceeds once they are gone.
+        WAKEUPS.poke(world.intents_of_kind(c.KIND_MODEL_SERVING))
     elif kind == c.KIND_STORAGE_CONNECTION:
         WAKEUPS.poke(world.intents_of_kind(c.KIND_INFERENCE_SERVICE))
     elif kind == naming.KIND_IDENTITY:
@@ -448,12 +451,33 @@ def _register_intent(kind: str, plural: str) -> None:
         **kwargs: Any,
     ) -> None:
         reconciler = _reconciler(kwargs)
-        remaining = await reconciler.cleanup(kind, str(namespace), name)
+        overdue = runtime.total_seconds() >= SETTINGS.deletion_blocked_after
+        if kind == c.KIND_MODEL_SERVING:
+            # The status is kept current while the stacks go; a stack that add-on intents
+            # still use is not removed (DeletionBlocked names them) until they are gone.
+            outcome = await reconciler.reconcile(kind, body, overdue=overdue)
+            if outcome.phase_after == "Invalid":  # spec unreadable: cleanup keeps the rule
+                outcome.remaining = await reconciler.cleanup(kind, str(namespace), name)
+            if outcome.blocked:
+                raise kopf.TemporaryError(
+                    "add-on intents use the stack on " + ", ".join(sorted(outcome.blocked)),
+                    delay=2,
+                )
+            remaining = outcome.remaining
+        else:
+            remaining = await reconciler.cleanup(kind, str(namespace), name)
         for _ in range(10):  # works usually go within seconds: wait here, quietly
             if not remaining:
                 break
             await asyncio.sleep(1)
-            remaining = await reconciler.cleanup(kind, str(namespace), name)
+            if kind == c.KIND_MODEL_SERVING:  # deletes were sent; just look
+                remaining = sorted(reconciler.world.works_of(kind, str(namespace), name))
+            else:
+                remaining = await reconciler.cleanup(kind, str(namespace), name)
+        if remaining and kind == c.KIND_MODEL_SERVING:
+            raise kopf.TemporaryError(  # the next run writes WorksRemain once overdue
+                f"waiting for ManifestWorks to go on {len(remaining)} cluster(s)", delay=2
+            )
         if remaining:
             if runtime.total_seconds() >= SETTINGS.deletion_blocked_after:
                 await reconciler.write_deletion_blocked(kind, str(namespace), name, body, remaining)

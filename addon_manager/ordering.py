@@ -7,7 +7,7 @@ that was never sent: once a work exists it is kept up to date, whatever happens 
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 from addon_api import constants as c
@@ -84,3 +84,44 @@ def waits_for_storage(key: AgentKey | None) -> list[Wait]:
     if key is not None:
         return []
     return [Wait(WAITING_FOR_AGENT_KEY, "agent public key published")]
+
+
+REASON_INTENTS_ON_CLUSTER = "IntentsOnCluster"
+REASON_PLATFORM_REMOVING = "PlatformRemoving"
+REMOVAL_PHASES = ("Removing", "Removed", "RemovalBlocked")
+"""ServingPlatform phases saying the stack is going (or gone) on the cluster."""
+
+
+def removal_blockers(intent_works: Iterable[WorkFact]) -> list[str]:
+    """``Kind ns/name`` of the add-on intents whose works on a cluster hold its stack there.
+
+    The manager never removes a stack (``managementState: Removed``, ModelServing deleted,
+    cluster left the Placement) while MultiClusterInferenceServices or
+    MultiClusterServingRuntimes still have works on that cluster, whether or not those works
+    are being deleted: their InferenceServices carry the stack controller's finalizers,
+    which only the running controller processes.
+    """
+    return sorted({f"{w.kind} {w.intent_namespace}/{w.intent_name}" for w in intent_works})
+
+
+def removal_ordered(work: WorkFact) -> bool:
+    """Whether the spoke already acts on a removal of this ServingPlatform work."""
+    return work.deleting or work.value("phase") in REMOVAL_PHASES
+
+
+def platform_going(platform_works: list[WorkFact]) -> str:
+    """Why the stack on a cluster is going away (empty when it is not).
+
+    An intent's entry on such a cluster is not Ready, whatever its object says.
+    """
+    for work in platform_works:
+        if work.deleting:
+            return f"the ModelServing {work.intent_namespace}/{work.intent_name} no longer " \
+                "serves this cluster: its ServingPlatform is being removed"
+        phase = work.value("phase")
+        if phase in REMOVAL_PHASES:
+            message = work.value("message")
+            return f"the ServingPlatform of this cluster reports {phase}" + (
+                f": {message}" if message else ""
+            )
+    return ""

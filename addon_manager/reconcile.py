@@ -20,7 +20,7 @@ from pydantic import ValidationError
 from addon_api import constants as c
 from addon_api import sealing
 from addon_api.base import field_errors
-from addon_api.common import IntentStatus, Resource
+from addon_api.common import Condition, IntentStatus, Resource
 from addon_api.conditions import condition
 from addon_api.hub import (
     ModelServing,
@@ -130,6 +130,10 @@ class Outcome:
     conflicts: list[str] = field(default_factory=list)
     recheck_after: float | None = None
     """Seconds after which a cluster's entry turns stale by the clock alone (look again then)."""
+    remaining: list[str] = field(default_factory=list)
+    """Clusters where works of the intent still exist (as seen before this reconcile)."""
+    blocked: dict[str, list[str]] = field(default_factory=dict)
+    """Clusters whose stack the manager refused to remove, with the intents holding it."""
 
 
 def _now() -> datetime:
@@ -188,12 +192,28 @@ class Reconciler:
 
     # reconcile ------------------------------------------------------------------------------
 
-    async def reconcile(self, kind: str, body: Mapping[str, Any]) -> Outcome:
-        """Bring one intent's works to the desired set and write its status if it changed."""
+    def _removal_blockers(self, cluster: str) -> list[str]:
+        """Add-on intents whose works hold the stack on ``cluster`` (see ordering)."""
+        return ordering.removal_blockers([
+            *self.world.works_on(cluster, c.KIND_INFERENCE_SERVICE),
+            *self.world.works_on(cluster, c.KIND_SERVING_RUNTIME),
+        ])
+
+    async def reconcile(
+        self, kind: str, body: Mapping[str, Any], *, overdue: bool = False
+    ) -> Outcome:
+        """Bring one intent's works to the desired set and write its status if it changed.
+
+        A ModelServing being deleted (deletionTimestamp set) wants no work anywhere, but its
+        works are deleted only on clusters no add-on intent uses (the others are reported
+        ``RemovalBlocked`` and in ``DeletionBlocked``); ``overdue`` says the deletion has
+        waited long enough for the remaining works to be reported as ``WorksRemain``.
+        """
         started = time.monotonic()
         out = Outcome()
         meta = body.get("metadata") or {}
         ns, name = str(meta.get("namespace")), str(meta.get("name"))
+        deleting = kind == c.KIND_MODEL_SERVING and bool(meta.get("deletionTimestamp"))
         generation = meta.get("generation")
         previous_raw = body.get("status") or None
         previous: IntentStatus | None
@@ -215,6 +235,9 @@ class Reconciler:
         found = self.world.placement_exists(ns, placement)
         clusters = self.world.placement_clusters(ns, placement) if found else frozenset()
         existing = self.world.works_of(kind, ns, name)
+        out.remaining = sorted(existing)
+        removed = kind == c.KIND_MODEL_SERVING and spec.management_state == "Removed"
+        wanted = frozenset() if deleting else clusters
         lost: dict[str, tuple[str, str]] = {}
         if kind == c.KIND_MODEL_SERVING:
             lost = conflicts.lost_clusters(
@@ -222,7 +245,7 @@ class Reconciler:
             )
         inputs: dict[str, st.ClusterInput] = {}
         desired: dict[str, render.RenderedWork] = {}
-        for cl in sorted(clusters):
+        for cl in sorted(wanted):
             work = existing.get(cl)
             if cl in lost:
                 owner = lost[cl]
@@ -244,8 +267,20 @@ class Reconciler:
             if rw is None or (waits and work is None):
                 inputs[cl] = st.ClusterInput(cl, work=work, waits=waits)
                 continue
+            if (removed and work is not None and work.render_hash != rw.render_hash
+                    and not ordering.removal_ordered(work)):
+                # managementState Removed: the work is left exactly as it is while add-on
+                # intents still use the stack there.
+                blockers = self._removal_blockers(cl)
+                if blockers:
+                    out.blocked[cl] = blockers
+                    inputs[cl] = st.ClusterInput(cl, work=work, blocked_by=tuple(blockers))
+                    continue
             desired[cl] = rw
-            inputs[cl] = st.ClusterInput(cl, work=work)
+            going = ""
+            if kind in (c.KIND_INFERENCE_SERVICE, c.KIND_SERVING_RUNTIME):
+                going = ordering.platform_going(self.world.works_on(cl, c.KIND_MODEL_SERVING))
+            inputs[cl] = st.ClusterInput(cl, work=work, platform_going=going)
 
         fanout_started = time.monotonic()
         secrets: dict[str, dict[str, str] | None] = {}
@@ -273,10 +308,16 @@ class Reconciler:
             # A Placement that disappears (deleted by mistake, or being re-created) is not a
             # decision to uninstall everywhere: what was sent stays until it exists again or
             # the intent itself is deleted.
-            if cl in lost or (found and cl not in clusters):
+            if deleting or cl in lost or (found and cl not in clusters):
+                if kind == c.KIND_MODEL_SERVING and not work.deleting:
+                    blockers = self._removal_blockers(cl)
+                    if blockers:  # the stack stays while add-on intents use it there
+                        out.blocked[cl] = blockers
+                        inputs[cl] = st.ClusterInput(cl, work=work, blocked_by=tuple(blockers))
+                        continue
                 jobs.append(("delete", cl, self._delete(work)))
         if kind == c.KIND_STORAGE_CONNECTION:
-            jobs.extend(self._identity_jobs(clusters - set(lost)))
+            jobs.extend(self._identity_jobs(wanted - set(lost)))
         if kind == c.KIND_MODEL_SERVING and self.addons:
             jobs.extend(("addon", cl, self._ensure_addon(cl)) for cl in desired)
         results = await asyncio.gather(*(j[2] for j in jobs), return_exceptions=True)
@@ -293,8 +334,10 @@ class Reconciler:
                                                  error_reason=reason)
             elif what == "apply":
                 out.applied += 1
-            elif what == "delete" and result:
-                out.deleted += 1
+            elif what == "delete":
+                # Sent (or sent before): shown as going, not as its last report.
+                inputs[cl] = st.ClusterInput(cl, work=replace(existing[cl], deleting=True))
+                out.deleted += 1 if result else 0
         if out.applied or out.deleted:
             metrics.FANOUT_SECONDS.labels(kind).observe(time.monotonic() - fanout_started)
             log.info(
@@ -302,7 +345,6 @@ class Reconciler:
                 kind, ns, name, out.applied, out.deleted, out.skipped,
                 time.monotonic() - fanout_started,
             )
-        removed = kind == c.KIND_MODEL_SERVING and spec.management_state == "Removed"
         now = _now()
         # A cluster that left keeps its entry until its work is gone: its removal may be
         # blocked on the spoke, and the hub must say so rather than forget the cluster.
@@ -315,10 +357,18 @@ class Reconciler:
             for item in judged
         ]
         out.recheck_after = st.recheck_in(judged, now, self.stale_after)
+        extra: list[Condition] = []
+        if deleting and out.blocked:
+            extra.append(st.deletion_refused(out.blocked, generation, now))
+        elif deleting and overdue and existing:
+            extra.append(st.deletion_blocked(sorted(existing), generation, now))
         new = st.aggregate(
-            entries, st.PlacementState(placement, found, clusters), generation, previous, now
+            entries,
+            st.PlacementState(placement, found, clusters), generation, previous, now,
+            extra_conditions=extra,
+            platform=kind == c.KIND_MODEL_SERVING, deleting=deleting,
         )
-        await self._write_status(kind, ns, name, previous_raw, new, out)
+        await self._write_status(kind, ns, name, previous_raw, new, out, keep_blocked=not deleting)
         self._observe(kind, ns, name, new)
         metrics.RECONCILE_SECONDS.labels(kind).observe(time.monotonic() - started)
         return out
@@ -405,9 +455,15 @@ class Reconciler:
         self._addons[cluster] = time.monotonic()
 
     async def cleanup(self, kind: str, namespace: str, name: str) -> list[str]:
-        """Delete an intent's works; return the clusters whose works still exist."""
+        """Delete an intent's works; return the clusters whose works still exist.
+
+        A ModelServing's work stays on a cluster where add-on intents still have works (the
+        removal rule; see :meth:`reconcile`, which the deletion of a readable one goes through).
+        """
         works = self.world.works_of(kind, namespace, name)
-        await asyncio.gather(*(self._delete(w) for w in works.values()), return_exceptions=True)
+        going = [w for w in works.values() if kind != c.KIND_MODEL_SERVING or w.deleting
+                 or not self._removal_blockers(w.cluster)]
+        await asyncio.gather(*(self._delete(w) for w in going), return_exceptions=True)
         if kind == c.KIND_STORAGE_CONNECTION:
             await self.gc_identity(exclude=(namespace, name))
         return sorted(works)
@@ -416,12 +472,12 @@ class Reconciler:
 
     async def _write_status(
         self, kind: str, ns: str, name: str, previous_raw: Mapping[str, Any] | None,
-        new: IntentStatus, out: Outcome,
+        new: IntentStatus, out: Outcome, *, keep_blocked: bool = True,
     ) -> None:
         new_dict = new.to_dict()
         old = dict(previous_raw) if previous_raw else None
         extra = [x for x in (old or {}).get("conditions", []) if x.get("type") == "DeletionBlocked"]
-        if extra:
+        if extra and keep_blocked:
             new_dict["conditions"] = [*new_dict["conditions"], *extra]
         out.phase_after = new.phase
         if st.comparable(new_dict) == st.comparable(old):

@@ -6,7 +6,7 @@ go in; :class:`~addon_api.common.IntentStatus` comes out.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any, Literal
@@ -14,8 +14,8 @@ from typing import Any, Literal
 from addon_api import constants as c
 from addon_api.common import ClusterStatus, Condition, IntentStatus, StatusSummary
 from addon_api.conditions import condition
-from addon_manager.facts import ClusterFact, WorkFact
-from addon_manager.ordering import Wait
+from addon_manager.facts import WAITING_FOR_SPOKE, ClusterFact, WorkFact
+from addon_manager.ordering import REASON_INTENTS_ON_CLUSTER, REASON_PLATFORM_REMOVING, Wait
 
 Category = Literal["ready", "progressing", "failed", "stale"]
 STALE_AFTER = 60.0
@@ -44,6 +44,11 @@ class ClusterInput:
     error_reason: str = "ApplyFailed"
     health: ClusterFact | None = None
     """The ManagedCluster as the hub sees it (availability)."""
+    blocked_by: Sequence[str] = ()
+    """Add-on intents (``Kind ns/name``) whose works hold the stack on this cluster: the
+    manager refuses to remove it (ModelServing only)."""
+    platform_going: str = ""
+    """Why the cluster's serving stack is going away (runtimes and models: not Ready)."""
 
 
 @dataclass(frozen=True)
@@ -187,7 +192,8 @@ def cluster_status(
     last reported phase; url and modelState keep their last reported values.
     """
     entry, category = _reported_status(kind, item, removed)
-    if now is None or item.conflict_with or item.error:  # hub-side facts: current by nature
+    if now is None or item.conflict_with or item.error or item.blocked_by:
+        # hub-side facts: current by nature
         return entry, category
     stale, _ = staleness(item.work, item.health, now, stale_after)
     if stale is None:
@@ -215,6 +221,11 @@ def _reported_status(
         return ClusterStatus(
             cluster=cl, phase="Failed", reason=item.error_reason, message=item.error[:1024]
         ), "failed"
+    if item.blocked_by:
+        return ClusterStatus(
+            cluster=cl, phase="RemovalBlocked", reason=REASON_INTENTS_ON_CLUSTER,
+            message=removal_refused_message(item.blocked_by)[:1024],
+        ), "failed"
     work = item.work
     if work is None:
         if item.waits:
@@ -233,11 +244,20 @@ def _reported_status(
                 cluster=cl, phase="Removing", reason="RemovalBlocked",
                 message=_s(work.value("message")),
             ), "failed"
-        return ClusterStatus(cluster=cl, phase="Removing", reason="WorkDeleting"), "progressing"
+        # The agent's own account while it uninstalls (e.g. waiting for InferenceServices).
+        said = _s(work.value("message")) if kind == c.KIND_MODEL_SERVING and spoke_phase in (
+            "Removing", "Removed") else ""
+        return ClusterStatus(
+            cluster=cl, phase="Removing", reason="WorkDeleting", message=said
+        ), "progressing"
     if generation_check and work.unobserved and work.reported:
         return ClusterStatus(
             cluster=cl, phase="Applying", reason="WorkUpdating",
             message=f"waiting for the work agent to pick up generation {work.generation}",
+        ), "progressing"
+    if work.applied == "False" and work.reason == WAITING_FOR_SPOKE:
+        return ClusterStatus(
+            cluster=cl, phase="Applying", reason=WAITING_FOR_SPOKE, message=work.message
         ), "progressing"
     if work.applied == "False":
         return ClusterStatus(
@@ -245,7 +265,24 @@ def _reported_status(
         ), "failed"
     if work.applied != "True":
         return ClusterStatus(cluster=cl, phase="Applying", reason="WorkNotApplied"), "progressing"
-    return _work_category(kind, work, removed)
+    entry, category = _work_category(kind, work, removed)
+    if item.platform_going and kind in (c.KIND_INFERENCE_SERVICE, c.KIND_SERVING_RUNTIME):
+        return entry.model_copy(update={
+            "phase": "Degraded", "ready": False, "reason": REASON_PLATFORM_REMOVING,
+            "message": item.platform_going[:1024],
+        }), "failed"
+    return entry, category
+
+
+def removal_refused_message(intents: Sequence[str]) -> str:
+    """Why the manager leaves a cluster's stack in place: the intents that still use it."""
+    head = ", ".join(intents[:NAMED_CLUSTERS])
+    more = len(intents) - NAMED_CLUSTERS
+    return (
+        "the stack is not removed while add-on intents have ManifestWorks on this cluster: "
+        + head + (f" and {more} more" if more > 0 else "")
+        + "; delete them (or take this cluster out of their Placements) and removal proceeds"
+    )
 
 
 def _named(clusters: Sequence[str]) -> str:
@@ -275,8 +312,16 @@ def aggregate(
     *,
     extra_conditions: Sequence[Condition] = (),
     max_clusters: int = c.MAX_CLUSTER_STATUSES,
+    platform: bool = False,
+    deleting: bool = False,
 ) -> IntentStatus:
-    """The intent status: summary, conditions, phase and the bounded per-cluster list."""
+    """The intent status: summary, conditions, phase and the bounded per-cluster list.
+
+    ``platform`` marks a ModelServing: a stack being removed on any cluster (an entry
+    ``Removing`` or ``RemovalBlocked``) or the intent being deleted (``deleting``) is never
+    Ready, and the Ready condition's reason says so (``RemovalBlocked``, ``Removing``,
+    ``Deleting``).
+    """
     items = sorted(entries, key=lambda e: (_ORDER[e[1]], e[0].cluster))
     failed = [s.cluster for s, cat in items if cat == "failed"]
     progressing = [s.cluster for s, cat in items if cat == "progressing"]
@@ -301,8 +346,20 @@ def aggregate(
     else:
         add(c.CONDITION_PLACEMENT_RESOLVED, True, "Resolved",
             f"Placement {placement.name} selects {len(placement.clusters)} cluster(s)")
-    all_ready = desired > 0 and len(ready) == desired
-    if all_ready:
+    blocked = [s.cluster for s, _ in items
+               if platform and "RemovalBlocked" in (s.phase, s.reason)]
+    removing = [s.cluster for s, _ in items if platform and s.phase == "Removing"]
+    all_ready = desired > 0 and len(ready) == desired and not deleting and not removing
+    if blocked:
+        add(c.CONDITION_READY, False, "RemovalBlocked",
+            f"removal of the stack is blocked on {_named(blocked)}")
+    elif deleting:
+        add(c.CONDITION_READY, False, "Deleting",
+            "the ModelServing is being deleted: its stacks are being removed")
+    elif removing:
+        add(c.CONDITION_READY, False, "Removing",
+            f"the stack is being removed on {_named(removing)}")
+    elif all_ready:
         add(c.CONDITION_READY, True, "AllClustersReady", f"ready on {desired} cluster(s)")
     elif desired == 0:
         add(c.CONDITION_READY, False, "NoClusters", "no cluster is selected")
@@ -345,6 +402,22 @@ def deletion_blocked(clusters: Sequence[str], generation: int | None, now: datet
     return condition(
         CONDITION_DELETION_BLOCKED, True, "WorksRemain",
         f"ManifestWorks not removed yet on {_named(list(clusters))} (is the cluster reachable?)",
+        generation=generation, now=now,
+    )
+
+
+def deletion_refused(
+    blocked: Mapping[str, Sequence[str]], generation: int | None, now: datetime
+) -> Condition:
+    """DeletionBlocked (reason IntentsOnCluster) naming the clusters and the intents on them."""
+    clusters = sorted(blocked)
+    parts = [f"{cl}: {', '.join(blocked[cl][:NAMED_CLUSTERS])}" for cl in clusters]
+    more = len(parts) - NAMED_CLUSTERS
+    return condition(
+        CONDITION_DELETION_BLOCKED, True, REASON_INTENTS_ON_CLUSTER,
+        ("the stack is not removed while add-on intents have ManifestWorks on the cluster; "
+         + "; ".join(parts[:NAMED_CLUSTERS]) + (f"; and {more} more clusters" if more > 0 else "")
+         )[:1024],
         generation=generation, now=now,
     )
 

@@ -12,6 +12,7 @@ import yaml
 
 from addon_agent.bundle_render import RUNTIMES_FILE, bundle_path
 from addon_agent.stacks import MODELMESH
+from addon_api import constants as c
 from testbed import upstream
 from testbed.support.agent import (
     AgentProcess,
@@ -307,6 +308,37 @@ def test_builtin_runtimes_the_webhook_cannot_admit_are_reported(
     print(f"ModelMesh runtimes rejected by the unserved webhook reported after {seconds:.1f}s")
     assert "ClusterServingRuntime mlserver-1.x" in status["message"]
     assert get(spoke, "clusterservingruntime", "mlserver-1.x") is None
+
+
+def test_removal_waits_for_the_add_ons_inference_services_deleting_nothing(
+    spoke: Any, agent: AgentProcess
+) -> None:
+    """An InferenceService the add-on created (labelled so) carrying a controller's finalizer:
+    a removal deletes nothing while it exists (the controller must process the finalizer)."""
+    held = {**ISVC, "metadata": {
+        **ISVC["metadata"], "name": "addon-model", "finalizers": ["test.example/hold"],
+        "labels": {c.LABEL_PART_OF: c.ADDON_NAME},
+    }}
+    spoke.apply_objects([held])
+    try:
+        managed = {**SPEC, "servingNamespaces": [EXISTING_NS]}  # as the test before left it
+        spoke.apply_objects([platform(NAME, {**managed, "managementState": "Removed"})])
+        status = wait_phase(spoke, NAME, "Removing", timeout=60)
+        assert status["message"].startswith(
+            f"waiting for InferenceServices to be deleted: {EXISTING_NS}/addon-model"), status
+        reasons = {x["reason"] for x in status["conditions"]}
+        assert reasons == {"WaitingForInferenceServices"}, status
+        # nothing was deleted: the controller is there, the serving namespace still enabled
+        assert get(spoke, "deployment", "-n", MM_NS, "modelmesh-controller") is not None
+        labels = get(spoke, "namespace", EXISTING_NS)["metadata"]["labels"]
+        assert labels.get("modelmesh-enabled") == "true", labels
+        spoke.apply_objects([platform(NAME, managed)])
+        wait_phase(spoke, NAME, "Available", timeout=120)
+    finally:
+        spoke.kubectl("delete", "isvc", "addon-model", "-n", EXISTING_NS, "--wait=false",
+                      check=False)
+        spoke.kubectl("patch", "isvc", "addon-model", "-n", EXISTING_NS, "--type=merge",
+                      "-p", '{"metadata":{"finalizers":null}}', check=False)
 
 
 def test_removal_blocked_by_foreign_inference_service(spoke: Any, agent: AgentProcess) -> None:

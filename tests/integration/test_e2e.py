@@ -295,23 +295,76 @@ def test_cluster_leaving_the_placement_loses_the_model_there_only(
     hub.kubectl("delete", "mcisvc", "moving", "-n", NS)
 
 
-def test_management_state_removed_removes_the_stack_once_models_are_gone(
+def _log_marks(bed: Testbed) -> dict[str, tuple[Any, int]]:
+    """Each agent's log and its size now (what it writes later is checked for tracebacks)."""
+    procs = {p.name: p for p in bed.processes}
+    return {
+        s.name: (procs[f"{s.name}-agent"].log_path,
+                 procs[f"{s.name}-agent"].log_path.stat().st_size)
+        for s in bed.spokes
+    }
+
+
+def _no_traceback_since(marks: dict[str, tuple[Any, int]]) -> None:
+    for cluster, (path, size) in marks.items():
+        with path.open("rb") as log:
+            log.seek(size)
+            text = log.read().decode(errors="replace")
+        assert "Traceback" not in text, f"{cluster} agent logged a traceback:\n{text[-3000:]}"
+
+
+def _nothing_terminating(bed: Testbed) -> bool:
+    """No InferenceService, namespace or CRD is stuck Terminating on any spoke."""
+    for spoke in bed.spokes:
+        for kind in ("namespaces", "customresourcedefinitions"):
+            items = json.loads(spoke.kubectl("get", kind, "-o", "json").stdout)["items"]
+            if any(i["metadata"].get("deletionTimestamp") for i in items):
+                return False
+        out = spoke.kubectl("get", "inferenceservices", "-A", "-o", "json", check=False)
+        if out.returncode == 0 and json.loads(out.stdout)["items"]:
+            return False
+    return True
+
+
+def test_removing_the_stack_under_a_ready_model_is_refused_then_completes_by_itself(
     fleet: tuple[Testbed, Callable[[], None]],
 ) -> None:
+    """Removal rule (hub): managementState Removed under a Ready model is refused per cluster,
+    nothing on the spoke touched; once the models and runtimes are deleted it proceeds on its
+    own, and no object is left Terminating."""
     bed, _ = fleet
     hub = bed.hub
-    hub.kubectl("delete", "mcisvc", "--all", "-n", NS, "--wait=true", timeout=180)
-    hub.kubectl("delete", "mcsr", "--all", "-n", NS, "--wait=true", timeout=180)
-    hub.kubectl(
-        "patch",
-        "msv",
-        "kserve",
-        "-n",
-        NS,
-        "--type=merge",
-        "-p",
-        json.dumps({"spec": {"managementState": "Removed"}}),
-    )
+    marks = _log_marks(bed)
+    _until(fleet, lambda: demo.all_models_ready(demo.rows(hub), ["cluster1", "cluster2"]))
+    hub.kubectl("patch", "msv", "kserve", "-n", NS, "--type=merge",
+                "-p", json.dumps({"spec": {"managementState": "Removed"}}))
+
+    def refused() -> dict[str, Any] | None:
+        msv = _intent(hub, "modelservings", "kserve")
+        entries = _clusters(msv)
+        ok = set(entries) == {"cluster1", "cluster2"} and all(
+            (e["phase"], e.get("reason")) == ("RemovalBlocked", "IntentsOnCluster")
+            for e in entries.values()
+        )
+        return msv if ok else None
+
+    msv = _until(fleet, refused, timeout=60)
+    for entry in _clusters(msv).values():
+        assert f"MultiClusterInferenceService {NS}/sklearn-iris" in entry["message"], entry
+        assert f"MultiClusterServingRuntime {NS}/kserve-sklearnserver" in entry["message"]
+    ready = next(x for x in msv["status"]["conditions"] if x["type"] == "Ready")
+    assert (ready["status"], ready["reason"]) == ("False", "RemovalBlocked")
+    for spoke in bed.spokes:  # nothing on the spoke was touched
+        platform = json.loads(spoke.kubectl("get", "servingplatforms", "-o", "json").stdout)
+        assert [i["spec"]["managementState"] for i in platform["items"]] == ["Managed"]
+        isvc = json.loads(
+            spoke.kubectl("get", "isvc", "sklearn-iris", "-n", "models", "-o", "json").stdout
+        )
+        conds = {x["type"]: x["status"] for x in isvc["status"]["conditions"]}
+        assert conds["Ready"] == "True", isvc["status"]
+    started = time.monotonic()
+    hub.kubectl("delete", "mcisvc", "--all", "-n", NS, "--wait=false")
+    hub.kubectl("delete", "mcsr", "--all", "-n", NS, "--wait=false")
 
     def removed() -> bool:
         entries = _clusters(_intent(hub, "modelservings", "kserve"))
@@ -320,8 +373,14 @@ def test_management_state_removed_removes_the_stack_once_models_are_gone(
         )
 
     _until(fleet, removed, timeout=240)
+    print(f"stack removed {time.monotonic() - started:.1f}s after the models were deleted")
     msv = _intent(hub, "modelservings", "kserve")
     assert msv["metadata"]["name"] == "kserve"  # the intent is kept
+    _until(fleet, lambda: _nothing_terminating(bed), timeout=60)
+    for spoke in bed.spokes:
+        crds = spoke.kubectl("get", "customresourcedefinitions", "-o", "name").stdout
+        assert "serving.kserve.io" not in crds, crds
+    _no_traceback_since(marks)
 
 
 def test_hub_reports_through_kubectl(fleet: tuple[Testbed, Callable[[], None]]) -> None:
@@ -391,3 +450,44 @@ def test_modelmesh_variant_installs_and_reports_its_inference_service(
             spoke.kubectl("get", "isvc", "mm-iris", "-n", "models", "-o", "json").stdout
         )
         assert isvc["metadata"]["annotations"]["serving.kserve.io/deploymentMode"] == "ModelMesh"
+
+
+def test_deleting_the_model_serving_under_a_model_waits_for_the_model(
+    fleet: tuple[Testbed, Callable[[], None]],
+) -> None:
+    """Removal rule (hub), deletion: DeletionBlocked names the intent and the clusters; the
+    deletion completes once the model is deleted. Runs last: the fleet has no stack after."""
+    bed, _ = fleet
+    hub = bed.hub
+    marks = _log_marks(bed)
+    _until(fleet, lambda: set(_clusters(_intent(hub, "multiclusterinferenceservices",
+                                                 "mm-iris"))) == {"cluster1", "cluster2"})
+    hub.kubectl("delete", "msv", "kserve", "-n", NS, "--wait=false")
+
+    def blocked() -> dict[str, Any] | None:
+        msv = _intent(hub, "modelservings", "kserve")
+        conds = {x["type"]: x for x in (msv.get("status") or {}).get("conditions") or []}
+        cond = conds.get("DeletionBlocked")
+        return msv if cond and cond.get("reason") == "IntentsOnCluster" else None
+
+    msv = _until(fleet, blocked, timeout=60)
+    conds = {x["type"]: x for x in msv["status"]["conditions"]}
+    message = conds["DeletionBlocked"]["message"]
+    for cluster in ("cluster1", "cluster2"):
+        assert f"{cluster}: MultiClusterInferenceService {NS}/mm-iris" in message, message
+    assert conds["Ready"]["status"] == "False"
+    for spoke in bed.spokes:  # the stack is untouched
+        platform = json.loads(spoke.kubectl("get", "servingplatforms", "-o", "json").stdout)
+        assert [i["metadata"].get("deletionTimestamp") for i in platform["items"]] == [None]
+    hub.kubectl("delete", "mcisvc", "mm-iris", "-n", NS, "--wait=false")
+
+    def gone() -> bool:
+        out = hub.kubectl("get", "msv", "kserve", "-n", NS, "-o", "name", check=False)
+        return out.returncode != 0 and "NotFound" in out.stderr
+
+    _until(fleet, gone, timeout=240)
+    _until(fleet, lambda: _nothing_terminating(bed), timeout=60)
+    for spoke in bed.spokes:
+        out = spoke.kubectl("get", "servingplatforms", "-o", "name", check=False)
+        assert out.stdout.strip() == "", out.stdout
+    _no_traceback_since(marks)

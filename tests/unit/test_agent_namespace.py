@@ -116,3 +116,25 @@ def test_sealed_payload_opens_only_in_the_namespace_it_was_sealed_for() -> None:
     written = kube.get("v1", "Secret", c.STORAGE_CONFIG_SECRET, "models")
     assert written is not None
     assert json.loads(base64.b64decode(written["data"]["s3"])) == payload
+
+
+def test_no_storage_is_written_into_a_terminating_namespace() -> None:
+    private = sealing.generate_private_key()
+    public = sealing.public_key_of(private)
+    name = "ns.s3"
+    spec = SealedStorageConnectionSpec.model_validate({
+        "keyId": sealing.key_id(public),
+        "sealed": sealing.seal(public, sealing.binding_for(c.AGENT_NAMESPACE, name),
+                               {"type": "s3"}),
+        "type": "s3",
+        "targetNamespaces": ["models"],
+        "entryName": "s3",
+        "source": {"namespace": "ns", "name": "s3"},
+    })
+    kube = FakeKube("models")
+    meta = kube.objects[("Namespace", "", "models")]["metadata"]
+    meta["deletionTimestamp"] = "2026-01-01T00:00:00Z"
+    with pytest.raises(delivery.DeliveryError) as err:
+        delivery.deliver(cast(Kube, kube), private, c.AGENT_NAMESPACE, name, spec)
+    assert err.value.reason == "NamespaceTerminating" and "models" in str(err.value)
+    assert kube.get("v1", "Secret", c.STORAGE_CONFIG_SECRET, "models") is None

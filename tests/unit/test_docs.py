@@ -36,7 +36,7 @@ POSITIONAL = {
     "DeliveryError": (0,),  # DeliveryError(reason, message)
 }
 TARGET_NAMES = {"phase", "reason"}
-CONSTANT_PREFIXES = ("WAITING_FOR_", "CONDITION_", "FAILED_")
+CONSTANT_PREFIXES = ("WAITING_FOR_", "CONDITION_", "FAILED_", "REASON_")
 CAMEL = re.compile(r"^[A-Z][A-Za-z]+$")
 
 
@@ -150,9 +150,15 @@ def test_extraction_finds_the_reasons() -> None:
         "BlockedByFailedLoad",
         "NotApplied",
         "WorkDeleting",
+        "IntentsOnCluster",
+        "PlatformRemoving",
+        "Deleting",
         # agent: ServingPlatform and SealedStorageConnection
         "RemovalBlocked",
         "ForeignInferenceServices",
+        "WaitingForInferenceServices",
+        "RemovedWithLeftovers",
+        "NamespaceTerminating",
         "BundleError",
         "AnotherPlatformOwns",
         "ComponentsUnavailable",

@@ -624,3 +624,158 @@ def test_changed_agent_namespace_rewrites_identity_then_reseals_for_the_new_agen
     hub.writes.clear()
     reconcile()
     assert [w for w in hub.writes if w[0] == "apply"] == []  # settled: no more writes
+
+
+# Removal of a stack under add-on intents: refused per cluster --------------------------------
+
+
+def _stack_available(hub: FakeHub, *clusters: str) -> str:
+    """The ModelServing kserve's works, applied and reporting Available on ``clusters``."""
+    run(hub, c.KIND_MODEL_SERVING, msv_body("kserve", "2026-01-01T00:00:00Z"))
+    name = naming.work_name(c.KIND_MODEL_SERVING, "ns", "kserve")
+    for cl in clusters:
+        hub.works[(cl, name)] = replace(
+            hub.works[(cl, name)], applied="True", feedback=(("phase", "Available"),)
+        )
+    return name
+
+
+def _model_on(hub: FakeHub, cluster: str, kind: str = c.KIND_INFERENCE_SERVICE) -> None:
+    wname = naming.work_name(kind, "ns", "iris")
+    hub.works[(cluster, wname)] = WorkFact(
+        name=wname, cluster=cluster, kind=kind, intent_namespace="ns", intent_name="iris",
+        render_hash="h", applied="True", feedback=(("ready", "True"),),
+    )
+
+
+def _removed_body() -> dict[str, Any]:
+    body = msv_body("kserve", "2026-01-01T00:00:00Z")
+    body["spec"]["managementState"] = "Removed"
+    return body
+
+
+def test_removed_is_refused_on_a_cluster_whose_stack_add_on_intents_use() -> None:
+    hub = FakeHub(placements={("ns", "p"): frozenset({"c1", "c2"})})
+    name = _stack_available(hub, "c1", "c2")
+    _model_on(hub, "c1")
+    before = hub.works[("c1", name)]
+    hub.writes.clear()
+    out = run(hub, c.KIND_MODEL_SERVING, _removed_body())
+    # c1: the work is left exactly as it was; c2 (no intents) gets managementState Removed.
+    assert [w for w in hub.writes if w[0] == "apply"] == [("apply", f"c2/{name}")]
+    assert hub.works[("c1", name)] == before
+    assert out.blocked == {"c1": ["MultiClusterInferenceService ns/iris"]}
+    status = hub.statuses["kserve"]
+    entries = {e["cluster"]: e for e in status["clusters"]}
+    assert (entries["c1"]["phase"], entries["c1"]["reason"]) == (
+        "RemovalBlocked", "IntentsOnCluster")
+    assert "MultiClusterInferenceService ns/iris" in entries["c1"]["message"]
+    ready = next(x for x in status["conditions"] if x["type"] == "Ready")
+    assert (ready["status"], ready["reason"]) == ("False", "RemovalBlocked")
+    assert "c1" in ready["message"]
+    # The intent's work goes (even a deleting one still holds the stack) ...
+    wname = naming.work_name(c.KIND_INFERENCE_SERVICE, "ns", "iris")
+    hub.works[("c1", wname)] = replace(hub.works[("c1", wname)], deleting=True)
+    hub.writes.clear()
+    run(hub, c.KIND_MODEL_SERVING, _removed_body())
+    assert [w for w in hub.writes if w[0] == "apply"] == []
+    del hub.works[("c1", wname)]
+    # ... then the removal proceeds on its own.
+    out = run(hub, c.KIND_MODEL_SERVING, _removed_body())
+    assert out.blocked == {} and ("apply", f"c1/{name}") in hub.writes
+    assert hub.works[("c1", name)].render_hash != before.render_hash
+
+
+def test_a_runtime_holds_the_stack_too_and_a_removal_already_ordered_is_not_undone() -> None:
+    hub = FakeHub(placements={("ns", "p"): frozenset({"c1"})})
+    name = _stack_available(hub, "c1")
+    run(hub, c.KIND_MODEL_SERVING, _removed_body())  # no intents: Removed is sent
+    hub.works[("c1", name)] = replace(hub.works[("c1", name)], applied="True",
+                                      feedback=(("phase", "Removing"),))
+    _model_on(hub, "c1", c.KIND_SERVING_RUNTIME)  # sent before the spoke said Removing
+    out = run(hub, c.KIND_MODEL_SERVING, _removed_body())
+    assert out.blocked == {}
+    assert hub.statuses["kserve"]["clusters"][0]["phase"] == "Removing"
+    ready = next(x for x in hub.statuses["kserve"]["conditions"] if x["type"] == "Ready")
+    assert (ready["status"], ready["reason"]) == ("False", "Removing")
+    # Managed again, then Removed again with the runtime there: refused, naming it.
+    run(hub, c.KIND_MODEL_SERVING, msv_body("kserve", "2026-01-01T00:00:00Z"))
+    hub.works[("c1", name)] = replace(hub.works[("c1", name)], applied="True",
+                                      feedback=(("phase", "Available"),))
+    out = run(hub, c.KIND_MODEL_SERVING, _removed_body())
+    assert out.blocked == {"c1": ["MultiClusterServingRuntime ns/iris"]}
+
+
+def test_a_cluster_leaving_keeps_its_stack_while_add_on_intents_use_it() -> None:
+    hub = FakeHub(placements={("ns", "p"): frozenset({"c1", "c2"})})
+    name = _stack_available(hub, "c1", "c2")
+    _model_on(hub, "c2")
+    hub.placements[("ns", "p")] = frozenset({"c1"})
+    hub.writes.clear()
+    run(hub, c.KIND_MODEL_SERVING, msv_body("kserve", "2026-01-01T00:00:00Z"))
+    assert [w for w in hub.writes if w[0] == "delete"] == []
+    entries = {e["cluster"]: e for e in hub.statuses["kserve"]["clusters"]}
+    assert (entries["c2"]["phase"], entries["c2"]["reason"]) == (
+        "RemovalBlocked", "IntentsOnCluster")
+    del hub.works[("c2", naming.work_name(c.KIND_INFERENCE_SERVICE, "ns", "iris"))]
+    run(hub, c.KIND_MODEL_SERVING, msv_body("kserve", "2026-01-01T00:00:00Z"))
+    assert ("delete", f"c2/{name}") in hub.writes
+
+
+def test_deletion_is_refused_naming_intents_and_clusters_then_completes() -> None:
+    hub = FakeHub(placements={("ns", "p"): frozenset({"c1", "c2"})})
+    name = _stack_available(hub, "c1", "c2")
+    _model_on(hub, "c1")
+    body = msv_body("kserve", "2026-01-01T00:00:00Z")
+    body["metadata"]["deletionTimestamp"] = "2026-01-02T00:00:00Z"
+    body["status"] = hub.statuses["kserve"]
+    hub.writes.clear()
+    out = asyncio.run(Reconciler(hub, hub).reconcile(c.KIND_MODEL_SERVING, body))
+    assert [w for w in hub.writes if w[0] == "delete"] == [("delete", f"c2/{name}")]
+    assert out.blocked == {"c1": ["MultiClusterInferenceService ns/iris"]}
+    status = hub.statuses["kserve"]
+    conds = {x["type"]: x for x in status["conditions"]}
+    assert (conds["DeletionBlocked"]["status"], conds["DeletionBlocked"]["reason"]) == (
+        "True", "IntentsOnCluster")
+    assert "c1: MultiClusterInferenceService ns/iris" in conds["DeletionBlocked"]["message"]
+    assert (conds["Ready"]["status"], conds["Ready"]["reason"]) == ("False", "RemovalBlocked")
+    assert {e["cluster"]: e["phase"] for e in status["clusters"]} == {
+        "c1": "RemovalBlocked", "c2": "Removing"}
+    del hub.works[("c1", naming.work_name(c.KIND_INFERENCE_SERVICE, "ns", "iris"))]
+    body["status"] = status
+    out = asyncio.run(Reconciler(hub, hub).reconcile(c.KIND_MODEL_SERVING, body))
+    assert out.blocked == {} and ("delete", f"c1/{name}") in hub.writes
+    conds = {x["type"]: x for x in hub.statuses["kserve"]["conditions"]}
+    assert "DeletionBlocked" not in conds and conds["Ready"]["reason"] == "Deleting"
+
+
+def test_a_model_on_a_cluster_whose_stack_goes_is_not_ready() -> None:
+    hub = FakeHub(placements={("ns", "p"): frozenset({"c1", "c2"})})
+    platform_ready(hub, "c1", "c2")
+    run(hub, c.KIND_INFERENCE_SERVICE, isvc_body())
+    for key, work in list(hub.works.items()):
+        if work.kind == c.KIND_INFERENCE_SERVICE:
+            hub.works[key] = replace(work, applied="True", feedback=(("ready", "True"),))
+    run(hub, c.KIND_INFERENCE_SERVICE, isvc_body())
+    assert hub.statuses["iris"]["phase"] == "Ready"
+    hub.works[("c1", "sp")] = replace(hub.works[("c1", "sp")], feedback=(
+        ("message", "waiting for InferenceServices to be deleted: models/iris"),
+        ("phase", "Removing")))
+    hub.works[("c2", "sp")] = replace(hub.works[("c2", "sp")], deleting=True)
+    run(hub, c.KIND_INFERENCE_SERVICE, isvc_body())
+    status = hub.statuses["iris"]
+    assert status["phase"] == "Degraded"
+    for entry in status["clusters"]:
+        assert (entry["ready"], entry["reason"]) == (False, "PlatformRemoving")
+    entries = {e["cluster"]: e for e in status["clusters"]}
+    assert "reports Removing" in entries["c1"]["message"]
+    assert "being removed" in entries["c2"]["message"]
+
+
+def test_cleanup_of_a_model_serving_keeps_the_rule() -> None:
+    hub = FakeHub(placements={("ns", "p"): frozenset({"c1", "c2"})})
+    name = _stack_available(hub, "c1", "c2")
+    _model_on(hub, "c1")
+    remaining = asyncio.run(Reconciler(hub, hub).cleanup(c.KIND_MODEL_SERVING, "ns", "kserve"))
+    assert remaining == ["c1", "c2"]
+    assert [w for w in hub.writes if w[0] == "delete"] == [("delete", f"c2/{name}")]

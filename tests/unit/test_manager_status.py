@@ -469,3 +469,76 @@ def test_another_refusal_carries_the_spoke_message_naming_the_field() -> None:
     assert got.message == (
         "cluster cluster1: ServingPlatform model-serving was refused: " + error
     )
+
+
+def test_a_model_serving_being_removed_or_deleted_is_never_ready() -> None:
+    pl = st.PlacementState("p", True, frozenset({"a", "b"}))
+    msv = c.KIND_MODEL_SERVING
+    available = st.cluster_status(msv, st.ClusterInput("a", fact("a", msv, phase="Available")))
+    blocked = st.cluster_status(msv, st.ClusterInput(
+        "b", fact("b", msv, phase="Available"),
+        blocked_by=("MultiClusterInferenceService ns/iris",)))
+    assert (blocked[0].phase, blocked[0].reason, blocked[1]) == (
+        "RemovalBlocked", "IntentsOnCluster", "failed")
+    assert "MultiClusterInferenceService ns/iris" in blocked[0].message
+    status = st.aggregate([available, blocked], pl, 1, None, NOW, platform=True)
+    assert (_conds(status)["Ready"].status, _conds(status)["Ready"].reason) == (
+        "False", "RemovalBlocked")
+    # Both clusters report Available, but the intent is being deleted: not Ready.
+    other = st.cluster_status(msv, st.ClusterInput("b", fact("b", msv, phase="Available")))
+    status = st.aggregate([available, other], pl, 1, None, NOW, platform=True, deleting=True)
+    assert status.phase != "Ready" and _conds(status)["Ready"].reason == "Deleting"
+    removing = st.cluster_status(msv, st.ClusterInput("b", fact("b", msv, phase="Removing")),
+                                 removed=True)
+    status = st.aggregate([available, removing], pl, 1, None, NOW, platform=True)
+    assert _conds(status)["Ready"].reason == "Removing"
+    refused = st.deletion_refused({"b": ["MultiClusterServingRuntime ns/rt"]}, 1, NOW)
+    assert (refused.type, refused.reason) == ("DeletionBlocked", "IntentsOnCluster")
+    assert "b: MultiClusterServingRuntime ns/rt" in refused.message
+
+
+def test_platform_going_makes_models_and_runtimes_not_ready() -> None:
+    sp = fact("a", c.KIND_MODEL_SERVING, phase="Available")
+    assert ordering.platform_going([sp]) == ""
+    going = ordering.platform_going([fact("a", c.KIND_MODEL_SERVING, phase="RemovalBlocked",
+                                          message="InferenceServices not created ...")])
+    assert "reports RemovalBlocked: InferenceServices" in going
+    for kind, work in ((c.KIND_INFERENCE_SERVICE, fact("a", ready="True")),
+                       (c.KIND_SERVING_RUNTIME, fact("a", c.KIND_SERVING_RUNTIME))):
+        entry, category = st.cluster_status(kind, st.ClusterInput("a", work,
+                                                                  platform_going=going))
+        assert (entry.ready, entry.reason, category) == (False, "PlatformRemoving", "failed")
+
+
+def test_a_refusal_the_cluster_is_still_setting_up_for_is_progressing_not_failed() -> None:
+    errors = [
+        'Failed to apply manifest: Internal error occurred: failed calling webhook '
+        '"servingruntime.serving.kserve-webhook-server.validator": failed to call webhook: '
+        'Post "https://127.0.0.1:9443/validate-serving-kserve-io-v1alpha1-servingruntime?'
+        'timeout=10s": dial tcp 127.0.0.1:9443: connect: connection refused',
+        'Failed to apply manifest: no matches for kind "ServingRuntime" in version '
+        '"serving.kserve.io/v1alpha1"',
+    ]
+    for error in errors:
+        got = parse_work(_failed_work(error))
+        assert got is not None and got.reason == "WaitingForSpoke", got
+        assert "the work agent retries" in got.message and error in got.message
+        entry, category = st._reported_status(
+            c.KIND_SERVING_RUNTIME, st.ClusterInput(cluster="cluster1", work=got), removed=False
+        )
+        assert (entry.phase, entry.reason, category) == (
+            "Applying", "WaitingForSpoke", "progressing")
+
+
+def test_a_deleting_platform_work_carries_the_agents_account_of_the_removal() -> None:
+    msv = c.KIND_MODEL_SERVING
+    work = fact("a", msv, phase="Removing",
+                message="waiting for InferenceServices to be deleted: models/iris")
+    entry, category = st.cluster_status(msv, st.ClusterInput(
+        "a", WorkFact(**{**work.__dict__, "deleting": True})))
+    assert (entry.phase, entry.reason, category) == ("Removing", "WorkDeleting", "progressing")
+    assert entry.message == "waiting for InferenceServices to be deleted: models/iris"
+    still = fact("a", msv, phase="Available", message="all components available")
+    entry, _ = st.cluster_status(msv, st.ClusterInput(
+        "a", WorkFact(**{**still.__dict__, "deleting": True})))
+    assert entry.message == ""  # its last report is about the stack being up: not shown
