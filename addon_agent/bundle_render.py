@@ -115,14 +115,17 @@ def render_modelmesh(source: Path, stack: Stack = MODELMESH) -> str:
 def render_runtimes(source: Path, stack: Stack) -> str:
     """The stack's built-in runtimes: upstream's ``config/<stack.runtimes>`` kustomization.
 
-    ModelMesh's (``config/runtimes``) are ClusterServingRuntimes, what upstream's installer
-    applies in its default cluster-scope mode; the kustomization pulls a label transformer
-    from ``config/default``, so it is built without kustomize's load restrictions, as
-    upstream's installer does.
+    Both stacks' (``config/runtimes``) are ClusterServingRuntimes. ModelMesh's are what
+    upstream's installer applies in its default cluster-scope mode; the kustomization pulls a
+    label transformer from ``config/default``, so it is built without kustomize's load
+    restrictions, as upstream's installer does. KServe's are the runtimes of its release's
+    cluster resources; their ``kserve/<server>:latest`` images are pinned to the release, as
+    upstream's release manifests are.
     """
     with tempfile.TemporaryDirectory() as tmp:
         config = _copy_config(source, Path(tmp))
-        return kustomize(config / stack.runtimes, "--load-restrictor=LoadRestrictionsNone")
+        text = kustomize(config / stack.runtimes, "--load-restrictor=LoadRestrictionsNone")
+    return pin_latest_images(text, "kserve", stack.version)
 
 
 RENDERERS: dict[str, Callable[[Path, Stack], str]] = {
@@ -154,10 +157,49 @@ def render(out: Path, stacks: Sequence[Stack] = tuple(STACKS.values())) -> list[
             runtimes = render_runtimes(source, stack)
             (target / RUNTIMES_FILE).write_text(runtimes)
             manifest["runtimesSha256"] = hashlib.sha256(runtimes.encode()).hexdigest()
+        else:  # an earlier render into the same directory must not leave runtimes behind
+            (target / RUNTIMES_FILE).unlink(missing_ok=True)
+        manifest["render"] = render_key()
         (target / BUNDLE_FILE).write_text(text)
         (target / MANIFEST_FILE).write_text(json.dumps(manifest, indent=2) + "\n")
         written.append(target)
     return written
+
+
+def render_key() -> str:
+    """Fingerprint of how bundles are rendered: this module's code and the stack pins.
+
+    Any change to either gives a new key, so a cache of rendered bundles keyed by it
+    (:func:`render_cached`) never serves a bundle rendered the old way.
+    """
+    digest = hashlib.sha256(Path(__file__).read_bytes())
+    for stack in sorted(STACKS.values(), key=lambda s: s.platform):
+        digest.update(repr(stack).encode())
+    return digest.hexdigest()[:16]
+
+
+def render_cached(cache: Path) -> Path:
+    """Root of the bundles of every stack rendered the current way, under ``cache``.
+
+    The bundles live in ``cache/<render_key()>``, rendered once; a render is written to a
+    temporary directory first and then renamed, so a half-written bundle is never used and
+    checkouts rendering differently never share (or overwrite) each other's bundles.
+    """
+    root = cache / render_key()
+    if all((bundle_path(root, s) / MANIFEST_FILE).is_file() for s in STACKS.values()):
+        return root
+    cache.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=".render-", dir=cache))
+    try:
+        render(tmp)
+        try:
+            tmp.rename(root)
+        except OSError:  # rendered meanwhile by someone else: theirs is the same
+            if not root.is_dir():
+                raise
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    return root
 
 
 def main(argv: Sequence[str] | None = None) -> int:
