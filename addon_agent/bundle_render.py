@@ -3,7 +3,8 @@
 ``python -m addon_agent.bundle_render --out DIR`` writes
 ``DIR/<platform>/<version>/bundle.yaml`` and ``DIR/<platform>/<version>/manifest.json``
 for every stack in :mod:`addon_agent.stacks`, and ``runtimes.yaml`` (the built-in serving
-runtimes) for a stack that ships them. Bundles are build/test artefacts and are never
+runtimes) for a stack that ships them; ``--cache DIR`` renders into ``DIR/<render key>``
+once (what the tests and the demo use). Bundles are build/test artefacts and are never
 committed.
 """
 
@@ -203,10 +204,17 @@ def render_cached(cache: Path) -> Path:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Command line: render the bundles into ``--out``."""
+    """Command line: render the bundles into ``--out``, or into the cache ``--cache``."""
     parser = argparse.ArgumentParser(prog="python -m addon_agent.bundle_render")
-    parser.add_argument("--out", required=True, type=Path, help="root of the rendered bundles")
+    where = parser.add_mutually_exclusive_group(required=True)
+    where.add_argument("--out", type=Path, help="root of the rendered bundles")
+    where.add_argument(
+        "--cache", type=Path, help="cache to render into once per render key (prints the root)"
+    )
     args = parser.parse_args(argv)
+    if args.cache is not None:
+        print(render_cached(args.cache))
+        return 0
     for path in render(args.out):
         print(path)
     return 0

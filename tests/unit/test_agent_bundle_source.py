@@ -132,3 +132,15 @@ def test_render_cache_is_keyed_by_how_bundles_are_rendered(
     assert second != first and len(renders) == 2
     assert (bundle_path(first, KSERVE) / MANIFEST_FILE).is_file()
     assert sorted(p.name for p in tmp_path.iterdir()) == sorted([first.name, second.name])
+
+
+def test_bundle_render_command_renders_into_the_cache(
+    tmp_path: Path, monkeypatch: Any, capsys: Any
+) -> None:
+    from addon_agent import bundle_render
+
+    monkeypatch.setattr(bundle_render, "render_cached", lambda cache: cache / "key")
+    assert bundle_render.main(["--cache", str(tmp_path)]) == 0
+    assert capsys.readouterr().out.strip() == str(tmp_path / "key")
+    with pytest.raises(SystemExit):
+        bundle_render.main(["--cache", str(tmp_path), "--out", str(tmp_path)])
