@@ -119,7 +119,7 @@ def test_kserve_documented_sklearn_sample_runs_on_the_builtin_runtime(
 
     _until(fleet, no_users_runtime, timeout=120)
     sample = yaml.safe_load(KSERVE_DOCS_SKLEARN)
-    name = "kserve-docs-sklearn"
+    name = "sklearn-iris-sample"  # as in the user guide, which shows its URL
     wrapped = {
         "apiVersion": f"{GROUP}/v1alpha1",
         "kind": "MultiClusterInferenceService",
