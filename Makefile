@@ -23,7 +23,7 @@ binaries: venv
 	$(BIN)/python -m testbed build
 
 bundles: venv
-	$(BIN)/python -m addon_agent.bundle_render --out $(HOME)/.cache/model-serving-addon/bundles
+	$(BIN)/python -m addon_agent.bundle_render --cache $(HOME)/.cache/model-serving-addon/bundles
 
 crds: venv
 	$(BIN)/model-serving-addon crds

@@ -3,7 +3,8 @@
 ``python -m addon_agent.bundle_render --out DIR`` writes
 ``DIR/<platform>/<version>/bundle.yaml`` and ``DIR/<platform>/<version>/manifest.json``
 for every stack in :mod:`addon_agent.stacks`, and ``runtimes.yaml`` (the built-in serving
-runtimes) for a stack that ships them. Bundles are build/test artefacts and are never
+runtimes) for a stack that ships them; ``--cache DIR`` renders into ``DIR/<render key>``
+once (what the tests and the demo use). Bundles are build/test artefacts and are never
 committed.
 """
 
@@ -115,14 +116,17 @@ def render_modelmesh(source: Path, stack: Stack = MODELMESH) -> str:
 def render_runtimes(source: Path, stack: Stack) -> str:
     """The stack's built-in runtimes: upstream's ``config/<stack.runtimes>`` kustomization.
 
-    ModelMesh's (``config/runtimes``) are ClusterServingRuntimes, what upstream's installer
-    applies in its default cluster-scope mode; the kustomization pulls a label transformer
-    from ``config/default``, so it is built without kustomize's load restrictions, as
-    upstream's installer does.
+    Both stacks' (``config/runtimes``) are ClusterServingRuntimes. ModelMesh's are what
+    upstream's installer applies in its default cluster-scope mode; the kustomization pulls a
+    label transformer from ``config/default``, so it is built without kustomize's load
+    restrictions, as upstream's installer does. KServe's are the runtimes of its release's
+    cluster resources; their ``kserve/<server>:latest`` images are pinned to the release, as
+    upstream's release manifests are.
     """
     with tempfile.TemporaryDirectory() as tmp:
         config = _copy_config(source, Path(tmp))
-        return kustomize(config / stack.runtimes, "--load-restrictor=LoadRestrictionsNone")
+        text = kustomize(config / stack.runtimes, "--load-restrictor=LoadRestrictionsNone")
+    return pin_latest_images(text, "kserve", stack.version)
 
 
 RENDERERS: dict[str, Callable[[Path, Stack], str]] = {
@@ -154,17 +158,63 @@ def render(out: Path, stacks: Sequence[Stack] = tuple(STACKS.values())) -> list[
             runtimes = render_runtimes(source, stack)
             (target / RUNTIMES_FILE).write_text(runtimes)
             manifest["runtimesSha256"] = hashlib.sha256(runtimes.encode()).hexdigest()
+        else:  # an earlier render into the same directory must not leave runtimes behind
+            (target / RUNTIMES_FILE).unlink(missing_ok=True)
+        manifest["render"] = render_key()
         (target / BUNDLE_FILE).write_text(text)
         (target / MANIFEST_FILE).write_text(json.dumps(manifest, indent=2) + "\n")
         written.append(target)
     return written
 
 
+def render_key() -> str:
+    """Fingerprint of how bundles are rendered: this module's code and the stack pins.
+
+    Any change to either gives a new key, so a cache of rendered bundles keyed by it
+    (:func:`render_cached`) never serves a bundle rendered the old way.
+    """
+    digest = hashlib.sha256(Path(__file__).read_bytes())
+    for stack in sorted(STACKS.values(), key=lambda s: s.platform):
+        digest.update(repr(stack).encode())
+    return digest.hexdigest()[:16]
+
+
+def render_cached(cache: Path) -> Path:
+    """Root of the bundles of every stack rendered the current way, under ``cache``.
+
+    The bundles live in ``cache/<render_key()>``, rendered once; a render is written to a
+    temporary directory first and then renamed, so a half-written bundle is never used and
+    checkouts rendering differently never share (or overwrite) each other's bundles.
+    """
+    root = cache / render_key()
+    if all((bundle_path(root, s) / MANIFEST_FILE).is_file() for s in STACKS.values()):
+        return root
+    cache.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=".render-", dir=cache))
+    try:
+        render(tmp)
+        try:
+            tmp.rename(root)
+        except OSError:  # rendered meanwhile by someone else: theirs is the same
+            if not root.is_dir():
+                raise
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    return root
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    """Command line: render the bundles into ``--out``."""
+    """Command line: render the bundles into ``--out``, or into the cache ``--cache``."""
     parser = argparse.ArgumentParser(prog="python -m addon_agent.bundle_render")
-    parser.add_argument("--out", required=True, type=Path, help="root of the rendered bundles")
+    where = parser.add_mutually_exclusive_group(required=True)
+    where.add_argument("--out", type=Path, help="root of the rendered bundles")
+    where.add_argument(
+        "--cache", type=Path, help="cache to render into once per render key (prints the root)"
+    )
     args = parser.parse_args(argv)
+    if args.cache is not None:
+        print(render_cached(args.cache))
+        return 0
     for path in render(args.out):
         print(path)
     return 0

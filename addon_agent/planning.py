@@ -17,7 +17,7 @@ import yaml
 from addon_agent import labels as lb
 from addon_agent.stacks import KSERVE, MODELMESH, Stack
 from addon_api import constants as c
-from addon_api.platform import ComponentSpec, ModelMeshOptions
+from addon_api.platform import ComponentSpec, KServeOptions, ModelMeshOptions
 from addon_api.spoke import ServingPlatformSpec
 
 Obj = dict[str, Any]
@@ -131,9 +131,11 @@ def is_runtime(obj: Obj) -> bool:
 
 
 def runtimes_wanted(spec: ServingPlatformSpec, stack: Stack) -> bool:
-    """Whether the serving runtimes of the bundle are installed (ModelMesh: builtInRuntimes)."""
+    """Whether the serving runtimes of the bundle are installed (``builtInRuntimes``)."""
     if stack.platform == MODELMESH.platform:
         return (spec.modelmesh or ModelMeshOptions()).built_in_runtimes
+    if stack.platform == KSERVE.platform:
+        return (spec.kserve or KServeOptions()).built_in_runtimes
     return True
 
 

@@ -47,6 +47,7 @@ KSERVE: Final = Stack(
     namespace="kserve",
     controller="kserve-controller-manager",
     metrics_service="kserve-controller-manager-metrics-service",
+    runtimes="runtimes",
 )
 
 MODELMESH: Final = Stack(

@@ -284,6 +284,12 @@ class KServeOptions(ApiModel):
     Standard (plain Deployments and Services, no Knative); both are accepted."""
     service_cluster_ip_none: bool = Field(default=True, alias="serviceClusterIPNone")
     """Create headless predictor Services (clusterIP: None)."""
+    built_in_runtimes: bool = True
+    """Install KServe's built-in runtimes (upstream's ClusterServingRuntimes, e.g.
+    kserve-sklearnserver, kserve-xgbserver, kserve-tritonserver, kserve-huggingfaceserver,
+    usable from every serving namespace), so an InferenceService that names only its
+    modelFormat finds a runtime, as in KServe's own samples. false removes the ones the agent
+    installed; runtimes created by others are never changed or removed."""
 
 
 class SecretKeySelector(ApiModel):

@@ -58,12 +58,10 @@ class Phases:
 
 
 def bundle_dir() -> Path:
-    """Render the KServe/ModelMesh bundles once per version into the cache."""
+    """The KServe/ModelMesh bundles, rendered into the cache once per way of rendering."""
     from addon_agent import bundle_render
 
-    out = cache_dir() / "bundles"
-    bundle_render.main(["--out", str(out)])
-    return out
+    return bundle_render.render_cached(cache_dir() / "bundles")
 
 
 def rows(hub: Cluster) -> list[tuple[str, str, str, str, str]]:

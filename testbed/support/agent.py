@@ -6,7 +6,6 @@ The pytest fixtures on top of these (``bundles``, ``spoke``, ``agent``) are in
 
 from __future__ import annotations
 
-import fcntl
 import json
 import os
 import subprocess
@@ -19,9 +18,9 @@ from pathlib import Path
 from typing import Any
 
 from addon_agent import bundle_render
-from addon_agent.stacks import STACKS
 from addon_api import constants as c
 from testbed import build, identities
+from testbed.paths import cache_dir
 from testbed.processes import die_with_parent, free_port
 from testbed.support.waiting import eventually
 
@@ -41,30 +40,17 @@ SCANNED_KINDS = (
 
 
 def bundle_cache() -> Path:
-    """Root of the rendered bundles, shared across runs (keyed by platform/version)."""
-    base = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache"))
-    return base / "model-serving-addon" / "bundles"
+    """Where rendered bundles are cached, shared across runs and checkouts."""
+    return cache_dir() / "bundles"
 
 
 def rendered_bundles() -> Path:
-    """Root of the rendered bundles of every stack (rendered once per version)."""
-    root = bundle_cache()
-    wanted = {s: [bundle_render.MANIFEST_FILE] for s in STACKS.values()}
-    for stack, files in wanted.items():
-        if stack.runtimes:
-            files.append(bundle_render.RUNTIMES_FILE)
-    root.mkdir(parents=True, exist_ok=True)
-    # Parallel test workers share the cache: one renders, the others wait and find it done.
-    with open(root / ".render.lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        missing = [
-            s
-            for s, files in wanted.items()
-            if not all((bundle_render.bundle_path(root, s) / f).exists() for f in files)
-        ]
-        if missing:
-            bundle_render.render(root, missing)
-    return root
+    """Root of the rendered bundles of every stack, rendered once per way of rendering.
+
+    Keyed by :func:`addon_agent.bundle_render.render_key`: a change to the renderer or the
+    stack pins renders afresh instead of reusing bundles rendered the old way.
+    """
+    return bundle_render.render_cached(bundle_cache())
 
 
 class AgentProcess:

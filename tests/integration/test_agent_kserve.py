@@ -5,9 +5,14 @@ from __future__ import annotations
 import base64
 import datetime as dt
 import json
+from pathlib import Path
 from typing import Any
 
+import yaml
+
 from addon_agent import certs
+from addon_agent.bundle_render import RUNTIMES_FILE, bundle_path
+from addon_agent.stacks import KSERVE
 from addon_api import constants as c
 from testbed import upstream
 from testbed.support.agent import (
@@ -43,6 +48,28 @@ def test_install_to_available(spoke: Any, agent: AgentProcess) -> None:
     assert status["readyComponents"] == status["totalComponents"] == 1
     conditions = {c["type"]: c["status"] for c in status["conditions"]}
     assert conditions["Available"] == "True"
+
+
+def test_builtin_runtimes_installed_as_rendered(
+    spoke: Any, bundles: Path, agent: AgentProcess
+) -> None:
+    text = (bundle_path(bundles, KSERVE) / RUNTIMES_FILE).read_text()
+    rendered = {d["metadata"]["name"]: d for d in yaml.safe_load_all(text) if d}
+    assert {"kserve-sklearnserver", "kserve-xgbserver", "kserve-tritonserver"} <= set(rendered)
+    items = json.loads(spoke.kubectl("get", "clusterservingruntimes", "-o", "json").stdout)
+    live = {i["metadata"]["name"]: i for i in items["items"]}
+    assert set(rendered) <= set(live)
+    for name, runtime in rendered.items():
+        labels = live[name]["metadata"]["labels"]
+        assert labels[c.LABEL_MANAGED_BY] == c.FIELD_MANAGER, name
+        assert live[name]["spec"]["supportedModelFormats"] == runtime["spec"][
+            "supportedModelFormats"
+        ]
+    sklearn = live["kserve-sklearnserver"]["spec"]
+    assert sklearn["containers"][0]["image"] == f"kserve/sklearnserver:{KSERVE.version}"
+    assert {"name": "sklearn", "version": "1", "autoSelect": True, "priority": 1} in sklearn[
+        "supportedModelFormats"
+    ]
 
 
 def test_component_settings_and_image(spoke: Any, agent: AgentProcess) -> None:
@@ -174,6 +201,43 @@ def test_lease_is_renewed(spoke: Any, agent: AgentProcess) -> None:
         ),
         timeout=15,
     )
+
+
+def test_runtimes_the_unserved_webhook_cannot_admit_are_reported(
+    spoke: Any, agent: AgentProcess
+) -> None:
+    """A restarted agent applies its runtimes again: updates now, which KServe's validating
+    webhook must admit. Its server (KServe's controller) does not run here: the runtimes are
+    reported, the install is not stuck and the platform stays Available. (That the report
+    clears once the webhook serves: tests/integration/test_e2e.py, with the real controller.)"""
+    agent.stop()
+    agent.start()
+
+    def reported() -> dict[str, Any]:
+        status = wait_phase(spoke, NAME, "Available", timeout=60)
+        degraded = next(c for c in status["conditions"] if c["type"] == "Degraded")
+        assert degraded["reason"] == "RuntimesNotApplied", status
+        return status
+
+    status, seconds = timed(lambda: eventually(reported, timeout=120))
+    print(f"KServe runtimes refused by the unserved webhook reported after {seconds:.1f}s")
+    assert "runtimes not applied: ClusterServingRuntime kserve-" in status["message"]
+    assert get(spoke, "clusterservingruntime", "kserve-sklearnserver") is not None
+    assert status["readyComponents"] == status["totalComponents"] == 1
+    # Once an update can be admitted (here: the webhook configuration out of the way, which
+    # the agent then puts back) the next reconcile applies the runtimes and the report clears.
+    hook = "clusterservingruntime.serving.kserve.io"
+    spoke.kubectl("delete", "validatingwebhookconfiguration", hook)
+
+    def cleared() -> dict[str, Any]:
+        status = wait_phase(spoke, NAME, "Available", timeout=60)
+        degraded = next(c for c in status["conditions"] if c["type"] == "Degraded")
+        assert degraded["reason"] != "RuntimesNotApplied", status
+        assert "runtimes not applied" not in status["message"], status
+        return status
+
+    eventually(cleared, timeout=60)
+    eventually(lambda: get(spoke, "validatingwebhookconfiguration", hook) is not None, timeout=30)
 
 
 def test_removed_uninstalls_everything(spoke: Any, agent: AgentProcess) -> None:

@@ -120,6 +120,91 @@ def test_stack_then_model_ready_on_both_clusters_with_urls(
     assert conditions["Ready"] == "True"
 
 
+KSERVE_DOCS_SKLEARN = """
+apiVersion: serving.kserve.io/v1beta1
+kind: InferenceService
+metadata:
+  name: sklearn-iris
+spec:
+  predictor:
+    model:
+      modelFormat:
+        name: sklearn
+      storageUri: gs://kfserving-examples/models/sklearn/1.0/model
+"""
+"""KServe's documented first InferenceService, as its docs give it: a model format and a
+storage URI, no runtime."""
+
+
+def test_kserve_documented_sklearn_sample_runs_on_the_builtin_runtime(
+    fleet: tuple[Testbed, Callable[[], None]],
+) -> None:
+    """KServe's sklearn sample wrapped in a MultiClusterInferenceService, with no runtime of
+    the user's on the clusters: KServe's built-in ClusterServingRuntime serves it on both
+    clusters, and the hub shows the URL KServe's controller reports."""
+    bed, _ = fleet
+    hub = bed.hub
+    # The example's own runtime goes first: from here on the built-in ClusterServingRuntime
+    # of the same name serves the example model too.
+    hub.kubectl("delete", "mcsr", "kserve-sklearnserver", "-n", NS, "--wait=true", timeout=120)
+
+    def no_users_runtime() -> bool:
+        for spoke in bed.spokes:
+            items = json.loads(
+                spoke.kubectl("get", "servingruntimes", "-n", "models", "-o", "json").stdout
+            )["items"]
+            assert items == [], (spoke.name, [i["metadata"]["name"] for i in items])
+        return True
+
+    _until(fleet, no_users_runtime, timeout=120)
+    sample = yaml.safe_load(KSERVE_DOCS_SKLEARN)
+    name = "sklearn-iris-sample"  # as in the user guide, which shows its URL
+    wrapped = {
+        "apiVersion": f"{GROUP}/v1alpha1",
+        "kind": "MultiClusterInferenceService",
+        "metadata": {"name": name},
+        "spec": {
+            "placementRef": {"name": "default"},
+            "targetNamespace": "models",
+            "template": sample["spec"],
+        },
+    }
+    hub.kubectl("apply", "-n", NS, "-f", "-", input=yaml.safe_dump(wrapped))
+
+    def ready_on_both() -> dict[str, dict[str, Any]]:
+        entries = _clusters(_intent(hub, "multiclusterinferenceservices", name))
+        ok = set(entries) == {"cluster1", "cluster2"} and all(
+            e["ready"] and e.get("url") for e in entries.values()
+        )
+        return entries if ok else {}
+
+    started = time.monotonic()
+    entries = _until(fleet, ready_on_both, timeout=180)
+    print(f"KServe's sklearn sample Ready on both clusters after {time.monotonic() - started:.1f}s")
+    for spoke in bed.spokes:
+        isvc = json.loads(
+            spoke.kubectl("get", "isvc", name, "-n", "models", "-o", "json").stdout
+        )
+        assert "runtime" not in isvc["spec"]["predictor"]["model"]
+        # KServe chose the built-in runtime for the format (and the default v1 protocol).
+        predictor = json.loads(
+            spoke.kubectl(
+                "get", "deployments", "-n", "models", "-l",
+                f"serving.kserve.io/inferenceservice={name}", "-o", "json",
+            ).stdout
+        )["items"]
+        pods = [d["spec"]["template"]["spec"] for d in predictor]
+        images = {c["image"] for pod in pods for c in pod["containers"]}
+        assert "kserve/sklearnserver:v0.17.0" in images, images
+        # The hub shows what KServe's controller reports, in the form the user guide gives.
+        assert entries[spoke.name]["url"] == isvc["status"]["url"]
+        assert isvc["status"]["url"] == f"http://{name}-models.example.com"
+    # The example model, which names kserve-sklearnserver, still runs without its MCSR.
+    example = _clusters(_intent(hub, "multiclusterinferenceservices", "sklearn-iris"))
+    assert all(e["ready"] for e in example.values()), example
+    hub.kubectl("delete", "mcisvc", name, "-n", NS)
+
+
 def _hub_dump(hub: Any) -> list[tuple[str, str]]:
     """(resource, JSON) of every listable object on the hub, the user's Secret excluded."""
     names = hub.kubectl("api-resources", "--verbs=list", "-o", "name").stdout.split()

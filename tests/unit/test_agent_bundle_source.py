@@ -18,8 +18,14 @@ def test_rendered_bundle(tmp_path: Path) -> None:
     target = bundle_path(tmp_path, KSERVE)
     target.mkdir(parents=True)
     (target / BUNDLE_FILE).write_text(CM % "a")
+    (target / RUNTIMES_FILE).write_text(CM % "runtime")
     text, stack = bundle_source.load(KSERVE, tmp_path, None, tmp_path / "cache")
-    assert "name: a" in text and stack == KSERVE
+    assert "name: a" in text and "name: runtime" in text and stack == KSERVE
+
+
+def test_stacks_with_builtin_runtimes_need_them_rendered() -> None:
+    # KServe's ClusterServingRuntimes (upstream's config/runtimes) as ModelMesh's
+    assert (KSERVE.runtimes, MODELMESH.runtimes) == ("runtimes", "runtimes")
 
 
 def test_rendered_bundle_with_runtimes(tmp_path: Path) -> None:
@@ -93,3 +99,48 @@ def test_bundle_render_falls_back_to_standalone_kustomize(monkeypatch: Any) -> N
         bundle_render.kustomize_command()
     found["kubectl"] = "/usr/bin/kubectl"
     assert bundle_render.kustomize_command() == ["kubectl", "kustomize"]
+
+
+def test_render_cache_is_keyed_by_how_bundles_are_rendered(
+    tmp_path: Path, monkeypatch: Any
+) -> None:
+    """A changed renderer or stack pin renders afresh into its own directory; an unchanged
+    one reuses its bundles; the bundles rendered the old way stay for whoever uses them."""
+    import dataclasses
+
+    from addon_agent import bundle_render
+
+    renders: list[Path] = []
+
+    def fake_render(out: Path) -> list[Path]:
+        renders.append(out)
+        for stack in bundle_render.STACKS.values():
+            target = bundle_path(out, stack)
+            target.mkdir(parents=True)
+            (target / MANIFEST_FILE).write_text("{}")
+        return []
+
+    monkeypatch.setattr(bundle_render, "render", fake_render)
+    first = bundle_render.render_cached(tmp_path)
+    assert first == tmp_path / bundle_render.render_key()
+    assert (bundle_path(first, KSERVE) / MANIFEST_FILE).is_file()
+    assert bundle_render.render_cached(tmp_path) == first and len(renders) == 1
+    changed = dict(bundle_render.STACKS)
+    changed["KServe"] = dataclasses.replace(KSERVE, runtimes="")
+    monkeypatch.setattr(bundle_render, "STACKS", changed)
+    second = bundle_render.render_cached(tmp_path)
+    assert second != first and len(renders) == 2
+    assert (bundle_path(first, KSERVE) / MANIFEST_FILE).is_file()
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted([first.name, second.name])
+
+
+def test_bundle_render_command_renders_into_the_cache(
+    tmp_path: Path, monkeypatch: Any, capsys: Any
+) -> None:
+    from addon_agent import bundle_render
+
+    monkeypatch.setattr(bundle_render, "render_cached", lambda cache: cache / "key")
+    assert bundle_render.main(["--cache", str(tmp_path)]) == 0
+    assert capsys.readouterr().out.strip() == str(tmp_path / "key")
+    with pytest.raises(SystemExit):
+        bundle_render.main(["--cache", str(tmp_path), "--out", str(tmp_path)])

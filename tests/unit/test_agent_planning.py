@@ -263,11 +263,50 @@ def test_modelmesh_builtin_runtimes_on_by_default_and_switchable() -> None:
     assert {o["metadata"]["name"] for o in without.objects} == {
         o["metadata"]["name"] for o in default.objects if not planning.is_runtime(o)
     }
-    # KServe has no such option: runtimes of a (custom) KServe bundle are installed
+    # KServe's default keeps every runtime of a (custom) KServe bundle too
     assert runtime_names(planning.plan(bundle, spec(), KSERVE, ClusterFacts())) == {
         "mlserver-1.x",
         "ns-runtime",
     }
+
+
+KSERVE_RUNTIMES = """
+apiVersion: serving.kserve.io/v1alpha1
+kind: ClusterServingRuntime
+metadata: {name: kserve-sklearnserver, annotations: {serving.kserve.io/server-type: sklearnserver}}
+spec:
+  supportedModelFormats: [{name: sklearn, version: "1", autoSelect: true, priority: 1}]
+  containers: [{name: kserve-container, image: kserve/sklearnserver:v0.17.0}]
+---
+apiVersion: serving.kserve.io/v1alpha1
+kind: ClusterServingRuntime
+metadata: {name: kserve-xgbserver}
+spec: {containers: [{name: kserve-container, image: kserve/xgbserver:v0.17.0}]}
+"""
+
+
+def test_kserve_builtin_runtimes_on_by_default_and_switchable() -> None:
+    assert KSERVE.runtimes == "runtimes"  # rendered from upstream's config/runtimes
+    bundle = planning.parse_bundle(BUNDLE + "\n---\n" + KSERVE_RUNTIMES)
+    default = planning.plan(bundle, spec(), KSERVE, ClusterFacts())
+    assert runtime_names(default) == {"kserve-sklearnserver", "kserve-xgbserver"}
+    explicit = planning.plan(bundle, spec(kserve={"builtInRuntimes": True}), KSERVE, ClusterFacts())
+    assert explicit.objects == default.objects
+    csr = next(o for o in default.objects if o["metadata"]["name"] == "kserve-sklearnserver")
+    assert "namespace" not in csr["metadata"]  # cluster-scoped: every serving namespace
+    assert csr["metadata"]["labels"]["app.kubernetes.io/managed-by"] == "model-serving-addon"
+    assert csr["metadata"]["annotations"] == {"serving.kserve.io/server-type": "sklearnserver"}
+    kinds = [o["kind"] for o in default.objects]
+    # created before KServe's webhook for them is configured, so a first install never
+    # waits for the controller
+    assert kinds.index("ClusterServingRuntime") < kinds.index("ValidatingWebhookConfiguration")
+    off = spec(kserve={"builtInRuntimes": False})
+    assert planning.runtimes_wanted(off, KSERVE) is False
+    without = planning.plan(bundle, off, KSERVE, ClusterFacts())
+    assert runtime_names(without) == set()
+    assert [o["metadata"]["name"] for o in without.objects] == [
+        o["metadata"]["name"] for o in default.objects if not planning.is_runtime(o)
+    ]
 
 
 def test_modelmesh_service_monitor_covers_the_serving_namespaces() -> None:

@@ -130,7 +130,11 @@ def test_defaults_and_aliases() -> None:
     out = ModelServing.model_validate(
         merge_patch(CASES["good"]["msv-minimal"], {"spec": {"kserve": {}}})
     ).to_dict()
-    assert out["spec"]["kserve"] == {"deploymentMode": "Standard", "serviceClusterIPNone": True}
+    assert out["spec"]["kserve"] == {
+        "deploymentMode": "Standard",
+        "serviceClusterIPNone": True,
+        "builtInRuntimes": True,
+    }
     assert out["spec"]["placementRef"] == {"name": "default"}
 
 

@@ -1,0 +1,154 @@
+"""KServe's built-in runtimes through the installer, against an in-memory API server.
+
+The installer's side of ``builtInRuntimes``: the agent's runtimes are applied and removed
+again, a runtime of the same name someone else made is never touched, and a runtime the
+stack's webhook cannot admit is reported without stopping the install.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+from kubernetes.client.exceptions import ApiException
+
+from addon_agent import labels as lb
+from addon_agent import planning
+from addon_agent.installer import Installer
+from addon_agent.planning import ClusterFacts
+from addon_agent.stacks import KSERVE
+from addon_api.spoke import ServingPlatformSpec
+
+Obj = dict[str, Any]
+Key = tuple[str, str, str]
+
+BUNDLE = """
+apiVersion: v1
+kind: ConfigMap
+metadata: {name: inferenceservice-config, namespace: kserve}
+data: {deploy: '{}'}
+---
+apiVersion: serving.kserve.io/v1alpha1
+kind: ClusterServingRuntime
+metadata: {name: kserve-sklearnserver}
+spec: {containers: [{name: kserve-container, image: kserve/sklearnserver:v0.17.0}]}
+---
+apiVersion: serving.kserve.io/v1alpha1
+kind: ClusterServingRuntime
+metadata: {name: kserve-xgbserver}
+spec: {containers: [{name: kserve-container, image: kserve/xgbserver:v0.17.0}]}
+"""
+
+USERS = {
+    "apiVersion": "serving.kserve.io/v1alpha1",
+    "kind": "ClusterServingRuntime",
+    "metadata": {"name": "kserve-xgbserver", "labels": {"team": "users"}},
+    "spec": {"containers": [{"name": "kserve-container", "image": "example.com/xgb:1"}]},
+}
+
+
+class FakeKube:
+    """Just what :meth:`Installer.install` uses; ``refuse`` makes runtime updates fail."""
+
+    def __init__(self) -> None:
+        self.objects: dict[Key, Obj] = {}
+        self.version = 0
+        self.refuse: str | None = None
+        self.dyn = SimpleNamespace(resources=SimpleNamespace(invalidate_cache=lambda: None))
+
+    @staticmethod
+    def _key(kind: str, name: str, namespace: str | None) -> Key:
+        return (kind, namespace or "", name)
+
+    def get(self, api_version: str, kind: str, name: str, namespace: str | None = None) -> Any:
+        found = self.objects.get(self._key(kind, name, namespace))
+        return copy.deepcopy(found) if found is not None else None
+
+    def resource_version(
+        self, api_version: str, kind: str, name: str, namespace: str | None = None
+    ) -> str | None:
+        found = self.objects.get(self._key(kind, name, namespace))
+        return None if found is None else str(found["metadata"]["resourceVersion"])
+
+    def apply(self, obj: Obj) -> Obj:
+        meta = obj["metadata"]
+        key = self._key(obj["kind"], meta["name"], meta.get("namespace"))
+        if self.refuse and planning.is_runtime(obj) and key in self.objects:
+            raise _refused(self.refuse)
+        self.version += 1
+        stored = copy.deepcopy(obj)
+        stored["metadata"]["resourceVersion"] = str(self.version)
+        self.objects[key] = stored
+        return copy.deepcopy(stored)
+
+    def delete(self, api_version: str, kind: str, name: str, namespace: str | None = None) -> bool:
+        return self.objects.pop(self._key(kind, name, namespace), None) is not None
+
+
+def _refused(message: str) -> ApiException:
+    err = ApiException(status=500, reason="Internal Server Error")
+    err.body = json.dumps({"kind": "Status", "message": message})
+    return err
+
+
+def installer(kube: FakeKube, tmp_path: Path) -> Installer:
+    return Installer(kube, tmp_path, "agent-ns", tmp_path / "cache", 8383)  # type: ignore[arg-type]
+
+
+def install(inst: Installer, **kserve: Any) -> planning.Plan:
+    spec = ServingPlatformSpec.model_validate({"platform": "KServe", "kserve": kserve})
+    the_plan = planning.plan(planning.parse_bundle(BUNDLE), spec, KSERVE, ClusterFacts())
+    inst.install(the_plan)
+    return the_plan
+
+
+def runtime(kube: FakeKube, name: str) -> Obj | None:
+    return kube.objects.get(("ClusterServingRuntime", "", name))
+
+
+def test_builtin_runtimes_installed_and_removed_leaving_a_foreign_one(tmp_path: Path) -> None:
+    kube = FakeKube()
+    kube.apply(copy.deepcopy(USERS))
+    inst = installer(kube, tmp_path)
+    the_plan = install(inst)
+    sklearn = runtime(kube, "kserve-sklearnserver")
+    assert sklearn is not None and lb.is_ours(sklearn)
+    assert runtime(kube, "kserve-xgbserver") == {
+        **USERS,
+        "metadata": {**USERS["metadata"], "resourceVersion": "1"},
+    }  # the user's runtime of the same name: not taken over, not changed
+    assert the_plan.runtime_errors == []
+    inventory = {(r.kind, r.name) for r in inst.inventory()}
+    assert ("ClusterServingRuntime", "kserve-sklearnserver") in inventory
+    assert ("ClusterServingRuntime", "kserve-xgbserver") not in inventory
+
+    install(inst, builtInRuntimes=False)
+    assert runtime(kube, "kserve-sklearnserver") is None  # the agent's: removed
+    assert runtime(kube, "kserve-xgbserver") is not None  # the user's: left alone
+    assert kube.objects[("ConfigMap", "kserve", "inferenceservice-config")]
+
+    install(inst, builtInRuntimes=True)
+    assert runtime(kube, "kserve-sklearnserver") is not None
+
+
+def test_runtime_the_webhook_refuses_is_reported_and_retried(tmp_path: Path) -> None:
+    kube = FakeKube()
+    install(installer(kube, tmp_path))  # first install: created before the webhook exists
+    # A new agent process (nothing cached) applies again: now updates, through the webhook,
+    # whose server does not answer yet.
+    kube.refuse = 'Internal error occurred: failed calling webhook "clusterservingruntime"'
+    inst = installer(kube, tmp_path)
+    the_plan = install(inst)
+    assert sorted(the_plan.runtime_errors) == [
+        f"ClusterServingRuntime {name}: {kube.refuse}"
+        for name in ("kserve-sklearnserver", "kserve-xgbserver")
+    ]
+    # the rest of the install went on; the runtimes stay the agent's (kept in the inventory)
+    inventory = {(r.kind, r.name) for r in inst.inventory()}
+    assert ("ClusterServingRuntime", "kserve-sklearnserver") in inventory
+    assert runtime(kube, "kserve-sklearnserver") is not None
+    kube.refuse = None  # the webhook serves: the next reconcile clears the errors
+    assert install(inst).runtime_errors == []
