@@ -160,7 +160,11 @@ def test_defaults_are_applied(clusters: dict[str, Cluster], hub_namespace: str) 
     result = submit(clusters["hub"], obj, ["-n", hub_namespace], dry_run=False)
     assert result.returncode == 0, result.stderr
     kserve = json.loads(result.stdout)["spec"]["kserve"]
-    assert kserve == {"deploymentMode": "Standard", "serviceClusterIPNone": True}
+    assert kserve == {
+        "deploymentMode": "Standard",
+        "serviceClusterIPNone": True,
+        "builtInRuntimes": True,
+    }
 
 
 # kubectl get -------------------------------------------------------------------------------------
