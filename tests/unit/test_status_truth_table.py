@@ -79,14 +79,18 @@ def _bodies() -> dict[str, dict[str, Any]]:
 
 
 def _platform(phase: str = "Available", message: str = "") -> dict[str, Any]:
-    """A ServingPlatform's status as the agent writes it."""
-    if phase in ("Available", "Degraded"):
-        deployment = {"metadata": {"generation": 1}, "status": {
-            "observedGeneration": 1,
-            "conditions": [
+    """A ServingPlatform's status as the agent writes it (``Installing``: the controller's
+    Deployment is gone and the agent re-creates it)."""
+    if phase in ("Available", "Degraded", "Installing"):
+        deployment: dict[str, Any] | None = {
+            "metadata": {"generation": 1},
+            "status": {"observedGeneration": 1, "conditions": [
                 {"type": "Available", "status": str(phase == "Available")},
                 {"type": "Progressing", "status": "False", "reason": "ProgressDeadlineExceeded"},
-            ]}}
+            ]},
+        }
+        if phase == "Installing":
+            deployment = None
         crd = {"status": {"conditions": [{"type": "Established", "status": "True"}]}}
         return {"status": agent_status.platform_status(
             generation=1, version="v0.15.2", deployments={CONTROLLER: deployment},
@@ -278,6 +282,11 @@ def controller_missing(fleet: Fleet) -> None:
     fleet.report(MSV, _platform("Degraded"))
 
 
+def controller_deleted(fleet: Fleet) -> None:
+    """The controller's Deployment was deleted: the agent re-creates it, still installing."""
+    fleet.report(MSV, _platform("Installing"))
+
+
 def isvc_terminating(fleet: Fleet) -> None:
     """The model's work is being deleted: OCM deletes the InferenceService on c1."""
     fleet.report(MCIS, _isvc(), deleting=True)
@@ -383,6 +392,13 @@ TABLE = [
         STORAGE_OK,
         MODEL_OK,
         id="controller-missing"),
+    pytest.param(
+        controller_deleted,
+        Hub("Installing", "Installing", False, f"waiting for Deployment {CONTROLLER}",
+            "Progressing", NOT_ALL),
+        STORAGE_OK,
+        MODEL_OK,
+        id="controller-deleted"),
     pytest.param(
         isvc_terminating,
         STACK_OK,
