@@ -248,7 +248,9 @@ def _reported_status(
         said = _s(work.value("message")) if kind == c.KIND_MODEL_SERVING and spoke_phase in (
             "Removing", "Removed") else ""
         return ClusterStatus(
-            cluster=cl, phase="Removing", reason="WorkDeleting", message=said
+            cluster=cl, phase="Removing", reason="WorkDeleting",
+            message=said or f"ManifestWork {cl}/{work.name} is being deleted: the work agent "
+            "deletes what it applied on the cluster",
         ), "progressing"
     if generation_check and work.unobserved and work.reported:
         return ClusterStatus(

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import asyncio
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -12,103 +12,9 @@ import pytest
 from addon_api import constants as c
 from addon_api import sealing
 from addon_manager import conflicts, naming
-from addon_manager.facts import ClusterFact, WorkFact, parse_work
+from addon_manager.facts import WorkFact
 from addon_manager.reconcile import Reconciler
-
-
-@dataclass
-class FakeHub:
-    """World and Writer at once: applied works become facts immediately."""
-
-    placements: dict[tuple[str, str], frozenset[str]] = field(default_factory=dict)
-    labels: dict[str, dict[str, str]] = field(default_factory=dict)
-    works: dict[tuple[str, str], WorkFact] = field(default_factory=dict)
-    bodies: dict[tuple[str, str], dict[str, Any]] = field(default_factory=dict)
-    foreign: set[tuple[str, str]] = field(default_factory=set)
-    msv_claims: list[conflicts.Claim] = field(default_factory=list)
-    secrets: dict[tuple[str, str], dict[str, str]] = field(default_factory=dict)
-    addons: set[str] = field(default_factory=set)
-    agent_namespaces: dict[str, str] = field(default_factory=dict)
-    """Agent install namespace per cluster, as its ManagedClusterAddOn reports it."""
-    writes: list[tuple[str, str]] = field(default_factory=list)
-    statuses: dict[str, dict[str, Any]] = field(default_factory=dict)
-    health: dict[str, ClusterFact] = field(default_factory=dict)
-
-    # World
-    def placement_exists(self, namespace: str, name: str) -> bool:
-        return (namespace, name) in self.placements
-
-    def placement_clusters(self, namespace: str, name: str) -> frozenset[str]:
-        return self.placements.get((namespace, name), frozenset())
-
-    def cluster_labels(self, cluster: str) -> dict[str, str]:
-        return self.labels.get(cluster, {})
-
-    def cluster_health(self, cluster: str) -> ClusterFact | None:
-        return self.health.get(cluster)
-
-    def works_of(self, kind: str, namespace: str, name: str) -> dict[str, WorkFact]:
-        return {w.cluster: w for w in self.works.values() if w.owner == (kind, namespace, name)}
-
-    def works_on(self, cluster: str, kind: str) -> list[WorkFact]:
-        return [w for w in self.works.values() if w.cluster == cluster and w.kind == kind]
-
-    def foreign_work(self, cluster: str, name: str) -> bool:
-        return (cluster, name) in self.foreign
-
-    def claims(self) -> list[conflicts.Claim]:
-        return self.msv_claims
-
-    storage: dict[tuple[str, str], frozenset[str]] = field(default_factory=dict)
-
-    def storage_clusters(self, exclude: tuple[str, str] | None = None) -> frozenset[str]:
-        return frozenset(cl for k, v in self.storage.items() if k != exclude for cl in v)
-
-    def secret_digest(self, namespace: str, name: str) -> str | None:
-        data = self.secrets.get((namespace, name))
-        return None if data is None else str(sorted(data.items()))
-
-    def secret_keys(self, namespace: str, name: str) -> tuple[str, ...] | None:
-        data = self.secrets.get((namespace, name))
-        return None if data is None else tuple(sorted(data))
-
-    def addon_exists(self, cluster: str) -> bool:
-        return cluster in self.addons
-
-    def agent_namespace(self, cluster: str) -> str:
-        return self.agent_namespaces.get(cluster, c.AGENT_NAMESPACE)
-
-    # Writer
-    async def apply_work(self, body: dict[str, Any], *, force: bool) -> None:
-        key = (body["metadata"]["namespace"], body["metadata"]["name"])
-        self.writes.append(("apply", "/".join(key)))
-        self.bodies[key] = body
-        fact = parse_work(body)
-        assert fact is not None
-        self.works[key] = fact
-
-    async def delete_work(self, namespace: str, name: str) -> None:
-        self.writes.append(("delete", f"{namespace}/{name}"))
-        self.works.pop((namespace, name), None)
-
-    async def patch_status(
-        self,
-        group: str,
-        version: str,
-        plural: str,
-        namespace: str,
-        name: str,
-        status: dict[str, Any],
-    ) -> None:
-        self.writes.append(("status", name))
-        self.statuses[name] = status
-
-    async def ensure_addon(self, cluster: str) -> None:
-        self.writes.append(("addon", cluster))
-        self.addons.add(cluster)
-
-    async def read_secret(self, namespace: str, name: str) -> dict[str, str] | None:
-        return self.secrets.get((namespace, name))
+from tests.unit.fake_hub import FakeHub
 
 
 def isvc_body(status: dict[str, Any] | None = None, **spec: Any) -> dict[str, Any]:

@@ -541,4 +541,6 @@ def test_a_deleting_platform_work_carries_the_agents_account_of_the_removal() ->
     still = fact("a", msv, phase="Available", message="all components available")
     entry, _ = st.cluster_status(msv, st.ClusterInput(
         "a", WorkFact(**{**still.__dict__, "deleting": True})))
-    assert entry.message == ""  # its last report is about the stack being up: not shown
+    # its last report is about the stack being up: not shown, the deletion is
+    assert "all components" not in entry.message
+    assert entry.message.startswith(f"ManifestWork a/{still.name} is being deleted")
