@@ -247,6 +247,21 @@ def leftovers(cluster: Any, extra_selector: str = "") -> list[str]:
     return found
 
 
+def wait_runtimes_reported(cluster: Any, name: str, timeout: float = 120) -> dict[str, Any]:
+    """Wait until the ServingPlatform is Available with its runtimes reported not applied.
+
+    That is Degraded with reason ``RuntimesNotApplied``; returns the status.
+    """
+
+    def reported() -> dict[str, Any]:
+        status = wait_phase(cluster, name, "Available", timeout=60)
+        degraded = next(c for c in status["conditions"] if c["type"] == "Degraded")
+        assert degraded["reason"] == "RuntimesNotApplied", status
+        return status
+
+    return eventually(reported, timeout=timeout)
+
+
 def timed(fn: Any) -> tuple[Any, float]:
     """Run ``fn`` and return (result, seconds)."""
     start = time.monotonic()

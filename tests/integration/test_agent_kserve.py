@@ -22,6 +22,7 @@ from testbed.support.agent import (
     platform,
     timed,
     wait_phase,
+    wait_runtimes_reported,
 )
 from testbed.support.waiting import eventually
 
@@ -213,13 +214,7 @@ def test_runtimes_the_unserved_webhook_cannot_admit_are_reported(
     agent.stop()
     agent.start()
 
-    def reported() -> dict[str, Any]:
-        status = wait_phase(spoke, NAME, "Available", timeout=60)
-        degraded = next(c for c in status["conditions"] if c["type"] == "Degraded")
-        assert degraded["reason"] == "RuntimesNotApplied", status
-        return status
-
-    status, seconds = timed(lambda: eventually(reported, timeout=120))
+    status, seconds = timed(lambda: wait_runtimes_reported(spoke, NAME))
     print(f"KServe runtimes refused by the unserved webhook reported after {seconds:.1f}s")
     assert "runtimes not applied: ClusterServingRuntime kserve-" in status["message"]
     assert get(spoke, "clusterservingruntime", "kserve-sklearnserver") is not None

@@ -21,6 +21,7 @@ from testbed.support.agent import (
     platform,
     timed,
     wait_phase,
+    wait_runtimes_reported,
 )
 from testbed.support.waiting import eventually
 
@@ -298,13 +299,7 @@ def test_builtin_runtimes_the_webhook_cannot_admit_are_reported(
     # and the rest of the stack stays Available.
     spoke.apply_objects([platform(NAME, {**SPEC, "servingNamespaces": [EXISTING_NS]})])
 
-    def reported() -> dict[str, Any]:
-        status = wait_phase(spoke, NAME, "Available", timeout=60)
-        degraded = next(c for c in status["conditions"] if c["type"] == "Degraded")
-        assert degraded["reason"] == "RuntimesNotApplied", status
-        return status
-
-    status, seconds = timed(lambda: eventually(reported, timeout=120))
+    status, seconds = timed(lambda: wait_runtimes_reported(spoke, NAME))
     print(f"ModelMesh runtimes rejected by the unserved webhook reported after {seconds:.1f}s")
     assert "ClusterServingRuntime mlserver-1.x" in status["message"]
     assert get(spoke, "clusterservingruntime", "mlserver-1.x") is None
