@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import tarfile
+import urllib.request
 from pathlib import Path
 from typing import Any
 
@@ -184,7 +185,7 @@ def _serve(monkeypatch: Any, data: bytes, length: str | None = None) -> list[str
         calls.append(url)
         return _Response(data, length)
 
-    monkeypatch.setattr(bundle_source.urllib.request, "urlopen", urlopen)
+    monkeypatch.setattr(urllib.request, "urlopen", urlopen)
     return calls
 
 
