@@ -36,15 +36,21 @@ def parse_namespaces(value: str) -> frozenset[str] | None:
 
 
 def dev_flag_fields(intent: ModelServing) -> list[str]:
-    """The devFlags fields a ModelServing sets (by their path in the spec)."""
-    flags = intent.spec.dev_flags
-    if flags is None:
-        return []
+    """The devFlags fields a ModelServing sets (by their path), its overrides' patches included."""
     out = []
-    if flags.images:
+    flags = intent.spec.dev_flags
+    if flags is not None and flags.images:
         out.append("spec.devFlags.images")
-    if flags.manifests is not None:
+    if flags is not None and flags.manifests is not None:
         out.append("spec.devFlags.manifests")
+    for i, override in enumerate(intent.spec.overrides):
+        patched = override.patch.get("devFlags")
+        if not isinstance(patched, dict):
+            continue
+        out.extend(
+            f"spec.overrides[{i}].patch.devFlags.{key}"
+            for key in ("images", "manifests") if patched.get(key)
+        )
     return out
 
 

@@ -53,6 +53,21 @@ def test_dev_flags_are_refused_by_default_naming_the_field(
         assert name in cond["message"]
 
 
+def test_dev_flags_in_an_override_patch_are_refused_too() -> None:
+    hub = FakeHub(placements={("ns", "p"): frozenset({"c1", "c2"})})
+    body = msv_body("kserve", "2026-01-01T00:00:00Z")
+    body["spec"]["overrides"] = [
+        {"clusterNames": ["c2"], "patch": {"monitoring": {"enabled": True}}},
+        {"clusterNames": ["c1"],
+         "patch": {"devFlags": {"manifests": {"uri": "file:///bundle"}}}},
+    ]
+    reconcile(hub, body)
+    assert hub.works == {}
+    cond = ready_condition(hub, "kserve")
+    assert cond["reason"] == "DevFlagsNotAllowed"
+    assert "spec.overrides[1].patch.devFlags.manifests" in cond["message"]
+
+
 def test_dev_flags_are_sent_when_the_admin_allows_them() -> None:
     hub = FakeHub(placements={("ns", "p"): frozenset({"c1"})})
     body = with_dev_flags(msv_body("kserve", "2026-01-01T00:00:00Z"),
