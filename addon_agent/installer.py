@@ -105,7 +105,9 @@ class Installer:
         )
         digest = hashlib.sha256(text.encode()).hexdigest()
         if self._parsed[0] != digest:
-            self._parsed = (digest, planning.parse_bundle(text))
+            objects = planning.parse_bundle(text)
+            bundle_source.check_kinds(objects)  # before anything of it is planned or applied
+            self._parsed = (digest, objects)
         the_plan = planning.plan(
             self._parsed[1],
             spec,

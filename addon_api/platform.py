@@ -193,6 +193,8 @@ ImageReference = Annotated[
 
 MANIFESTS_URI_RE = "^(file:///[^?# ]*|https://[^/?# ]+/[^?# ]*[.](tar[.]gz|tgz)([?][^# ]*)?)$"
 
+SHA256_RE = "^[a-f0-9]{64}$"
+
 RelativePath = Annotated[
     str,
     Field(max_length=512),
@@ -215,11 +217,23 @@ class ManifestsSource(ApiModel):
             lambda m: re.fullmatch(MANIFESTS_URI_RE, m.uri) is not None,
             field_path=".uri",
         ),
+        Cel(
+            "!self.uri.startsWith('https://') || has(self.sha256)",
+            "devFlags.manifests.sha256 is required with an https:// uri: the sha256 digest"
+            " (64 lowercase hex characters) of the tarball, checked before it is used",
+            lambda m: not m.uri.startswith("https://") or m.sha256 is not None,
+            field_path=".sha256",
+            reason="FieldValueRequired",
+        ),
     )
 
     uri: Annotated[str, Field(min_length=1, max_length=2048)]
     """file:///path (a directory or tarball on the agent's filesystem) or
-    https://host/path.tar.gz (a tarball the agent downloads)."""
+    https://host/path.tar.gz (a tarball the agent downloads; needs sha256)."""
+    sha256: Annotated[str, Field(min_length=64, max_length=64, pattern=SHA256_RE)] | None = None
+    """sha256 digest of the tarball (64 lowercase hex characters). Required with an https uri;
+    with a file:/// tarball it is checked when given. The agent uses nothing it did not
+    verify."""
     context_dir: RelativePath | None = None
     """Directory inside the bundle that holds the manifests (default: the bundle's root)."""
     source_path: RelativePath | None = None

@@ -30,6 +30,7 @@ from addon_manager.facts import (
     parse_work,
 )
 from addon_manager.placement import decided_clusters, decision_key
+from addon_manager.policy import Policy
 from addon_manager.reconcile import PLURALS, Reconciler, Writer
 
 log = logging.getLogger(__name__)
@@ -59,6 +60,8 @@ class Settings:
     deletion_blocked_after: float = 30.0
     connection: kopf.ConnectionInfo | None = None
     ready: bool = False
+    policy: Policy = field(default_factory=Policy)
+    """What the platform admin allows hub tenants (devFlags, stack owners)."""
 
 
 SETTINGS = Settings()
@@ -202,7 +205,7 @@ def _reconciler(indexes: Mapping[str, Any]) -> Reconciler:
         assert SETTINGS.writer is not None, "main() sets the writer"
         _RECONCILER = Reconciler(
             IndexWorld(indexes), SETTINGS.writer, addons=SETTINGS.addons,
-            stale_after=SETTINGS.stale_after,
+            stale_after=SETTINGS.stale_after, admin=SETTINGS.policy,
         )
     return _RECONCILER
 

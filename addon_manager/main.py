@@ -16,6 +16,7 @@ from prometheus_client import start_http_server
 
 from addon_manager import handlers, leadership
 from addon_manager.apply import HubWriter
+from addon_manager.policy import Policy, parse_namespaces
 
 RECURSION_LIMIT = 50_000
 """Python recursion limit of the manager: enough to decode (and let kopf handle) objects
@@ -69,6 +70,12 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     p.add_argument("--stale-after", type=float, default=60.0,
                    help="seconds a ManifestWork may wait for the work agent to pick up its spec "
                    "before the cluster's status entries show as stale (0 turns this off)")
+    p.add_argument("--allow-dev-flags", action="store_true",
+                   help="let ModelServings set spec.devFlags (images, manifests); without it "
+                   "they are refused with DevFlagsNotAllowed")
+    p.add_argument("--stack-owner-namespaces", default="",
+                   help="comma-separated hub namespaces whose ModelServings may own a "
+                   "cluster's stack (empty or '*': every namespace)")
     p.add_argument("--log-level", default="INFO",
                    choices=["DEBUG", "INFO", "WARNING", "ERROR"])
     p.add_argument("--log-format", default="json", choices=["json", "text"])
@@ -125,6 +132,7 @@ def main(argv: list[str]) -> int:
     handlers.SETTINGS.min_interval = args.min_interval
     handlers.SETTINGS.deletion_blocked_after = args.deletion_blocked_after
     handlers.SETTINGS.stale_after = args.stale_after
+    handlers.SETTINGS.policy = policy_from_args(args)
     if args.metrics_port:
         start_http_server(args.metrics_port)
     elector: leadership.Elector | None = None
@@ -147,6 +155,14 @@ def main(argv: list[str]) -> int:
             elector.release()
         writer.close()
     return 0
+
+
+def policy_from_args(args: argparse.Namespace) -> Policy:
+    """The admin's policy from ``--allow-dev-flags`` and ``--stack-owner-namespaces``."""
+    return Policy(
+        allow_dev_flags=bool(args.allow_dev_flags),
+        stack_owner_namespaces=parse_namespaces(args.stack_owner_namespaces),
+    )
 
 
 def election_settings(args: argparse.Namespace) -> leadership.ElectionSettings:

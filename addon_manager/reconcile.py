@@ -28,7 +28,7 @@ from addon_api.hub import (
     MultiClusterServingRuntime,
     StorageConnection,
 )
-from addon_manager import conflicts, metrics, naming, ordering, render
+from addon_manager import conflicts, metrics, naming, ordering, policy, render
 from addon_manager import status as st
 from addon_manager.apply import WriteError
 from addon_manager.facts import ClusterFact, WorkFact
@@ -145,9 +145,11 @@ class Reconciler:
 
     def __init__(
         self, world: World, writer: Writer, *, addons: bool = True,
-        stale_after: float = st.STALE_AFTER,
+        stale_after: float = st.STALE_AFTER, admin: policy.Policy | None = None,
     ) -> None:
         self.world = world
+        self.policy = admin if admin is not None else policy.Policy()
+        """What the platform admin allows (devFlags, stack owners); default: no devFlags."""
         self.writer = writer
         self.addons = addons
         self.stale_after = stale_after
@@ -230,6 +232,15 @@ class Reconciler:
             await self._write_invalid(kind, ns, name, generation, previous_raw,
                                       field_errors(err), out)
             return out
+        if isinstance(intent, ModelServing) and not deleting:
+            refused = policy.refusal(intent, self.policy)
+            if refused is not None:
+                # No work is written (nor deleted: what an earlier configuration allowed stays
+                # until the admin or the tenant changes it); the status says why.
+                metrics.WORK_ERRORS.labels(kind, refused[0]).inc()
+                await self._write_invalid(kind, ns, name, generation, previous_raw,
+                                          refused[1], out, reason=refused[0])
+                return out
         spec: Any = cast(Any, intent).spec
         placement = spec.placement_ref.name
         found = self.world.placement_exists(ns, placement)
@@ -241,7 +252,9 @@ class Reconciler:
         lost: dict[str, tuple[str, str]] = {}
         if kind == c.KIND_MODEL_SERVING:
             lost = conflicts.lost_clusters(
-                (ns, name), clusters, conflicts.winners(self.world.claims())
+                (ns, name), clusters, conflicts.winners(
+                    cl for cl in self.world.claims() if self.policy.may_own_stack(cl.namespace)
+                ),
             )
         inputs: dict[str, st.ClusterInput] = {}
         desired: dict[str, render.RenderedWork] = {}
@@ -488,11 +501,12 @@ class Reconciler:
     async def _write_invalid(
         self, kind: str, ns: str, name: str, generation: Any,
         previous_raw: Mapping[str, Any] | None, message: str, out: Outcome,
+        *, reason: str = "InvalidSpec",
     ) -> None:
         now = _now()
         new = IntentStatus(
             observed_generation=generation, phase="Invalid",
-            conditions=[condition(c.CONDITION_READY, False, "InvalidSpec", message, now=now)],
+            conditions=[condition(c.CONDITION_READY, False, reason, message, now=now)],
         )
         await self._write_status(kind, ns, name, previous_raw, new, out)
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import datetime as dt
 import functools
+import hashlib
 import http.server
 import shutil
 import ssl
@@ -15,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from addon_agent import certs
+from addon_agent import bundle_source, certs
 from addon_agent.bundle_render import BUNDLE_FILE, bundle_path
 from addon_agent.stacks import KSERVE
 from testbed import upstream
@@ -70,7 +71,22 @@ def sources(tmp_path_factory: pytest.TempPathFactory, bundles: Path) -> dict[str
     served = base / "www"
     served.mkdir()
     tarball(make_bundle(base / "remote", "https", bundles), served / "bundle.tgz")
-    return {"plain": plain, "kustomized": kustomized, "tarball": packed, "www": served}
+    foreign = base / "foreign"
+    foreign.mkdir()
+    (foreign / "a-stack.yaml").write_text(text)
+    (foreign / "b-extra.yaml").write_text(FOREIGN_OBJECT)
+    return {"plain": plain, "kustomized": kustomized, "tarball": packed, "www": served,
+            "foreign": foreign}
+
+
+FOREIGN_OBJECT = (
+    "apiVersion: scheduling.k8s.io/v1\nkind: PriorityClass\n"
+    "metadata: {name: bundle-smuggled}\nvalue: 1000\n"
+)
+
+
+def sha256_of(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
 @pytest.fixture(scope="module")
@@ -180,12 +196,15 @@ def test_local_tarball(spoke: Any, agent: AgentProcess, sources: dict[str, Path]
     wait_phase(spoke, NAME, "Available", timeout=60)
 
 
-def test_https_tarball(spoke: Any, agent: AgentProcess, https_server: Any) -> None:
+def test_https_tarball(
+    spoke: Any, agent: AgentProcess, https_server: Any, sources: dict[str, Path]
+) -> None:
     port = https_server.server_address[1]
     spoke.apply_objects(
         [
             with_manifests(
                 f"https://localhost:{port}/bundle.tgz",
+                sha256=sha256_of(sources["www"] / "bundle.tgz"),
                 contextDir="config",
                 sourcePath="overlays/custom",
             )
@@ -193,6 +212,46 @@ def test_https_tarball(spoke: Any, agent: AgentProcess, https_server: Any) -> No
     )
     eventually(lambda: marker_source(spoke) == "https", timeout=60)
     wait_phase(spoke, NAME, "Available", timeout=60)
+
+
+def test_https_digest_mismatch_is_refused(
+    spoke: Any, agent: AgentProcess, https_server: Any
+) -> None:
+    port = https_server.server_address[1]
+    spoke.apply_objects(
+        [with_manifests(f"https://localhost:{port}/bundle.tgz", sha256="0" * 64,
+                        contextDir="config", sourcePath="overlays/custom")]
+    )
+    status = wait_phase(spoke, NAME, "Degraded", timeout=60)
+    assert "sha256 digest mismatch" in status["message"]
+    # the stack installed before stays as it was
+    assert marker_source(spoke) == "https"
+
+
+def test_kind_off_the_allowlist_refuses_the_bundle(
+    spoke: Any, agent: AgentProcess, sources: dict[str, Path]
+) -> None:
+    spoke.apply_objects([with_manifests(f"file://{sources['foreign']}")])
+    status = wait_phase(spoke, NAME, "Degraded", timeout=60)
+    assert "PriorityClass bundle-smuggled" in status["message"]
+    assert get(spoke, "priorityclass", "bundle-smuggled") is None
+
+
+def test_pinned_bundles_hold_only_allowed_kinds(bundles: Path) -> None:
+    from addon_agent import planning
+    from addon_agent.bundle_render import RUNTIMES_FILE
+    from addon_agent.stacks import STACKS
+
+    seen = set()
+    for stack in STACKS.values():
+        for name in (BUNDLE_FILE, RUNTIMES_FILE):
+            path = bundle_path(bundles, stack) / name
+            if path.is_file():
+                objects = planning.parse_bundle(path.read_text())
+                bundle_source.check_kinds(objects)  # raises naming what is not allowed
+                seen |= {(o["apiVersion"].rpartition("/")[0], o["kind"]) for o in objects}
+    # the list is no wider than the bundles need (ServingRuntime: the namespaced twin)
+    assert bundle_source.ALLOWED_KINDS - seen == {("serving.kserve.io", "ServingRuntime")}
 
 
 def test_bad_uri_is_reported(spoke: Any, agent: AgentProcess) -> None:

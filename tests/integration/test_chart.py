@@ -78,6 +78,9 @@ def test_agent_deployment_uses_template_variables() -> None:
         (("addon.installStrategy=Placements", "addon.placements[0].name=all",
           "addon.placements[0].namespace=fleet"), "Placements"),
         (("manager.addonEnablement=false",), "--no-addon-enablement"),
+        (("manager.policy.allowDevFlags=true",), "--allow-dev-flags"),
+        (("manager.policy.stackOwnerNamespaces={platform,ml}",),
+         "--stack-owner-namespaces=platform,ml"),
         (("image.tag=v9.9.9",), "quay.io/opendatahub/model-serving-addon:v9.9.9"),
     ],
 )
@@ -97,6 +100,8 @@ def test_feature_flags(sets: tuple[str, ...], expect: str) -> None:
         (("agent.installNamespace=Not_A_Label",), "installNamespace"),
         (("unknownKey=1",), "unknownKey"),
         (("serviceMonitor.interval=soon",), "interval"),
+        (("manager.policy.allowDevFlags=yes",), "allowDevFlags"),
+        (("manager.policy.stackOwnerNamespaces={Not_A_Label}",), "stackOwnerNamespaces"),
     ],
 )
 def test_schema_rejects_bad_values(sets: tuple[str, ...], field: str) -> None:
@@ -171,3 +176,10 @@ def test_rendered_args_parse_with_the_real_command_lines() -> None:
     assert not any("{{" in a for a in resolved), resolved
     config = parse_agent(resolved)
     assert config.namespace == c.AGENT_NAMESPACE
+
+
+def test_default_policy_refuses_dev_flags_and_allows_every_namespace() -> None:
+    dep = next(o for o in render() if o["kind"] == "Deployment"
+               and o["spec"]["template"]["spec"]["containers"][0]["args"][0] == "manager")
+    args = " ".join(dep["spec"]["template"]["spec"]["containers"][0]["args"])
+    assert "--allow-dev-flags" not in args and "--stack-owner-namespaces" not in args

@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import tarfile
+import urllib.request
 from pathlib import Path
 from typing import Any
 
@@ -144,3 +145,119 @@ def test_bundle_render_command_renders_into_the_cache(
     assert capsys.readouterr().out.strip() == str(tmp_path / "key")
     with pytest.raises(SystemExit):
         bundle_render.main(["--cache", str(tmp_path), "--out", str(tmp_path)])
+
+
+def _tarball(tmp_path: Path, body: str = CM % "t") -> tuple[Path, str]:
+    import hashlib
+
+    root = tmp_path / "src" / "bundle"
+    root.mkdir(parents=True, exist_ok=True)
+    (root / "objects.yaml").write_text(body)
+    archive = tmp_path / "b.tar.gz"
+    with tarfile.open(archive, "w:gz") as tar:
+        tar.add(root, arcname="top")
+    return archive, hashlib.sha256(archive.read_bytes()).hexdigest()
+
+
+class _Response:
+    """What urllib.request.urlopen returns, from bytes."""
+
+    def __init__(self, data: bytes, length: str | None = None) -> None:
+        import io
+
+        self._data = io.BytesIO(data)
+        self.headers = {"Content-Length": length} if length is not None else {}
+
+    def read(self, n: int = -1) -> bytes:
+        return self._data.read(n)
+
+    def __enter__(self) -> _Response:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        return None
+
+
+def _serve(monkeypatch: Any, data: bytes, length: str | None = None) -> list[str]:
+    calls: list[str] = []
+
+    def urlopen(url: str, timeout: float) -> _Response:
+        calls.append(url)
+        return _Response(data, length)
+
+    monkeypatch.setattr(urllib.request, "urlopen", urlopen)
+    return calls
+
+
+URL = "https://bundles.example.com/b.tgz"
+
+
+def test_https_tarball_is_verified_then_cached_by_digest(tmp_path: Path, monkeypatch: Any) -> None:
+    archive, digest = _tarball(tmp_path)
+    calls = _serve(monkeypatch, archive.read_bytes())
+    cache = tmp_path / "cache"
+    source = ManifestsSource(uri=URL, sha256=digest)
+    text, _ = bundle_source.load(KSERVE, tmp_path, source, cache)
+    assert "name: t" in text and (cache / f"{digest}.tar.gz").is_file()
+    bundle_source.load(KSERVE, tmp_path, source, cache)
+    assert calls == [URL]  # the verified tarball is reused
+    assert not list(cache.glob("*.part"))
+
+
+def test_https_digest_mismatch_uses_nothing_and_leaves_nothing(
+    tmp_path: Path, monkeypatch: Any
+) -> None:
+    archive, _ = _tarball(tmp_path)
+    _serve(monkeypatch, archive.read_bytes())
+    cache = tmp_path / "cache"
+    with pytest.raises(bundle_source.BundleError, match="sha256 digest mismatch"):
+        bundle_source.fetch(URL, cache, "f" * 64)
+    assert sorted(p.name for p in cache.iterdir()) == []
+
+
+def test_https_without_digest_is_refused(tmp_path: Path, monkeypatch: Any) -> None:
+    calls = _serve(monkeypatch, b"")
+    with pytest.raises(bundle_source.BundleError, match=r"needs devFlags.manifests.sha256"):
+        bundle_source.fetch(URL, tmp_path)
+    assert calls == []
+
+
+def test_plain_http_is_refused(tmp_path: Path) -> None:
+    with pytest.raises(bundle_source.BundleError, match="unsupported scheme 'http'"):
+        bundle_source.fetch("http://example.com/b.tgz", tmp_path, "0" * 64)
+
+
+@pytest.mark.parametrize("announce", [True, False])
+def test_too_large_download_is_refused(
+    tmp_path: Path, monkeypatch: Any, announce: bool
+) -> None:
+    monkeypatch.setattr(bundle_source, "MAX_BUNDLE_BYTES", 1000)
+    monkeypatch.setattr(bundle_source, "CHUNK", 100)
+    data = b"x" * 1001
+    _serve(monkeypatch, data, str(len(data)) if announce else None)
+    cache = tmp_path / "cache"
+    with pytest.raises(bundle_source.BundleError, match="too large"):
+        bundle_source.fetch(URL, cache, "0" * 64)
+    assert list(cache.iterdir()) == []
+
+
+def test_local_tarball_with_digest_is_verified(tmp_path: Path) -> None:
+    archive, digest = _tarball(tmp_path)
+    ok = ManifestsSource(uri=f"file://{archive}", sha256=digest)
+    text, _ = bundle_source.load(KSERVE, tmp_path, ok, tmp_path / "cache")
+    assert "name: t" in text
+    bad = ManifestsSource(uri=f"file://{archive}", sha256="0" * 64)
+    with pytest.raises(bundle_source.BundleError, match="digest mismatch"):
+        bundle_source.load(KSERVE, tmp_path, bad, tmp_path / "cache2")
+
+
+def test_kinds_off_the_allowlist_refuse_the_bundle() -> None:
+    ok = [{"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "c"}},
+          {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "m"}}]
+    bundle_source.check_kinds(ok)
+    bad = [*ok, {"apiVersion": "apps/v1", "kind": "DaemonSet", "metadata": {"name": "miner"}},
+           {"apiVersion": "example.com/v1", "kind": "ConfigMap", "metadata": {"name": "x"}}]
+    with pytest.raises(bundle_source.BundleError) as err:
+        bundle_source.check_kinds(bad)
+    assert "DaemonSet miner" in str(err.value) and "ConfigMap x (example.com/v1)" in str(err.value)
+    assert "nothing was applied" in str(err.value)
