@@ -425,7 +425,8 @@ def _register_intent(kind: str, plural: str) -> None:
         reconciler = _reconciler(kwargs)
         while not stopped:
             wake.clear()
-            if kind == c.KIND_STORAGE_CONNECTION and SETTINGS.secrets is not None:
+            if (kind == c.KIND_STORAGE_CONNECTION and SETTINGS.secrets is not None
+                    and _secrets_named(body.get("spec") or {})):
                 await SETTINGS.secrets.settled(str(namespace))  # its namespace's watch
             try:
                 outcome = await reconciler.reconcile(kind, body)
