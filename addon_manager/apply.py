@@ -8,7 +8,6 @@ throttling, server errors and conflicts with backoff, and counts every write req
 from __future__ import annotations
 
 import asyncio
-import base64
 import concurrent.futures
 import logging
 import random
@@ -188,7 +187,11 @@ class HubWriter:
         await self._call("create", ADDON_PLURAL, call)
 
     async def read_secret(self, namespace: str, name: str) -> dict[str, str] | None:
-        """The decoded data of a hub Secret, or None when it does not exist (a read)."""
+        """A hub Secret's ``data`` as stored (base64 values), or None when it does not exist.
+
+        The reconciler decodes the keys it seals (a value that does not decode is a reason,
+        not an exception); a 403 is a :class:`WriteError` with ``status`` 403.
+        """
         def call() -> dict[str, str] | None:
             try:
                 secret = self.core.read_namespaced_secret(name, namespace)
@@ -196,8 +199,6 @@ class HubWriter:
                 if err.status == 404:
                     return None
                 raise
-            return {
-                k: base64.b64decode(v).decode() for k, v in (secret.data or {}).items()
-            }
+            return {str(k): str(v) for k, v in (secret.data or {}).items()}
 
         return await self._call("get", "secrets", call, write=False)

@@ -19,7 +19,6 @@ from typing import Any
 import kopf
 
 from addon_api import constants as c
-from addon_api.hashing import short_hash
 from addon_manager import conflicts, metrics, naming
 from addon_manager.facts import (
     ClusterFact,
@@ -32,6 +31,7 @@ from addon_manager.facts import (
 from addon_manager.placement import decided_clusters, decision_key
 from addon_manager.policy import Policy
 from addon_manager.reconcile import PLURALS, Reconciler, Writer
+from addon_manager.secrets import PENDING, SecretAccess, SecretFact, SecretWatches
 
 log = logging.getLogger(__name__)
 
@@ -40,8 +40,8 @@ CLUSTER_GROUP = "cluster.open-cluster-management.io"
 ADDON_GROUP = "addon.open-cluster-management.io"
 WORK_GROUP = "work.open-cluster-management.io"
 INDEX_NAMES = (
-    "placement_decisions", "placements", "managed_clusters", "manifest_works", "secrets_index",
-    "addons_index", *(f"{plural}_index" for plural in PLURALS.values()),
+    "placement_decisions", "placements", "managed_clusters", "manifest_works", "addons_index",
+    *(f"{plural}_index" for plural in PLURALS.values()),
 )
 
 
@@ -59,6 +59,8 @@ class Settings:
     """Seconds a work may wait for the work agent before its cluster's entry is stale."""
     deletion_blocked_after: float = 30.0
     connection: kopf.ConnectionInfo | None = None
+    secrets: SecretWatches | None = None
+    """Per-namespace Secret watches (main() starts them; see addon_manager.secrets)."""
     ready: bool = False
     policy: Policy = field(default_factory=Policy)
     """What the platform admin allows hub tenants (devFlags, stack owners)."""
@@ -155,15 +157,13 @@ class IndexWorld:
                 out.update(self.placement_clusters(ns, placement))
         return frozenset(out)
 
-    def secret_digest(self, namespace: str, name: str) -> str | None:
-        """Digest of a hub Secret's data."""
-        found = _store(self.ix["secrets_index"], (namespace, name))
-        return str(found[0][0]) if found else None
+    def secret(self, namespace: str, name: str) -> SecretFact | None:
+        """A hub Secret as its namespace's watch last saw it (never its data)."""
+        return SETTINGS.secrets.get(namespace, name) if SETTINGS.secrets else None
 
-    def secret_keys(self, namespace: str, name: str) -> tuple[str, ...] | None:
-        """Key names of a hub Secret's data, None when it does not exist."""
-        found = _store(self.ix["secrets_index"], (namespace, name))
-        return tuple(found[0][1]) if found else None
+    def secret_access(self, namespace: str) -> SecretAccess:
+        """Whether the manager may read the Secrets of a namespace."""
+        return SETTINGS.secrets.access(namespace) if SETTINGS.secrets else PENDING
 
     def addon_exists(self, cluster: str) -> bool:
         """Whether the ManagedClusterAddOn model-serving exists in the cluster namespace."""
@@ -268,16 +268,6 @@ async def manifest_works(
         ("on", fact.cluster, fact.kind): fact,
         ("name", namespace, name): fact.owner,
     }
-
-
-@kopf.index("", "v1", "secrets")
-async def secrets_index(
-    body: kopf.Body, namespace: str | None, name: str, **_: Any
-) -> dict[Any, Any]:
-    """(namespace, name) -> digest of the Secret's data and its key names (never the data)."""
-    data = body.get("data") or {}
-    digest = short_hash(*(f"{k}={data[k]}" for k in sorted(data)), length=32)
-    return {(namespace, name): (digest, tuple(sorted(data)))}
 
 
 @kopf.index(ADDON_GROUP, "v1alpha1", "managedclusteraddons")
@@ -399,11 +389,22 @@ async def work_changed(labels: Mapping[str, str], **kwargs: Any) -> None:
             await _reconciler(kwargs).gc_identity()
 
 
-@kopf.on.event("", "v1", "secrets")
-async def secret_changed(namespace: str | None, name: str, **kwargs: Any) -> None:
-    """A Secret changed: re-seal the StorageConnections that read it."""
-    _mark_ready()
-    WAKEUPS.poke(IndexWorld(kwargs).intents_reading_secret(str(namespace), name))
+def secret_changed(namespace: str, name: str | None) -> None:
+    """Wake the StorageConnections that read a Secret that changed.
+
+    ``name`` None: the manager's access to the namespace's Secrets changed (all of them there).
+    Called on the event loop by :class:`~addon_manager.secrets.SecretWatches`.
+    """
+    if _RECONCILER is None:
+        return  # nothing reconciled yet: each first reconcile reads the store anyway
+    world = _RECONCILER.world
+    if not isinstance(world, IndexWorld):
+        return
+    if name is not None:
+        WAKEUPS.poke(world.intents_reading_secret(namespace, name))
+    else:
+        WAKEUPS.poke([k for k in world.intents_of_kind(c.KIND_STORAGE_CONNECTION)
+                      if k[1] == namespace])
 
 
 # Intents -----------------------------------------------------------------------------------------
@@ -427,6 +428,9 @@ def _register_intent(kind: str, plural: str) -> None:
         reconciler = _reconciler(kwargs)
         while not stopped:
             wake.clear()
+            if (kind == c.KIND_STORAGE_CONNECTION and SETTINGS.secrets is not None
+                    and _secrets_named(body.get("spec") or {})):
+                await SETTINGS.secrets.settled(str(namespace))  # its namespace's watch
             try:
                 outcome = await reconciler.reconcile(kind, body)
             except Exception:

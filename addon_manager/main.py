@@ -17,6 +17,7 @@ from prometheus_client import start_http_server
 from addon_manager import handlers, leadership
 from addon_manager.apply import HubWriter
 from addon_manager.policy import Policy, parse_namespaces
+from addon_manager.secrets import SecretWatches
 
 RECURSION_LIMIT = 50_000
 """Python recursion limit of the manager: enough to decode (and let kopf handle) objects
@@ -128,6 +129,8 @@ def main(argv: list[str]) -> int:
     cfg.connection_pool_maxsize = max(args.concurrency, 4)
     writer = HubWriter(client.ApiClient(cfg), concurrency=args.concurrency)
     handlers.SETTINGS.writer = writer
+    watches = SecretWatches(client.ApiClient(cfg), handlers.secret_changed)
+    handlers.SETTINGS.secrets = watches
     handlers.SETTINGS.addons = not args.no_addon_enablement
     handlers.SETTINGS.min_interval = args.min_interval
     handlers.SETTINGS.deletion_blocked_after = args.deletion_blocked_after
@@ -153,6 +156,7 @@ def main(argv: list[str]) -> int:
     finally:
         if elector is not None:
             elector.release()
+        watches.stop()
         writer.close()
     return 0
 

@@ -32,6 +32,7 @@ from addon_manager import conflicts, metrics, naming, ordering, policy, render
 from addon_manager import status as st
 from addon_manager.apply import WriteError
 from addon_manager.facts import ClusterFact, WorkFact
+from addon_manager.secrets import SecretAccess, SecretFact, decode_value, forbidden_detail
 
 log = logging.getLogger(__name__)
 
@@ -81,11 +82,11 @@ class World(Protocol):
     def storage_clusters(self, exclude: tuple[str, str] | None = None) -> frozenset[str]:
         """Clusters selected by any StorageConnection (but ``exclude``, being deleted)."""
 
-    def secret_digest(self, namespace: str, name: str) -> str | None:
-        """Digest of a hub Secret's data, None when it does not exist."""
+    def secret(self, namespace: str, name: str) -> SecretFact | None:
+        """A hub Secret's digest and key names, None when it does not exist."""
 
-    def secret_keys(self, namespace: str, name: str) -> tuple[str, ...] | None:
-        """Key names of a hub Secret's data, None when it does not exist."""
+    def secret_access(self, namespace: str) -> SecretAccess:
+        """Whether the manager may read the Secrets of a namespace (see addon_manager.secrets)."""
 
     def addon_exists(self, cluster: str) -> bool:
         """Whether the ManagedClusterAddOn model-serving exists in the cluster namespace."""
@@ -113,7 +114,10 @@ class Writer(Protocol):
         """Create the ManagedClusterAddOn if missing."""
 
     def read_secret(self, namespace: str, name: str) -> Awaitable[dict[str, str] | None]:
-        """Read a hub Secret's decoded data."""
+        """Read a hub Secret's ``data`` as stored (base64 values), None when it does not exist.
+
+        Raises :class:`~addon_manager.apply.WriteError` (``status`` 403 when forbidden).
+        """
 
 
 @dataclass
@@ -134,6 +138,39 @@ class Outcome:
     """Clusters where works of the intent still exist (as seen before this reconcile)."""
     blocked: dict[str, list[str]] = field(default_factory=dict)
     """Clusters whose stack the manager refused to remove, with the intents holding it."""
+
+
+@dataclass(frozen=True)
+class _Unreadable:
+    reason: str
+    message: str
+
+
+def decoded_secret(
+    ns: str, name: str, spec: Any, data: dict[str, str] | _Unreadable | None
+) -> dict[str, str] | tuple[str, str]:
+    """The keys of a Secret just read that ``spec`` seals, decoded; else (reason, message).
+
+    The watch's facts were checked in render; this catches a Secret that changed since (or a
+    read that failed), so that half a credential is never delivered.
+    """
+    if isinstance(data, _Unreadable):
+        return data.reason, data.message
+    if data is None:
+        return "SecretNotFound", f"Secret {name} does not exist"
+    read = render.secret_keys_read(spec, tuple(data))
+    missing = [k for k in read if k not in data]
+    if missing:
+        return "SecretKeyMissing", f"Secret {ns}/{name} has no " + ", ".join(
+            f"key {k!r}" for k in missing) + "; nothing is delivered until it has"
+    out = {k: decode_value(data[k]) for k in read}
+    bad = [k for k, v in out.items() if v is None]
+    if bad:
+        return "SecretUndecodable", (f"Secret {ns}/{name}: the value of "
+                                     + ", ".join(f"key {k!r}" for k in bad)
+                                     + " is not base64 of UTF-8 text; nothing is delivered "
+                                     "until it is")
+    return {k: v for k, v in out.items() if v is not None}
 
 
 def _now() -> datetime:
@@ -296,7 +333,7 @@ class Reconciler:
             inputs[cl] = st.ClusterInput(cl, work=work, platform_going=going)
 
         fanout_started = time.monotonic()
-        secrets: dict[str, dict[str, str] | None] = {}
+        secrets: dict[str, dict[str, str] | _Unreadable | None] = {}
         jobs: list[tuple[str, str, Awaitable[Any]]] = []
         for cl, rw in desired.items():
             have = existing.get(cl)
@@ -314,8 +351,15 @@ class Reconciler:
             ref = rw.sealed_spec.secret_ref if rw.sealed_spec is not None else None
             if ref is not None:  # read once per reconcile, whichever clusters use it
                 if ref.name not in secrets:
-                    secrets[ref.name] = await self.writer.read_secret(ns, ref.name)
-                secret_data = secrets[ref.name]
+                    secrets[ref.name] = await self._read_secret(ns, ref.name)
+                assert rw.sealed_spec is not None
+                decoded = decoded_secret(ns, ref.name, rw.sealed_spec, secrets[ref.name])
+                if isinstance(decoded, tuple):
+                    inputs[cl] = st.ClusterInput(cl, work=have, error=decoded[1],
+                                                 error_reason=decoded[0])
+                    metrics.WORK_ERRORS.labels(kind, decoded[0]).inc()
+                    continue
+                secret_data = decoded
             jobs.append(("apply", cl, self._apply(kind, rw, have, secret_data)))
         for cl, work in existing.items():
             # A Placement that disappears (deleted by mistake, or being re-created) is not a
@@ -386,6 +430,16 @@ class Reconciler:
         metrics.RECONCILE_SECONDS.labels(kind).observe(time.monotonic() - started)
         return out
 
+    async def _read_secret(self, ns: str, name: str) -> dict[str, str] | _Unreadable | None:
+        """A Secret's decoded data; a read the API server refuses becomes a reason."""
+        try:
+            return await self.writer.read_secret(ns, name)
+        except WriteError as err:
+            if err.status in (401, 403):
+                return _Unreadable("SecretForbidden", f"Secret {ns}/{name}: " + forbidden_detail(
+                    ns, f"HTTP {err.status}") + "; nothing is delivered until it may")
+            return _Unreadable("SecretReadFailed", f"Secret {ns}/{name}: {err}")
+
     def _render_one(
         self, kind: str, intent: Resource, ns: str, name: str, cl: str
     ) -> tuple[render.RenderedWork | None, list[ordering.Wait], tuple[str, str] | None]:
@@ -419,18 +473,28 @@ class Reconciler:
             return None, waits, None
         digest = ""
         if secret_name:
-            found = self.world.secret_digest(ns, secret_name)
+            access = self.world.secret_access(ns)
+            if access.state == "pending":
+                return None, [], None  # its namespace's Secrets are being listed
+            if access.state == "forbidden":
+                return None, [], ("SecretForbidden", f"Secret {ns}/{secret_name}: "
+                                  f"{access.detail}; nothing is delivered until it may")
+            found = self.world.secret(ns, secret_name)
             if found is None:
                 return None, [], ("SecretNotFound", f"Secret {secret_name} does not exist")
-            missing = render.missing_secret_keys(
-                cluster_spec, self.world.secret_keys(ns, secret_name) or ()
-            )
+            missing = render.missing_secret_keys(cluster_spec, found.keys)
             if missing:
                 return None, [], ("SecretKeyMissing", f"Secret {ns}/{secret_name} has no " + (
                     ", ".join(f"key {key!r} (named by spec.secretRef.keys.{field})"
                               for field, key in missing)
                 ) + "; nothing is delivered until it has")
-            digest = found
+            bad = [k for k in render.secret_keys_read(cluster_spec, found.keys)
+                   if k in found.undecodable]
+            if bad:
+                return None, [], ("SecretUndecodable", f"Secret {ns}/{secret_name}: the value "
+                                  "of " + ", ".join(f"key {k!r}" for k in bad) + " is not "
+                                  "base64 of UTF-8 text; nothing is delivered until it is")
+            digest = found.digest
         inputs = render.SealInputs(
             public_key=key.public_key,
             key_id=key.key_id,

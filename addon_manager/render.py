@@ -419,6 +419,18 @@ def missing_secret_keys(
     return [(f, k) for f, k in sorted(spec.secret_ref.keys.items()) if k not in have]
 
 
+def secret_keys_read(spec: StorageConnectionSpec, secret_keys: tuple[str, ...]) -> list[str]:
+    """The keys of the Secret whose values are sealed.
+
+    Those ``spec.secretRef.keys`` names, or every key of the Secret when it names none.
+    """
+    if spec.secret_ref is None:
+        return []
+    if spec.secret_ref.keys:
+        return sorted(set(spec.secret_ref.keys.values()))
+    return sorted(secret_keys)
+
+
 def storage_payload(spec: StorageConnectionSpec, secret_data: dict[str, str]) -> dict[str, Any]:
     """The storage-config entry (JSON object) of a StorageConnection, credentials included.
 

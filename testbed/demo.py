@@ -115,13 +115,19 @@ RELEASE_NAMESPACE = "model-serving-system"
 def install_chart(bed: Testbed, agent_namespace: str) -> None:
     """``helm install`` the add-on on the hub as a hub admin would; start OCM's add-on manager.
 
-    The chart brings the CRDs, the manager's RBAC, the ClusterManagementAddOn and the
-    AddOnTemplate.
+    The chart brings the CRDs, the manager's RBAC (Secrets readable in the demo namespace
+    only), the ClusterManagementAddOn and the AddOnTemplate.
     """
+    # The demo's StorageConnection reads its Secret there: the manager may read Secrets only
+    # in the namespaces listed (a RoleBinding in each, which needs the namespace to exist).
+    bed.hub.apply_objects(
+        [{"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NAMESPACE}}]
+    )
     chart.helm(
         "upgrade", "--install", chart.RELEASE, str(chart.CHART),
         "-n", RELEASE_NAMESPACE, "--create-namespace", "--wait=false",
         "--set", f"agent.installNamespace={agent_namespace}",
+        "--set", f"manager.secretNamespaces={{{NAMESPACE}}}",
         f"--kubeconfig={bed.hub.kubeconfig}",
     )
     bed.hub.wait_crds_established()

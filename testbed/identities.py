@@ -224,20 +224,41 @@ def addon_agent_kubeconfig(spoke: Cluster, install_namespace: str, *sets: str) -
     )
 
 
+def grant_manager_secrets(
+    hub: Cluster, secret_namespace: str, namespace: str = MANAGER_NAMESPACE
+) -> None:
+    """Let the manager read the Secrets of ``secret_namespace``.
+
+    As the chart does for a namespace listed in ``manager.secretNamespaces``: its RoleBinding.
+    """
+    from testbed.chart import MANAGER_SERVICE_ACCOUNT, render
+
+    bindings = [
+        o
+        for o in render(f"manager.secretNamespaces={{{secret_namespace}}}", namespace=namespace)
+        if o["kind"] == "RoleBinding" and o["metadata"].get("namespace") == secret_namespace
+    ]
+    if len(bindings) != 1 or bindings[0]["roleRef"]["name"] != f"{MANAGER_SERVICE_ACCOUNT}-secrets":
+        raise RuntimeError(f"the chart's Secret grant changed shape: {bindings}")
+    hub.apply_objects(bindings)
+
+
 def manager_kubeconfig(hub: Cluster, namespace: str = MANAGER_NAMESPACE) -> Path:
     """A hub kubeconfig for the chart's manager ServiceAccount, with exactly the chart's RBAC.
 
-    Applies the ServiceAccount, ClusterRole, Role and bindings that ``helm template``
-    renders (the rest of the chart is not needed to run the manager as a process).
+    Applies the ServiceAccount, ClusterRoles, Role and bindings that ``helm template``
+    renders (the rest of the chart is not needed to run the manager as a process). It may
+    read no Secret until :func:`grant_manager_secrets` grants a namespace.
     """
     from testbed.chart import MANAGER_SERVICE_ACCOUNT, render
 
     rbac = [
         o
         for o in render(namespace=namespace)
-        if o["kind"] in _RBAC_KINDS and o["metadata"]["name"] == MANAGER_SERVICE_ACCOUNT
+        if o["kind"] in _RBAC_KINDS
+        and o["metadata"]["name"] in (MANAGER_SERVICE_ACCOUNT, f"{MANAGER_SERVICE_ACCOUNT}-secrets")
     ]
-    if len(rbac) != 5:
+    if len(rbac) != 6:
         raise RuntimeError(f"the chart's manager RBAC changed shape: {rbac}")
     hub.apply_objects(
         [{"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}}, *rbac]

@@ -117,8 +117,9 @@ def test_schema_rejects_bad_values(sets: tuple[str, ...], field: str) -> None:
 def _rules(objs: list[dict[str, Any]]) -> list[dict[str, Any]]:
     roles = [o for o in objs if o["kind"] in ("ClusterRole", "Role")]
     roles += [m for m in _agent_manifests(objs) if m["kind"] in ("ClusterRole", "Role")]
-    # manager ClusterRole and leader-election Role; agent ClusterRole, work agent's aggregate
-    assert len(roles) == 4
+    # manager ClusterRole, its Secrets ClusterRole (bound per namespace) and leader-election
+    # Role; agent ClusterRole, work agent's aggregate
+    assert len(roles) == 5
     return [r for role in roles for r in role["rules"]]
 
 
@@ -126,6 +127,40 @@ def test_rbac_has_no_wildcards() -> None:
     for rule in _rules(render("serviceMonitor.enabled=true")):
         for key in ("verbs", "resources", "apiGroups"):
             assert "*" not in rule.get(key, []), rule
+
+
+def _grants_secrets(role: dict[str, Any]) -> bool:
+    return any("" in r.get("apiGroups", []) and "secrets" in r.get("resources", [])
+               for r in role.get("rules") or [])
+
+
+def test_the_manager_reads_secrets_only_in_the_namespaces_listed() -> None:
+    objs = render("manager.secretNamespaces={model-serving-demo,team-a}")
+    roles = {(o["kind"], o["metadata"]["name"]): o for o in objs
+             if o["kind"] in ("ClusterRole", "Role")}
+    # No cluster-wide binding reaches a role that grants Secrets.
+    for binding in (o for o in objs if o["kind"] == "ClusterRoleBinding"):
+        ref = binding["roleRef"]
+        assert not _grants_secrets(roles[(ref["kind"], ref["name"])]), binding
+    bindings = [o for o in objs if o["kind"] == "RoleBinding"
+                and _grants_secrets(roles[(o["roleRef"]["kind"], o["roleRef"]["name"])])]
+    assert sorted(b["metadata"]["namespace"] for b in bindings) == ["model-serving-demo", "team-a"]
+    manager_sa = next(o for o in objs if o["kind"] == "ServiceAccount")["metadata"]
+    for b in bindings:
+        assert b["subjects"] == [{"kind": "ServiceAccount", "name": manager_sa["name"],
+                                  "namespace": manager_sa["namespace"]}]
+        role = roles[(b["roleRef"]["kind"], b["roleRef"]["name"])]
+        assert role["rules"] == [{"apiGroups": [""], "resources": ["secrets"],
+                                  "verbs": ["get", "list", "watch"]}]
+    # By default, no namespace: the manager reads no Secret at all.
+    assert not [o for o in render() if o["kind"] == "RoleBinding"
+                and o["roleRef"]["name"].endswith("-secrets")]
+
+
+def test_secret_namespaces_must_be_namespace_names() -> None:
+    proc = helm("template", "msa", str(CHART), "--set", "manager.secretNamespaces={Team_A}",
+                check=False)
+    assert proc.returncode != 0 and "secretNamespaces" in proc.stderr
 
 
 def test_the_work_agent_gets_exactly_the_kinds_the_manager_renders() -> None:

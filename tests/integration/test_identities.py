@@ -8,6 +8,7 @@ quietly falling back to the admin kubeconfig fails here.
 
 from __future__ import annotations
 
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -17,6 +18,7 @@ from testbed import identities
 from testbed.cluster import Cluster
 from testbed.fleet import AGENT_NAMESPACE, HUB_NAMESPACE, Testbed
 from testbed.support.manager import manager_identity
+from testbed.support.waiting import eventually
 
 EXPECTED_USERS = {
     ("hub", "registration"): f"system:serviceaccount:{HUB_NAMESPACE}:registration-controller-sa",
@@ -104,3 +106,31 @@ def test_the_manager_runs_as_the_charts_service_account(testbed: Testbed) -> Non
         f"system:serviceaccount:{identities.MANAGER_NAMESPACE}:model-serving-addon-manager",
         ("default", identities.MANAGER_NAMESPACE, "cluster1"),
     )
+
+
+def test_the_manager_reads_secrets_only_in_namespaces_a_hub_admin_granted(
+    testbed: Testbed,
+) -> None:
+    hub = testbed.hub
+    kubeconfig = manager_identity(testbed)
+
+    def can(verb: str, *where: str) -> str:
+        out = subprocess.run(
+            ["kubectl", f"--kubeconfig={kubeconfig}", "auth", "can-i", verb, "secrets", *where],
+            capture_output=True, text=True, timeout=60,
+        )
+        return out.stdout.strip()
+
+    for verb in ("get", "list", "watch"):
+        assert can(verb, "-A") == "no"
+        assert can(verb, "-n", "open-cluster-management-hub") == "no"
+    ns = "grant-secrets-test"
+    hub.apply_objects([{"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}}])
+    try:
+        assert can("list", "-n", ns) == "no"
+        identities.grant_manager_secrets(hub, ns)
+        for verb in ("get", "list", "watch"):
+            eventually(lambda v=verb: can(v, "-n", ns) == "yes", timeout=30)  # type: ignore[misc]
+        assert can("delete", "-n", ns) == "no" and can("list", "-A") == "no"
+    finally:
+        hub.kubectl("delete", "namespace", ns, "--wait=false", check=False)

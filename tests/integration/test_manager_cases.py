@@ -18,6 +18,7 @@ import pytest
 from addon_api import constants as c
 from addon_api import sealing
 from addon_manager import naming, render
+from testbed import identities
 from testbed.fleet import Testbed
 from testbed.support.manager import (
     API,
@@ -268,6 +269,7 @@ def sealing_scenario(
     spoke1.kubectl(
         "delete", "configmap", c.AGENT_IDENTITY_CONFIGMAP, "-n", c.AGENT_NAMESPACE, check=False
     )
+    identities.grant_manager_secrets(hub, ns)
     try:
         hub.apply_objects([placement("p", ns, {scenario_cluster1_label: "yes"}), secret, sconn])
         yield Sealing(hub, spoke1, ns, secret)
@@ -385,6 +387,106 @@ class TestUnpublishedKeyThenSealedAndResealed:
         _mark_delivered(s.spoke1, s.sealed_name)
         eventually(lambda: _status(s.hub, "sconn", s.ns, "s3").get("phase") == "Ready", timeout=60)
 
+
+
+# --- The manager reads Secrets only where a hub admin granted it; what it cannot read or decode
+# --- is a condition, never a traceback.
+
+
+@pytest.fixture(scope="class")
+def ungranted_scenario(
+    testbed: Testbed, scenario_namespace: str, manager: Manager, scenario_cluster1_label: str
+) -> Iterator[Sealing]:
+    """A StorageConnection on cluster1 (its agent's key published) in a namespace whose
+    Secrets the manager may not read."""
+    hub, spoke1, ns = testbed.hub, testbed.spokes[0], scenario_namespace
+    secret = {
+        "apiVersion": "v1",
+        "kind": "Secret",
+        "metadata": {"name": "creds", "namespace": ns},
+        "stringData": {"access_key_id": "AK1", "secret_access_key": "SK1"},
+    }
+    sconn = {
+        "apiVersion": API,
+        "kind": "StorageConnection",
+        "metadata": {"name": "s3", "namespace": ns},
+        "spec": {
+            "placementRef": {"name": "p"},
+            "type": "s3",
+            "targetNamespaces": ["models"],
+            "secretRef": {"name": "creds"},
+            "s3": {"bucket": "models"},
+        },
+    }
+    s = Sealing(hub, spoke1, ns, secret)
+    s.private = sealing.generate_private_key()
+    s.public = sealing.public_key_of(s.private)
+    spoke1.apply_objects([_identity_configmap(s.public)])
+    try:
+        hub.apply_objects([placement("p", ns, {scenario_cluster1_label: "yes"}), secret, sconn])
+        yield s
+    finally:
+        _delete_all(hub, ns)
+        spoke1.kubectl(
+            "delete", "configmap", c.AGENT_IDENTITY_CONFIGMAP, "-n", c.AGENT_NAMESPACE,
+            check=False,
+        )
+        eventually(
+            lambda: not exists(hub, "manifestwork", naming.IDENTITY_WORK_NAME, "-n", "cluster1"),
+            timeout=60,
+        )
+
+
+class TestSecretAccessFollowsTheHubAdminsGrant:
+    """The manager (the chart's identity) has no right on Secrets but in the namespaces a hub
+    admin grants: elsewhere a StorageConnection says SecretForbidden and gets nothing; once
+    granted it is delivered; a value that is not UTF-8 text says SecretUndecodable."""
+
+    def _entries(self, s: Sealing) -> list[tuple[str, str, str]]:
+        return [(x["cluster"], x.get("reason", ""), x.get("message", ""))
+                for x in _status(s.hub, "sconn", s.ns, "s3").get("clusters", [])]
+
+    def test_1_ungranted_namespace_is_forbidden_and_gets_nothing(
+        self, ungranted_scenario: Sealing, manager: Manager
+    ) -> None:
+        s = ungranted_scenario
+
+        def forbidden() -> str:
+            entries = self._entries(s)
+            assert [(cl, reason) for cl, reason, _ in entries] == [("cluster1", "SecretForbidden")]
+            return entries[0][2]
+
+        message = eventually(forbidden, timeout=60)
+        assert f"Secret {s.ns}/creds" in message
+        assert f"add {s.ns} to the chart's manager.secretNamespaces" in message
+        assert works(s.hub, s.ns, "s3", "StorageConnection") == {}
+        assert "Traceback" not in manager.tail(400)
+
+    @pytest.mark.needs("test_1_ungranted_namespace_is_forbidden_and_gets_nothing")
+    def test_2_granted_namespace_is_delivered(self, ungranted_scenario: Sealing) -> None:
+        s = ungranted_scenario
+        identities.grant_manager_secrets(s.hub, s.ns)  # a hub admin adds the namespace
+        payload = eventually(s.opened, timeout=90)
+        assert (payload["access_key_id"], payload["secret_access_key"]) == ("AK1", "SK1")
+
+    @pytest.mark.needs("test_2_granted_namespace_is_delivered")
+    def test_3_undecodable_value_is_a_condition_naming_secret_and_key(
+        self, ungranted_scenario: Sealing, manager: Manager
+    ) -> None:
+        s = ungranted_scenario
+        not_utf8 = base64.b64encode(b"\xff\xfe\xfd").decode()
+        s.hub.kubectl("patch", "secret", "creds", "-n", s.ns, "--type=merge",
+                      "-p", json.dumps({"data": {"secret_access_key": not_utf8}}))
+
+        def undecodable() -> str:
+            entries = self._entries(s)
+            assert [(cl, r) for cl, r, _ in entries] == [("cluster1", "SecretUndecodable")]
+            return entries[0][2]
+
+        message = eventually(undecodable, timeout=60)
+        assert f"Secret {s.ns}/creds" in message and "'secret_access_key'" in message
+        assert s.opened()["secret_access_key"] == "SK1"  # nothing new was delivered
+        assert "Traceback" not in manager.tail(400)
 
 # --- A ModelServing: managementState Removed, then a deletion a held work blocks. ---
 
@@ -573,6 +675,7 @@ def gates_scenario(
         "metadata": {"name": "creds", "namespace": ns},
         "stringData": {"access_key_id": "AK", "secret_access_key": "SK"},
     }
+    identities.grant_manager_secrets(hub, ns)
     try:
         hub.apply_objects(
             [

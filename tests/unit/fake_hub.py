@@ -2,12 +2,22 @@
 
 from __future__ import annotations
 
+import base64
 from dataclasses import dataclass, field
 from typing import Any
 
 from addon_api import constants as c
 from addon_manager import conflicts
+from addon_manager.apply import WriteError
 from addon_manager.facts import ClusterFact, WorkFact, parse_work
+from addon_manager.secrets import (
+    PENDING,
+    READABLE,
+    SecretAccess,
+    SecretFact,
+    forbidden_detail,
+    parse_secret,
+)
 
 
 @dataclass
@@ -58,13 +68,33 @@ class FakeHub:
     def storage_clusters(self, exclude: tuple[str, str] | None = None) -> frozenset[str]:
         return frozenset(cl for k, v in self.storage.items() if k != exclude for cl in v)
 
-    def secret_digest(self, namespace: str, name: str) -> str | None:
-        data = self.secrets.get((namespace, name))
-        return None if data is None else str(sorted(data.items()))
+    raw_secrets: dict[tuple[str, str], dict[str, str]] = field(default_factory=dict)
+    """Secret data as stored (base64 values); wins over ``secrets`` (text values)."""
+    watch_denied: set[str] = field(default_factory=set)
+    """Namespaces whose Secrets the manager may not list/watch."""
+    get_denied: set[str] = field(default_factory=set)
+    """Namespaces where reading a Secret is refused (403)."""
+    pending: set[str] = field(default_factory=set)
+    """Namespaces whose Secrets are still being listed."""
 
-    def secret_keys(self, namespace: str, name: str) -> tuple[str, ...] | None:
+    def _stored(self, namespace: str, name: str) -> dict[str, str] | None:
+        if (namespace, name) in self.raw_secrets:
+            return self.raw_secrets[(namespace, name)]
         data = self.secrets.get((namespace, name))
-        return None if data is None else tuple(sorted(data))
+        if data is None:
+            return None
+        return {k: base64.b64encode(v.encode()).decode() for k, v in data.items()}
+
+    def secret(self, namespace: str, name: str) -> SecretFact | None:
+        data = self._stored(namespace, name)
+        return None if data is None else parse_secret(data)
+
+    def secret_access(self, namespace: str) -> SecretAccess:
+        if namespace in self.pending:
+            return PENDING
+        if namespace in self.watch_denied:
+            return SecretAccess("forbidden", forbidden_detail(namespace, "HTTP 403 Forbidden"))
+        return READABLE
 
     def addon_exists(self, cluster: str) -> bool:
         return cluster in self.addons
@@ -102,4 +132,6 @@ class FakeHub:
         self.addons.add(cluster)
 
     async def read_secret(self, namespace: str, name: str) -> dict[str, str] | None:
-        return self.secrets.get((namespace, name))
+        if namespace in self.get_denied or namespace in self.watch_denied:
+            raise WriteError("get secrets: HTTP 403 Forbidden", 403)
+        return self._stored(namespace, name)

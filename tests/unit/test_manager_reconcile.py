@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import base64
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -14,6 +15,7 @@ from addon_api import sealing
 from addon_manager import conflicts, naming
 from addon_manager.facts import WorkFact
 from addon_manager.reconcile import Reconciler
+from addon_manager.secrets import parse_secret
 from tests.unit.fake_hub import FakeHub
 
 
@@ -685,3 +687,90 @@ def test_cleanup_of_a_model_serving_keeps_the_rule() -> None:
     remaining = asyncio.run(Reconciler(hub, hub).cleanup(c.KIND_MODEL_SERVING, "ns", "kserve"))
     assert remaining == ["c1", "c2"]
     assert [w for w in hub.writes if w[0] == "delete"] == [("delete", f"c2/{name}")]
+
+
+def _storage_work_written(hub: FakeHub) -> bool:
+    return ("c1", naming.work_name(c.KIND_STORAGE_CONNECTION, "ns", "s3")) in hub.bodies
+
+
+def _storage_with_key(hub: FakeHub) -> Reconciler:
+    """A reconciler whose first run asked c1's agent for its key, and the key published."""
+    reconciler = Reconciler(hub, hub)
+    asyncio.run(reconciler.reconcile(c.KIND_STORAGE_CONNECTION, sc_body()))
+    _publish_key(hub, "c1")
+    return reconciler
+
+
+def test_a_secret_the_manager_may_not_watch_is_forbidden_naming_it_and_the_grant() -> None:
+    hub = FakeHub(placements={("ns", "p"): frozenset({"c1"})},
+                  secrets={("ns", "creds"): {"access_key_id": "AK1"}}, watch_denied={"ns"})
+    reconciler = _storage_with_key(hub)
+    asyncio.run(reconciler.reconcile(c.KIND_STORAGE_CONNECTION, sc_body()))
+    entry = hub.statuses["s3"]["clusters"][0]
+    assert (entry["phase"], entry["reason"]) == ("Failed", "SecretForbidden")
+    assert "Secret ns/creds" in entry["message"]
+    assert "manager.secretNamespaces" in entry["message"]
+    assert not _storage_work_written(hub)
+    hub.watch_denied.clear()  # a hub admin granted the namespace
+    asyncio.run(reconciler.reconcile(c.KIND_STORAGE_CONNECTION, sc_body()))
+    assert _storage_work_written(hub)
+
+
+def test_a_secret_read_refused_is_forbidden_not_a_traceback() -> None:
+    hub = FakeHub(placements={("ns", "p"): frozenset({"c1"})},
+                  secrets={("ns", "creds"): {"access_key_id": "AK1"}}, get_denied={"ns"})
+    reconciler = _storage_with_key(hub)
+    outcome = asyncio.run(reconciler.reconcile(c.KIND_STORAGE_CONNECTION, sc_body()))
+    entry = hub.statuses["s3"]["clusters"][0]
+    assert (entry["reason"], outcome.applied) == ("SecretForbidden", 0)
+    assert "Secret ns/creds" in entry["message"] and "HTTP 403" in entry["message"]
+    assert not _storage_work_written(hub)
+
+
+def test_a_namespace_still_being_listed_waits_and_says_nothing_wrong() -> None:
+    hub = FakeHub(placements={("ns", "p"): frozenset({"c1"})}, pending={"ns"})
+    reconciler = _storage_with_key(hub)
+    asyncio.run(reconciler.reconcile(c.KIND_STORAGE_CONNECTION, sc_body()))
+    assert hub.statuses["s3"]["clusters"][0]["reason"] != "SecretNotFound"
+    assert not _storage_work_written(hub)
+
+
+NOT_UTF8 = base64.b64encode(b"\xff\xfe\x00").decode()
+
+
+def test_a_secret_value_that_is_not_utf8_is_undecodable_naming_secret_and_key() -> None:
+    ok = base64.b64encode(b"AK1").decode()
+    raw = {"access_key_id": ok, "secret_access_key": NOT_UTF8}
+    hub = FakeHub(placements={("ns", "p"): frozenset({"c1"})}, raw_secrets={("ns", "creds"): raw})
+    reconciler = _storage_with_key(hub)
+    asyncio.run(reconciler.reconcile(c.KIND_STORAGE_CONNECTION, sc_body()))
+    entry = hub.statuses["s3"]["clusters"][0]
+    assert (entry["phase"], entry["reason"]) == ("Failed", "SecretUndecodable")
+    assert "Secret ns/creds" in entry["message"] and "'secret_access_key'" in entry["message"]
+    assert "'access_key_id'" not in entry["message"]
+    assert not _storage_work_written(hub)
+    # Named keys: a key the connection does not read may hold anything.
+    body = sc_body()
+    body["spec"]["secretRef"]["keys"] = {"access_key_id": "access_key_id"}
+    asyncio.run(reconciler.reconcile(c.KIND_STORAGE_CONNECTION, body))
+    assert _storage_work_written(hub)
+
+
+def test_a_secret_that_turns_undecodable_after_the_watch_saw_it_delivers_nothing() -> None:
+    hub = FakeHub(placements={("ns", "p"): frozenset({"c1"})},
+                  secrets={("ns", "creds"): {"access_key_id": "AK1"}})
+    reconciler = _storage_with_key(hub)
+
+    async def changed_since(namespace: str, name: str) -> dict[str, str] | None:
+        return {"access_key_id": NOT_UTF8}
+
+    hub.read_secret = changed_since  # type: ignore[method-assign]
+    asyncio.run(reconciler.reconcile(c.KIND_STORAGE_CONNECTION, sc_body()))
+    assert hub.statuses["s3"]["clusters"][0]["reason"] == "SecretUndecodable"
+    assert not _storage_work_written(hub)
+
+
+def test_parse_secret_keeps_digest_and_keys_never_the_data() -> None:
+    fact = parse_secret({"a": base64.b64encode(b"x").decode(), "b": NOT_UTF8, "c": "%%%"})
+    assert fact.keys == ("a", "b", "c") and fact.undecodable == ("b", "c")
+    assert "x" not in repr(fact) and parse_secret({"a": "eQ=="}).digest != fact.digest
