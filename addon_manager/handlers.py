@@ -19,7 +19,7 @@ from typing import Any
 import kopf
 
 from addon_api import constants as c
-from addon_manager import conflicts, metrics, naming
+from addon_manager import conflicts, metrics, naming, partition
 from addon_manager.facts import (
     ClusterFact,
     WorkFact,
@@ -57,6 +57,8 @@ class Settings:
     """Seconds after which an idle intent is reconciled anyway (writes nothing if in sync)."""
     stale_after: float = 60.0
     """Seconds a work may wait for the work agent before its cluster's entry is stale."""
+    unavailable_grace: float = partition.UNAVAILABLE_GRACE
+    """Seconds the works of a cluster that left its Placement while not Available are kept."""
     deletion_blocked_after: float = 30.0
     connection: kopf.ConnectionInfo | None = None
     secrets: SecretWatches | None = None
@@ -206,6 +208,7 @@ def _reconciler(indexes: Mapping[str, Any]) -> Reconciler:
         _RECONCILER = Reconciler(
             IndexWorld(indexes), SETTINGS.writer, addons=SETTINGS.addons,
             stale_after=SETTINGS.stale_after, admin=SETTINGS.policy,
+            unavailable_grace=SETTINGS.unavailable_grace,
         )
     return _RECONCILER
 
@@ -447,7 +450,8 @@ def _register_intent(kind: str, plural: str) -> None:
                 kopf.event(body, type="Warning", reason="Conflict",
                            message="another ModelServing serves " + ", ".join(outcome.conflicts))
             await asyncio.sleep(SETTINGS.min_interval)
-            # A work waiting for its work agent turns stale by the clock alone: look again then.
+            # A work waiting for its work agent turns stale by the clock alone, and the grace of
+            # a cluster that left while unavailable ends by the clock: look again then.
             timeout = min(SETTINGS.resync, (outcome.recheck_after or SETTINGS.resync) + 1)
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(wake.wait(), timeout=timeout)

@@ -14,7 +14,7 @@ import kopf
 from kubernetes import client, config
 from prometheus_client import start_http_server
 
-from addon_manager import handlers, leadership
+from addon_manager import handlers, leadership, partition
 from addon_manager.apply import HubWriter
 from addon_manager.policy import Policy, parse_namespaces
 from addon_manager.secrets import SecretWatches
@@ -77,6 +77,10 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     p.add_argument("--stack-owner-namespaces", default="",
                    help="comma-separated hub namespaces whose ModelServings may own a "
                    "cluster's stack (empty or '*': every namespace)")
+    p.add_argument("--unavailable-grace", type=float, default=partition.UNAVAILABLE_GRACE,
+                   help="seconds the ManifestWorks of a cluster that left its Placement while "
+                   "its ManagedCluster is not Available are kept, counted from when it stopped "
+                   "being Available (default one day; 0 removes them at once)")
     p.add_argument("--log-level", default="INFO",
                    choices=["DEBUG", "INFO", "WARNING", "ERROR"])
     p.add_argument("--log-format", default="json", choices=["json", "text"])
@@ -136,6 +140,7 @@ def main(argv: list[str]) -> int:
     handlers.SETTINGS.deletion_blocked_after = args.deletion_blocked_after
     handlers.SETTINGS.stale_after = args.stale_after
     handlers.SETTINGS.policy = policy_from_args(args)
+    handlers.SETTINGS.unavailable_grace = args.unavailable_grace
     if args.metrics_port:
         start_http_server(args.metrics_port)
     elector: leadership.Elector | None = None

@@ -28,7 +28,7 @@ from addon_api.hub import (
     MultiClusterServingRuntime,
     StorageConnection,
 )
-from addon_manager import conflicts, metrics, naming, ordering, policy, render
+from addon_manager import conflicts, metrics, naming, ordering, partition, policy, render
 from addon_manager import status as st
 from addon_manager.apply import WriteError
 from addon_manager.facts import ClusterFact, WorkFact
@@ -138,6 +138,9 @@ class Outcome:
     """Clusters where works of the intent still exist (as seen before this reconcile)."""
     blocked: dict[str, list[str]] = field(default_factory=dict)
     """Clusters whose stack the manager refused to remove, with the intents holding it."""
+    held: dict[str, datetime] = field(default_factory=dict)
+    """Clusters that left the Placement whose works are kept (partition safety), with when
+    they go if nothing changes."""
 
 
 @dataclass(frozen=True)
@@ -177,12 +180,19 @@ def _now() -> datetime:
     return datetime.now(UTC).replace(microsecond=0)
 
 
+def _earliest(*seconds: float | None) -> float | None:
+    """The smallest of these delays (never below 0), None when there is none."""
+    known = [max(0.0, s) for s in seconds if s is not None]
+    return min(known) if known else None
+
+
 class Reconciler:
     """Reconciles intents against a :class:`World` through a :class:`Writer`."""
 
     def __init__(
         self, world: World, writer: Writer, *, addons: bool = True,
         stale_after: float = st.STALE_AFTER, admin: policy.Policy | None = None,
+        unavailable_grace: float = partition.UNAVAILABLE_GRACE,
     ) -> None:
         self.world = world
         self.policy = admin if admin is not None else policy.Policy()
@@ -190,6 +200,7 @@ class Reconciler:
         self.writer = writer
         self.addons = addons
         self.stale_after = stale_after
+        self.unavailable_grace = unavailable_grace
         self._applied: dict[tuple[str, str], tuple[str, float]] = {}
         self._deleted: dict[tuple[str, str], float] = {}
         self._addons: dict[str, float] = {}
@@ -247,6 +258,12 @@ class Reconciler:
         works are deleted only on clusters no add-on intent uses (the others are reported
         ``RemovalBlocked`` and in ``DeletionBlocked``); ``overdue`` says the deletion has
         waited long enough for the remaining works to be reported as ``WorksRemain``.
+
+        A cluster the Placement no longer selects loses its works, unless it left while its
+        ManagedCluster is not Available (OCM's taints drop it from non-tolerating Placements):
+        then they are kept for ``unavailable_grace`` (see :mod:`addon_manager.partition`), its
+        entry is stale (``ClusterUnavailable``) and says until when, and the reconcile asks to
+        be run again then (``recheck_after``).
         """
         started = time.monotonic()
         out = Outcome()
@@ -361,11 +378,21 @@ class Reconciler:
                     continue
                 secret_data = decoded
             jobs.append(("apply", cl, self._apply(kind, rw, have, secret_data)))
+        check_time = _now()
         for cl, work in existing.items():
             # A Placement that disappears (deleted by mistake, or being re-created) is not a
             # decision to uninstall everywhere: what was sent stays until it exists again or
             # the intent itself is deleted.
-            if deleting or cl in lost or (found and cl not in clusters):
+            left = found and cl not in clusters and cl not in lost
+            if left and not deleting and not work.deleting:
+                # Left while unreachable (a partition, not a decision): kept for the grace.
+                kept = partition.hold(self.world.cluster_health(cl), check_time,
+                                      self.unavailable_grace)
+                if kept is not None:
+                    out.held[cl] = kept.until
+                    inputs[cl] = st.ClusterInput(cl, work=work, kept=kept.message)
+                    continue
+            if deleting or cl in lost or left:
                 if kind == c.KIND_MODEL_SERVING and not work.deleting:
                     blockers = self._removal_blockers(cl)
                     if blockers:  # the stack stays while add-on intents use it there
@@ -413,7 +440,10 @@ class Reconciler:
             st.cluster_status(kind, item, removed=removed, now=now, stale_after=self.stale_after)
             for item in judged
         ]
-        out.recheck_after = st.recheck_in(judged, now, self.stale_after)
+        out.recheck_after = _earliest(
+            st.recheck_in(judged, now, self.stale_after),
+            *((until - now).total_seconds() for until in out.held.values()),
+        )
         extra: list[Condition] = []
         if deleting and out.blocked:
             extra.append(st.deletion_refused(out.blocked, generation, now))

@@ -49,6 +49,9 @@ class ClusterInput:
     manager refuses to remove it (ModelServing only)."""
     platform_going: str = ""
     """Why the cluster's serving stack is going away (runtimes and models: not Ready)."""
+    kept: str = ""
+    """Why the works of a cluster its Placement no longer selects are kept (it left while not
+    Available: partition safety); said in the entry's stale message."""
 
 
 @dataclass(frozen=True)
@@ -189,7 +192,8 @@ def cluster_status(
     ``removed`` is true for a ModelServing with managementState Removed (done = Removed).
     With ``now``, an entry whose report is out of date (see :func:`staleness`) becomes phase
     ``Stale``: not ready, the reason and message say what is stale and since when, and the
-    last reported phase; url and modelState keep their last reported values.
+    last reported phase; url and modelState keep their last reported values. A cluster that
+    left the Placement while not Available and whose works are kept says so (``kept``).
     """
     entry, category = _reported_status(kind, item, removed)
     if now is None or item.conflict_with or item.error or item.blocked_by:
@@ -201,9 +205,10 @@ def cluster_status(
     entry, _ = _reported_status(kind, item, removed, generation_check=False)
     last = entry.phase + (f" ({entry.reason})" if entry.reason and entry.reason != entry.phase
                           else "")
+    kept = f"; {item.kept}" if item.kept else ""
     return entry.model_copy(update={
         "phase": "Stale", "ready": False, "reason": stale.reason,
-        "message": f"{stale.message}; last reported: {last}"[:1024],
+        "message": f"{stale.message}{kept}; last reported: {last}"[:1024],
         "stale": True, "stale_since": stale.since, "waiting_for": [],
     }), "stale"
 

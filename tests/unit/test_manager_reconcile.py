@@ -13,7 +13,7 @@ import pytest
 from addon_api import constants as c
 from addon_api import sealing
 from addon_manager import conflicts, naming
-from addon_manager.facts import WorkFact
+from addon_manager.facts import ClusterFact, WorkFact
 from addon_manager.reconcile import Reconciler
 from addon_manager.secrets import parse_secret
 from tests.unit.fake_hub import FakeHub
@@ -774,3 +774,163 @@ def test_parse_secret_keeps_digest_and_keys_never_the_data() -> None:
     fact = parse_secret({"a": base64.b64encode(b"x").decode(), "b": NOT_UTF8, "c": "%%%"})
     assert fact.keys == ("a", "b", "c") and fact.undecodable == ("b", "c")
     assert "x" not in repr(fact) and parse_secret({"a": "eQ=="}).digest != fact.digest
+
+
+# --- partition safety: a cluster that leaves while not Available keeps its works ---
+
+GRACE = 3600.0
+
+
+def _isvc_reported_ready(hub: FakeHub, reconciler: Reconciler) -> dict[str, Any]:
+    """The MCIS iris on c1 and c2, each work reporting ready; the status that says so."""
+    asyncio.run(reconciler.reconcile(c.KIND_INFERENCE_SERVICE, isvc_body()))
+    for key, work in list(hub.works.items()):
+        if work.kind == c.KIND_INFERENCE_SERVICE:
+            hub.works[key] = replace(work, generation=1, observed_generation=1, reported=True,
+                                     applied="True", feedback=(("ready", "True"),))
+    asyncio.run(reconciler.reconcile(c.KIND_INFERENCE_SERVICE, isvc_body()))
+    assert hub.statuses["iris"]["phase"] == "Ready"
+    return hub.statuses["iris"]
+
+
+def _partitioned(available: str = "Unknown", ago: float = 600.0) -> ClusterFact:
+    since = datetime.now(UTC).replace(microsecond=0) - timedelta(seconds=ago)
+    return ClusterFact(available=available, since=since,
+                       message="Registration agent stopped updating its lease.")
+
+
+def _left_while_unavailable(available: str = "Unknown") -> tuple[FakeHub, Reconciler, str]:
+    """c2 was Ready, went Unknown 10 minutes ago, and OCM's taint dropped it from p."""
+    hub = FakeHub(placements={("ns", "p"): frozenset({"c1", "c2"})})
+    platform_ready(hub, "c1", "c2")
+    reconciler = Reconciler(hub, hub, unavailable_grace=GRACE)
+    _isvc_reported_ready(hub, reconciler)
+    hub.health["c2"] = _partitioned(available)
+    hub.placements[("ns", "p")] = frozenset({"c1"})
+    hub.writes.clear()
+    return hub, reconciler, naming.work_name(c.KIND_INFERENCE_SERVICE, "ns", "iris")
+
+
+@pytest.mark.parametrize("available", ["Unknown", "False"])
+def test_a_cluster_leaving_while_unavailable_keeps_its_works_and_says_until_when(
+    available: str,
+) -> None:
+    hub, reconciler, _ = _left_while_unavailable(available)
+    before = dict(hub.works)
+    body = isvc_body(hub.statuses["iris"])
+    out = asyncio.run(reconciler.reconcile(c.KIND_INFERENCE_SERVICE, body))
+    # Nothing deleted or rewritten: only the status changes.
+    assert hub.writes == [("status", "iris")] and hub.works == before
+    assert out.deleted == 0
+    since = hub.health["c2"].since
+    assert since is not None
+    until = since + timedelta(seconds=GRACE)
+    assert out.held == {"c2": until}
+    # Look again when the grace ends (about 50 minutes from now), not before.
+    assert out.recheck_after is not None and GRACE - 600 - 5 <= out.recheck_after <= GRACE - 600
+    status = hub.statuses["iris"]
+    entries = {e["cluster"]: e for e in status["clusters"]}
+    c2 = entries["c2"]
+    assert (c2["phase"], c2["reason"], c2["stale"], c2["ready"]) == (
+        "Stale", "ClusterUnavailable", True, False)
+    assert f"not Available ({available})" in c2["message"]
+    assert "left the Placement while not Available" in c2["message"]
+    assert until.strftime("%Y-%m-%dT%H:%M:%SZ") in c2["message"]
+    assert c2["message"].endswith("last reported: Ready")
+    assert entries["c1"]["ready"] is True
+    assert status["phase"] == "Degraded" and status["summary"]["stale"] == 1
+    # The same facts again: nothing written at all.
+    hub.writes.clear()
+    asyncio.run(reconciler.reconcile(c.KIND_INFERENCE_SERVICE, isvc_body(status)))
+    assert hub.writes == []
+
+
+def test_after_the_grace_the_works_of_a_cluster_that_left_go() -> None:
+    hub, reconciler, name = _left_while_unavailable()
+    asyncio.run(reconciler.reconcile(c.KIND_INFERENCE_SERVICE, isvc_body()))
+    assert ("c2", name) in hub.works
+    hub.health["c2"] = _partitioned(ago=GRACE + 1)
+    out = asyncio.run(reconciler.reconcile(c.KIND_INFERENCE_SERVICE, isvc_body()))
+    assert out.deleted == 1 and ("delete", f"c2/{name}") in hub.writes
+    assert out.held == {} and ("c2", name) not in hub.works
+
+
+def test_a_cluster_back_and_still_not_selected_loses_its_works() -> None:
+    hub, reconciler, name = _left_while_unavailable()
+    asyncio.run(reconciler.reconcile(c.KIND_INFERENCE_SERVICE, isvc_body()))
+    # Available again moments ago: the Placement may not have re-decided yet.
+    hub.health["c2"] = _partitioned("True", ago=10)
+    out = asyncio.run(reconciler.reconcile(c.KIND_INFERENCE_SERVICE, isvc_body()))
+    assert out.deleted == 0 and ("c2", name) in hub.works
+    assert out.recheck_after is not None and 45 <= out.recheck_after <= 50
+    entry = {e["cluster"]: e for e in hub.statuses["iris"]["clusters"]}["c2"]
+    assert entry["stale"] is False  # Available: its report is current again
+    # Still not selected a minute after it came back: removed as any cluster that leaves.
+    hub.health["c2"] = _partitioned("True", ago=120)
+    out = asyncio.run(reconciler.reconcile(c.KIND_INFERENCE_SERVICE, isvc_body()))
+    assert out.deleted == 1 and ("delete", f"c2/{name}") in hub.writes
+
+
+def test_a_cluster_back_and_selected_again_gets_nothing_rewritten() -> None:
+    hub, reconciler, _ = _left_while_unavailable()
+    asyncio.run(reconciler.reconcile(c.KIND_INFERENCE_SERVICE, isvc_body()))
+    before = dict(hub.works)
+    hub.health["c2"] = _partitioned("True", ago=5)
+    hub.placements[("ns", "p")] = frozenset({"c1", "c2"})
+    hub.writes.clear()
+    out = asyncio.run(reconciler.reconcile(c.KIND_INFERENCE_SERVICE, isvc_body()))
+    assert [w for w in hub.writes if w[0] != "status"] == []
+    assert hub.works == before and out.skipped == 2 and out.held == {}
+    assert hub.statuses["iris"]["phase"] == "Ready"
+    # A restarted manager (fresh reconciler, nothing remembered) rewrites nothing either.
+    hub.writes.clear()
+    out = asyncio.run(Reconciler(hub, hub, unavailable_grace=GRACE).reconcile(
+        c.KIND_INFERENCE_SERVICE, isvc_body(hub.statuses["iris"])))
+    assert hub.writes == [] and out.skipped == 2
+
+
+def test_an_available_cluster_that_leaves_loses_its_works_at_once() -> None:
+    hub = FakeHub(placements={("ns", "p"): frozenset({"c1", "c2"})})
+    platform_ready(hub, "c1", "c2")
+    reconciler = Reconciler(hub, hub, unavailable_grace=GRACE)
+    _isvc_reported_ready(hub, reconciler)
+    hub.health["c2"] = _partitioned("True", ago=3600)
+    hub.placements[("ns", "p")] = frozenset({"c1"})
+    out = asyncio.run(reconciler.reconcile(c.KIND_INFERENCE_SERVICE, isvc_body()))
+    assert out.deleted == 1 and out.held == {}
+
+
+def test_a_zero_grace_removes_the_works_of_an_unavailable_cluster_at_once() -> None:
+    hub, _, name = _left_while_unavailable()
+    out = asyncio.run(Reconciler(hub, hub, unavailable_grace=0).reconcile(
+        c.KIND_INFERENCE_SERVICE, isvc_body()))
+    assert out.deleted == 1 and ("delete", f"c2/{name}") in hub.writes
+
+
+def test_the_stack_of_a_cluster_that_left_while_unavailable_stays_intents_or_not() -> None:
+    hub = FakeHub(placements={("ns", "p"): frozenset({"c1", "c2"})})
+    name = _stack_available(hub, "c1", "c2")
+    hub.health["c2"] = _partitioned()
+    hub.placements[("ns", "p")] = frozenset({"c1"})
+    hub.writes.clear()
+    reconciler = Reconciler(hub, hub, unavailable_grace=GRACE)
+    body = msv_body("kserve", "2026-01-01T00:00:00Z")
+    out = asyncio.run(reconciler.reconcile(c.KIND_MODEL_SERVING, body))
+    assert [w for w in hub.writes if w[0] != "status"] == [] and ("c2", name) in hub.works
+    assert out.blocked == {} and set(out.held) == {"c2"}
+    entry = {e["cluster"]: e for e in hub.statuses["kserve"]["clusters"]}["c2"]
+    assert (entry["phase"], entry["reason"]) == ("Stale", "ClusterUnavailable")
+    assert entry["message"].endswith("last reported: Available")
+    # Deleting the ModelServing is a decision, not a partition: its work goes (the work
+    # agent finishes that when the cluster is back).
+    body["metadata"]["deletionTimestamp"] = "2026-01-02T00:00:00Z"
+    out = asyncio.run(reconciler.reconcile(c.KIND_MODEL_SERVING, body))
+    assert ("delete", f"c2/{name}") in hub.writes and out.held == {}
+
+
+def test_the_default_grace_is_a_day() -> None:
+    from addon_manager import main
+
+    assert Reconciler(FakeHub(), FakeHub()).unavailable_grace == 86400
+    assert main.parse_args([]).unavailable_grace == 86400
+    assert main.parse_args(["--unavailable-grace", "600"]).unavailable_grace == 600
