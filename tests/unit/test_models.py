@@ -119,6 +119,19 @@ def test_example_placement_binds_default_clusterset() -> None:
     assert docs["Placement"]["spec"]["clusterSets"] == ["default"]
 
 
+def test_example_placements_tolerate_ocms_availability_taints() -> None:
+    # A partition must not take a cluster out of the examples' Placements (docs/reliability.md).
+    placements = [doc for _, doc in _example_docs() if doc["kind"] == "Placement"]
+    assert placements
+    for doc in placements:
+        tolerated = {(t["key"], t["operator"], t.get("tolerationSeconds"))
+                     for t in doc["spec"]["tolerations"]}
+        assert tolerated == {
+            ("cluster.open-cluster-management.io/unreachable", "Exists", None),
+            ("cluster.open-cluster-management.io/unavailable", "Exists", None),
+        }
+
+
 # Model behaviour --------------------------------------------------------------------------------
 
 
