@@ -684,6 +684,24 @@ class Testbed:
         if not proc.alive():
             proc.start()
 
+    def stop_registration_agent(self, spoke: Cluster) -> None:
+        """Stop ``spoke``'s OCM registration agent (fault injection: a partition).
+
+        Nobody renews the cluster's lease any more: the hub's registration controller marks
+        the ManagedCluster Available ``Unknown`` after 5 lease durations
+        (``spec.leaseDurationSeconds``, 60 s by default) and OCM taints it ``unreachable``.
+        """
+        spoke.processes["registration-agent"].stop()
+
+    def start_registration_agent(self, spoke: Cluster) -> None:
+        """Start ``spoke``'s registration agent again (same flags; it keeps its hub kubeconfig).
+
+        It renews the lease and writes the ManagedCluster Available again.
+        """
+        proc = spoke.processes["registration-agent"]
+        if not proc.alive():
+            proc.start()
+
     def managed_cluster(self, name: str) -> dict[str, Any]:
         """The hub's ManagedCluster object for ``name``."""
         from kubernetes import client

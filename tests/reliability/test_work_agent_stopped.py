@@ -25,6 +25,7 @@ from testbed.support.manager import (
     Manager,
     exists,
     get_json,
+    inference_service,
     model_serving,
     placement,
     running_manager,
@@ -383,3 +384,193 @@ class TestUnavailableClusterGoesStaleAndHeals:
             return True
 
         eventually(lost_current, timeout=60)
+
+
+# --- cluster1 partitioned (its OCM agents stopped) under a Placement without tolerations. ---
+
+TAINT_UNREACHABLE = "cluster.open-cluster-management.io/unreachable"
+PARTITION_LEASE = 3
+"""Lease duration of the partitioned cluster while its agents are stopped: the hub marks it
+Unknown after 5 of them (15 s) instead of OCM's default 5 minutes."""
+
+
+@dataclass
+class Partition:
+    """What the steps of :class:`TestPartitionedClusterKeepsItsModels` share."""
+
+    hub: Any
+    spoke1: Any
+    spoke2: Any
+    ns: str
+    lease: int = 60
+    """cluster1's leaseDurationSeconds before the partition (restored when it ends)."""
+    partitioned: bool = False
+    """cluster1's registration and work agents are stopped (the teardown starts them)."""
+    work_uids: dict[str, str] = field(default_factory=dict)
+    """uid of cluster1's ManifestWork per intent kind, while serving (step 1)."""
+    spoke_objects: dict[str, tuple[str, int]] = field(default_factory=dict)
+    """(uid, generation) of cluster1's ServingPlatform and InferenceService (step 1)."""
+
+    def status(self, plural: str, name: str) -> dict[str, Any]:
+        return dict(get_json(self.hub, plural, name, "-n", self.ns).get("status") or {})
+
+    def cluster1_works(self) -> dict[str, dict[str, Any]]:
+        out = {}
+        for kind, name in (("ModelServing", "msv"), ("MultiClusterInferenceService", "iris")):
+            found = works(self.hub, self.ns, name, kind).get("cluster1")
+            if found is not None:
+                out[kind] = found
+        return out
+
+    def decided(self) -> set[str]:
+        items = get_json(self.hub, "placementdecisions", "-n", self.ns, "-l",
+                         "cluster.open-cluster-management.io/placement=p")["items"]
+        return {d["clusterName"] for item in items for d in item["status"]["decisions"]}
+
+    def spoke1_objects(self) -> dict[str, tuple[str, int]]:
+        sp = get_json(self.spoke1, "servingplatform", "model-serving")["metadata"]
+        isvc = get_json(self.spoke1, "inferenceservice", "iris", "-n", "models")["metadata"]
+        return {"ServingPlatform": (sp["uid"], sp["generation"]),
+                "InferenceService": (isvc["uid"], isvc["generation"])}
+
+
+def _available(mc: dict[str, Any]) -> str:
+    conds = mc.get("status", {}).get("conditions", [])
+    return next((c["status"] for c in conds if c["type"] == "ManagedClusterConditionAvailable"),
+                "")
+
+
+def _end_partition(testbed: Testbed, s: Partition) -> None:
+    """cluster1's lease duration restored and its agents started again."""
+    s.hub.kubectl("patch", "managedcluster", "cluster1", "--type=merge",
+                  "-p", json.dumps({"spec": {"leaseDurationSeconds": s.lease}}))
+    testbed.start_registration_agent(s.spoke1)
+    testbed.start_work_agent(s.spoke1)
+    s.partitioned = False
+
+
+@pytest.fixture(scope="class")
+def partition(
+    testbed: Testbed, scenario_namespace: str, manager: Manager
+) -> Iterator[Partition]:
+    """A ModelServing and a MultiClusterInferenceService on both spokes, through a Placement
+    that does not tolerate OCM's unreachable/unavailable taints."""
+    hub, (spoke1, spoke2) = testbed.hub, testbed.spokes
+    ns = scenario_namespace
+    label = f"q-{uuid.uuid4().hex[:6]}"
+    for spoke in (spoke1, spoke2):
+        hub.kubectl("label", "managedcluster", spoke.name, f"{label}=yes", "--overwrite")
+    state = Partition(hub, spoke1, spoke2, ns)
+    state.lease = int(testbed.managed_cluster("cluster1")["spec"].get("leaseDurationSeconds")
+                      or 60)
+    try:
+        hub.apply_objects([placement("p", ns, {label: "yes"}), model_serving("msv", ns, "p"),
+                           inference_service("iris", ns, "p")])
+        yield state
+    finally:
+        if state.partitioned:
+            _end_partition(testbed, state)
+        eventually(lambda: _available(testbed.managed_cluster("cluster1")) == "True",
+                   timeout=90)
+        for kind in ("mcisvc", "msv"):
+            hub.kubectl("delete", kind, "--all", "-n", ns, "--wait=false", check=False)
+        for spoke in (spoke1, spoke2):
+            hub.kubectl("label", "managedcluster", spoke.name, f"{label}-", check=False)
+        eventually(lambda: not exists(hub, "msv", "msv", "-n", ns), timeout=90)
+
+
+class TestPartitionedClusterKeepsItsModels:
+    """cluster1's registration and work agents stopped past OCM's taint time under a Placement
+    without tolerations: OCM drops cluster1 from the decisions, yet no ManifestWork of
+    cluster1 is deleted and the hub says ClusterUnavailable and until when the works are kept;
+    back again, cluster1 is selected again and nothing on it was reinstalled or restarted."""
+
+    def test_1_serving_on_both_clusters(self, partition: Partition) -> None:
+        s = partition
+        eventually(lambda: set(works(s.hub, s.ns, "msv", "ModelServing")) == {
+            "cluster1", "cluster2"}, timeout=60)
+        for spoke in (s.spoke1, s.spoke2):
+            eventually(partial(exists, spoke, "servingplatform", "model-serving"), timeout=60)
+            set_platform_phase(spoke, "Available")
+        eventually(lambda: set(works(s.hub, s.ns, "iris", "MultiClusterInferenceService")) == {
+            "cluster1", "cluster2"}, timeout=90)
+        eventually(partial(exists, s.spoke1, "inferenceservice", "iris", "-n", "models"),
+                   timeout=60)
+
+        def cluster1_ready() -> bool:
+            entry = _entries(s.status("msv", "msv"))["cluster1"]
+            assert entry["ready"] is True and entry["stale"] is False, entry
+            return True
+
+        eventually(cluster1_ready, timeout=60)
+        s.work_uids = {k: w["metadata"]["uid"] for k, w in s.cluster1_works().items()}
+        assert set(s.work_uids) == {"ModelServing", "MultiClusterInferenceService"}
+        s.spoke_objects = s.spoke1_objects()
+
+    @pytest.mark.needs("test_1_serving_on_both_clusters")
+    def test_2_partition_takes_cluster1_out_of_the_placement(
+        self, partition: Partition, testbed: Testbed
+    ) -> None:
+        s = partition
+        testbed.stop_registration_agent(s.spoke1)
+        testbed.stop_work_agent(s.spoke1)
+        s.partitioned = True
+        # OCM's own path, sooner: the hub marks the lease-less cluster Unknown, taints it
+        # unreachable, and the Placement (no tolerations) drops it.
+        s.hub.kubectl("patch", "managedcluster", "cluster1", "--type=merge",
+                      "-p", json.dumps({"spec": {"leaseDurationSeconds": PARTITION_LEASE}}))
+
+        def dropped() -> bool:
+            mc = testbed.managed_cluster("cluster1")
+            assert _available(mc) == "Unknown", mc.get("status")
+            taints = {t["key"] for t in mc["spec"].get("taints", [])}
+            assert TAINT_UNREACHABLE in taints, taints
+            assert s.decided() == {"cluster2"}, s.decided()
+            return True
+
+        eventually(dropped, timeout=5 * PARTITION_LEASE + 60)
+
+    @pytest.mark.needs("test_2_partition_takes_cluster1_out_of_the_placement")
+    def test_3_works_kept_and_the_hub_says_why(self, partition: Partition) -> None:
+        s = partition
+
+        def kept() -> dict[str, dict[str, Any]]:
+            entries = {}
+            for plural, name in (("msv", "msv"), ("mcisvc", "iris")):
+                entry = _entries(s.status(plural, name))["cluster1"]
+                assert entry["reason"] == "ClusterUnavailable", entry
+                assert "left the Placement while not Available" in entry["message"], entry
+                entries[plural] = entry
+            return entries
+
+        entries = eventually(kept, timeout=60)
+        for entry in entries.values():
+            assert (entry["phase"], entry["stale"], entry["ready"]) == ("Stale", True, False)
+            assert "kept until" in entry["message"]
+            assert "not Available (Unknown)" in entry["message"]
+        # The works are there, the same objects, not being deleted.
+        now = s.cluster1_works()
+        assert {k: w["metadata"]["uid"] for k, w in now.items()} == s.work_uids
+        assert not any(w["metadata"].get("deletionTimestamp") for w in now.values())
+        st = s.status("msv", "msv")
+        assert st["phase"] == "Degraded" and st["summary"]["stale"] == 1
+
+    @pytest.mark.needs("test_2_partition_takes_cluster1_out_of_the_placement")
+    def test_4_back_nothing_reinstalled(self, partition: Partition, testbed: Testbed) -> None:
+        s = partition
+        _end_partition(testbed, s)
+
+        def healed() -> bool:
+            assert _available(testbed.managed_cluster("cluster1")) == "True"
+            assert s.decided() == {"cluster1", "cluster2"}, s.decided()
+            entry = _entries(s.status("msv", "msv"))["cluster1"]
+            assert entry["stale"] is False and entry["ready"] is True, entry
+            assert _entries(s.status("mcisvc", "iris"))["cluster1"]["stale"] is False
+            return True
+
+        eventually(healed, timeout=120)
+        now = s.cluster1_works()
+        assert {k: w["metadata"]["uid"] for k, w in now.items()} == s.work_uids
+        assert not any(w["metadata"].get("deletionTimestamp") for w in now.values())
+        # Neither the stack nor the model was removed, re-created or changed on the spoke.
+        assert s.spoke1_objects() == s.spoke_objects
