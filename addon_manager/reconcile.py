@@ -133,7 +133,8 @@ class Outcome:
     phase_after: str = ""
     conflicts: list[str] = field(default_factory=list)
     recheck_after: float | None = None
-    """Seconds after which a cluster's entry turns stale by the clock alone (look again then)."""
+    """Seconds after which a cluster's entry turns stale, or the works kept for a cluster that
+    left while unavailable are due to go, by the clock alone (look again then)."""
     remaining: list[str] = field(default_factory=list)
     """Clusters where works of the intent still exist (as seen before this reconcile)."""
     blocked: dict[str, list[str]] = field(default_factory=dict)
