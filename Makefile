@@ -39,7 +39,7 @@ unit: venv
 	$(BIN)/pytest -q -m "not testbed" tests $(ARGS)
 
 # Everything but the image tests (tests/image: `make image-test`), in PYTEST_WORKERS parallel
-# workers (pytest-xdist): every test on the shared testbed runs on one worker in file order,
+# workers (pytest-xdist): the tests on each shared testbed run on one worker in file order,
 # every other file (its own fleet, or pure Python) is a unit another worker can take
 # (tests/conftest.py: _worker_group).
 PYTEST_WORKERS ?= 3
