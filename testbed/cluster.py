@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import json
 import subprocess
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -95,12 +97,34 @@ class Cluster:
             input=yaml.safe_dump_all(objects),
         )
 
-    def wait_crds_established(self, timeout: int = 120) -> None:
-        """Block until every CRD on the cluster is Established."""
-        self.kubectl(
-            "wait", "--for=condition=Established", "crd", "--all", f"--timeout={timeout}s",
-            timeout=timeout + 10,
-        )
+    def wait_crds_established(self, *names: str, timeout: int = 120) -> None:
+        """Block until the named CRDs (default: every CRD on the cluster) are Established.
+
+        Polls the CRD list rather than using ``kubectl wait``: that command fails outright
+        on a CRD created a moment ago, whose ``status.conditions`` is still null.
+        """
+        deadline = time.monotonic() + timeout
+        while True:
+            pending = self._crds_not_established(names)
+            if not pending:
+                return
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"CRDs not Established after {timeout}s: {sorted(pending)}")
+            time.sleep(0.5)
+
+    def _crds_not_established(self, names: tuple[str, ...]) -> list[str]:
+        listing = json.loads(self.kubectl("get", "crd", "-o", "json").stdout)
+        crds = {crd["metadata"]["name"]: crd for crd in listing.get("items", [])}
+        missing = [name for name in names if name not in crds]
+        return missing + [
+            name
+            for name, crd in crds.items()
+            if (not names or name in names)
+            and not any(
+                c.get("type") == "Established" and c.get("status") == "True"
+                for c in (crd.get("status") or {}).get("conditions") or []
+            )
+        ]
 
     def api_client(self) -> Any:
         """A kubernetes.client.ApiClient for this cluster."""

@@ -74,18 +74,8 @@ def clusters(testbed: Any) -> dict[str, Cluster]:
     for kind in sorted(SPOKE_KINDS):
         crd_file = CRDS / f"{crd_name(kind)}.yaml"
         spoke.kubectl("apply", "--server-side", "--force-conflicts", "-f", str(crd_file))
-    hub.kubectl(
-        "wait",
-        "--for=condition=Established",
-        "--timeout=60s",
-        *(f"crd/{crd_name(kind)}" for kind in PLURAL),
-    )
-    spoke.kubectl(
-        "wait",
-        "--for=condition=Established",
-        "--timeout=60s",
-        *(f"crd/{crd_name(kind)}" for kind in sorted(SPOKE_KINDS)),
-    )
+    hub.wait_crds_established(*(crd_name(kind) for kind in PLURAL), timeout=60)
+    spoke.wait_crds_established(*(crd_name(kind) for kind in sorted(SPOKE_KINDS)), timeout=60)
     return {"hub": hub, "spoke": spoke}
 
 

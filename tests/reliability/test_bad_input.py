@@ -247,8 +247,7 @@ def hub_api(testbed: Any) -> Iterator[tuple[client.CustomObjectsApi, str]]:
     """The hub with the CRDs installed, a namespace, and a client for custom objects."""
     hub = testbed.hub
     hub.kubectl("apply", "--server-side", "--force-conflicts", "-f", f"{ROOT / 'crds'}/")
-    hub.kubectl("wait", "--for=condition=Established", "--timeout=60s",
-                *(f"crd/{plural}.{c.GROUP}" for plural in PLURALS.values()))
+    hub.wait_crds_established(*(f"{plural}.{c.GROUP}" for plural in PLURALS.values()), timeout=60)
     namespace = f"bad-input-{uuid.uuid4().hex[:6]}"
     hub.kubectl("create", "namespace", namespace)
     yield client.CustomObjectsApi(hub.api_client()), namespace
