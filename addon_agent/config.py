@@ -32,6 +32,10 @@ class AgentConfig:
     resync_seconds: float
     lease_seconds: float
     log_level: str = "INFO"
+    seal_verify_keys: tuple[str, ...] = ()
+    """Base64 Ed25519 verify keys of the manager (``--seal-verify-key``): a sealed payload
+    must carry a signature of one of them. None configured: every payload is refused
+    (``SealUnsigned``)."""
     external_webhook_url: str | None = None
     """Development only (``MODEL_SERVING_DEV_EXTERNAL_WEBHOOK_URL``): base URL of the stack's
     webhook server when its controllers run outside the cluster, as the testbed's KServe

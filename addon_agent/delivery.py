@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import base64
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, Protocol
 
 from kubernetes.dynamic.exceptions import ConflictError, ForbiddenError
 
@@ -89,20 +90,69 @@ def _terminating(namespaces: list[str]) -> DeliveryError:
     )
 
 
-def deliver(
-    kube: Kube, private_key: bytes, namespace: str, name: str, spec: SealedStorageConnectionSpec
-) -> None:
-    """Write the entry into every target namespace; remove it from namespaces no longer listed."""
-    public = sealing.public_key_of(private_key)
-    if spec.key_id != sealing.key_id(public):
+class LedgerLike(Protocol):
+    """Where the last accepted sequence per binding is kept (see :mod:`addon_agent.ledger`)."""
+
+    def last(self, binding: str) -> int | None:
+        """The last sequence accepted for ``binding``."""
+
+    def record(self, binding: str, sequence: int) -> None:
+        """Raise the record of ``binding`` to ``sequence``."""
+
+
+@dataclass(frozen=True)
+class Opener:
+    """What the agent opens sealed payloads with."""
+
+    keys: dict[str, bytes]
+    """Private keys by key id: the current one and, during a rotation, the next one."""
+    verify_keys: tuple[str, ...]
+    """Base64 Ed25519 keys of the manager (``--seal-verify-key``)."""
+    cluster: str
+    """This cluster's name (``--cluster-name``), bound in every envelope."""
+
+
+def open_spec(
+    opener: Opener, ledger: LedgerLike, namespace: str, name: str,
+    spec: SealedStorageConnectionSpec,
+) -> sealing.Opened:
+    """Open and verify the payload of SealedStorageConnection ``namespace/name``.
+
+    Every bound field is checked against this object and the agent's cluster name, and the
+    sequence against the ledger. Raises :class:`DeliveryError` with the reason
+    (``KeyMismatch``, ``DecryptFailed``, ``SealUnsigned``, ``SealMismatch``, ``SealReplayed``);
+    nothing is written then, so what was delivered before stays.
+    """
+    key = opener.keys.get(spec.key_id)
+    if key is None:
         raise DeliveryError(
-            "KeyMismatch", f"sealed for key {spec.key_id}, agent holds {sealing.key_id(public)}"
+            "KeyMismatch",
+            f"sealed for key {spec.key_id}, agent holds {', '.join(sorted(opener.keys))}",
         )
-    binding = sealing.binding_for(namespace, name)
+    expected = sealing.Binding(
+        cluster=opener.cluster, namespace=namespace, name=name,
+        target_namespaces=tuple(spec.target_namespaces), entry_name=spec.entry_name,
+        type=spec.type,
+    )
     try:
-        payload = sealing.unseal(private_key, binding, spec.sealed)
+        return sealing.unseal(
+            key, expected, spec.sealed, opener.verify_keys, ledger.last(expected.object)
+        )
     except sealing.SealError as err:
-        raise DeliveryError("DecryptFailed", str(err)) from err
+        raise DeliveryError(err.reason, str(err)) from err
+
+
+def deliver(
+    kube: Kube, opener: Opener, ledger: LedgerLike, namespace: str, name: str,
+    spec: SealedStorageConnectionSpec,
+) -> None:
+    """Write the entry into every target namespace; remove it from namespaces no longer listed.
+
+    The sequence is recorded in the ledger once every entry is written.
+    """
+    binding = sealing.binding_for(namespace, name)
+    opened = open_spec(opener, ledger, namespace, name, spec)
+    payload = opened.payload
     found = {ns: kube.get("v1", "Namespace", ns) for ns in spec.target_namespaces}
     missing = [ns for ns, obj in found.items() if obj is None]
     if missing:
@@ -135,6 +185,7 @@ def deliver(
                 raise
             raise _terminating([target]) from err
     remove(kube, namespace, name, keep=set(spec.target_namespaces))
+    ledger.record(binding, opened.sequence)
 
 
 def remove(kube: Kube, namespace: str, name: str, keep: set[str] | None = None) -> None:

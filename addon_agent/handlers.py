@@ -10,7 +10,7 @@ from typing import Any
 import kopf
 from kubernetes.client.exceptions import ApiException
 
-from addon_agent import delivery, identity, lease, metrics, namespaces, removal
+from addon_agent import delivery, identity, lease, ledger, metrics, namespaces, removal
 from addon_agent import status as st
 from addon_agent.bundle_source import BundleError
 from addon_agent.config import AgentConfig
@@ -46,7 +46,9 @@ class Agent:
             ),
         )
         self.lock = threading.Lock()
-        self.private_key: bytes | None = None
+        self.keyring: identity.Keyring | None = None
+        """The agent's private keys (current, and next during a rotation)."""
+        self.ledger = ledger.Ledger(self.kube, config.namespace)
         self.plans: dict[str, tuple[int | None, Plan]] = {}
         """Last applied plan (and the generation it was made for) per ServingPlatform."""
 
@@ -250,10 +252,10 @@ class Agent:
         kept: dict[str, Any] = {"previous": previous, "max_message": st.MAX_MESSAGE}
         with metrics.RECONCILE_SECONDS.labels(kind="SealedStorageConnection").time():
             try:
-                if self.private_key is None:
-                    self.private_key = identity.ensure_identity(self.kube, self.config.namespace)
                 spec = SealedStorageConnectionSpec.model_validate(plain(body["spec"]))
-                delivery.deliver(self.kube, self.private_key, ns, name, spec)
+                delivery.deliver(
+                    self.kube, self.opener(spec.key_id), self.ledger, ns, name, spec
+                )
             except delivery.DeliveryError as err:
                 metrics.RECONCILE_ERRORS.labels(kind="SealedStorageConnection").inc()
                 status = {
@@ -280,9 +282,41 @@ class Agent:
             f"{c.GROUP}/{c.VERSION}", c.KIND_SEALED_STORAGE_CONNECTION, name, status, namespace=ns
         )
 
+    def opener(self, key_id: str = "") -> delivery.Opener:
+        """The keys, verify keys and cluster name payloads are opened with.
+
+        The keys are read again when ``key_id`` is not among them (a rotation just started).
+        """
+        keys = self.keyring
+        if keys is None or (key_id and key_id not in keys.by_id()):
+            keys = self.keyring = identity.load_keyring(self.kube, self.config.namespace)
+        return delivery.Opener(keys.by_id(), self.config.seal_verify_keys, self.config.cluster_name)
+
+    def refresh_identity(self) -> None:
+        """Reload the keys: start a requested rotation, promote a finished one."""
+        self.keyring = identity.refresh(self.kube, self.config.namespace)
+
     def forget(self, body: kopf.Body) -> None:
         """Remove the connection's entries (its deletion)."""
         delivery.remove(self.kube, body.metadata["namespace"], body.metadata["name"])
+
+
+_identity_stop = threading.Event()
+
+
+def start_identity_loop(agent: Agent, interval: float) -> threading.Thread:
+    """Refresh the agent's keys every ``interval`` seconds (rotation requests, promotion)."""
+
+    def run() -> None:
+        while not _identity_stop.wait(max(interval, 1.0)):
+            try:
+                agent.refresh_identity()
+            except Exception as err:  # retried at the next interval
+                log.warning("identity refresh failed: %s", err)
+
+    thread = threading.Thread(target=run, name="identity", daemon=True)
+    thread.start()
+    return thread
 
 
 def register(agent: Agent, registry: kopf.OperatorRegistry) -> None:
@@ -309,8 +343,9 @@ def register(agent: Agent, registry: kopf.OperatorRegistry) -> None:
         settings.posting.level = logging.WARNING
         settings.scanning.disabled = True
         identity.ensure_namespace(agent.kube, config.namespace)
-        agent.private_key = identity.ensure_identity(agent.kube, config.namespace)
+        agent.keyring = identity.load_keyring(agent.kube, config.namespace)
         lease.start(agent.kube, config.namespace, config.lease_seconds)
+        start_identity_loop(agent, config.resync_seconds)
 
     @kopf.on.resume(*PLATFORMS, backoff=backoff, registry=registry)
     @kopf.on.create(*PLATFORMS, backoff=backoff, registry=registry)

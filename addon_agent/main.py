@@ -16,6 +16,7 @@ from addon_agent import lease
 from addon_agent.config import DEV_EXTERNAL_WEBHOOK_CA_FILE, DEV_EXTERNAL_WEBHOOK_URL, AgentConfig
 from addon_agent.handlers import Agent, register
 from addon_api import constants as c
+from addon_api import sealing
 
 
 def default_namespace(environ: Mapping[str, str] | None = None) -> str:
@@ -62,7 +63,18 @@ def parse(argv: Sequence[str], environ: Mapping[str, str] | None = None) -> Agen
     )
     parser.add_argument("--metrics-port", type=int, default=8383)
     parser.add_argument("--metrics-address", default="0.0.0.0")
-    parser.add_argument("--cluster-name", default="", help="name of the managed cluster (logs)")
+    parser.add_argument(
+        "--cluster-name",
+        default="",
+        help="name of the managed cluster; every sealed payload must be bound to it",
+    )
+    parser.add_argument(
+        "--seal-verify-key",
+        default="",
+        help="comma-separated base64 Ed25519 keys of the manager; sealed payloads must be "
+        "signed by one of them (the AddOnTemplate passes {{SEAL_VERIFY_KEY}}, which the manager "
+        "keeps in the add-on's AddOnDeploymentConfig)",
+    )
     parser.add_argument(
         "--resync-seconds",
         type=float,
@@ -72,6 +84,10 @@ def parse(argv: Sequence[str], environ: Mapping[str, str] | None = None) -> Agen
     parser.add_argument("--lease-seconds", type=float, default=10.0, help="Lease renewal interval")
     parser.add_argument("--log-level", default="INFO")
     args = parser.parse_args(list(argv))
+    try:
+        verify_keys = sealing.parse_verify_keys(args.seal_verify_key)
+    except sealing.SealError as err:
+        parser.error(f"--seal-verify-key: {err}")
     webhook_url = env.get(DEV_EXTERNAL_WEBHOOK_URL) or None
     webhook_ca_file = env.get(DEV_EXTERNAL_WEBHOOK_CA_FILE) or None
     if (webhook_url is None) != (webhook_ca_file is None):
@@ -87,6 +103,7 @@ def parse(argv: Sequence[str], environ: Mapping[str, str] | None = None) -> Agen
         resync_seconds=args.resync_seconds,
         lease_seconds=args.lease_seconds,
         log_level=args.log_level.upper(),
+        seal_verify_keys=verify_keys,
         external_webhook_url=webhook_url,
         external_webhook_ca=Path(webhook_ca_file).read_bytes() if webhook_ca_file else None,
     )

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import hmac
 
 
 def short_hash(*parts: str | bytes, length: int) -> str:
@@ -13,3 +14,13 @@ def short_hash(*parts: str | bytes, length: int) -> str:
     """
     data = b"\x00".join(p.encode() if isinstance(p, str) else p for p in parts)
     return hashlib.sha256(data).hexdigest()[:length]
+
+
+def keyed_hash(key: bytes, *parts: str | bytes, length: int) -> str:
+    """The first ``length`` hex digits of HMAC-SHA256 under ``key`` of ``parts`` (NUL-joined).
+
+    Unlike :func:`short_hash`, nobody without ``key`` can compute it, so publishing it does not
+    let a reader test guesses of what went in.
+    """
+    data = b"\x00".join(p.encode() if isinstance(p, str) else p for p in parts)
+    return hmac.new(key, data, hashlib.sha256).hexdigest()[:length]

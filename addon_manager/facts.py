@@ -15,6 +15,8 @@ from typing import Any
 from addon_api import constants as c
 
 FeedbackValue = str | int | bool
+IDENTITY_KIND = "AgentIdentity"
+"""Owner kind label of identity works (``addon_manager.naming.KIND_IDENTITY``)."""
 CLUSTER_AVAILABLE = "ManagedClusterConditionAvailable"
 
 
@@ -49,6 +51,10 @@ class WorkFact:
     """Whether the work agent has written any condition on the work."""
     spec_time: datetime | None = None
     """When the manager last changed the work (its managedFields entry), else its creation."""
+    identity_source: str = ""
+    """For an identity work: ``namespace/name`` of the ConfigMap it reads when it has exactly
+    the shape the manager renders (one ConfigMap, ReadOnly, the identity feedback rules and
+    nothing else); "" otherwise, and for every other work."""
 
     @property
     def unobserved(self) -> bool:
@@ -171,6 +177,39 @@ def manifest_failure(cluster: str, status: Mapping[str, Any]) -> tuple[str, str]
     return None
 
 
+def identity_source(spec: Mapping[str, Any]) -> str:
+    """``namespace/name`` of the ConfigMap an identity work reads; "" unless its shape is ours.
+
+    Ours: exactly one manifest, a v1 ConfigMap, with exactly one manifestConfig naming that
+    ConfigMap, update strategy ReadOnly (the work agent writes nothing on the spoke), and the
+    identity feedback rules exactly. A work of another shape (an Update or ServerSideApply
+    strategy that would write a key into the agent's ConfigMap, a second manifest whose
+    feedback would come first) is not trusted for the agent's key.
+    """
+    from addon_manager.render import IDENTITY_FEEDBACK
+
+    manifests = (spec.get("workload") or {}).get("manifests") or []
+    configs = spec.get("manifestConfigs") or []
+    if len(manifests) != 1 or len(configs) != 1:
+        return ""
+    manifest, config = manifests[0], configs[0]
+    meta = manifest.get("metadata") or {}
+    ident = config.get("resourceIdentifier") or {}
+    rules = config.get("feedbackRules") or []
+    paths = sorted((str(p.get("name")), str(p.get("path")))
+                   for r in rules for p in r.get("jsonPaths") or [])
+    if (
+        (manifest.get("apiVersion"), manifest.get("kind")) != ("v1", "ConfigMap")
+        or (config.get("updateStrategy") or {}).get("type") != "ReadOnly"
+        or ident.get("group", "") != "" or ident.get("resource") != "configmaps"
+        or (ident.get("name"), ident.get("namespace")) != (meta.get("name"), meta.get("namespace"))
+        or any(r.get("type") != "JSONPaths" for r in rules)
+        or paths != sorted(IDENTITY_FEEDBACK)
+    ):
+        return ""
+    return f"{meta.get('namespace')}/{meta.get('name')}"
+
+
 def parse_work(work: Mapping[str, Any]) -> WorkFact | None:
     """A :class:`WorkFact` for a ManifestWork the add-on owns; None for anyone else's."""
     meta = work.get("metadata") or {}
@@ -224,6 +263,8 @@ def parse_work(work: Mapping[str, Any]) -> WorkFact | None:
         observed_generation=min(observed) if observed else None,
         reported=bool(conds),
         spec_time=_spec_time(meta),
+        identity_source=(identity_source(work.get("spec") or {})
+                         if owner[0] == IDENTITY_KIND else ""),
     )
 
 

@@ -31,6 +31,7 @@ from addon_manager.facts import (
 from addon_manager.placement import decided_clusters, decision_key
 from addon_manager.policy import Policy
 from addon_manager.reconcile import PLURALS, Reconciler, Writer
+from addon_manager.sealkeys import Sealer
 from addon_manager.secrets import PENDING, SecretAccess, SecretFact, SecretWatches
 
 log = logging.getLogger(__name__)
@@ -66,6 +67,10 @@ class Settings:
     ready: bool = False
     policy: Policy = field(default_factory=Policy)
     """What the platform admin allows hub tenants (devFlags, stack owners)."""
+    sealer: Sealer | None = None
+    """Signing/hash keys, sequences and pinned agent keys (main() loads them from the hub)."""
+    sealing_refresh: float = 10.0
+    """Seconds between two reads of the pins and approvals (a hub admin's approval)."""
 
 
 SETTINGS = Settings()
@@ -208,7 +213,7 @@ def _reconciler(indexes: Mapping[str, Any]) -> Reconciler:
         _RECONCILER = Reconciler(
             IndexWorld(indexes), SETTINGS.writer, addons=SETTINGS.addons,
             stale_after=SETTINGS.stale_after, admin=SETTINGS.policy,
-            unavailable_grace=SETTINGS.unavailable_grace,
+            unavailable_grace=SETTINGS.unavailable_grace, sealer=SETTINGS.sealer,
         )
     return _RECONCILER
 
@@ -226,6 +231,29 @@ async def configure(settings: kopf.OperatorSettings, **_: Any) -> None:
     )
     settings.posting.level = logging.WARNING
     settings.watching.server_timeout = 300
+    if SETTINGS.sealer is not None:
+        _BACKGROUND.add(asyncio.get_running_loop().create_task(_watch_pins(SETTINGS.sealer)))
+
+
+_BACKGROUND: set[asyncio.Task[None]] = set()
+
+
+async def _watch_pins(sealer: Sealer) -> None:
+    """Read the pins and approvals every ``sealing_refresh`` seconds; wake what they concern.
+
+    A hub admin approves an agent key by editing the manager's ConfigMap (see
+    :mod:`addon_manager.pinning`); the StorageConnections are reconciled then.
+    """
+    while True:
+        await asyncio.sleep(SETTINGS.sealing_refresh)
+        try:
+            changed = await sealer.refresh()
+        except Exception as err:  # the API server is away: try again next time
+            log.warning("reading the sealing ConfigMap failed: %s", err)
+            continue
+        if changed and _RECONCILER is not None and isinstance(_RECONCILER.world, IndexWorld):
+            log.info("pins or approvals changed for %s", ", ".join(sorted(changed)))
+            WAKEUPS.poke(_RECONCILER.world.intents_of_kind(c.KIND_STORAGE_CONNECTION))
 
 
 @kopf.on.login()

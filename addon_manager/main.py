@@ -14,7 +14,8 @@ import kopf
 from kubernetes import client, config
 from prometheus_client import start_http_server
 
-from addon_manager import handlers, leadership, partition
+from addon_api import constants as c
+from addon_manager import handlers, leadership, partition, sealkeys
 from addon_manager.apply import HubWriter
 from addon_manager.policy import Policy, parse_namespaces
 from addon_manager.secrets import SecretWatches
@@ -81,6 +82,15 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
                    help="seconds the ManifestWorks of a cluster that left its Placement while "
                    "its ManagedCluster is not Available are kept, counted from when it stopped "
                    "being Available (default one day; 0 removes them at once)")
+    p.add_argument("--namespace", default=os.environ.get("POD_NAMESPACE", "model-serving-system"),
+                   help="the manager's namespace: its sealing keys Secret and sealing ConfigMap "
+                   "(pinned agent keys, approvals, sequences) live there (default: "
+                   "$POD_NAMESPACE)")
+    p.add_argument("--addon-config", default=f"{c.ADDON_NAME}-defaults",
+                   help="AddOnDeploymentConfig (in --namespace) where the manager publishes its "
+                   "seal verify key as the variable SEAL_VERIFY_KEY for the agents")
+    p.add_argument("--sealing-refresh", type=float, default=10.0,
+                   help="seconds between two reads of pinned agent keys and approvals")
     p.add_argument("--log-level", default="INFO",
                    choices=["DEBUG", "INFO", "WARNING", "ERROR"])
     p.add_argument("--log-format", default="json", choices=["json", "text"])
@@ -141,6 +151,8 @@ def main(argv: list[str]) -> int:
     handlers.SETTINGS.stale_after = args.stale_after
     handlers.SETTINGS.policy = policy_from_args(args)
     handlers.SETTINGS.unavailable_grace = args.unavailable_grace
+    handlers.SETTINGS.sealer = sealer_from_hub(client.ApiClient(cfg), args)
+    handlers.SETTINGS.sealing_refresh = args.sealing_refresh
     if args.metrics_port:
         start_http_server(args.metrics_port)
     elector: leadership.Elector | None = None
@@ -164,6 +176,24 @@ def main(argv: list[str]) -> int:
         watches.stop()
         writer.close()
     return 0
+
+
+def sealer_from_hub(api: client.ApiClient, args: argparse.Namespace) -> sealkeys.Sealer:
+    """Load (or create) the sealing keys; publish the verify key in the add-on's config."""
+    core = client.CoreV1Api(api)
+    keys = sealkeys.load_or_create_keys(core, args.namespace)
+    published = sealkeys.publish_verify_key(
+        client.CustomObjectsApi(api), args.namespace, args.addon_config, keys.verify_key
+    )
+    if published:
+        logging.getLogger(__name__).info(
+            "seal verify key published in AddOnDeploymentConfig %s/%s (%s)",
+            args.namespace, args.addon_config, sealkeys.VERIFY_KEY_VARIABLE)
+    else:
+        logging.getLogger(__name__).warning(
+            "no AddOnDeploymentConfig %s/%s: start agents with --seal-verify-key=%s",
+            args.namespace, args.addon_config, keys.verify_key)
+    return sealkeys.Sealer(keys, sealkeys.HubStore(core, args.namespace), args.namespace)
 
 
 def policy_from_args(args: argparse.Namespace) -> Policy:

@@ -28,7 +28,17 @@ from addon_api.hub import (
     MultiClusterServingRuntime,
     StorageConnection,
 )
-from addon_manager import conflicts, metrics, naming, ordering, partition, policy, render
+from addon_manager import (
+    conflicts,
+    metrics,
+    naming,
+    ordering,
+    partition,
+    pinning,
+    policy,
+    render,
+    sealkeys,
+)
 from addon_manager import status as st
 from addon_manager.apply import WriteError
 from addon_manager.facts import ClusterFact, WorkFact
@@ -194,8 +204,11 @@ class Reconciler:
         self, world: World, writer: Writer, *, addons: bool = True,
         stale_after: float = st.STALE_AFTER, admin: policy.Policy | None = None,
         unavailable_grace: float = partition.UNAVAILABLE_GRACE,
+        sealer: sealkeys.Sealer | None = None,
     ) -> None:
         self.world = world
+        self.sealer = sealer if sealer is not None else sealkeys.Sealer.in_memory()
+        """The manager's signing and hash keys, sequences and pinned agent keys."""
         self.policy = admin if admin is not None else policy.Policy()
         """What the platform admin allows (devFlags, stack owners); default: no devFlags."""
         self.writer = writer
@@ -223,9 +236,11 @@ class Reconciler:
         if rw.seal_inputs is not None:
             assert rw.sealed_spec is not None
             payload = render.storage_payload(rw.sealed_spec, secret or {})
-            body = render.with_sealed(
-                rw, sealing.seal(rw.seal_inputs.public_key, rw.seal_inputs.binding, payload)
-            )
+            sequence = await self.sealer.next_sequence()
+            body = render.with_sealed(rw, sealing.seal(
+                rw.seal_inputs.public_key, render.binding_of(rw), sequence, payload,
+                self.sealer.keys.signing_key,
+            ))
         await self.writer.apply_work(body, force=have is not None)
         self._applied[(rw.cluster, rw.name)] = (rw.render_hash, time.monotonic())
         metrics.WORK_APPLIES.labels(kind).inc()
@@ -350,6 +365,7 @@ class Reconciler:
                 going = ordering.platform_going(self.world.works_on(cl, c.KIND_MODEL_SERVING))
             inputs[cl] = st.ClusterInput(cl, work=work, platform_going=going)
 
+        await self.sealer.flush()  # pins decided above are on the hub before anything is sealed
         fanout_started = time.monotonic()
         secrets: dict[str, dict[str, str] | _Unreadable | None] = {}
         jobs: list[tuple[str, str, Awaitable[Any]]] = []
@@ -493,13 +509,9 @@ class Reconciler:
         cluster_spec = render.storage_cluster_spec(intent, cl, labels)
         secret_name = cluster_spec.secret_ref.name if cluster_spec.secret_ref else ""
         agent_ns = self.world.agent_namespace(cl)
-        identity = next(iter(self.world.works_on(cl, naming.KIND_IDENTITY)), None)
-        if identity is not None and (
-            identity.render_hash != render.render_identity(cl, agent_ns).render_hash
-        ):
-            identity = None  # it reads another namespace (the agent moved): not this agent's key
-        key = ordering.agent_key(identity)
-        waits = ordering.waits_for_storage(key)
+        key, waits, problem = self._agent_key(cl, agent_ns)
+        if problem is not None:
+            return None, [], problem
         if key is None:
             return None, waits, None
         digest = ""
@@ -531,16 +543,65 @@ class Reconciler:
             key_id=key.key_id,
             binding=sealing.binding_for(agent_ns, naming.sealed_name(ns, name)),
             secret_digest=digest,
+            hash_key=self.sealer.keys.hash_key,
         )
         return render.render_storage_connection(
             intent, cl, labels, inputs, spec=cluster_spec, namespace=agent_ns
         ), [], None
 
+    def _identity_work(self, cl: str) -> WorkFact | None:
+        """The identity work of ``cl``: the one of its exact name (never another labelled one)."""
+        return next((w for w in self.world.works_on(cl, naming.KIND_IDENTITY)
+                     if w.name == naming.IDENTITY_WORK_NAME), None)
+
+    def _agent_key(
+        self, cl: str, agent_ns: str
+    ) -> tuple[ordering.AgentKey | None, list[ordering.Wait], tuple[str, str] | None]:
+        """The key to seal to on ``cl``: (key, waits, problem) after the identity and pin checks.
+
+        The identity work must be the one of its exact name with the shape the manager renders
+        (ReadOnly, reading the agent's ConfigMap in ``agent_ns``): any other is not trusted
+        (``IdentityWorkInvalid``; the manager writes it again). The published key must be
+        the pinned one (see :mod:`addon_manager.pinning`), else ``AgentKeyChanged``.
+        """
+        identity = self._identity_work(cl)
+        if identity is not None and identity.render_hash == render.render_identity(
+            cl, agent_ns
+        ).render_hash and identity.identity_source != (
+            f"{agent_ns}/{c.AGENT_IDENTITY_CONFIGMAP}"
+        ):
+            return None, [], (pinning.REASON_IDENTITY_INVALID, (
+                f"ManifestWork {cl}/{naming.IDENTITY_WORK_NAME} was changed: it is not the "
+                "ReadOnly work reading the agent's identity ConfigMap; its key is not trusted "
+                "and nothing is sealed until the manager has written it again"))
+        if identity is not None and identity.render_hash != render.render_identity(
+            cl, agent_ns
+        ).render_hash:
+            identity = None  # it reads another namespace (the agent moved), or is being rewritten
+        published = pinning.published(identity)
+        if published is None:
+            return None, ordering.waits_for_storage(None), None
+        decision = pinning.decide(
+            cl, self.sealer.pinned(cl), self.sealer.approved(cl), published,
+            self.sealer.approve_hint(cl, published.current.key_id),
+        )
+        if decision.key is None:
+            return None, [], (decision.reason, decision.message)
+        if decision.pin is not None:
+            self.sealer.pin(cl, decision.pin)
+        return decision.key, [], None
+
     def _identity_jobs(self, clusters: frozenset[str]) -> list[tuple[str, str, Awaitable[Any]]]:
         jobs: list[tuple[str, str, Awaitable[Any]]] = []
         for cl in sorted(clusters):
-            rw = render.render_identity(cl, self.world.agent_namespace(cl))
-            have = next(iter(self.world.works_on(cl, naming.KIND_IDENTITY)), None)
+            agent_ns = self.world.agent_namespace(cl)
+            rw = render.render_identity(cl, agent_ns)
+            have = self._identity_work(cl)
+            tampered = have is not None and not have.deleting and (
+                have.identity_source != f"{agent_ns}/{c.AGENT_IDENTITY_CONFIGMAP}"
+            )
+            if tampered and not self._recently_applied(rw.cluster, rw.name, rw.render_hash):
+                have = replace(have, render_hash="") if have is not None else None
             if self._needs_write(rw, have):
                 jobs.append(("identity", cl, self._apply(naming.KIND_IDENTITY, rw, have, None)))
         return jobs

@@ -17,9 +17,10 @@ from typing import Any
 from pydantic import ValidationError
 
 from addon_api import constants as c
+from addon_api import sealing
 from addon_api.base import field_errors
 from addon_api.common import Override, merge_patch
-from addon_api.hashing import short_hash
+from addon_api.hashing import keyed_hash, short_hash
 from addon_api.hub import (
     ModelServing,
     MultiClusterInferenceService,
@@ -69,12 +70,21 @@ class SealInputs:
     binding: str
     secret_digest: str
     """Digest of the source Secret's data ("" for types without credentials)."""
+    hash_key: bytes
+    """The manager's render-hash key (HMAC): the work's placeholder and render-hash are keyed
+    with it, so a reader of ManifestWorks cannot test guesses of the Secret offline."""
 
 
 def canonical_hash(value: Any) -> str:
     """SHA-256 (hex, first 32 digits) of the canonical JSON form of ``value``."""
     data = json.dumps(value, sort_keys=True, separators=(",", ":")).encode()
     return short_hash(data, length=32)
+
+
+def keyed_canonical_hash(key: bytes, value: Any) -> str:
+    """HMAC-SHA256 (hex, first 32 digits) under ``key`` of the canonical JSON of ``value``."""
+    data = json.dumps(value, sort_keys=True, separators=(",", ":")).encode()
+    return keyed_hash(key, data, length=32)
 
 
 def owner_labels(kind: str, namespace: str, name: str) -> dict[str, str]:
@@ -186,6 +196,8 @@ INFERENCE_SERVICE_FEEDBACK = [
 IDENTITY_FEEDBACK = [
     (c.IDENTITY_PUBLIC_KEY, f".data.{c.IDENTITY_PUBLIC_KEY}"),
     (c.IDENTITY_KEY_ID, f".data.{c.IDENTITY_KEY_ID}"),
+    (c.IDENTITY_NEXT_PUBLIC_KEY, f".data.{c.IDENTITY_NEXT_PUBLIC_KEY}"),
+    (c.IDENTITY_NEXT_KEY_ID, f".data.{c.IDENTITY_NEXT_KEY_ID}"),
 ]
 
 
@@ -201,6 +213,7 @@ def _work(
     seal_inputs: SealInputs | None = None,
     sealed_spec: StorageConnectionSpec | None = None,
     field: str = "spec",
+    hash_key: bytes = b"",
 ) -> RenderedWork:
     size = len(json.dumps(manifests, separators=(",", ":")).encode())
     if size > MAX_MANIFESTS_BYTES:
@@ -224,7 +237,7 @@ def _work(
             "manifestConfigs": configs,
         },
     }
-    digest = canonical_hash(body)
+    digest = keyed_canonical_hash(hash_key, body) if hash_key else canonical_hash(body)
     body["metadata"]["annotations"][c.ANNOTATION_RENDER_HASH] = digest
     return RenderedWork(wname, cluster, body, digest, seal_inputs, sealed_spec)
 
@@ -313,8 +326,10 @@ def seal_placeholder(inputs: SealInputs, spec: StorageConnectionSpec) -> str:
     It covers the cluster's spec too (endpoint, bucket, region... end up inside the sealed
     payload, not in the visible body), so changing one of them re-seals.
     """
-    return SEALED_PLACEHOLDER_PREFIX + canonical_hash(
-        [inputs.key_id, inputs.binding, inputs.secret_digest, spec.to_dict()]
+    if not inputs.hash_key:
+        raise RenderError("sealed works need the manager's render-hash key")
+    return SEALED_PLACEHOLDER_PREFIX + keyed_canonical_hash(
+        inputs.hash_key, [inputs.key_id, inputs.binding, inputs.secret_digest, spec.to_dict()]
     )
 
 
@@ -372,7 +387,7 @@ def render_storage_connection(
     )
     return _work(
         c.KIND_STORAGE_CONNECTION, ns, name, cluster, [sealed], [config],
-        seal_inputs=inputs, sealed_spec=spec,
+        seal_inputs=inputs, sealed_spec=spec, hash_key=inputs.hash_key,
     )
 
 
@@ -381,6 +396,17 @@ def with_sealed(work: RenderedWork, ciphertext: str) -> dict[str, Any]:
     body = copy.deepcopy(work.body)
     body["spec"]["workload"]["manifests"][0]["spec"]["sealed"] = ciphertext
     return body
+
+
+def binding_of(work: RenderedWork) -> sealing.Binding:
+    """What the sealed payload of a StorageConnection work is bound to (its spoke object)."""
+    obj = work.body["spec"]["workload"]["manifests"][0]
+    meta, spec = obj["metadata"], obj["spec"]
+    return sealing.Binding(
+        cluster=work.cluster, namespace=str(meta["namespace"]), name=str(meta["name"]),
+        target_namespaces=tuple(spec["targetNamespaces"]), entry_name=str(spec["entryName"]),
+        type=str(spec["type"]),
+    )
 
 
 def render_identity(cluster: str, namespace: str = c.AGENT_NAMESPACE) -> RenderedWork:

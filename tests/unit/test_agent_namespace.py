@@ -94,47 +94,98 @@ def test_identity_lives_in_the_configured_namespace() -> None:
     assert identity.ensure_identity(cast(Kube, kube), "custom-ns") == key  # reused
 
 
-def test_sealed_payload_opens_only_in_the_namespace_it_was_sealed_for() -> None:
-    private = sealing.generate_private_key()
-    public = sealing.public_key_of(private)
-    name = "ns.s3"
-    payload = {"type": "s3", "access_key_id": "AK1"}
-    spec = SealedStorageConnectionSpec.model_validate({
+SIGNER = sealing.generate_signing_key()
+
+
+class MemoryLedger:
+    """The agent's ledger in memory."""
+
+    def __init__(self) -> None:
+        self.seen: dict[str, int] = {}
+
+    def last(self, binding: str) -> int | None:
+        return self.seen.get(binding)
+
+    def record(self, binding: str, sequence: int) -> None:
+        self.seen[binding] = max(sequence, self.seen.get(binding, sequence))
+
+
+def _spec(public: str, namespace: str, name: str, payload: Obj, seq: int = 1,
+          cluster: str = "c1", signer: bytes = SIGNER) -> SealedStorageConnectionSpec:
+    binding = sealing.Binding(cluster, namespace, name, ("models",), "s3", "s3")
+    return SealedStorageConnectionSpec.model_validate({
         "keyId": sealing.key_id(public),
-        "sealed": sealing.seal(public, sealing.binding_for("custom-ns", name), payload),
+        "sealed": sealing.seal(public, binding, seq, payload, signer),
         "type": "s3",
         "targetNamespaces": ["models"],
         "entryName": "s3",
         "source": {"namespace": "ns", "name": "s3"},
     })
+
+
+def _opener(private: bytes, cluster: str = "c1") -> delivery.Opener:
+    public = sealing.public_key_of(private)
+    return delivery.Opener({sealing.key_id(public): private}, (sealing.verify_key_of(SIGNER),),
+                           cluster)
+
+
+def _entry(kube: FakeKube) -> Any:
+    written = kube.get("v1", "Secret", c.STORAGE_CONFIG_SECRET, "models")
+    return None if written is None else json.loads(base64.b64decode(written["data"]["s3"]))
+
+
+def test_sealed_payload_opens_only_in_the_namespace_it_was_sealed_for() -> None:
+    private = sealing.generate_private_key()
+    public = sealing.public_key_of(private)
+    name = "ns.s3"
+    payload = {"type": "s3", "access_key_id": "AK1"}
+    spec = _spec(public, "custom-ns", name, payload)
     kube = FakeKube("models")
     with pytest.raises(delivery.DeliveryError) as err:
-        delivery.deliver(cast(Kube, kube), private, c.AGENT_NAMESPACE, name, spec)
-    assert err.value.reason == "DecryptFailed"
+        delivery.deliver(cast(Kube, kube), _opener(private), MemoryLedger(), c.AGENT_NAMESPACE,
+                         name, spec)
+    assert err.value.reason == "SealMismatch" and "binding" in str(err.value)
     assert kube.get("v1", "Secret", c.STORAGE_CONFIG_SECRET, "models") is None
-    delivery.deliver(cast(Kube, kube), private, "custom-ns", name, spec)
-    written = kube.get("v1", "Secret", c.STORAGE_CONFIG_SECRET, "models")
-    assert written is not None
-    assert json.loads(base64.b64decode(written["data"]["s3"])) == payload
+    with pytest.raises(delivery.DeliveryError) as err:  # sealed for another cluster
+        delivery.deliver(cast(Kube, kube), _opener(private, "c2"), MemoryLedger(), "custom-ns",
+                         name, spec)
+    assert err.value.reason == "SealMismatch" and "cluster" in str(err.value)
+    delivery.deliver(cast(Kube, kube), _opener(private), MemoryLedger(), "custom-ns", name, spec)
+    assert _entry(kube) == payload
+
+
+def test_replayed_or_foreign_payload_is_refused_and_the_entry_kept() -> None:
+    private = sealing.generate_private_key()
+    public = sealing.public_key_of(private)
+    kube, book, name = FakeKube("models"), MemoryLedger(), "ns.s3"
+    old = _spec(public, c.AGENT_NAMESPACE, name, {"type": "s3", "v": "old"}, seq=10)
+    new = _spec(public, c.AGENT_NAMESPACE, name, {"type": "s3", "v": "new"}, seq=11)
+    delivery.deliver(cast(Kube, kube), _opener(private), book, c.AGENT_NAMESPACE, name, old)
+    delivery.deliver(cast(Kube, kube), _opener(private), book, c.AGENT_NAMESPACE, name, new)
+    assert book.seen == {f"{c.AGENT_NAMESPACE}/{name}": 11}
+    with pytest.raises(delivery.DeliveryError) as err:
+        delivery.deliver(cast(Kube, kube), _opener(private), book, c.AGENT_NAMESPACE, name, old)
+    assert err.value.reason == "SealReplayed"
+    foreign = _spec(public, c.AGENT_NAMESPACE, name, {"type": "s3", "v": "evil"}, seq=99,
+                    signer=sealing.generate_signing_key())
+    with pytest.raises(delivery.DeliveryError) as err:
+        delivery.deliver(cast(Kube, kube), _opener(private), book, c.AGENT_NAMESPACE, name,
+                         foreign)
+    assert err.value.reason == "SealUnsigned"
+    assert _entry(kube) == {"type": "s3", "v": "new"}  # the newer credential stays
+    assert book.seen == {f"{c.AGENT_NAMESPACE}/{name}": 11}
 
 
 def test_no_storage_is_written_into_a_terminating_namespace() -> None:
     private = sealing.generate_private_key()
     public = sealing.public_key_of(private)
     name = "ns.s3"
-    spec = SealedStorageConnectionSpec.model_validate({
-        "keyId": sealing.key_id(public),
-        "sealed": sealing.seal(public, sealing.binding_for(c.AGENT_NAMESPACE, name),
-                               {"type": "s3"}),
-        "type": "s3",
-        "targetNamespaces": ["models"],
-        "entryName": "s3",
-        "source": {"namespace": "ns", "name": "s3"},
-    })
+    spec = _spec(public, c.AGENT_NAMESPACE, name, {"type": "s3"})
     kube = FakeKube("models")
     meta = kube.objects[("Namespace", "", "models")]["metadata"]
     meta["deletionTimestamp"] = "2026-01-01T00:00:00Z"
     with pytest.raises(delivery.DeliveryError) as err:
-        delivery.deliver(cast(Kube, kube), private, c.AGENT_NAMESPACE, name, spec)
+        delivery.deliver(cast(Kube, kube), _opener(private), MemoryLedger(), c.AGENT_NAMESPACE,
+                         name, spec)
     assert err.value.reason == "NamespaceTerminating" and "models" in str(err.value)
     assert kube.get("v1", "Secret", c.STORAGE_CONFIG_SECRET, "models") is None

@@ -23,7 +23,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
-SOURCES = sorted([*ROOT.glob("addon_manager/*.py"), *ROOT.glob("addon_agent/*.py")])
+SOURCES = sorted([*ROOT.glob("addon_manager/*.py"), *ROOT.glob("addon_agent/*.py"),
+                  ROOT / "addon_api" / "sealing.py"])
 TROUBLESHOOTING = ROOT / "docs" / "troubleshooting.md"
 
 KEYWORDS = {"reason", "phase", "error_reason", "final_phase"}

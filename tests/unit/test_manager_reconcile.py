@@ -53,6 +53,17 @@ def platform_ready(hub: FakeHub, *clusters: str) -> None:
         )
 
 
+def open_sealed(
+    reconciler: Reconciler, private: bytes, manifest: dict[str, Any], cluster: str = "c1"
+) -> dict[str, Any]:
+    """Open a sealed SealedStorageConnection manifest as the agent of ``cluster`` would."""
+    meta, spec = manifest["metadata"], manifest["spec"]
+    binding = sealing.Binding(cluster, meta["namespace"], meta["name"],
+                              tuple(spec["targetNamespaces"]), spec["entryName"], spec["type"])
+    return sealing.unseal(private, binding, spec["sealed"],
+                          (reconciler.sealer.keys.verify_key,)).payload
+
+
 def run(hub: FakeHub, kind: str, body: dict[str, Any]) -> Any:
     return asyncio.run(Reconciler(hub, hub).reconcile(kind, body))
 
@@ -326,17 +337,16 @@ def test_storage_waits_for_key_then_seals_and_reseals_on_change() -> None:
     asyncio.run(reconciler.reconcile(c.KIND_STORAGE_CONNECTION, sc_body()))
     name = naming.work_name(c.KIND_STORAGE_CONNECTION, "ns", "s3")
     body = hub.bodies[("c1", name)]
-    sealed = body["spec"]["workload"]["manifests"][0]["spec"]["sealed"]
     assert "AK1" not in str(body)
-    binding = sealing.binding_for(c.AGENT_NAMESPACE, naming.sealed_name("ns", "s3"))
-    assert sealing.unseal(private, binding, sealed)["access_key_id"] == "AK1"
+    manifest = body["spec"]["workload"]["manifests"][0]
+    assert open_sealed(reconciler, private, manifest)["access_key_id"] == "AK1"
     hub.writes.clear()
     asyncio.run(reconciler.reconcile(c.KIND_STORAGE_CONNECTION, sc_body()))
     assert [w for w in hub.writes if w[0] == "apply"] == []  # same inputs: no reseal
     hub.secrets[("ns", "creds")] = {"access_key_id": "AK2"}
     asyncio.run(reconciler.reconcile(c.KIND_STORAGE_CONNECTION, sc_body()))
-    sealed = hub.bodies[("c1", name)]["spec"]["workload"]["manifests"][0]["spec"]["sealed"]
-    assert sealing.unseal(private, binding, sealed)["access_key_id"] == "AK2"
+    manifest = hub.bodies[("c1", name)]["spec"]["workload"]["manifests"][0]
+    assert open_sealed(reconciler, private, manifest)["access_key_id"] == "AK2"
 
 
 def test_a_secret_missing_a_named_key_delivers_nothing_and_says_which() -> None:
@@ -365,9 +375,8 @@ def test_a_secret_missing_a_named_key_delivers_nothing_and_says_which() -> None:
     assert ("c1", name) not in hub.bodies  # nothing delivered, not even the half it has
     hub.secrets[("ns", "creds")] = {"AWS_ACCESS_KEY_ID": "AK1", "AWS_SECRET_ACCESS_KEY": "SK1"}
     asyncio.run(reconciler.reconcile(c.KIND_STORAGE_CONNECTION, body))
-    sealed = hub.bodies[("c1", name)]["spec"]["workload"]["manifests"][0]["spec"]["sealed"]
-    binding = sealing.binding_for(c.AGENT_NAMESPACE, naming.sealed_name("ns", "s3"))
-    payload = sealing.unseal(private, binding, sealed)
+    manifest = hub.bodies[("c1", name)]["spec"]["workload"]["manifests"][0]
+    payload = open_sealed(reconciler, private, manifest)
     assert (payload["access_key_id"], payload["secret_access_key"]) == ("AK1", "SK1")
 
 
@@ -479,13 +488,11 @@ def test_storage_goes_to_and_is_sealed_for_the_agent_namespace_of_each_cluster()
         assert sealed["metadata"]["namespace"] == agent_ns
         assert config["resourceIdentifier"]["namespace"] == agent_ns
         # The agent opens it with the binding of the object as it finds it there.
-        binding = sealing.binding_for(sealed["metadata"]["namespace"], sealed["metadata"]["name"])
-        opened = sealing.unseal(keys[cl], binding, sealed["spec"]["sealed"])
-        assert opened["access_key_id"] == "AK1"
+        assert open_sealed(reconciler, keys[cl], sealed, cl)["access_key_id"] == "AK1"
     sealed, _ = _sealed_manifest(hub, "c1")
-    wrong = sealing.binding_for(c.AGENT_NAMESPACE, naming.sealed_name("ns", "s3"))
-    with pytest.raises(sealing.SealError):
-        sealing.unseal(keys["c1"], wrong, sealed["spec"]["sealed"])
+    moved = {**sealed, "metadata": {**sealed["metadata"], "namespace": c.AGENT_NAMESPACE}}
+    with pytest.raises(sealing.SealError, match="binding"):
+        open_sealed(reconciler, keys["c1"], moved)
 
 
 def test_changed_agent_namespace_rewrites_identity_then_reseals_for_the_new_agent() -> None:
@@ -520,15 +527,22 @@ def test_changed_agent_namespace_rewrites_identity_then_reseals_for_the_new_agen
     reconcile()
     assert [w for w in hub.writes if w[0] == "apply"] == []  # not sealed for the old key
     hub.works[("c1", naming.IDENTITY_WORK_NAME)] = rewritten
-    # The agent in custom-ns publishes its key: the connection is re-sealed for it, there.
+    # The agent in custom-ns publishes its key: another key than the one pinned, so nothing
+    # is sealed to it until a hub admin approves it; then it is re-sealed for it, there.
     private = _publish_key(hub, "c1")
     hub.writes.clear()
+    reconcile()
+    assert [w for w in hub.writes if w[0] == "apply"] == []
+    assert hub.statuses["s3"]["clusters"][0]["reason"] == "AgentKeyChanged"
+    new_id = sealing.key_id(sealing.public_key_of(private))
+    reconciler.sealer.approvals["c1"] = new_id
     reconcile()
     sealed, config = _sealed_manifest(hub, "c1")
     assert sealed["metadata"]["namespace"] == "custom-ns"
     assert config["resourceIdentifier"]["namespace"] == "custom-ns"
-    binding = sealing.binding_for("custom-ns", naming.sealed_name("ns", "s3"))
-    assert sealing.unseal(private, binding, sealed["spec"]["sealed"])["access_key_id"] == "AK1"
+    assert open_sealed(reconciler, private, sealed)["access_key_id"] == "AK1"
+    assert reconciler.sealer.pinned("c1") is not None
+    assert reconciler.sealer.pinned("c1").key_id == new_id  # type: ignore[union-attr]
     hub.writes.clear()
     reconcile()
     assert [w for w in hub.writes if w[0] == "apply"] == []  # settled: no more writes

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import base64
+import copy
 from typing import Any
 
 import pytest
@@ -254,8 +255,11 @@ def test_serving_runtime_work() -> None:
     assert paths == [{"name": "disabled", "path": ".spec.disabled"}]
 
 
-def _inputs(key: str, secret_digest: str = "d1") -> render.SealInputs:
-    return render.SealInputs(key, sealing.key_id(key), "ns/x", secret_digest)
+HASH_KEY = b"render-hash-key-of-these-tests"
+
+
+def _inputs(key: str, secret_digest: str = "d1", hash_key: bytes = HASH_KEY) -> render.SealInputs:
+    return render.SealInputs(key, sealing.key_id(key), "ns/x", secret_digest, hash_key)
 
 
 def test_storage_connection_hash_covers_inputs_not_ciphertext() -> None:
@@ -297,11 +301,16 @@ def test_sealed_payload_opens_with_the_agent_key_only() -> None:
         "bucket": "b",  # KServe's storage initializer reads this key
         "default_bucket": "b",  # ModelMesh's puller this one
     }
-    body = render.with_sealed(work, sealing.seal(key, "ns/x", payload))
+    signing = sealing.generate_signing_key()
+    binding = render.binding_of(work)
+    assert binding == sealing.Binding("c1", c.AGENT_NAMESPACE, naming.sealed_name("team-a", "s3"),
+                                      ("models",), "s3", "s3")
+    body = render.with_sealed(work, sealing.seal(key, binding, 7, payload, signing))
     sealed = body["spec"]["workload"]["manifests"][0]["spec"]["sealed"]
     base64.b64decode(sealed, validate=True)
     assert "secret" not in str(body)
-    assert sealing.unseal(private, "ns/x", sealed) == payload
+    opened = sealing.unseal(private, binding, sealed, (sealing.verify_key_of(signing),))
+    assert (opened.payload, opened.sequence) == (payload, 7)
     assert work.body["spec"]["workload"]["manifests"][0]["spec"]["sealed"].startswith(
         render.SEALED_PLACEHOLDER_PREFIX
     )  # the rendered work itself is untouched
@@ -383,7 +392,7 @@ def test_identity_work_is_read_only() -> None:
     assert config["updateStrategy"] == {"type": "ReadOnly"}
     assert config["resourceIdentifier"]["name"] == c.AGENT_IDENTITY_CONFIGMAP
     paths = {p["path"] for p in config["feedbackRules"][0]["jsonPaths"]}
-    assert paths == {".data.publicKey", ".data.keyId"}
+    assert paths == {".data.publicKey", ".data.keyId", ".data.nextPublicKey", ".data.nextKeyId"}
 
 
 def test_identity_and_sealed_objects_go_to_the_given_agent_namespace() -> None:
@@ -398,14 +407,14 @@ def test_identity_and_sealed_objects_go_to_the_given_agent_namespace() -> None:
     key = sealing.public_key_of(sealing.generate_private_key())
     name = naming.sealed_name("team-a", "s3")
     inputs = render.SealInputs(
-        key, sealing.key_id(key), sealing.binding_for("custom-ns", name), "d1"
+        key, sealing.key_id(key), sealing.binding_for("custom-ns", name), "d1", HASH_KEY
     )
     work = render.render_storage_connection(sconn(), "c1", {}, inputs, namespace="custom-ns")
     assert manifest(work)["metadata"]["namespace"] == "custom-ns"
     config = work.body["spec"]["manifestConfigs"][0]
     assert config["resourceIdentifier"]["namespace"] == "custom-ns"
     here = render.SealInputs(
-        key, sealing.key_id(key), sealing.binding_for(c.AGENT_NAMESPACE, name), "d1"
+        key, sealing.key_id(key), sealing.binding_for(c.AGENT_NAMESPACE, name), "d1", HASH_KEY
     )
     assert work.render_hash != render.render_storage_connection(
         sconn(), "c1", {}, here
@@ -423,3 +432,23 @@ def test_work_names_are_unique_bounded_and_stable() -> None:
     assert long != naming.work_name(c.KIND_MODEL_SERVING, "n" * 63, "x" * 252 + "y")
     assert naming.sealed_name("ns", "s") == "ns.s"
     assert len(naming.sealed_name("n" * 63, "s" * 253)) <= 253
+
+
+def test_render_hash_of_a_sealed_work_is_keyed() -> None:
+    """Without the hub's hash key, neither the render-hash nor the placeholder can be computed
+    again from a guess of the Secret (its digest is all a reader would need otherwise)."""
+    key = sealing.public_key_of(sealing.generate_private_key())
+    a = render.render_storage_connection(sconn(), "c1", {}, _inputs(key))
+    b = render.render_storage_connection(sconn(), "c1", {}, _inputs(key, hash_key=b"another"))
+    assert a.render_hash != b.render_hash
+    assert manifest(a)["spec"]["sealed"] != manifest(b)["spec"]["sealed"]
+    # What an outsider computes from the visible body and a guessed Secret digest:
+    unkeyed = copy.deepcopy(a.body)
+    del unkeyed["metadata"]["annotations"][c.ANNOTATION_RENDER_HASH]
+    inputs = _inputs(key)
+    unkeyed["spec"]["workload"]["manifests"][0]["spec"]["sealed"] = (
+        render.SEALED_PLACEHOLDER_PREFIX + render.canonical_hash(
+            [inputs.key_id, inputs.binding, inputs.secret_digest, sconn().spec.to_dict()]))
+    assert render.canonical_hash(unkeyed) != a.render_hash
+    with pytest.raises(render.RenderError, match="render-hash key"):
+        render.render_storage_connection(sconn(), "c1", {}, _inputs(key, hash_key=b""))
