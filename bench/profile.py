@@ -51,6 +51,7 @@ class ProfiledManager(Manager):
                     "-o", str(self.out),
                     str(ROOT / ".venv/bin/model-serving-addon"), "manager",
                     f"--kubeconfig={self.kubeconfig}", f"--metrics-port={self.port}",
+                    f"--namespace={identities.MANAGER_NAMESPACE}",
                     *self.args,
                 ],
                 stdout=log_file, stderr=subprocess.STDOUT, cwd=ROOT,

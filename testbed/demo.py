@@ -213,6 +213,10 @@ def fleet(phases: Phases, agent_namespace: str = c.AGENT_NAMESPACE) -> Iterator[
                 bed.log_dir,
             ).start()
         ]
+        # The agents verify the manager's signatures with the key it publishes in the add-on's
+        # AddOnDeploymentConfig (SEAL_VERIFY_KEY, which the AddOnTemplate passes as
+        # --seal-verify-key): read it from there, as OCM renders it into the Deployment.
+        verify_key = wait_verify_key(bed)
         for spoke in bed.spokes:
             kserve = bed.kserve_controller(spoke)
             roles.append(
@@ -227,6 +231,7 @@ def fleet(phases: Phases, agent_namespace: str = c.AGENT_NAMESPACE) -> Iterator[
                         f"--metrics-port={free_port()}",
                         "--metrics-address=127.0.0.1",
                         f"--cluster-name={spoke.name}",
+                        f"--seal-verify-key={verify_key}",
                     ],
                     bed.log_dir,
                     # KServe's controller runs on this machine, outside the spoke: the agent
@@ -239,6 +244,25 @@ def fleet(phases: Phases, agent_namespace: str = c.AGENT_NAMESPACE) -> Iterator[
         yield bed
     finally:
         bed.stop()
+
+
+def wait_verify_key(bed: Testbed, timeout: float = 90) -> str:
+    """The seal verify key the manager published in the chart's AddOnDeploymentConfig."""
+    deadline = time.monotonic() + timeout
+    while True:
+        proc = bed.hub.kubectl(
+            "get", "addondeploymentconfig", f"{c.ADDON_NAME}-defaults", "-n", RELEASE_NAMESPACE,
+            "-o", "jsonpath={.spec.customizedVariables[?(@.name=='SEAL_VERIFY_KEY')].value}",
+            check=False,
+        )
+        if proc.returncode == 0 and proc.stdout.strip():
+            return str(proc.stdout.strip())
+        bed.check_processes()
+        if time.monotonic() > deadline:
+            raise ProcessFailed(
+                f"the manager did not publish its seal verify key within {timeout:.0f} s"
+            )
+        time.sleep(0.5)
 
 
 def apply_examples(hub: Cluster, testbed: Testbed) -> None:

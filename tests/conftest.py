@@ -62,6 +62,7 @@ SPOKE_STATE_FILES = frozenset(
         "test_agent_certmanager",
         "test_agent_kserve",
         "test_agent_modelmesh",
+        "test_agent_sealing",
         "test_agent_storage",
         "test_identities",
         "test_testbed_smoke",

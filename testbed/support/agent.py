@@ -19,6 +19,7 @@ from typing import Any
 
 from addon_agent import bundle_render
 from addon_api import constants as c
+from addon_api import sealing
 from testbed import build, identities
 from testbed.paths import cache_dir
 from testbed.processes import die_with_parent, free_port
@@ -53,6 +54,29 @@ def rendered_bundles() -> Path:
     return bundle_render.render_cached(bundle_cache())
 
 
+TEST_SIGNING_KEY = sealing.generate_signing_key()
+"""The manager signing key of tests that seal payloads themselves (agents without a manager
+get its verify key, as a real agent gets the manager's through the add-on's configuration)."""
+
+
+def seal_for(
+    spoke: Any, public_key: str, namespace: str, name: str, spec: dict[str, Any],
+    payload: dict[str, Any], *, sequence: int | None = None,
+    signing_key: bytes = TEST_SIGNING_KEY,
+) -> str:
+    """A payload sealed for SealedStorageConnection ``namespace/name`` with ``spec`` on ``spoke``.
+
+    Signed with :data:`TEST_SIGNING_KEY` (the key agents of :func:`running_agent` verify with);
+    the sequence defaults to the clock, so a later seal of the same object is newer.
+    """
+    binding = sealing.Binding(
+        spoke.name, namespace, name, tuple(spec["targetNamespaces"]), spec["entryName"],
+        spec["type"],
+    )
+    seq = time.time_ns() // 1000 if sequence is None else sequence
+    return sealing.seal(public_key, binding, seq, payload, signing_key)
+
+
 class AgentProcess:
     """``model-serving-addon agent`` against one spoke, logging to a file."""
 
@@ -63,7 +87,11 @@ class AgentProcess:
         log_path: Path,
         resync: float = 2.0,
         env: dict[str, str] | None = None,
+        cluster_name: str = "cluster1",
+        verify_keys: tuple[str, ...] = (sealing.verify_key_of(TEST_SIGNING_KEY),),
     ) -> None:
+        self.cluster_name = cluster_name
+        self.verify_keys = verify_keys
         self.env = {**os.environ, **build.agent_runtime_env(), **(env or {})}
         self.kubeconfig = kubeconfig
         self.bundles = bundles
@@ -87,7 +115,8 @@ class AgentProcess:
                 "--metrics-address=127.0.0.1",
                 f"--resync-seconds={self.resync}",
                 "--lease-seconds=2",
-                "--cluster-name=test",
+                f"--cluster-name={self.cluster_name}",
+                f"--seal-verify-key={','.join(self.verify_keys)}",
             ],
             stdout=log,
             stderr=subprocess.STDOUT,
@@ -165,12 +194,16 @@ def running_agent(
     *,
     env: dict[str, str] | None = None,
     failed: Callable[[], bool] = lambda: False,
+    verify_keys: tuple[str, ...] = (sealing.verify_key_of(TEST_SIGNING_KEY),),
 ) -> Iterator[AgentProcess]:
     """An agent process on ``spoke`` (see :func:`agent_spoke`), stopped afterwards.
 
-    It runs as the AddOnTemplate's identity; its log tail is printed when ``failed()`` says so.
+    It runs as the AddOnTemplate's identity, with the spoke's name as its cluster name and
+    ``verify_keys`` as the manager's verify keys (default: those of :data:`TEST_SIGNING_KEY`);
+    its log tail is printed when ``failed()`` says so.
     """
-    proc = AgentProcess(spoke.identities[AGENT_IDENTITY], bundles, log_path, env=env)
+    proc = AgentProcess(spoke.identities[AGENT_IDENTITY], bundles, log_path, env=env,
+                        cluster_name=spoke.name, verify_keys=verify_keys)
     proc.start()
     try:
         yield proc

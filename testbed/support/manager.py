@@ -54,6 +54,8 @@ class Manager:
                 "manager",
                 f"--kubeconfig={self.kubeconfig}",
                 f"--metrics-port={self.port}",
+                # where the chart's Role gives it its sealing Secret and ConfigMap
+                f"--namespace={identities.MANAGER_NAMESPACE}",
                 *self.args,
             ],
             stdout=log,
@@ -366,3 +368,40 @@ def differences(expected: Any, actual: Any, path: str = "") -> list[str]:
             for d in differences(e, a, f"{path}[{i}]")
         ]
     return [] if expected == actual else [f"{path}: {actual!r} != {expected!r}"]
+
+
+def verify_key(hub: Any, namespace: str = identities.MANAGER_NAMESPACE) -> str:
+    """The manager's seal verify key, read (as the harness, a hub admin) from its keys Secret.
+
+    A manager run without the chart has no AddOnDeploymentConfig to publish it in; the agents
+    of such tests get it from here (``--seal-verify-key``).
+    """
+    import base64
+
+    from addon_manager import sealkeys
+    from testbed.support.waiting import eventually
+
+    def read() -> str:
+        secret = get_json(hub, "secret", sealkeys.KEYS_SECRET, "-n", namespace)
+        data = {k: str(v) for k, v in secret["data"].items()}
+        seed = base64.b64decode(data[sealkeys.SIGNING_KEY])
+        from addon_api import sealing
+
+        return sealing.verify_key_of(seed)
+
+    return str(eventually(read, timeout=60))
+
+
+def approve_agent_key(
+    hub: Any, cluster: str, key_id: str, namespace: str = identities.MANAGER_NAMESPACE
+) -> None:
+    """Approve agent key ``key_id`` for ``cluster`` as a hub admin does (docs/user-guide.md)."""
+    from addon_manager import sealkeys
+
+    data = {f"{sealkeys.APPROVE_PREFIX}{cluster}": key_id}
+    if exists(hub, "configmap", sealkeys.STATE_CONFIGMAP, "-n", namespace):
+        hub.kubectl("patch", "configmap", sealkeys.STATE_CONFIGMAP, "-n", namespace,
+                    "--type=merge", "-p", json.dumps({"data": data}))
+    else:
+        hub.apply_objects([{"apiVersion": "v1", "kind": "ConfigMap", "metadata": {
+            "name": sealkeys.STATE_CONFIGMAP, "namespace": namespace}, "data": data}])

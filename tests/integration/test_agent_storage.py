@@ -10,7 +10,7 @@ import pytest
 
 from addon_api import constants as c
 from addon_api import sealing
-from testbed.support.agent import AgentProcess, get
+from testbed.support.agent import AgentProcess, get, seal_for
 from testbed.support.waiting import eventually
 
 CONN_NS = "storage-conns"
@@ -43,19 +43,19 @@ def connection(
     payload: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     public, key_id = identity(cluster)
+    spec: dict[str, Any] = {
+        "keyId": key_id,
+        "type": "s3",
+        "targetNamespaces": targets,
+        "entryName": entry,
+    }
     if sealed is None:
-        sealed = sealing.seal(public, sealing.binding_for(CONN_NS, name), payload or PAYLOAD)
+        sealed = seal_for(cluster, public, CONN_NS, name, spec, payload or PAYLOAD)
     return {
         "apiVersion": f"{c.GROUP}/{c.VERSION}",
         "kind": "SealedStorageConnection",
         "metadata": {"name": name, "namespace": CONN_NS},
-        "spec": {
-            "keyId": key_id,
-            "sealed": sealed,
-            "type": "s3",
-            "targetNamespaces": targets,
-            "entryName": entry,
-        },
+        "spec": {**spec, "sealed": sealed},
     }
 
 

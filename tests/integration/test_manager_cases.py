@@ -23,6 +23,7 @@ from testbed.fleet import Testbed
 from testbed.support.manager import (
     API,
     Manager,
+    approve_agent_key,
     exists,
     get_json,
     intent,
@@ -30,6 +31,7 @@ from testbed.support.manager import (
     placement,
     running_manager,
     set_platform_phase,
+    verify_key,
     works,
 )
 from testbed.support.waiting import eventually
@@ -39,7 +41,8 @@ from testbed.support.waiting import eventually
 def manager(testbed: Testbed, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Manager]:
     """One manager for the module, add-on enablement on."""
     with running_manager(
-        testbed, tmp_path_factory.mktemp("manager"), "--deletion-blocked-after=5"
+        testbed, tmp_path_factory.mktemp("manager"), "--deletion-blocked-after=5",
+        "--sealing-refresh=1",
     ) as mgr:
         yield mgr
 
@@ -74,6 +77,16 @@ def _cond(status: dict[str, Any], ctype: str) -> dict[str, Any]:
 def _delete_all(hub: Any, ns: str) -> None:
     hub.kubectl("delete", "msv,sconn,mcsr,mcisvc", "--all", "-n", ns, "--wait=false", check=False)
     eventually(lambda: get_json(hub, "msv,sconn,mcsr,mcisvc", "-n", ns)["items"] == [], timeout=90)
+
+
+def _publish_key(hub: Any, spoke: Any, public: str) -> None:
+    """A new agent key on cluster1, published as the agent would and approved on the hub.
+
+    Each scenario fakes a new agent: without the approval its key would differ from the one
+    pinned by an earlier scenario (``AgentKeyChanged``).
+    """
+    approve_agent_key(hub, "cluster1", sealing.key_id(public))
+    spoke.apply_objects([_identity_configmap(public)])
 
 
 def _identity_configmap(public: str) -> dict[str, Any]:
@@ -226,9 +239,12 @@ class Sealing:
         """The sealed payload on the spoke, opened with the agent's key."""
         obj = get_json(self.spoke1, "sealedstorageconnection", self.sealed_name,
                        "-n", c.AGENT_NAMESPACE)
-        assert obj["spec"]["keyId"] == sealing.key_id(self.public)
-        binding = sealing.binding_for(c.AGENT_NAMESPACE, self.sealed_name)
-        return sealing.unseal(self.private, binding, obj["spec"]["sealed"])
+        spec = obj["spec"]
+        assert spec["keyId"] == sealing.key_id(self.public)
+        binding = sealing.Binding("cluster1", c.AGENT_NAMESPACE, self.sealed_name,
+                                  tuple(spec["targetNamespaces"]), spec["entryName"], spec["type"])
+        return sealing.unseal(self.private, binding, spec["sealed"],
+                              (verify_key(self.hub),)).payload
 
     def no_plaintext(self, value: str) -> None:
         """No ManifestWork on the hub carries ``value``, plain or base64."""
@@ -303,7 +319,7 @@ class TestUnpublishedKeyThenSealedAndResealed:
         # The agent publishes its key (done here as the agent would).
         s.private = sealing.generate_private_key()
         s.public = sealing.public_key_of(s.private)
-        s.spoke1.apply_objects([_identity_configmap(s.public)])
+        _publish_key(s.hub, s.spoke1, s.public)
         payload = eventually(s.opened, timeout=60)
         assert payload == {
             "type": "s3",
@@ -421,7 +437,7 @@ def ungranted_scenario(
     s = Sealing(hub, spoke1, ns, secret)
     s.private = sealing.generate_private_key()
     s.public = sealing.public_key_of(s.private)
-    spoke1.apply_objects([_identity_configmap(s.public)])
+    _publish_key(hub, spoke1, s.public)
     try:
         hub.apply_objects([placement("p", ns, {scenario_cluster1_label: "yes"}), secret, sconn])
         yield s
@@ -720,7 +736,7 @@ class TestInferenceServiceWaitsForPlatformAndStorage:
     def test_4_sealed_storage_not_yet_delivered_still_gates(self, gates_scenario: Gates) -> None:
         s = gates_scenario
         public = sealing.public_key_of(sealing.generate_private_key())
-        s.spoke1.apply_objects([_identity_configmap(public)])
+        _publish_key(s.hub, s.spoke1, public)
         eventually(
             lambda: exists(
                 s.spoke1, "sealedstorageconnection", s.sealed_name, "-n", c.AGENT_NAMESPACE
