@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import json
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -13,7 +14,7 @@ import pytest
 from addon_api import constants as c
 from addon_api import sealing
 from addon_manager import conflicts, naming
-from addon_manager.facts import ClusterFact, WorkFact
+from addon_manager.facts import ClusterFact, WorkFact, parse_work
 from addon_manager.reconcile import Reconciler
 from addon_manager.secrets import parse_secret
 from tests.unit.fake_hub import FakeHub
@@ -948,3 +949,91 @@ def test_the_default_grace_is_a_day() -> None:
     assert Reconciler(FakeHub(), FakeHub()).unavailable_grace == 86400
     assert main.parse_args([]).unavailable_grace == 86400
     assert main.parse_args(["--unavailable-grace", "600"]).unavailable_grace == 600
+
+
+# The identity work: exact name, ReadOnly shape, pinned key ------------------------------------
+
+
+def test_a_tampered_identity_work_is_not_trusted_and_is_rewritten() -> None:
+    hub = FakeHub(
+        placements={("ns", "p"): frozenset({"c1"})},
+        secrets={("ns", "creds"): {"access_key_id": "AK1"}},
+    )
+    reconciler = Reconciler(hub, hub)
+
+    def reconcile() -> None:
+        asyncio.run(reconciler.reconcile(c.KIND_STORAGE_CONNECTION, sc_body()))
+
+    reconcile()
+    ident_key = ("c1", naming.IDENTITY_WORK_NAME)
+    body = hub.bodies[ident_key]
+    # Someone changed the work to an Update strategy (it would write their key into the agent's
+    # ConfigMap) and kept the render-hash annotation; the feedback carries their key.
+    forged = json.loads(json.dumps(body))
+    forged["spec"]["manifestConfigs"][0]["updateStrategy"] = {"type": "Update"}
+    forged["spec"]["workload"]["manifests"][0]["data"] = {"publicKey": "theirs"}
+    private = sealing.generate_private_key()
+    key = sealing.public_key_of(private)
+    fact = parse_work(forged)
+    assert fact is not None and fact.identity_source == ""
+    hub.works[ident_key] = replace(fact, feedback=(("keyId", sealing.key_id(key)),
+                                                   ("publicKey", key)))
+    reconciler._applied.clear()  # the manager's own write is older than the watch grace
+    hub.writes.clear()
+    reconcile()
+    entry = hub.statuses["s3"]["clusters"][0]
+    assert entry["reason"] == "IdentityWorkInvalid"
+    assert [w[1] for w in hub.writes if w[0] == "apply"] == [f"c1/{naming.IDENTITY_WORK_NAME}"]
+    expected = f"{c.AGENT_NAMESPACE}/{c.AGENT_IDENTITY_CONFIGMAP}"
+    assert hub.works[ident_key].identity_source == expected
+    assert reconciler.sealer.pinned("c1") is None  # nothing pinned from the forged work
+
+
+def test_only_the_identity_work_of_its_exact_name_counts() -> None:
+    hub = FakeHub(
+        placements={("ns", "p"): frozenset({"c1"})},
+        secrets={("ns", "creds"): {"access_key_id": "AK1"}},
+    )
+    reconciler = Reconciler(hub, hub)
+    asyncio.run(reconciler.reconcile(c.KIND_STORAGE_CONNECTION, sc_body()))
+    real = hub.works[("c1", naming.IDENTITY_WORK_NAME)]
+    key = sealing.public_key_of(sealing.generate_private_key())
+    # Another work with the identity labels, seen first, feeding back another key:
+    forged = replace(
+        real, name="aaa-forged", feedback=(("keyId", sealing.key_id(key)), ("publicKey", key)))
+    hub.works = {("c1", "aaa-forged"): forged, **hub.works}
+    asyncio.run(reconciler.reconcile(c.KIND_STORAGE_CONNECTION, sc_body()))
+    assert hub.statuses["s3"]["clusters"][0]["reason"] == "WaitingForAgentKey"
+    assert reconciler.sealer.pinned("c1") is None
+
+
+def test_a_changed_agent_key_stops_sealing_until_approved() -> None:
+    hub = FakeHub(
+        placements={("ns", "p"): frozenset({"c1"})},
+        secrets={("ns", "creds"): {"access_key_id": "AK1"}},
+    )
+    reconciler = Reconciler(hub, hub)
+
+    def reconcile() -> None:
+        asyncio.run(reconciler.reconcile(c.KIND_STORAGE_CONNECTION, sc_body()))
+
+    reconcile()
+    first = _publish_key(hub, "c1")
+    reconcile()
+    name = naming.work_name(c.KIND_STORAGE_CONNECTION, "ns", "s3")
+    delivered = hub.bodies[("c1", name)]
+    assert open_sealed(reconciler, first, _sealed_manifest(hub, "c1")[0])["access_key_id"] == "AK1"
+    second = _publish_key(hub, "c1")
+    hub.secrets[("ns", "creds")] = {"access_key_id": "AK2"}
+    hub.writes.clear()
+    reconcile()
+    assert [w for w in hub.writes if w[0] == "apply"] == []  # nothing sealed to the new key
+    assert hub.bodies[("c1", name)] == delivered and ("c1", name) in hub.works  # kept
+    entry = hub.statuses["s3"]["clusters"][0]
+    assert entry["reason"] == "AgentKeyChanged"
+    second_id = sealing.key_id(sealing.public_key_of(second))
+    assert second_id in entry["message"] and "approve.c1" in entry["message"]
+    reconciler.sealer.approvals["c1"] = second_id  # a hub admin approves it
+    reconcile()
+    manifest = _sealed_manifest(hub, "c1")[0]
+    assert open_sealed(reconciler, second, manifest)["access_key_id"] == "AK2"
