@@ -121,12 +121,13 @@ def _run_agent(bed: Testbed, spoke: Cluster, image: pm.Image) -> tuple[pm.Contai
     Testbed only: KServe's controller runs outside the cluster, so the agent points the
     webhook configurations it installs at that process (as in the demo).
     """
-    deployment = eventually(
-        lambda: _json(
-            spoke, "get", "deployment", "model-serving-agent", "-n", c.AGENT_NAMESPACE
-        ),
-        timeout=120,
-    )
+    def with_verify_key() -> Any:
+        found = _json(spoke, "get", "deployment", "model-serving-agent", "-n", c.AGENT_NAMESPACE)
+        args = found["spec"]["template"]["spec"]["containers"][0].get("args") or []
+        assert any(a.startswith("--seal-verify-key=") and len(a) > 20 for a in args), args
+        return found
+
+    deployment = eventually(with_verify_key, timeout=180)
     role = f"{spoke.name}-agent"
     pod = pm.pod_container(deployment, "agent", pm.container_name(role))
     assert pod.service_account == chart.AGENT_SERVICE_ACCOUNT
@@ -212,9 +213,11 @@ def test_manager_and_agent_from_the_image_serve_a_model(
         phases.done("chart installed, add-on enabled (OCM deployed the agents)")
         spoke, other = bed.spokes
         manager, manager_metrics = _run_manager(bed, image)
+        bed.processes.append(manager.start())
+        # The agent's Deployment carries the manager's seal verify key once the manager has
+        # published it in the AddOnDeploymentConfig and OCM has rendered it (_run_agent waits).
         agent, agent_metrics = _run_agent(bed, spoke, image)
-        for container in (manager, agent):
-            bed.processes.append(container.start())
+        bed.processes.append(agent.start())
         phases.done(f"manager and {spoke.name}'s agent started from {image.ref}")
 
         hub = bed.hub

@@ -7,6 +7,7 @@ from typing import Any
 import pytest
 
 from addon_api import constants as c
+from addon_api import sealing
 from testbed.chart import CHART, helm, render
 
 pytestmark = pytest.mark.usefixtures("built_binaries")  # helm renders the chart
@@ -59,7 +60,17 @@ def test_default_render() -> None:
     assert role["metadata"]["namespace"] == manager["metadata"]["namespace"]
     assert role["rules"] == [
         {"apiGroups": ["coordination.k8s.io"], "resources": ["leases"],
-         "verbs": ["get", "create", "update"]}
+         "verbs": ["get", "create", "update"]},
+        # sealing: its keys Secret (created once, then only read), its ConfigMap, and the
+        # AddOnDeploymentConfig where it publishes its verify key
+        {"apiGroups": [""], "resources": ["secrets", "configmaps"], "verbs": ["create"]},
+        {"apiGroups": [""], "resources": ["secrets"],
+         "resourceNames": ["model-serving-sealing-keys"], "verbs": ["get"]},
+        {"apiGroups": [""], "resources": ["configmaps"],
+         "resourceNames": ["model-serving-sealing"], "verbs": ["get", "update"]},
+        {"apiGroups": ["addon.open-cluster-management.io"],
+         "resources": ["addondeploymentconfigs"], "resourceNames": ["model-serving-defaults"],
+         "verbs": ["get", "update"]},
     ]
 
 
@@ -71,6 +82,7 @@ def test_agent_deployment_uses_template_variables() -> None:
     assert "--log-level={{LOG_LEVEL}}" in container["args"]
     assert dep["metadata"]["namespace"] == c.AGENT_NAMESPACE
     assert "--namespace={{INSTALL_NAMESPACE}}" in container["args"]
+    assert "--seal-verify-key={{SEAL_VERIFY_KEY}}" in container["args"]  # set by the manager
 
 
 @pytest.mark.parametrize(
@@ -133,7 +145,10 @@ def test_rbac_has_no_wildcards() -> None:
 
 
 def _grants_secrets(role: dict[str, Any]) -> bool:
+    """Whether the role reads Secrets beyond named ones (the manager's own sealing keys)."""
     return any("" in r.get("apiGroups", []) and "secrets" in r.get("resources", [])
+               and {"get", "list", "watch"} & set(r.get("verbs", []))
+               and not r.get("resourceNames")
                for r in role.get("rules") or [])
 
 
@@ -206,7 +221,9 @@ def test_rendered_args_parse_with_the_real_command_lines() -> None:
 
     adc = next(o for o in objs if o["kind"] == "AddOnDeploymentConfig")
     variables = {v["name"]: v["value"] for v in adc["spec"]["customizedVariables"]}
-    variables |= {"CLUSTER_NAME": "cluster1", "INSTALL_NAMESPACE": c.AGENT_NAMESPACE}
+    verify = sealing.verify_key_of(sealing.generate_signing_key())
+    variables |= {"CLUSTER_NAME": "cluster1", "INSTALL_NAMESPACE": c.AGENT_NAMESPACE,
+                  "SEAL_VERIFY_KEY": verify}  # the manager writes this one into the config
     dep = next(m for m in _agent_manifests(objs) if m["kind"] == "Deployment")
     agent_args = dep["spec"]["template"]["spec"]["containers"][0]["args"]
     assert agent_args[0] == "agent"
@@ -216,6 +233,7 @@ def test_rendered_args_parse_with_the_real_command_lines() -> None:
     assert not any("{{" in a for a in resolved), resolved
     config = parse_agent(resolved)
     assert config.namespace == c.AGENT_NAMESPACE
+    assert config.seal_verify_keys == (verify,) and config.cluster_name == "cluster1"
 
 
 def test_default_policy_refuses_dev_flags_and_allows_every_namespace() -> None:
