@@ -241,12 +241,19 @@ _BACKGROUND: set[asyncio.Task[None]] = set()
 async def _watch_pins(sealer: Sealer) -> None:
     """Read the pins and approvals every ``sealing_refresh`` seconds; wake what they concern.
 
+    About once a minute the verify key is also written into the add-on's configuration again.
+
     A hub admin approves an agent key by editing the manager's ConfigMap (see
     :mod:`addon_manager.pinning`); the StorageConnections are reconciled then.
     """
+    rounds = 0
+    republish = max(1, int(60 / max(SETTINGS.sealing_refresh, 0.1)))
     while True:
         await asyncio.sleep(SETTINGS.sealing_refresh)
+        rounds += 1
         try:
+            if sealer.publish is not None and rounds % republish == 0:
+                await asyncio.get_running_loop().run_in_executor(None, sealer.publish)
             changed = await sealer.refresh()
         except Exception as err:  # the API server is away: try again next time
             log.warning("reading the sealing ConfigMap failed: %s", err)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import logging
 import os
@@ -182,9 +183,11 @@ def sealer_from_hub(api: client.ApiClient, args: argparse.Namespace) -> sealkeys
     """Load (or create) the sealing keys; publish the verify key in the add-on's config."""
     core = client.CoreV1Api(api)
     keys = sealkeys.load_or_create_keys(core, args.namespace)
-    published = sealkeys.publish_verify_key(
-        client.CustomObjectsApi(api), args.namespace, args.addon_config, keys.verify_key
+    publish = functools.partial(
+        sealkeys.publish_verify_key, client.CustomObjectsApi(api), args.namespace,
+        args.addon_config, keys.verify_key,
     )
+    published = publish()
     if published:
         logging.getLogger(__name__).info(
             "seal verify key published in AddOnDeploymentConfig %s/%s (%s)",
@@ -193,7 +196,9 @@ def sealer_from_hub(api: client.ApiClient, args: argparse.Namespace) -> sealkeys
         logging.getLogger(__name__).warning(
             "no AddOnDeploymentConfig %s/%s: start agents with --seal-verify-key=%s",
             args.namespace, args.addon_config, keys.verify_key)
-    return sealkeys.Sealer(keys, sealkeys.HubStore(core, args.namespace), args.namespace)
+    sealer = sealkeys.Sealer(keys, sealkeys.HubStore(core, args.namespace), args.namespace)
+    sealer.publish = publish
+    return sealer
 
 
 def policy_from_args(args: argparse.Namespace) -> Policy:

@@ -172,6 +172,9 @@ class Sealer:
         self._next = 0
         self._end = 0
         self.pins, self.approvals = parse_state(store.read_state())
+        self.publish: Callable[[], bool] | None = None
+        """Writes the verify key into the add-on's configuration again (main() sets it): a
+        ``helm upgrade`` replaces the AddOnDeploymentConfig's variables."""
         self._pending: dict[str, str] = {}
         self._lock = asyncio.Lock()
 
