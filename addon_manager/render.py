@@ -4,7 +4,9 @@ Everything here is pure. A rendered work carries a hash of what it was rendered 
 (annotation ``render-hash``), so the manager writes only when the hash changes.
 Sealed credentials are randomised ciphertext: their work is hashed over the sealing
 *inputs* (a digest standing in for the ciphertext) and the ciphertext is filled in by
-:func:`with_sealed` only when the work is actually written.
+:func:`with_sealed` only when the work is actually written. That digest and the render-hash of
+such a work are HMAC-SHA256 under the manager's hash key (``SealInputs.hash_key``), so a reader
+of ManifestWorks cannot test guesses of the Secret against them.
 """
 
 from __future__ import annotations
