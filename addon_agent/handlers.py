@@ -144,9 +144,11 @@ class Agent:
         """Uninstall; True when nothing the agent installed remains (see addon_agent.removal).
 
         Nothing is deleted while InferenceServices (or other finalizer-carrying objects of the
-        stack's kinds) exist: the add-on's are waited for, foreign ones block unless
-        ``force``. Then the serving namespaces are disabled and the inventory deleted in
-        reverse install order; a forced removal leaves (and names) what user objects remain in.
+        stack's kinds) exist: the add-on's are waited for; objects the add-on did not create
+        block unless ``force`` (those, and any of a kind whose CRD would be deleted). Then the
+        serving namespaces are disabled and the inventory deleted in reverse install order;
+        namespaces the agent created that hold objects it did not create are kept, and a
+        forced removal also keeps the CRDs user objects remain in (all named).
         """
         refs = self.installer.inventory()
         instances = self.installer.stack_instances(refs)
@@ -156,14 +158,15 @@ class Agent:
                 name, st.simple_status(held.phase, held.reason, held.message, generation, previous)
             )
             return False
-        left = removal.Leftovers()
-        if force:
-            left = removal.leftovers(
-                instances,
-                [r.name for r in refs if r.kind == "CustomResourceDefinition"],
-                [*namespaces.created_by_agent(self.kube),
-                 *(r.name for r in refs if r.kind == "Namespace")],
-            )
+        doomed = [*namespaces.created_by_agent(self.kube),
+                  *self.installer.namespaces_to_delete(refs)]
+        left = removal.leftovers(
+            instances,
+            [r.name for r in refs if r.kind == "CustomResourceDefinition"],
+            doomed,
+            contents=namespaces.contents(self.kube, doomed),
+            force=force,
+        )
         keep = left.crds | left.namespaces
         if any(r.name not in keep for r in refs):
             self._write_platform_status(
@@ -213,7 +216,8 @@ class Agent:
                     or body["spec"].get("managementState") == "Removed"
                 ):
                     continue
-                if deleted:
+                if deleted and self.kube.metadata("apps/v1", "Deployment", name, namespace) is None:
+                    # (one of that name made by someone else since is theirs: not applied over)
                     for obj in plan.objects:
                         if obj["kind"] == "Deployment" and obj["metadata"]["name"] == name:
                             self.kube.apply(obj)

@@ -75,7 +75,7 @@ class Installer:
         self._applied: dict[Ref, tuple[str, str]] = {}
         """Per applied object: hash of what was applied and the resourceVersion it produced."""
         self._foreign: set[Ref] = set()
-        """Serving runtimes of the plan found to be someone else's (logged once)."""
+        """Objects of the plan found to be someone else's (logged once)."""
         self._parsed: tuple[str, list[Obj]] = ("", [])
         """The last bundle parsed (sha256 of its text, objects); planning copies them."""
         self.kube = kube
@@ -231,6 +231,36 @@ class Installer:
         self._apply_if_changed({**obj, "metadata": meta})
         return False
 
+    def _someone_elses(self, obj: Obj, the_plan: Plan) -> tuple[bool, str]:
+        """Whether someone else's object of ``obj``'s name exists; else its resourceVersion.
+
+        A conflict is recorded in the plan and logged once; the resourceVersion is "" when
+        nothing of that name exists. Someone else's object is never applied over, labelled,
+        put in the inventory or deleted.
+        """
+        ref = Ref.of(obj)
+        meta = self.kube.metadata(ref.api_version, ref.kind, ref.name, ref.namespace or None)
+        if meta is not None and not lb.is_ours({"metadata": meta}):
+            where = f"{ref.namespace}/{ref.name}" if ref.namespace else ref.name
+            conflicts = (
+                the_plan.runtime_conflicts if planning.is_runtime(obj) else the_plan.conflicts
+            )
+            conflicts.append(f"{ref.kind} {where}")
+            if ref not in self._foreign:
+                self._foreign.add(ref)
+                log.info("%s %s exists and is not the agent's: left as it is", ref.kind, where)
+            return True, ""
+        self._foreign.discard(ref)
+        return False, str((meta or {}).get("resourceVersion") or "")
+
+    def _apply_owned(self, obj: Obj, the_plan: Plan) -> bool:
+        """Apply ``obj`` unless someone else's object of that name exists; True if ours."""
+        theirs, live = self._someone_elses(obj, the_plan)
+        if theirs:
+            return False
+        self._apply_if_changed(obj, live)
+        return True
+
     def _apply_runtime(self, obj: Obj, the_plan: Plan) -> bool:
         """Apply a serving runtime unless someone else's of that name exists; True if ours.
 
@@ -239,15 +269,11 @@ class Installer:
         ``runtime_errors`` and tried again on the next reconcile.
         """
         ref = Ref.of(obj)
-        existing = self.kube.get(ref.api_version, ref.kind, ref.name, ref.namespace or None)
-        if existing is not None and not lb.is_ours(existing):
-            if ref not in self._foreign:
-                self._foreign.add(ref)
-                log.info("%s %s exists and is not the agent's: left as it is", ref.kind, ref.name)
+        theirs, live = self._someone_elses(obj, the_plan)
+        if theirs:
             return False
-        self._foreign.discard(ref)
         try:
-            self._apply_if_changed(obj)
+            self._apply_if_changed(obj, live)
         except ApiException as err:
             reason = _api_error_message(err)
             log.warning("%s %s not applied: %s", ref.kind, ref.name, reason)
@@ -277,6 +303,8 @@ class Installer:
     def install(self, the_plan: Plan) -> None:
         """Apply the plan in order, then remove what an earlier plan had and this one has not."""
         the_plan.runtime_errors.clear()
+        the_plan.conflicts.clear()
+        the_plan.runtime_conflicts.clear()
         previous = self.inventory()
         applied: list[Ref] = []
         self._save_inventory(previous + [Ref.of(o) for o in the_plan.objects])
@@ -297,26 +325,28 @@ class Installer:
                 if self._apply_runtime(obj, the_plan):
                     applied.append(Ref.of(obj))
                 continue
-            self._apply_if_changed(obj)
-            applied.append(Ref.of(obj))
+            if self._apply_owned(obj, the_plan):
+                applied.append(Ref.of(obj))
         keep = set(applied)
         stale = [r for r in previous if r not in keep]
         self._delete(stale)
         self._save_inventory(applied)
 
-    def _apply_if_changed(self, obj: Obj) -> None:
+    def _apply_if_changed(self, obj: Obj, live: str | None = None) -> None:
         """Apply ``obj`` unless this agent applied the same content and nobody changed it since.
 
         A steady state then costs one metadata GET per object and no write; an object edited
         or deleted by someone else has a new (or no) resourceVersion and is applied again.
+        ``live`` is the resourceVersion the caller just read ("" when absent), if it did.
         """
         ref = Ref.of(obj)
         digest = hashlib.sha256(json.dumps(obj, sort_keys=True).encode()).hexdigest()
         known = self._applied.get(ref)
         if known is not None and known[0] == digest:
-            live = self.kube.resource_version(
-                ref.api_version, ref.kind, ref.name, ref.namespace or None
-            )
+            if live is None:
+                live = self.kube.resource_version(
+                    ref.api_version, ref.kind, ref.name, ref.namespace or None
+                ) or ""
             if live == known[1]:
                 return
         out = self.kube.apply(obj)
@@ -356,6 +386,8 @@ class Installer:
             crds=crds,
             warnings=the_plan.warnings,
             runtime_errors=the_plan.runtime_errors,
+            conflicts=the_plan.conflicts,
+            runtime_conflicts=the_plan.runtime_conflicts,
             previous=previous,
         )
 
@@ -364,8 +396,9 @@ class Installer:
     def stack_instances(self, refs: list[Ref]) -> list[removal.Instance]:
         """Objects of every kind the stack's CRDs serve, marked as in the inventory or not.
 
-        The kinds are those of the inventory's CRDs and InferenceService (whoever installed
-        its CRD).
+        The kinds are those of the inventory's CRDs (the bundle's, as installed) and
+        InferenceService (whoever installed its CRD); each object says whether its CRD is the
+        agent's, i.e. whether the uninstall deletes it.
         """
         own = {(r.kind, r.namespace, r.name) for r in refs}
         names = {r.name for r in refs if r.kind == "CustomResourceDefinition"}
@@ -382,10 +415,21 @@ class Installer:
             api, kind = f"{spec['group']}/{version}", spec["names"]["kind"]
             if not self.kube.served(api, kind):
                 continue
+            ours = lb.is_ours(crd) and name in names
             for obj in self.kube.list(api, kind):
                 meta = obj.get("metadata") or {}
                 key = (kind, meta.get("namespace") or "", meta.get("name"))
-                out.append(removal.instance_of(obj, name, own=key in own))
+                out.append(removal.instance_of(obj, name, own=key in own, crd_ours=ours))
+        return out
+
+    def namespaces_to_delete(self, refs: list[Ref]) -> list[str]:
+        """Namespaces of the inventory that an uninstall deletes (they are the agent's)."""
+        out = []
+        for ref in refs:
+            if ref.kind == "Namespace":
+                ns = self.kube.get("v1", "Namespace", ref.name)
+                if ns is not None and lb.is_ours(ns):
+                    out.append(ref.name)
         return out
 
     def uninstall(self, keep: frozenset[str] = frozenset()) -> list[Ref]:

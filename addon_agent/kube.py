@@ -54,6 +54,28 @@ class Kube:
             return False
         return True
 
+    def _discovery(self, path: str) -> Obj:
+        out = self.dyn.request("GET", path)
+        result: Obj = out.to_dict() if hasattr(out, "to_dict") else dict(out)
+        return result
+
+    def namespaced_kinds(self) -> list[tuple[str, str]]:
+        """(apiVersion, kind) of every namespaced kind the API server lists.
+
+        Preferred versions, no subresources: what a namespace can hold.
+        """
+        lists = [("v1", self._discovery("/api/v1"))]
+        for group in self._discovery("/apis").get("groups") or []:
+            version = (group.get("preferredVersion") or {}).get("groupVersion")
+            if version:
+                lists.append((version, self._discovery(f"/apis/{version}")))
+        return [
+            (api_version, str(r["kind"]))
+            for api_version, resources in lists
+            for r in resources.get("resources") or []
+            if "/" not in r["name"] and r.get("namespaced") and "list" in (r.get("verbs") or [])
+        ]
+
     def apply(self, obj: Obj, *, force: bool = True) -> Obj:
         """Server-side apply ``obj`` with the agent's field manager."""
         res = self.resource(obj["apiVersion"], obj["kind"])
@@ -80,10 +102,10 @@ class Kube:
         result: Obj = out.to_dict()
         return result
 
-    def resource_version(
+    def metadata(
         self, api_version: str, kind: str, name: str, namespace: str | None = None
-    ) -> str | None:
-        """metadata.resourceVersion of an object (metadata-only GET), None when absent."""
+    ) -> Obj | None:
+        """The metadata of an object (metadata-only GET), None when absent."""
         res = self.resource(api_version, kind)
         try:
             out = res.get(
@@ -93,7 +115,15 @@ class Kube:
             )
         except NotFoundError:
             return None
-        version = out.to_dict().get("metadata", {}).get("resourceVersion")
+        meta: Obj = out.to_dict().get("metadata") or {}
+        return meta
+
+    def resource_version(
+        self, api_version: str, kind: str, name: str, namespace: str | None = None
+    ) -> str | None:
+        """metadata.resourceVersion of an object (metadata-only GET), None when absent."""
+        meta = self.metadata(api_version, kind, name, namespace)
+        version = (meta or {}).get("resourceVersion")
         return str(version) if version else None
 
     def list(

@@ -1,15 +1,28 @@
-"""Serving namespaces: enable the listed ones, disable the ones dropped from the list."""
+"""Serving namespaces: enable the listed ones, disable the ones dropped from the list.
+
+A namespace the agent created is deleted again only while it holds nothing the agent did not
+create (:func:`addon_agent.removal.user_objects` over :func:`contents`); otherwise it is kept.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import logging
+from collections.abc import Iterable, Sequence
 from typing import Any
 
+from kubernetes.client.exceptions import ApiException
+from kubernetes.dynamic.exceptions import ResourceNotFoundError
+
 from addon_agent import labels as lb
+from addon_agent import removal
 from addon_agent.kube import Kube
 from addon_api import constants as c
 
+log = logging.getLogger(__name__)
+
 MONITORING_ROLEBINDING = "model-serving-monitoring"
+SKIPPED_GROUPS = ("metrics.k8s.io/",)
+"""API groups whose namespaced kinds are not objects anyone stores (live metrics)."""
 
 
 def desired_labels(platform: str) -> dict[str, str]:
@@ -81,12 +94,59 @@ def _drop_rolebinding(kube: Kube, namespace: str) -> None:
         )
 
 
-def disable(kube: Kube, ns: dict[str, Any]) -> None:
-    """Undo what the agent did to a namespace; delete it only when the agent created it."""
+def contents(kube: Kube, names: Iterable[str]) -> dict[str, list[dict[str, Any]]]:
+    """Every object in the namespaces ``names``, of every namespaced kind the agent may list.
+
+    Namespaces that do not exist or are terminating are left out; ``kind`` is set on each
+    object.
+
+    Kinds the agent may not list (its ClusterRole names the kinds it manages) are skipped:
+    what it cannot see it cannot count.
+    """
+    wanted = []
+    for name in names:
+        ns = kube.get("v1", "Namespace", name)
+        if ns is not None and not ns["metadata"].get("deletionTimestamp"):
+            wanted.append(name)
+    if not wanted:
+        return {}
+    kinds = [k for k in kube.namespaced_kinds() if not k[0].startswith(SKIPPED_GROUPS)]
+    out: dict[str, list[dict[str, Any]]] = {name: [] for name in wanted}
+    for api_version, kind in kinds:
+        if kind in removal.DERIVED_KINDS:
+            continue
+        for name in wanted:
+            try:
+                items = kube.list(api_version, kind, namespace=name)
+            except (ApiException, ResourceNotFoundError) as err:
+                log.debug("cannot list %s %s in %s: %s", api_version, kind, name, err)
+                break  # the same for every namespace
+            out[name] += [{**item, "kind": item.get("kind") or kind} for item in items]
+    return out
+
+
+def holds_user_objects(kube: Kube, name: str) -> list[str]:
+    """What the agent did not create in namespace ``name`` (see :func:`contents`)."""
+    return removal.user_objects(contents(kube, [name]).get(name, []))
+
+
+def disable(kube: Kube, ns: dict[str, Any], checked: bool = False) -> None:
+    """Undo what the agent did to a namespace; delete it only when the agent created it.
+
+    A namespace the agent created that holds objects the agent did not create is not deleted
+    (unless ``checked``: the caller already found it holds none): it is handed over as a
+    pre-existing one would be, losing the agent's labels and annotation.
+    """
     name = ns["metadata"]["name"]
     if (ns["metadata"].get("annotations") or {}).get(lb.ANNOTATION_CREATED_BY_AGENT) == "true":
-        kube.delete("v1", "Namespace", name)
-        return
+        theirs = [] if checked else holds_user_objects(kube, name)
+        if not theirs:
+            kube.delete("v1", "Namespace", name)
+            return
+        log.warning(
+            "namespace %s was created by the agent but holds objects it did not create "
+            "(%s): kept, and no longer the agent's", name, ", ".join(theirs[:20])
+        )
     _drop_rolebinding(kube, name)
     # Applying an empty intent drops every field the agent's field manager owned (its labels).
     kube.apply({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}})
@@ -104,8 +164,9 @@ def created_by_agent(kube: Kube) -> list[str]:
 def disable_all(kube: Kube, keep: frozenset[str] = frozenset()) -> None:
     """Disable every namespace the agent enabled (platform removal), but those in ``keep``.
 
-    Those are left as they are: a forced removal never deletes what they still hold.
+    Those are left as they are: a removal never deletes what they still hold (the caller
+    found what they hold: the others hold nothing the agent did not create).
     """
     for ns in kube.list("v1", "Namespace", label_selector=f"{lb.LABEL_SERVING_NAMESPACE}=true"):
         if ns["metadata"]["name"] not in keep:
-            disable(kube, ns)
+            disable(kube, ns, checked=True)

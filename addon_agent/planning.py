@@ -78,6 +78,11 @@ class Plan:
     certificates: list[CertRequest] = field(default_factory=list)
     runtime_errors: list[str] = field(default_factory=list)
     """Serving runtimes the last install could not apply (filled in by the installer)."""
+    conflicts: list[str] = field(default_factory=list)
+    """``Kind ns/name`` of objects of the plan that exist and are someone else's: not taken
+    over (filled in by the installer); the stack is not Ready while there are any."""
+    runtime_conflicts: list[str] = field(default_factory=list)
+    """The same for serving runtimes (optional: one of that name serves anyway)."""
 
     def controllers(self) -> list[tuple[str, str]]:
         """(namespace, name) of every Deployment in the plan."""

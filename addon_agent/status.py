@@ -13,6 +13,21 @@ Obj = dict[str, Any]
 
 MAX_MESSAGE = 1024
 """Longest status or condition message the agent writes."""
+REASON_CONFLICT = "ForeignObjectConflict"
+"""Objects of the stack exist with the bundle's names and are someone else's."""
+NAMED = 10
+"""Conflicting objects named in a message before "and N more"."""
+
+
+def not_taken_over(labels: Sequence[str]) -> str:
+    """The message part naming objects of the stack that are someone else's."""
+    items = sorted(labels)
+    more = len(items) - NAMED
+    names = ", ".join(items[:NAMED]) + (f" and {more} more" if more > 0 else "")
+    return (
+        f"not taken over (exist and are not the add-on's; the agent neither changes nor "
+        f"deletes them): {names}"
+    )
 
 
 def condition_true(obj: Obj | None, kind: str) -> bool:
@@ -65,11 +80,17 @@ def platform_status(
     warnings: Sequence[str],
     previous: Sequence[Obj] = (),
     runtime_errors: Sequence[str] = (),
+    conflicts: Sequence[str] = (),
+    runtime_conflicts: Sequence[str] = (),
 ) -> Obj:
     """Status of a Managed platform from its Deployments and CRDs as read from the cluster.
 
     ``warnings`` (replica counts) and ``runtime_errors`` (serving runtimes not applied) leave
-    the phase as it is and set the Degraded condition.
+    the phase as it is and set the Degraded condition. ``conflicts`` (objects of the stack
+    that exist and are someone else's, ``Kind ns/name``) make the phase ``Degraded``, reason
+    ``ForeignObjectConflict``: the stack is not the agent's to vouch for. ``runtime_conflicts``
+    (the same for built-in serving runtimes, which are optional: one of that name serves)
+    only set the Degraded condition with that reason.
     """
     ready = sorted(n for n, d in deployments.items() if deployment_available(d))
     waiting = sorted(set(deployments) - set(ready))
@@ -90,6 +111,12 @@ def platform_status(
     else:
         phase, reason = "Degraded", "ComponentsUnavailable"
         message = "not available: " + ", ".join(waiting)
+    if conflicts:
+        available = False
+        phase, reason = "Degraded", REASON_CONFLICT
+        message = f"{not_taken_over(conflicts)}; {message}"
+    if runtime_conflicts:
+        message = f"{message}; {not_taken_over(runtime_conflicts)}"
     if warnings:
         message = f"{message}; warning: {'; '.join(warnings)}"
     if runtime_errors:
@@ -108,10 +135,15 @@ def platform_status(
             condition("Progressing", progressing, reason, message, **kept),
             condition(
                 "Degraded",
-                phase == "Degraded" or bool(warnings) or bool(runtime_errors),
+                phase == "Degraded"
+                or bool(warnings)
+                or bool(runtime_errors)
+                or bool(runtime_conflicts),
                 (
                     reason
                     if phase == "Degraded"
+                    else REASON_CONFLICT
+                    if runtime_conflicts
                     else "RuntimesNotApplied"
                     if runtime_errors
                     else "ReplicasWarning"

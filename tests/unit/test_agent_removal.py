@@ -37,8 +37,96 @@ def test_add_on_inference_services_are_waited_for_before_anything_is_deleted() -
 def test_foreign_inference_services_block_and_name_them() -> None:
     held = removal.hold([isvc("team", "x"), isvc("models", "a", labels=ADDON)], force=False)
     assert held is not None and (held.phase, held.reason) == (
-        "RemovalBlocked", "ForeignInferenceServices")
+        "RemovalBlocked", "ForeignObjectsPresent")
+    assert held.message.startswith("1 InferenceService not created by the add-on remain")
     assert "team/x" in held.message and "models/a" not in held.message
+
+
+SR_CRD = "servingruntimes.serving.kserve.io"
+IG_CRD = "inferencegraphs.serving.kserve.io"
+CSR_CRD = "clusterservingruntimes.serving.kserve.io"
+
+
+def of_our_crd(kind: str, ns: str, name: str, crd: str, labels: dict[str, str] | None = None,
+               own: bool = False) -> removal.Instance:
+    return removal.instance_of(obj(kind, ns, name, labels=labels, finalizers=False), crd,
+                               own=own, crd_ours=True)
+
+
+def test_user_objects_of_any_kind_whose_crd_the_removal_deletes_block_with_kinds_and_counts(
+) -> None:
+    users = [
+        of_our_crd("ServingRuntime", "team", "b", SR_CRD),
+        of_our_crd("ServingRuntime", "team", "a", SR_CRD),
+        of_our_crd("InferenceGraph", "team", "g", IG_CRD),
+    ]
+    ours = [
+        # the stack's own (bundle) runtime and a runtime an intent's work created
+        of_our_crd("ClusterServingRuntime", "", "kserve-sklearnserver", CSR_CRD, ADDON, own=True),
+        of_our_crd("ServingRuntime", "models", "mcsr", SR_CRD, {c.LABEL_PART_OF: c.ADDON_NAME}),
+    ]
+    held = removal.hold(users + ours, force=False)
+    assert held is not None
+    assert (held.phase, held.reason) == ("RemovalBlocked", "ForeignObjectsPresent")
+    assert held.message.startswith(
+        "2 ServingRuntime, 1 InferenceGraph not created by the add-on remain"), held.message
+    assert "ServingRuntime team/a, ServingRuntime team/b" in held.message
+    assert "kserve-sklearnserver" not in held.message and "mcsr" not in held.message
+    assert removal.hold(ours, force=False) is None
+    # force goes ahead (what is left is kept: see the leftovers test)
+    assert removal.hold(users + ours, force=True) is None
+
+
+def test_a_user_object_under_a_crd_the_removal_keeps_does_not_block() -> None:
+    # (a CRD someone else installed is never deleted: neither are its objects)
+    theirs = removal.instance_of(obj("ServingRuntime", "team", "a", finalizers=False), SR_CRD,
+                                 own=False, crd_ours=False)
+    assert removal.hold([theirs], force=False) is None
+
+
+def test_an_inventory_entry_never_makes_someone_elses_object_the_stacks() -> None:
+    # the inventory lists a bundle runtime of that name, but the live one is not labelled ours
+    theirs = removal.instance_of(obj("ClusterServingRuntime", "", "kserve-xgbserver",
+                                     finalizers=False), CSR_CRD, own=True, crd_ours=True)
+    assert not theirs.own
+    held = removal.hold([theirs], force=False)
+    assert held is not None and "ClusterServingRuntime kserve-xgbserver" in held.message
+
+
+def test_user_objects_leave_out_the_add_ons_the_systems_and_derived_ones() -> None:
+    def o(kind: str, name: str, **meta: Any) -> dict[str, Any]:
+        return {"kind": kind, "metadata": {"name": name, "namespace": "ml", **meta}}
+
+    assert removal.user_objects([
+        o("ConfigMap", "kube-root-ca.crt"),
+        o("ServiceAccount", "default"),
+        o("Event", "x.1"),
+        o("Lease", "controller-leader"),
+        o("Secret", "storage-config", labels=ADDON),
+        o("RoleBinding", "model-serving-monitoring", labels=ADDON),
+        o("Pod", "model-abc", ownerReferences=[{"kind": "ReplicaSet", "name": "model"}]),
+        o("Secret", "default-token", annotations={removal.SA_NAME_ANNOTATION: "default"}),
+        o("ConfigMap", "users-config"),
+        o("InferenceService", "theirs"),
+    ]) == ["ConfigMap ml/users-config", "InferenceService ml/theirs"]
+
+
+def test_an_agent_created_namespace_holding_user_objects_is_kept_without_force() -> None:
+    contents = {
+        "ml-users": [{"kind": "ConfigMap", "metadata": {"name": "users-config",
+                                                      "namespace": "ml-users"}}],
+        "ml-empty": [{"kind": "ConfigMap", "metadata": {"name": "kube-root-ca.crt",
+                                                      "namespace": "ml-empty"}}],
+        "elsewhere": [{"kind": "ConfigMap", "metadata": {"name": "x", "namespace": "elsewhere"}}],
+    }
+    left = removal.leftovers([], crds=[SR_CRD], namespaces=["ml-users", "ml-empty"],
+                             contents=contents, force=False)
+    assert left.namespaces == {"ml-users"} and left.crds == frozenset()
+    assert left.message == (
+        "the stack is removed; left in place because they still hold objects the agent does "
+        "not delete: Namespace ml-users (holds ConfigMap ml-users/users-config)")
+    assert removal.leftovers([], [SR_CRD], ["ml-empty"], contents, force=False) == (
+        removal.Leftovers())
 
 
 def test_other_kinds_count_only_with_finalizers_and_the_stacks_own_never() -> None:

@@ -1,8 +1,10 @@
 """KServe's built-in runtimes through the installer, against an in-memory API server.
 
 The installer's side of ``builtInRuntimes``: the agent's runtimes are applied and removed
-again, a runtime of the same name someone else made is never touched, and a runtime the
-stack's webhook cannot admit is reported without stopping the install.
+again, a runtime of the same name someone else made is never touched (and reported), and a
+runtime the stack's webhook cannot admit is reported without stopping the install. Any other
+object of the bundle that someone else made is never touched either, and keeps the stack
+from being reported ready.
 """
 
 from __future__ import annotations
@@ -73,6 +75,12 @@ class FakeKube:
         found = self.objects.get(self._key(kind, name, namespace))
         return None if found is None else str(found["metadata"]["resourceVersion"])
 
+    def metadata(
+        self, api_version: str, kind: str, name: str, namespace: str | None = None
+    ) -> Obj | None:
+        found = self.objects.get(self._key(kind, name, namespace))
+        return None if found is None else copy.deepcopy(found["metadata"])
+
     def apply(self, obj: Obj) -> Obj:
         meta = obj["metadata"]
         key = self._key(obj["kind"], meta["name"], meta.get("namespace"))
@@ -121,6 +129,8 @@ def test_builtin_runtimes_installed_and_removed_leaving_a_foreign_one(tmp_path: 
         "metadata": {**USERS["metadata"], "resourceVersion": "1"},
     }  # the user's runtime of the same name: not taken over, not changed
     assert the_plan.runtime_errors == []
+    assert the_plan.runtime_conflicts == ["ClusterServingRuntime kserve-xgbserver"]
+    assert the_plan.conflicts == []
     inventory = {(r.kind, r.name) for r in inst.inventory()}
     assert ("ClusterServingRuntime", "kserve-sklearnserver") in inventory
     assert ("ClusterServingRuntime", "kserve-xgbserver") not in inventory
@@ -152,3 +162,28 @@ def test_runtime_the_webhook_refuses_is_reported_and_retried(tmp_path: Path) -> 
     assert runtime(kube, "kserve-sklearnserver") is not None
     kube.refuse = None  # the webhook serves: the next reconcile clears the errors
     assert install(inst).runtime_errors == []
+
+
+def test_a_same_named_object_someone_else_made_is_never_applied_labelled_or_deleted(
+    tmp_path: Path,
+) -> None:
+    kube = FakeKube()
+    theirs: Obj = {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": {"name": "inferenceservice-config", "namespace": "kserve",
+                     "labels": {"team": "users"}},
+        "data": {"deploy": '{"theirs": true}'},
+    }
+    kube.apply(copy.deepcopy(theirs))
+    before = copy.deepcopy(kube.objects[("ConfigMap", "kserve", "inferenceservice-config")])
+    inst = installer(kube, tmp_path)
+    the_plan = install(inst)
+    assert the_plan.conflicts == ["ConfigMap kserve/inferenceservice-config"]
+    assert kube.objects[("ConfigMap", "kserve", "inferenceservice-config")] == before
+    assert ("ConfigMap", "inferenceservice-config") not in {
+        (r.kind, r.name) for r in inst.inventory()}
+    assert runtime(kube, "kserve-sklearnserver") is not None  # the rest is installed
+    assert inst.uninstall() == []
+    assert runtime(kube, "kserve-sklearnserver") is None
+    assert kube.objects[("ConfigMap", "kserve", "inferenceservice-config")] == before

@@ -95,3 +95,37 @@ def test_runtime_errors_and_warnings_keep_the_phase_and_set_degraded() -> None:
     )
     degraded = next(c for c in warned["conditions"] if c["type"] == "Degraded")
     assert (degraded["status"], degraded["reason"]) == ("True", "ReplicasWarning")
+
+
+def test_someone_elses_object_of_the_stack_keeps_it_from_being_available() -> None:
+    out = status.platform_status(
+        generation=1,
+        version="v1",
+        deployments={"a": dep(True)},
+        crds={},
+        warnings=[],
+        conflicts=["ClusterRole kserve-proxy-role", "ConfigMap kserve/inferenceservice-config"],
+    )
+    assert (out["phase"], out["readyComponents"]) == ("Degraded", 1)
+    assert out["message"].startswith(
+        "not taken over (exist and are not the add-on's; the agent neither changes nor deletes "
+        "them): ClusterRole kserve-proxy-role, ConfigMap kserve/inferenceservice-config")
+    conds = {c["type"]: (c["status"], c["reason"]) for c in out["conditions"]}
+    assert conds["Available"] == ("False", "ForeignObjectConflict")
+    assert conds["Degraded"] == ("True", "ForeignObjectConflict")
+
+
+def test_someone_elses_built_in_runtime_is_reported_but_the_stack_stays_available() -> None:
+    out = status.platform_status(
+        generation=1,
+        version="v1",
+        deployments={"a": dep(True)},
+        crds={},
+        warnings=[],
+        runtime_conflicts=["ClusterServingRuntime triton-2.x"],
+    )
+    assert out["phase"] == "Available"
+    assert "not taken over" in out["message"] and "ClusterServingRuntime triton-2.x" in (
+        out["message"])
+    degraded = next(c for c in out["conditions"] if c["type"] == "Degraded")
+    assert (degraded["status"], degraded["reason"]) == ("True", "ForeignObjectConflict")

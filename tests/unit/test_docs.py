@@ -156,7 +156,8 @@ def test_extraction_finds_the_reasons() -> None:
         "Deleting",
         # agent: ServingPlatform and SealedStorageConnection
         "RemovalBlocked",
-        "ForeignInferenceServices",
+        "ForeignObjectsPresent",
+        "ForeignObjectConflict",
         "WaitingForInferenceServices",
         "RemovedWithLeftovers",
         "NamespaceTerminating",

@@ -347,7 +347,7 @@ STACK_OK = Hub("Available", "Available", True, "v0.15.2: all components availabl
 STORAGE_OK = Hub("Delivered", "Delivered", True, "entry delivered to models", "Ready", OK)
 MODEL_OK = Hub("Ready", "Ready", True, "", "Ready", OK)
 WAITING_FOR_ISVC = "waiting for InferenceServices to be deleted: models/iris"
-FOREIGN = "InferenceServices not created by the add-on still exist: models/other"
+FOREIGN = "1 InferenceService not created by the add-on remain"
 
 TABLE = [
     # situation                ModelServing kserve / StorageConnection s3 / MCIS iris

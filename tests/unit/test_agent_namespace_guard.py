@@ -1,0 +1,88 @@
+"""A namespace the agent created is deleted again only while it holds nothing the agent did
+not create; otherwise it is kept (and handed over when it stops being a serving namespace)."""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+from addon_agent import labels as lb
+from addon_agent import namespaces
+
+Obj = dict[str, Any]
+
+
+class FakeKube:
+    """Objects by (kind, namespace, name); ConfigMaps and Secrets are the namespaced kinds,
+    Secrets may not be listed (as with a ClusterRole that does not name them)."""
+
+    def __init__(self) -> None:
+        self.objects: dict[tuple[str, str, str], Obj] = {}
+        self.deleted: list[str] = []
+
+    def put(self, kind: str, name: str, namespace: str = "", **meta: Any) -> None:
+        metadata: Obj = {"name": name, **meta}
+        if namespace:
+            metadata["namespace"] = namespace
+        self.objects[(kind, namespace, name)] = {"kind": kind, "metadata": metadata}
+
+    def namespaced_kinds(self) -> list[tuple[str, str]]:
+        return [("v1", "ConfigMap"), ("v1", "Secret"), ("metrics.k8s.io/v1beta1", "PodMetrics")]
+
+    def get(self, api_version: str, kind: str, name: str, namespace: str | None = None) -> Any:
+        return copy.deepcopy(self.objects.get((kind, namespace or "", name)))
+
+    def list(self, api_version: str, kind: str, namespace: str | None = None,
+             label_selector: str | None = None) -> list[Obj]:
+        if kind == "Secret":
+            from kubernetes.client.exceptions import ApiException
+            raise ApiException(status=403, reason="Forbidden")
+        assert kind != "PodMetrics"
+        items = [copy.deepcopy(o) for (k, ns, _), o in self.objects.items()
+                 if k == kind and (namespace is None or ns == namespace)]
+        for item in items:
+            item.pop("kind")  # list items of built-in kinds carry no kind
+        return items
+
+    def apply(self, obj: Obj, *, force: bool = True) -> Obj:
+        meta = obj["metadata"]
+        self.objects[(obj["kind"], meta.get("namespace") or "", meta["name"])] = obj
+        return obj
+
+    def delete(self, api_version: str, kind: str, name: str, namespace: str | None = None) -> bool:
+        self.deleted.append(f"{kind} {name}")
+        return self.objects.pop((kind, namespace or "", name), None) is not None
+
+
+def created(kube: FakeKube, name: str) -> Obj:
+    kube.put("Namespace", name, labels={**lb.ours(), lb.LABEL_SERVING_NAMESPACE: "true"},
+             annotations={lb.ANNOTATION_CREATED_BY_AGENT: "true"})
+    kube.put("ConfigMap", "kube-root-ca.crt", name)
+    kube.put("ConfigMap", "made-by-agent", name, labels=lb.ours())
+    return kube.objects[("Namespace", "", name)]
+
+
+def test_contents_lists_every_kind_the_agent_may_list_with_its_kind() -> None:
+    kube = FakeKube()
+    created(kube, "ml")
+    kube.put("ConfigMap", "users-config", "ml")
+    found = namespaces.contents(kube, ["ml", "gone"])  # type: ignore[arg-type]
+    assert sorted((o["kind"], o["metadata"]["name"]) for o in found["ml"]) == [
+        ("ConfigMap", "kube-root-ca.crt"), ("ConfigMap", "made-by-agent"),
+        ("ConfigMap", "users-config")]
+    assert "gone" not in found
+
+
+def test_dropped_namespace_the_agent_created_is_deleted_only_when_it_holds_nothing_else() -> None:
+    kube = FakeKube()
+    empty = created(kube, "ml-empty")
+    namespaces.disable(kube, empty)  # type: ignore[arg-type]
+    assert kube.deleted == ["Namespace ml-empty"]
+
+    held = created(kube, "ml-held")
+    kube.put("ConfigMap", "users-config", "ml-held")
+    namespaces.disable(kube, held)  # type: ignore[arg-type]
+    assert "Namespace ml-held" not in kube.deleted
+    # kept, and no longer the agent's: its labels and annotation are gone (empty apply)
+    assert kube.objects[("Namespace", "", "ml-held")]["metadata"] == {"name": "ml-held"}
+    assert kube.objects[("ConfigMap", "ml-held", "users-config")]
