@@ -142,10 +142,10 @@ def platform_status(
                 (
                     reason
                     if phase == "Degraded"
-                    else REASON_CONFLICT
-                    if runtime_conflicts
                     else "RuntimesNotApplied"
                     if runtime_errors
+                    else REASON_CONFLICT
+                    if runtime_conflicts
                     else "ReplicasWarning"
                     if warnings
                     else reason

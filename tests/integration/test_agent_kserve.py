@@ -1,4 +1,5 @@
-"""KServe (Standard/headless) on a testbed spoke: install, settings, drift, metrics, removal."""
+"""KServe (Standard/headless) on a testbed spoke: install, settings, drift, metrics, removal
+and its guardrails (nothing the add-on did not create is taken over or deleted)."""
 
 from __future__ import annotations
 
@@ -37,8 +38,28 @@ SPEC = {
 }
 
 
+USERS_NS = "team-guard"
+USERS_RUNTIME = {
+    "apiVersion": "serving.kserve.io/v1alpha1",
+    "kind": "ServingRuntime",
+    "metadata": {"name": "users-runtime", "namespace": USERS_NS, "labels": {"team": "users"}},
+    "spec": {
+        "supportedModelFormats": [{"name": "users-format", "autoSelect": True}],
+        "containers": [{"name": "kserve-container", "image": "example.com/users/server:1"}],
+    },
+}
+USERS_CLUSTER_ROLE = {  # has the name of a ClusterRole of KServe's bundle
+    "apiVersion": "rbac.authorization.k8s.io/v1",
+    "kind": "ClusterRole",
+    "metadata": {"name": "kserve-proxy-role", "labels": {"team": "users"}},
+    "rules": [{"apiGroups": [""], "resources": ["configmaps"], "verbs": ["get"]}],
+}
+GUARD_NS = "ml-guard"
+
+
 def deployment(spoke: Any) -> Any:
     return get(spoke, "deployment", "-n", "kserve", CONTROLLER)
+
 
 
 def test_install_to_available(spoke: Any, agent: AgentProcess) -> None:
@@ -235,6 +256,37 @@ def test_runtimes_the_unserved_webhook_cannot_admit_are_reported(
     eventually(lambda: get(spoke, "validatingwebhookconfiguration", hook) is not None, timeout=30)
 
 
+def test_removal_is_blocked_by_a_users_serving_runtime_until_it_is_gone(
+    spoke: Any, agent: AgentProcess
+) -> None:
+    """A ServingRuntime the add-on did not create would go with the CRD the agent installed:
+    the removal is refused, naming kind and count, and goes on by itself once it is gone."""
+    spoke.kubectl("create", "namespace", USERS_NS, check=False)
+
+    def created() -> bool:
+        # KServe's webhook for ServingRuntimes has no server here (its controller does not
+        # run): out of the way for a moment (the agent puts it back on its next resync).
+        spoke.kubectl("delete", "validatingwebhookconfiguration",
+                      "servingruntime.serving.kserve.io", "--ignore-not-found")
+        spoke.apply_objects([USERS_RUNTIME])
+        return True
+
+    eventually(created, timeout=30)
+    spoke.apply_objects([platform(NAME, {**SPEC, "managementState": "Removed"})])
+    status = wait_phase(spoke, NAME, "RemovalBlocked", timeout=60)
+    assert status["message"].startswith(
+        "1 ServingRuntime not created by the add-on remain"), status
+    assert f"ServingRuntime {USERS_NS}/users-runtime" in status["message"], status
+    assert {x["reason"] for x in status["conditions"]} == {"ForeignObjectsPresent"}, status
+    # nothing was uninstalled
+    assert deployment(spoke) is not None
+    assert get(spoke, "crd", "servingruntimes.serving.kserve.io") is not None
+    spoke.kubectl("delete", "servingruntime", "users-runtime", "-n", USERS_NS)
+    status = wait_phase(spoke, NAME, "Removed", timeout=180)
+    assert {x["reason"] for x in status["conditions"]} == {"Removed"}, status
+    spoke.kubectl("delete", "namespace", USERS_NS, "--wait=false")
+
+
 def test_removed_uninstalls_everything(spoke: Any, agent: AgentProcess) -> None:
     spoke.apply_objects([platform(NAME, {**SPEC, "managementState": "Removed"})])
     wait_phase(spoke, NAME, "Removed", timeout=180)
@@ -243,27 +295,47 @@ def test_removed_uninstalls_everything(spoke: Any, agent: AgentProcess) -> None:
     spoke.kubectl("delete", "servingplatform", NAME, "--timeout=60s")
 
 
-def test_crd_that_existed_before_is_updated_but_never_removed(
+def test_what_is_someone_elses_is_never_taken_over_or_deleted(
     spoke: Any, agent: AgentProcess
 ) -> None:
-    """A CRD someone else installed before the agent (say an earlier KServe) serves the
-    stack, but stays its owner's: removing the stack keeps it and the objects of its kind."""
+    """What existed before the agent stays its owner's: a CRD someone else installed (say an
+    earlier KServe) serves the stack and is kept with the objects of its kind; an object with
+    the name of one of the stack's is never applied over, labelled or deleted (and the stack
+    is not Available meanwhile); a namespace the agent created that holds a user's ConfigMap
+    is kept when the stack is removed, and named."""
     theirs = "trainedmodels.serving.kserve.io"
     spoke.apply_files([p for p in upstream.kserve_crds() if "trainedmodels" in p.name])
     spoke.wait_crds_established()
-    spoke.apply_objects([platform(NAME, SPEC)])
+    spoke.apply_objects([USERS_CLUSTER_ROLE])
+    role = get(spoke, "clusterrole", "kserve-proxy-role")
+    spoke.apply_objects([platform(NAME, {**SPEC, "servingNamespaces": [GUARD_NS]})])
     try:
-        wait_phase(spoke, NAME, "Available", timeout=180)
+        status = wait_phase(spoke, NAME, "Degraded", timeout=180)
+        assert status["message"].startswith("not taken over"), status
+        assert "ClusterRole kserve-proxy-role" in status["message"], status
+        assert {x["reason"] for x in status["conditions"]} == {"ForeignObjectConflict"}, status
+        assert status["readyComponents"] == status["totalComponents"] == 1  # the rest is in
         labels = get(spoke, "crd", theirs)["metadata"].get("labels") or {}
         assert c.LABEL_MANAGED_BY not in labels, labels
         ours = get(spoke, "crd", "inferenceservices.serving.kserve.io")["metadata"]["labels"]
         assert ours[c.LABEL_MANAGED_BY] == c.FIELD_MANAGER
+        assert get(spoke, "clusterrole", "kserve-proxy-role") == role  # not even touched
+        created = get(spoke, "namespace", GUARD_NS)["metadata"]["annotations"]
+        assert created["modelserving.opendatahub.io/created-by-agent"] == "true"
+        spoke.kubectl("create", "configmap", "users-config", "-n", GUARD_NS)
 
         spoke.apply_objects([platform(NAME, {**SPEC, "managementState": "Removed"})])
-        wait_phase(spoke, NAME, "Removed", timeout=180)
-        eventually(lambda: leftovers(spoke) == [], timeout=120)
+        status = wait_phase(spoke, NAME, "Removed", timeout=180)
+        assert {x["reason"] for x in status["conditions"]} == {"RemovedWithLeftovers"}, status
+        assert f"Namespace {GUARD_NS} (holds ConfigMap {GUARD_NS}/users-config)" in (
+            status["message"]), status
+        eventually(lambda: leftovers(spoke) == [f"Namespace /{GUARD_NS}"], timeout=120)
+        assert get(spoke, "configmap", "-n", GUARD_NS, "users-config") is not None
         assert get(spoke, "crd", "inferenceservices.serving.kserve.io") is None
         assert get(spoke, "crd", theirs) is not None
+        assert get(spoke, "clusterrole", "kserve-proxy-role") == role
     finally:
         spoke.kubectl("delete", "servingplatform", NAME, "--timeout=60s", check=False)
         spoke.kubectl("delete", "crd", theirs, "--timeout=60s", check=False)
+        spoke.kubectl("delete", "clusterrole", "kserve-proxy-role", check=False)
+        spoke.kubectl("delete", "namespace", GUARD_NS, "--timeout=60s", check=False)

@@ -137,8 +137,10 @@ def test_builtin_runtimes_installed_as_rendered(
             if key != "app.kubernetes.io/managed-by":
                 assert live["metadata"]["labels"][key] == value
     status = wait_phase(spoke, NAME, "Available", timeout=60)
+    # someone else's runtime of a built-in's name is reported, the stack stays Available
     degraded = next(c for c in status["conditions"] if c["type"] == "Degraded")
-    assert degraded["status"] == "False", status
+    assert (degraded["status"], degraded["reason"]) == ("True", "ForeignObjectConflict"), status
+    assert f"deletes them): ClusterServingRuntime {FOREIGN_CSR}" in status["message"], status
     users = get(spoke, "servingruntime", "-n", EXISTING_NS, FOREIGN_SR)
     assert not ours(users) and users["metadata"]["labels"] == {"team": "users"}
 
@@ -355,8 +357,14 @@ def test_removal_blocked_by_foreign_inference_service(spoke: Any, agent: AgentPr
 
 def test_forced_removal_leaves_nothing_behind(spoke: Any, agent: AgentProcess) -> None:
     spoke.apply_objects([platform(NAME, {**SPEC, "managementState": "Removed", "force": True})])
-    _, seconds = timed(lambda: wait_phase(spoke, NAME, "Removed", timeout=180))
+    status, seconds = timed(lambda: wait_phase(spoke, NAME, "Removed", timeout=180))
     print(f"ModelMesh removal: {seconds:.1f}s")
+    # the user's etcd Secret (test_external_etcd_replaces_the_builtin_one) keeps the stack's
+    # namespace, which the agent created; once it is gone the agent deletes the namespace
+    assert f"Namespace {MM_NS} (holds Secret {MM_NS}/users-etcd)" in status["message"], status
+    eventually(lambda: leftovers(spoke) == [f"Namespace /{MM_NS}"], timeout=120)
+    assert get(spoke, "secret", "-n", MM_NS, "users-etcd") is not None
+    spoke.kubectl("delete", "secret", "users-etcd", "-n", MM_NS)
     eventually(lambda: leftovers(spoke) == [], timeout=120)
     existing = get(spoke, "namespace", EXISTING_NS)
     assert existing is not None and not existing["metadata"].get("deletionTimestamp")
