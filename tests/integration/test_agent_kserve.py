@@ -310,11 +310,15 @@ def test_what_is_someone_elses_is_never_taken_over_or_deleted(
     role = get(spoke, "clusterrole", "kserve-proxy-role")
     spoke.apply_objects([platform(NAME, {**SPEC, "servingNamespaces": [GUARD_NS]})])
     try:
-        status = wait_phase(spoke, NAME, "Degraded", timeout=180)
+        def installed_but_not_available() -> dict[str, Any]:
+            status = wait_phase(spoke, NAME, "Degraded", timeout=120)
+            assert status["readyComponents"] == status["totalComponents"] == 1, status
+            return status
+
+        status = eventually(installed_but_not_available, timeout=180)  # all but the ClusterRole
         assert status["message"].startswith("not taken over"), status
         assert "ClusterRole kserve-proxy-role" in status["message"], status
         assert {x["reason"] for x in status["conditions"]} == {"ForeignObjectConflict"}, status
-        assert status["readyComponents"] == status["totalComponents"] == 1  # the rest is in
         labels = get(spoke, "crd", theirs)["metadata"].get("labels") or {}
         assert c.LABEL_MANAGED_BY not in labels, labels
         ours = get(spoke, "crd", "inferenceservices.serving.kserve.io")["metadata"]["labels"]
