@@ -20,6 +20,10 @@ Decisions the table records:
 - The hub refusing to remove a stack (IntentsOnCluster) keeps the stack, so the model on it
   stays Ready; a removal the spoke already acts on (Removing, RemovalBlocked) makes it not
   Ready (PlatformRemoving), whatever its InferenceService says.
+- An object of the stack's bundle that exists and is someone else's (not taken over by the
+  agent) makes the ModelServing Degraded, never Ready; the model keeps what its
+  InferenceService reports. A user's object the removal would delete blocks it like a
+  foreign InferenceService (RemovalBlocked, naming kinds and counts).
 - A StorageConnection that cannot be delivered again (a key gone from the Secret, a sealed
   payload that does not open) is Failed with the precise reason; the model that was already
   given the credentials keeps serving and stays Ready.
@@ -52,6 +56,10 @@ MODEL_ISVC = removal.Instance(
     own=False, finalizers=True, terminating=False,
 )
 FOREIGN_ISVC = replace(MODEL_ISVC, name="other", by_addon=False)
+USERS_RUNTIME = removal.Instance(
+    kind="ServingRuntime", namespace="team", name="theirs",
+    crd="servingruntimes.serving.kserve.io", crd_ours=True,
+)
 
 
 def _bodies() -> dict[str, dict[str, Any]]:
@@ -78,9 +86,12 @@ def _bodies() -> dict[str, dict[str, Any]]:
 # What the spoke's objects say ---------------------------------------------------------------
 
 
-def _platform(phase: str = "Available", message: str = "") -> dict[str, Any]:
+def _platform(
+    phase: str = "Available", message: str = "", conflicts: tuple[str, ...] = ()
+) -> dict[str, Any]:
     """A ServingPlatform's status as the agent writes it (``Installing``: the controller's
-    Deployment is gone and the agent re-creates it)."""
+    Deployment is gone and the agent re-creates it; ``conflicts``: objects of the stack that
+    are someone else's)."""
     if phase in ("Available", "Degraded", "Installing"):
         deployment: dict[str, Any] | None = {
             "metadata": {"generation": 1},
@@ -94,7 +105,8 @@ def _platform(phase: str = "Available", message: str = "") -> dict[str, Any]:
         crd = {"status": {"conditions": [{"type": "Established", "status": "True"}]}}
         return {"status": agent_status.platform_status(
             generation=1, version="v0.15.2", deployments={CONTROLLER: deployment},
-            crds={"inferenceservices.serving.kserve.io": crd}, warnings=[])}
+            crds={"inferenceservices.serving.kserve.io": crd}, warnings=[],
+            conflicts=conflicts)}
     return {"status": agent_status.simple_status(phase, phase, message, 1)}
 
 
@@ -266,6 +278,18 @@ def removal_blocked(fleet: Fleet) -> None:
     fleet.report(MSV, _held(FOREIGN_ISVC, MODEL_ISVC))
 
 
+def removal_blocked_by_users_runtime(fleet: Fleet) -> None:
+    """managementState Removed: a ServingRuntime the add-on did not create would go with the
+    CRD the agent installed, so it blocks the removal."""
+    _removed_sent(fleet)
+    fleet.report(MSV, _held(USERS_RUNTIME))
+
+
+def stack_object_conflict(fleet: Fleet) -> None:
+    """An object of the stack's bundle exists and is someone else's: not taken over."""
+    fleet.report(MSV, _platform("Available", conflicts=("ClusterRole kserve-proxy-role",)))
+
+
 def removal_blocked_deleting(fleet: Fleet) -> None:
     """The work is being deleted and the agent's uninstall is blocked the same way."""
     fleet.hub.placements[("ns", "stack")] = frozenset()
@@ -373,6 +397,22 @@ TABLE = [
         Hub("Degraded", "PlatformRemoving", False, "reports RemovalBlocked", "Degraded",
             NOT_ALL),
         id="removal-blocked-on-spoke"),
+    pytest.param(
+        removal_blocked_by_users_runtime,
+        Hub("RemovalBlocked", "RemovalBlocked", False,
+            "1 ServingRuntime not created by the add-on remain", "Degraded",
+            "False RemovalBlocked"),
+        STORAGE_OK,
+        Hub("Degraded", "PlatformRemoving", False, "reports RemovalBlocked", "Degraded",
+            NOT_ALL),
+        id="removal-blocked-by-users-runtime"),
+    pytest.param(
+        stack_object_conflict,
+        Hub("Degraded", "Degraded", False, "not taken over (exist and are not the add-on's",
+            "Degraded", NOT_ALL),
+        STORAGE_OK,
+        MODEL_OK,
+        id="stack-object-someone-elses"),
     pytest.param(
         removal_blocked_deleting,
         Hub("Removing", "RemovalBlocked", False, FOREIGN, "Degraded", "False RemovalBlocked"),
