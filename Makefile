@@ -44,7 +44,7 @@ unit: venv
 # (tests/conftest.py: _worker_group).
 PYTEST_WORKERS ?= 3
 test: venv binaries lint
-	$(BIN)/pytest -q --durations=10 -n $(PYTEST_WORKERS) --dist loadgroup -m "not image" tests $(ARGS)
+	$(BIN)/pytest -q --durations=10 -n $(PYTEST_WORKERS) --dist loadgroup --no-loadscope-reorder -m "not image" tests $(ARGS)
 
 # Long variants of tests/reliability (more rounds, more kills, issue 8's sizes), not part of
 # `make test`; -s shows what each run measured. RELIABILITY_SEED=<n> replays a run.

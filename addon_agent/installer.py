@@ -16,6 +16,7 @@ from kubernetes.client.exceptions import ApiException
 
 from addon_agent import bundle_source, certs, planning, removal, status
 from addon_agent import labels as lb
+from addon_agent.crd_cache import CrdCache
 from addon_agent.kube import Kube
 from addon_agent.planning import ClusterFacts, Plan
 from addon_agent.stacks import STACKS
@@ -79,6 +80,7 @@ class Installer:
         self._parsed: tuple[str, list[Obj]] = ("", [])
         """The last bundle parsed (sha256 of its text, objects); planning copies them."""
         self.kube = kube
+        self.crds = CrdCache(kube)
         self.bundle_root = bundle_root
         self.agent_namespace = agent_namespace
         self.cache = cache
@@ -94,8 +96,7 @@ class Installer:
 
     def _crd_established(self, name: str) -> bool:
         # A GET of the CRD, not discovery: the discovery cache may lag behind CRD changes.
-        crd = self.kube.get("apiextensions.k8s.io/v1", "CustomResourceDefinition", name)
-        return status.condition_true(crd, "Established")
+        return status.condition_true(self.crds.get(name), "Established")
 
     def build_plan(self, spec: ServingPlatformSpec) -> Plan:
         """The desired objects for ``spec`` (webhook certificates included)."""
@@ -216,9 +217,10 @@ class Installer:
         updated to the stack's version, since the stack needs it, but it is not labelled as
         the agent's and never deleted: deleting a CRD deletes every object of its kind.
         """
-        existing = self.kube.get(obj["apiVersion"], obj["kind"], obj["metadata"]["name"])
+        existing = self.crds.get(obj["metadata"]["name"], cached=False)
+        live = (self.crds.resource_version(obj["metadata"]["name"]) or "") if existing else ""
         if existing is None or lb.is_ours(existing):
-            self._apply_if_changed(obj)
+            self._apply_if_changed(obj, live)
             return True
         ref = Ref.of(obj)
         if ref not in self._foreign:
@@ -228,7 +230,7 @@ class Installer:
         meta["labels"] = {
             k: v for k, v in (meta.get("labels") or {}).items() if k not in lb.ours()
         }
-        self._apply_if_changed({**obj, "metadata": meta})
+        self._apply_if_changed({**obj, "metadata": meta}, live)
         return False
 
     def _someone_elses(self, obj: Obj, the_plan: Plan) -> tuple[bool, str]:
@@ -288,10 +290,7 @@ class Installer:
             pending = [
                 n
                 for n in pending
-                if not status.condition_true(
-                    self.kube.get("apiextensions.k8s.io/v1", "CustomResourceDefinition", n),
-                    "Established",
-                )
+                if not status.condition_true(self.crds.get(n), "Established")
             ]
             if not pending:
                 break
@@ -376,8 +375,7 @@ class Installer:
             for ns, name in the_plan.controllers()
         }
         crds = {
-            n: self.kube.get("apiextensions.k8s.io/v1", "CustomResourceDefinition", n)
-            for n in the_plan.crd_names()
+            n: self.crds.get(n) for n in the_plan.crd_names()
         }
         return status.platform_status(
             generation=generation,
@@ -404,7 +402,7 @@ class Installer:
         names = {r.name for r in refs if r.kind == "CustomResourceDefinition"}
         out: list[removal.Instance] = []
         for name in sorted(names | {removal.ISVC_CRD}):
-            crd = self.kube.get("apiextensions.k8s.io/v1", "CustomResourceDefinition", name)
+            crd = self.crds.get(name, cached=False)
             if crd is None:
                 continue
             spec = crd.get("spec") or {}

@@ -103,15 +103,21 @@ class Kube:
         return result
 
     def metadata(
-        self, api_version: str, kind: str, name: str, namespace: str | None = None
+        self, api_version: str, kind: str, name: str, namespace: str | None = None,
+        *, cached: bool = False,
     ) -> Obj | None:
-        """The metadata of an object (metadata-only GET), None when absent."""
+        """Metadata of an object (metadata-only GET), None when absent.
+
+        ``cached`` lets the API server answer from its watch cache (resourceVersion 0): no
+        storage read, but it may trail the latest write by a moment.
+        """
         res = self.resource(api_version, kind)
         try:
             out = res.get(
                 name=name,
                 namespace=namespace if res.namespaced else None,
                 header_params={"Accept": PARTIAL_METADATA},
+                resource_version="0" if cached else None,
             )
         except NotFoundError:
             return None

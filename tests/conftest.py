@@ -56,28 +56,34 @@ def go_modules() -> Callable[[str, str], Path]:
     return upstream.module_dir
 
 
-SPOKE_STATE_FILES = frozenset(
-    {
-        "test_agent_bundles",
-        "test_agent_certmanager",
-        "test_agent_kserve",
-        "test_agent_modelmesh",
-        "test_agent_sealing",
-        "test_agent_storage",
-        "test_identities",
-        "test_testbed_smoke",
-        "test_agent_killed",
-    }
-)
-"""Test files (by name) that run the agent or install stacks on the first spoke: they share the
-``spokes`` testbed, in file order, since each leaves cluster-wide state there (CRDs installed
-before the agent, a stack removed) that the next one expects. Every other test on a shared
-testbed uses the ``hub`` one (the manager, admission, the chart)."""
+SHARED_TESTBED_OF_FILE = {
+    # The agent and stacks on the first spoke: each file leaves cluster-wide state there (CRDs
+    # installed before the agent, a stack removed) that the next one of its testbed expects.
+    "test_agent_bundles": "spokes",
+    "test_agent_certmanager": "spokes",
+    "test_agent_kserve": "spokes",
+    "test_agent_storage": "spokes",
+    "test_agent_sealing": "spokes",
+    "test_identities": "spokes",
+    "test_agent_modelmesh": "stacks",
+    "test_testbed_smoke": "stacks",
+    "test_agent_killed": "stacks",
+    # The manager through OCM's work agents, one testbed for the long-running kinds of test.
+    "test_manager_cases": "works",
+    "test_manager_core": "works",
+    "test_work_agent_rbac": "works",
+    "test_work_agent_stopped": "works",
+}
+"""Test files (by name) that do not use the default ``hub`` testbed, and the one they use.
+
+Files on one testbed run one after the other in file order, on one parallel worker; files on
+different testbeds run in parallel (``make test``). Every other file that asks for
+``testbed`` uses ``hub`` (admission, the chart, the manager's leader election and scale)."""
 
 
 def shared_testbed_name(path: Path) -> str:
     """Which shared testbed the tests of the file at ``path`` use."""
-    return "spokes" if path.stem in SPOKE_STATE_FILES else "hub"
+    return SHARED_TESTBED_OF_FILE.get(path.stem, "hub")
 
 
 @pytest.fixture(scope="session")
@@ -178,10 +184,24 @@ def pytest_itemcollected(item: pytest.Item) -> None:
     item.add_marker(pytest.mark.xdist_group(_worker_group(item)))
 
 
+LONGEST_GROUPS = (
+    "testbed-spokes", "testbed-hub", "testbed-stacks", "testbed-works", "test_e2e", "reliability"
+)
+"""The worker groups that take minutes, longest first (``--durations`` of ``make test``).
+They run first, so that each parallel worker starts on one and the short files fill the gaps
+(``make test`` passes ``--no-loadscope-reorder``, which keeps this order)."""
+
+
+def _group_rank(item: pytest.Item) -> int:
+    group = _worker_group(item)
+    return LONGEST_GROUPS.index(group) if group in LONGEST_GROUPS else len(LONGEST_GROUPS)
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Mark ``testbed`` every test that uses one of :data:`HARNESS_FIXTURES`; skip ``image``
     tests unless ``-m`` asks for them; check that every ``needs`` names an earlier step of the
-    same class."""
+    same class; put the longest worker groups first (file order kept within each)."""
+    items.sort(key=_group_rank)
     wants_image = "image" in (config.option.markexpr or "")
     for item in items:
         if HARNESS_FIXTURES & set(getattr(item, "fixturenames", ())):

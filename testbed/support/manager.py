@@ -196,7 +196,7 @@ def get_json(cluster: Any, *args: str) -> Any:
 
 def exists(cluster: Any, *args: str) -> bool:
     """Whether ``kubectl get`` finds the object."""
-    return bool(cluster.kubectl("get", *args, check=False).returncode == 0)
+    return bool(cluster.kubectl("get", *args, "-o", "json", check=False).returncode == 0)
 
 
 def prepare(testbed: Testbed) -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import subprocess
 import uuid
 from typing import Any
 
@@ -292,3 +293,40 @@ def test_fake_nodes_renew_their_leases(testbed: Testbed) -> None:
         eventually(lambda f=first, r=renew_time: r() != f, timeout=40)  # type: ignore[misc]
         ready = _get_json(spoke, "node", node)["status"]["conditions"]
         assert {c["type"]: c["status"] for c in ready}["Ready"] == "True"
+
+
+def test_in_process_get_answers_as_kubectl_does(testbed: Testbed) -> None:
+    """``Cluster.kubectl("get", ..., "-o", "json")`` is answered in process
+    (testbed.reading); the real kubectl must agree on every form the tests use."""
+    hub = testbed.hub
+    queries = [
+        ("namespace", "kube-system"),
+        ("managedclusters",),
+        ("placements", "-A"),  # served in v1beta1 only, not the preferred v1
+        ("managedcluster", "cluster1"),
+        ("configmaps", "-A", "-l", "no-such-label=x"),
+        ("clusterrolebindings,clusterroles", "-l", "kubernetes.io/bootstrapping=rbac-defaults"),
+        ("lease", "-n", "kube-system"),
+        ("crd/managedclusters.cluster.open-cluster-management.io",),
+    ]
+    for query in queries:
+        mine = hub.kubectl("get", *query, "-o", "json")
+        theirs = subprocess.run(
+            ["kubectl", f"--kubeconfig={hub.kubeconfig}", "get", *query, "-o", "json"],
+            capture_output=True, text=True, check=True,
+        )
+        ours, real = json.loads(mine.stdout), json.loads(theirs.stdout)
+        if real.get("kind") == "List":
+            assert [(i["kind"], i["metadata"]["name"]) for i in ours["items"]] == [
+                (i["kind"], i["metadata"]["name"]) for i in real["items"]
+            ], query
+        else:
+            assert ours["metadata"]["uid"] == real["metadata"]["uid"], query
+    for query in [("managedcluster", "no-such-cluster"), ("no-such-kind",)]:
+        mine = hub.kubectl("get", *query, "-o", "json", check=False)
+        theirs = subprocess.run(
+            ["kubectl", f"--kubeconfig={hub.kubeconfig}", "get", *query, "-o", "json"],
+            capture_output=True, text=True,
+        )
+        assert (mine.returncode != 0) == (theirs.returncode != 0), query
+        assert ("NotFound" in mine.stderr) == ("NotFound" in theirs.stderr), query

@@ -1,0 +1,227 @@
+"""``kubectl get ... -o json`` answered in process: the same API requests, no kubectl process.
+
+Tests poll the clusters thousands of times per run; each kubectl process costs about 0.1 s of
+CPU (start-up, kubeconfig, discovery cache) on a machine that is CPU-bound. :class:`Reader`
+resolves a resource type as kubectl does (plural, singular, kind, short name, optionally with
+``.group``) from the API server's discovery, then lists or gets with the same query
+(namespace, label selector) and returns what kubectl would print: the object, or a ``List``
+whose items carry ``apiVersion`` and ``kind``. Anything it does not understand (other flags,
+several names, output formats other than json) is :class:`NotHandled`, and the caller runs
+kubectl itself.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+import urllib.parse
+from dataclasses import dataclass
+from typing import Any
+
+DISCOVERY_REFRESH_SECONDS = 1.0
+"""An unknown type re-reads discovery at most this often (a CRD may just have appeared)."""
+
+
+class NotHandled(Exception):
+    """These arguments need the real kubectl."""
+
+
+@dataclass(frozen=True)
+class Resource:
+    """One API resource as discovery lists it."""
+
+    group: str
+    version: str
+    plural: str
+    kind: str
+    namespaced: bool
+
+    def path(self, namespace: str | None, name: str | None) -> str:
+        """The URL path of the collection (or of ``name`` in it)."""
+        root = f"/api/{self.version}" if not self.group else f"/apis/{self.group}/{self.version}"
+        if self.namespaced and namespace:
+            root += f"/namespaces/{namespace}"
+        root += f"/{self.plural}"
+        return f"{root}/{name}" if name else root
+
+    @property
+    def api_version(self) -> str:
+        """``group/version`` (``version`` for the core group)."""
+        return f"{self.group}/{self.version}" if self.group else self.version
+
+
+@dataclass(frozen=True)
+class Query:
+    """What a ``kubectl get`` command line asks for."""
+
+    types: tuple[str, ...]
+    name: str | None
+    namespace: str | None
+    all_namespaces: bool
+    selector: str | None
+
+
+@dataclass(frozen=True)
+class Answer:
+    """kubectl's exit code, stdout and stderr for one query."""
+
+    returncode: int
+    stdout: str
+    stderr: str
+
+
+def parse(args: tuple[str, ...]) -> Query:
+    """Parse the arguments after ``get``; :class:`NotHandled` for anything unusual."""
+    positional: list[str] = []
+    namespace = selector = None
+    all_namespaces = json_output = False
+    it = iter(args)
+    for arg in it:
+        if arg in ("-n", "--namespace"):
+            namespace = next(it, None)
+        elif arg.startswith("--namespace="):
+            namespace = arg.split("=", 1)[1]
+        elif arg in ("-l", "--selector"):
+            selector = next(it, None)
+        elif arg.startswith("--selector="):
+            selector = arg.split("=", 1)[1]
+        elif arg in ("-A", "--all-namespaces"):
+            all_namespaces = True
+        elif arg in ("-o", "--output"):
+            json_output = next(it, None) == "json"
+            if not json_output:
+                raise NotHandled(arg)
+        elif arg == "-ojson" or arg == "--output=json":
+            json_output = True
+        elif arg.startswith("-"):
+            raise NotHandled(arg)
+        else:
+            positional.append(arg)
+    if not json_output or not positional or len(positional) > 2:
+        raise NotHandled(" ".join(args))
+    first = positional[0]
+    if "/" in first:
+        if len(positional) != 1:
+            raise NotHandled(" ".join(args))
+        kind, slash_name = first.split("/", 1)
+        return Query((kind,), slash_name, namespace, all_namespaces, selector)
+    types = tuple(first.split(","))
+    name = positional[1] if len(positional) == 2 else None
+    if name is not None and len(types) != 1:
+        raise NotHandled(" ".join(args))
+    return Query(types, name, namespace, all_namespaces, selector)
+
+
+def index(groups: list[tuple[str, str, list[dict[str, Any]]]]) -> dict[str, Resource]:
+    """Every name a type can go by -> its resource.
+
+    Earlier groups win, as kubectl's own priority puts the core group first.
+    """
+    out: dict[str, Resource] = {}
+    for group, version, resources in groups:
+        for r in resources:
+            if "/" in r["name"]:
+                continue  # a subresource
+            res = Resource(group, version, r["name"], r["kind"], bool(r.get("namespaced")))
+            names = {r["name"], r.get("singularName") or "", r["kind"].lower()}
+            names.update(r.get("shortNames") or [])
+            for n in filter(None, names):
+                for key in (n, f"{n}.{group}", f"{n}.{version}.{group}") if group else (n,):
+                    out.setdefault(key.lower(), res)
+    return out
+
+
+class Reader:
+    """Answers ``get ... -o json`` for one cluster through a kubernetes ApiClient."""
+
+    def __init__(self, api_client: Any, default_namespace: str = "default") -> None:
+        self._api = api_client
+        self._default_namespace = default_namespace
+        self._lock = threading.Lock()
+        self._types: dict[str, Resource] = {}
+        self._discovered_at = float("-inf")
+
+    def get(self, args: tuple[str, ...], timeout: float) -> Answer:
+        """What ``kubectl get <args>`` would answer (:class:`NotHandled` when unsure)."""
+        query = parse(args)
+        try:
+            resources = [self._resolve(t, timeout) for t in query.types]
+        except LookupError as err:
+            return Answer(1, "", f'error: the server doesn\'t have a resource type "{err}"\n')
+        except OSError as err:
+            return Answer(1, "", f"error: {err}\n")
+        namespace = None if query.all_namespaces else query.namespace or self._default_namespace
+        items: list[dict[str, Any]] = []
+        for res in resources:
+            status, body = self._request(
+                res.path(namespace, query.name), timeout,
+                {"labelSelector": query.selector} if query.selector else {},
+            )
+            if status == 404 and query.name:
+                return Answer(
+                    1, "",
+                    f'Error from server (NotFound): {res.plural}.{res.group or "core"}'
+                    f' "{query.name}" not found\n',
+                )
+            if status >= 400:
+                reason = body.get("reason", "Error") if isinstance(body, dict) else "Error"
+                message = body.get("message", "") if isinstance(body, dict) else str(body)
+                return Answer(1, "", f"Error from server ({reason}): {message}\n")
+            if query.name:
+                return Answer(0, json.dumps(body), "")
+            for item in body.get("items") or []:
+                item.setdefault("apiVersion", res.api_version)
+                item.setdefault("kind", res.kind)
+                items.append(item)
+        listing = {"apiVersion": "v1", "kind": "List", "items": items,
+                   "metadata": {"resourceVersion": ""}}
+        return Answer(0, json.dumps(listing), "")
+
+    def _resolve(self, token: str, timeout: float) -> Resource:
+        key = token.lower()
+        with self._lock:
+            if key in self._types:
+                return self._types[key]
+            if time.monotonic() - self._discovered_at > DISCOVERY_REFRESH_SECONDS:
+                self._types = index(self._discover(timeout))
+                self._discovered_at = time.monotonic()
+            if key in self._types:
+                return self._types[key]
+        raise LookupError(token)
+
+    def _discover(self, timeout: float) -> list[tuple[str, str, list[dict[str, Any]]]]:
+        found: list[tuple[str, str, list[dict[str, Any]]]] = []
+        _, core = self._request("/api/v1", timeout)
+        found.append(("", "v1", core.get("resources") or []))
+        _, groups = self._request("/apis", timeout)
+        for group in groups.get("groups") or []:
+            # Every served version, the preferred one first: a kind may be served only in
+            # another (KServe's ServingRuntimes are v1alpha1, its InferenceService v1beta1).
+            preferred = group["preferredVersion"]["version"]
+            versions = [preferred] + [
+                v["version"] for v in group.get("versions") or [] if v["version"] != preferred
+            ]
+            for version in versions:
+                status, listing = self._request(f"/apis/{group['name']}/{version}", timeout)
+                if status < 400:
+                    found.append((group["name"], version, listing.get("resources") or []))
+        return found
+
+    def _request(
+        self, path: str, timeout: float, query: dict[str, str] | None = None
+    ) -> tuple[int, Any]:
+        url = self._api.configuration.host + path
+        if query:
+            url += "?" + urllib.parse.urlencode(query)
+        try:
+            resp = self._api.rest_client.request(
+                "GET", url, headers={"Accept": "application/json"}, _request_timeout=timeout
+            )
+            raw = resp.read()
+        except Exception as err:  # connection refused, TLS, timeout: kubectl fails too
+            raise OSError(str(err)) from err
+        try:
+            return int(resp.status), json.loads(raw or b"{}")
+        except ValueError:
+            return int(resp.status), {"message": raw.decode(errors="replace")[:500]}

@@ -1,0 +1,66 @@
+"""The in-process ``kubectl get -o json``: argument parsing and type names (pure)."""
+
+from __future__ import annotations
+
+import pytest
+
+from testbed.reading import NotHandled, Query, index, parse
+
+
+def test_parse_reads_what_kubectl_get_takes() -> None:
+    assert parse(("msv", "kserve", "-n", "ns1", "-o", "json")) == Query(
+        ("msv",), "kserve", "ns1", False, None
+    )
+    assert parse(("manifestworks", "-A", "-l", "a=b,c=d", "-o", "json")) == Query(
+        ("manifestworks",), None, None, True, "a=b,c=d"
+    )
+    assert parse(("crd/x.example.com", "--output=json")) == Query(
+        ("crd",), "x.example.com", None, False, None
+    )
+    assert parse(("msv,sconn", "--namespace=t", "-ojson")).types == ("msv", "sconn")
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ("msv", "a"),  # table output: kubectl's
+        ("msv", "-o", "yaml"),
+        ("msv", "-o", "jsonpath={.items}"),
+        ("--raw=/readyz",),
+        ("msv", "a", "b", "-o", "json"),  # several names
+        ("msv,sconn", "a", "-o", "json"),
+        ("msv", "--field-selector=x", "-o", "json"),
+    ],
+)
+def test_anything_else_is_left_to_kubectl(args: tuple[str, ...]) -> None:
+    with pytest.raises(NotHandled):
+        parse(args)
+
+
+def test_types_resolve_by_every_name_core_group_first() -> None:
+    found = index(
+        [
+            ("", "v1", [
+                {"name": "events", "kind": "Event", "namespaced": True, "singularName": "event",
+                 "shortNames": ["ev"]},
+                {"name": "pods/log", "kind": "Pod", "namespaced": True},
+            ]),
+            ("events.k8s.io", "v1", [
+                {"name": "events", "kind": "Event", "namespaced": True, "singularName": "event"},
+            ]),
+            ("serving.kserve.io", "v1beta1", [
+                {"name": "inferenceservices", "kind": "InferenceService", "namespaced": True,
+                 "singularName": "inferenceservice", "shortNames": ["isvc"]},
+            ]),
+        ]
+    )
+    assert found["events"].group == ""
+    assert found["ev"].group == ""
+    assert found["events.events.k8s.io"].group == "events.k8s.io"
+    for name in ("isvc", "inferenceservice", "inferenceservices", "InferenceService".lower(),
+                 "inferenceservices.serving.kserve.io", "isvc.v1beta1.serving.kserve.io"):
+        assert found[name].path("ns", "iris") == (
+            "/apis/serving.kserve.io/v1beta1/namespaces/ns/inferenceservices/iris"
+        )
+    assert "pods/log" not in found
+    assert found["event"].path(None, None) == "/api/v1/events"
