@@ -51,7 +51,8 @@ class ServingPlatformStatus(ApiModel):
 
     phase: ServingPlatformPhase | None = None
     """Installing, Available, Degraded, Removing, Removed or RemovalBlocked (uninstall
-    refused: foreign InferenceServices exist and force is false)."""
+    refused while force is false: objects the add-on did not create exist under a CRD it
+    would delete, or InferenceServices still use the stack)."""
     message: Annotated[str, Field(max_length=1024)] = ""
     """Human-readable details of the phase."""
     observed_generation: Annotated[int, Field(ge=0)] | None = None
