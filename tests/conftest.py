@@ -81,6 +81,12 @@ different testbeds run in parallel (``make test``). Every other file that asks f
 ``testbed`` uses ``hub`` (admission, the chart, the manager's leader election and scale)."""
 
 
+SPOKES_OF_TESTBED = {"spokes": 1}
+"""Managed clusters of a shared testbed when not two: the agent's tests use only the first.
+Each cluster holds about a dozen inotify instances (API server and controller-manager cert
+watchers), and parallel testbeds share the user's limit (128 by default)."""
+
+
 def shared_testbed_name(path: Path) -> str:
     """Which shared testbed the tests of the file at ``path`` use."""
     return SHARED_TESTBED_OF_FILE.get(path.stem, "hub")
@@ -92,27 +98,38 @@ def _shared_testbeds(built_binaries: Callable[[str], Path]) -> Iterator[dict[str
     beds: dict[str, Testbed] = {}
     yield beds
     for bed in beds.values():
-        if os.environ.get("TESTBED_RUN_DIR"):
-            bed.stop()
-        else:
-            bed.cleanup()
+        _stop_shared(bed)
+
+
+def _stop_shared(bed: Testbed) -> None:
+    """Stop a shared testbed; keep its files when ``TESTBED_RUN_DIR`` asks for them."""
+    if os.environ.get("TESTBED_RUN_DIR"):
+        bed.stop()
+    else:
+        bed.cleanup()
 
 
 @pytest.fixture(scope="module")
 def testbed(_shared_testbeds: dict[str, Testbed], request: pytest.FixtureRequest) -> Testbed:
-    """A hub and two spokes on real binaries, shared by the test files of one name
-    (:func:`shared_testbed_name`); started by the first test that needs it.
+    """A hub and two spokes (:data:`SPOKES_OF_TESTBED`) on real binaries, shared by the test
+    files of one name (:func:`shared_testbed_name`); started by the first test that needs it
+    and stopped when this worker moves on to another shared testbed.
 
     Set ``TESTBED_RUN_DIR`` to keep logs and kubeconfigs in a known place (a folder per
     parallel worker and testbed).
     """
     name = shared_testbed_name(Path(str(request.path)))
     if name not in _shared_testbeds:
+        # The files of one testbed run one after the other (one worker group, longest
+        # first): a worker that moves on to another testbed is done with the one it had, and
+        # an idle testbed still costs CPU (API servers, controllers, OCM's agents).
+        for other in list(_shared_testbeds):
+            _stop_shared(_shared_testbeds.pop(other))
         run_dir = os.environ.get("TESTBED_RUN_DIR")
         where = None
         if run_dir:
             where = Path(run_dir) / os.environ.get("PYTEST_XDIST_WORKER", "main") / name
-        bed = Testbed(spokes=2, run_dir=where)
+        bed = Testbed(spokes=SPOKES_OF_TESTBED.get(name, 2), run_dir=where)
         _shared_testbeds[name] = bed.__enter__()
     return _shared_testbeds[name]
 
