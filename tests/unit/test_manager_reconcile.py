@@ -960,7 +960,7 @@ def test_a_tampered_identity_work_is_not_trusted_and_is_rewritten() -> None:
         placements={("ns", "p"): frozenset({"c1"})},
         secrets={("ns", "creds"): {"access_key_id": "AK1"}},
     )
-    reconciler = Reconciler(hub, hub)
+    reconciler = Reconciler(hub, hub, admin=OPEN_POLICY)
 
     def reconcile() -> None:
         asyncio.run(reconciler.reconcile(c.KIND_STORAGE_CONNECTION, sc_body()))
@@ -995,7 +995,7 @@ def test_only_the_identity_work_of_its_exact_name_counts() -> None:
         placements={("ns", "p"): frozenset({"c1"})},
         secrets={("ns", "creds"): {"access_key_id": "AK1"}},
     )
-    reconciler = Reconciler(hub, hub)
+    reconciler = Reconciler(hub, hub, admin=OPEN_POLICY)
     asyncio.run(reconciler.reconcile(c.KIND_STORAGE_CONNECTION, sc_body()))
     real = hub.works[("c1", naming.IDENTITY_WORK_NAME)]
     key = sealing.public_key_of(sealing.generate_private_key())
@@ -1013,7 +1013,7 @@ def test_a_changed_agent_key_stops_sealing_until_approved() -> None:
         placements={("ns", "p"): frozenset({"c1"})},
         secrets={("ns", "creds"): {"access_key_id": "AK1"}},
     )
-    reconciler = Reconciler(hub, hub)
+    reconciler = Reconciler(hub, hub, admin=OPEN_POLICY)
 
     def reconcile() -> None:
         asyncio.run(reconciler.reconcile(c.KIND_STORAGE_CONNECTION, sc_body()))

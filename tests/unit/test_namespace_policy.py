@@ -312,3 +312,19 @@ def test_agent_refuses_a_sealed_connection_into_another_tenants_namespace(
     reason = next(x for x in kube.statuses["team-a.s3"]["conditions"]
                   if x["type"] == "Delivered")["reason"]
     assert reason == "ReachedDelivery"
+
+
+def test_a_sealed_work_keeps_its_keyed_render_hash_under_an_executor() -> None:
+    """The executor is hashed in, and a work carrying sealed data stays HMAC-keyed."""
+    from addon_manager import render
+
+    key = b"k" * 32
+    inputs = render.SealInputs(public_key="p", key_id="k", binding="b", secret_digest="",
+                               hash_key=key)
+    work = render._work(c.KIND_STORAGE_CONNECTION, "team-a", "s3", "c1", [], [],
+                        seal_inputs=inputs, hash_key=key)
+    gated = mt.with_executor(work, c.AGENT_NAMESPACE, "model-serving-tenant-team-a")
+    body = {**gated.body, "metadata": {**gated.body["metadata"], "annotations": {}}}
+    assert gated.render_hash != work.render_hash
+    assert gated.render_hash == render.keyed_canonical_hash(key, body)
+    assert gated.render_hash != render.canonical_hash(body)
