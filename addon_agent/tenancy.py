@@ -4,9 +4,10 @@ The manager refuses out-of-policy targets before sealing; the agent checks again
 policy it was given (``--target-namespaces``, from the add-on's AddOnDeploymentConfig), before
 it writes a credential anywhere: a sealed connection whose hub namespace may not target one of
 its namespaces is refused whole. The hub namespace is read from the object's name
-(``<hub namespace>.<name>``, the name the manager gives it and binds into the sealed envelope),
-and ``spec.source`` must agree. Kept apart from the delivery itself, and called from one place
-(:meth:`addon_agent.handlers.Agent.deliver`).
+(``<hub namespace>.<name>``, the name the manager gives it and binds into the sealed envelope;
+``spec.source`` must agree), else from ``spec.source``; a connection naming neither is judged
+as hub namespace "" (allowed only by a ``*`` entry). Kept apart from the delivery itself, and
+called from one place (:meth:`addon_agent.handlers.Agent.deliver`).
 """
 
 from __future__ import annotations
@@ -28,14 +29,14 @@ def refused_targets(
 ) -> str:
     """Why the connection may not be delivered to ``targets``; "" when every one is allowed.
 
-    A connection whose name names no hub namespace, or whose ``source`` names another one,
-    has no tenant whose policy could allow it, and is refused.
+    A connection whose ``source`` names another hub namespace than its name is refused.
     """
     tenant = tenant_of(object_name)
-    if not tenant or (source_namespace is not None and source_namespace != tenant):
-        return (f"the sealed connection {object_name!r} does not name its hub namespace as "
-                f"<hub namespace>.<name> (source: {source_namespace!r}), so no tenant's policy "
-                "allows it")
+    if not tenant:
+        tenant = source_namespace or ""
+    elif source_namespace is not None and source_namespace != tenant:
+        return (f"the sealed connection {object_name!r} is named for hub namespace {tenant!r} "
+                f"but its source says {source_namespace!r}; no tenant's policy allows it")
     refused = [
         f"{target}: {why}" for target in targets
         if (why := policy.refusal(tenant, target, agent_namespace))

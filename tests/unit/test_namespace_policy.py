@@ -259,7 +259,9 @@ def test_agent_refuses_targets_out_of_its_policy() -> None:
     assert "always denied" in refused(pol, "team-a.s3", "team-a", ["agent"], "agent")
     # the tenant comes from the (sealed) object name; a source naming another is refused
     assert refused(pol, "team-b.s3", "team-a", ["team-a"], "agent") != ""
-    assert refused(pol, "s3", "team-a", ["team-a"], "agent") != ""
+    assert refused(pol, "s3", "team-a", ["team-a"], "agent") == ""  # not the manager's name
+    assert refused(pol, "s3", None, ["team-a"], "agent") != ""  # no tenant: only '*' allows
+    assert refused(tenancy.parse("*=*"), "s3", None, ["team-a"], "agent") == ""
 
 
 class _StatusKube(FakeKube):
