@@ -7,8 +7,10 @@ they are not part of the agent's public command line.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
+
+from addon_api.tenancy import NamespacePolicy
 
 DEV_EXTERNAL_WEBHOOK_URL = "MODEL_SERVING_DEV_EXTERNAL_WEBHOOK_URL"
 """Environment variable, development only (the testbed): base URL of a webhook server that
@@ -36,6 +38,9 @@ class AgentConfig:
     """Base64 Ed25519 verify keys of the manager (``--seal-verify-key``): a sealed payload
     must carry a signature of one of them. None configured: every payload is refused
     (``SealUnsigned``)."""
+    target_namespaces: NamespacePolicy = field(default_factory=NamespacePolicy)
+    """Which spoke namespaces each hub namespace's sealed connections may target
+    (``--target-namespaces``; default: the namespace of the same name)."""
     external_webhook_url: str | None = None
     """Development only (``MODEL_SERVING_DEV_EXTERNAL_WEBHOOK_URL``): base URL of the stack's
     webhook server when its controllers run outside the cluster, as the testbed's KServe

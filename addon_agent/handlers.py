@@ -10,7 +10,7 @@ from typing import Any
 import kopf
 from kubernetes.client.exceptions import ApiException
 
-from addon_agent import delivery, identity, lease, ledger, metrics, namespaces, removal
+from addon_agent import delivery, identity, lease, ledger, metrics, namespaces, removal, tenancy
 from addon_agent import status as st
 from addon_agent.bundle_source import BundleError
 from addon_agent.config import AgentConfig
@@ -22,6 +22,7 @@ from addon_api import constants as c
 from addon_api.base import plain
 from addon_api.conditions import condition
 from addon_api.spoke import SealedStorageConnectionSpec, ServingPlatformSpec
+from addon_api.tenancy import REASON as REASON_NAMESPACE
 
 log = logging.getLogger(__name__)
 
@@ -257,6 +258,13 @@ class Agent:
         with metrics.RECONCILE_SECONDS.labels(kind="SealedStorageConnection").time():
             try:
                 spec = SealedStorageConnectionSpec.model_validate(plain(body["spec"]))
+                refused = tenancy.refused_targets(
+                    self.config.target_namespaces, name,
+                    spec.source.namespace if spec.source else None,
+                    spec.target_namespaces, self.config.namespace,
+                )
+                if refused:
+                    raise delivery.DeliveryError(REASON_NAMESPACE, refused)
                 delivery.deliver(
                     self.kube, self.opener(spec.key_id), self.ledger, ns, name, spec
                 )

@@ -16,7 +16,7 @@ from addon_agent import lease
 from addon_agent.config import DEV_EXTERNAL_WEBHOOK_CA_FILE, DEV_EXTERNAL_WEBHOOK_URL, AgentConfig
 from addon_agent.handlers import Agent, register
 from addon_api import constants as c
-from addon_api import sealing
+from addon_api import sealing, tenancy
 
 
 def default_namespace(environ: Mapping[str, str] | None = None) -> str:
@@ -83,11 +83,23 @@ def parse(argv: Sequence[str], environ: Mapping[str, str] | None = None) -> Agen
     )
     parser.add_argument("--lease-seconds", type=float, default=10.0, help="Lease renewal interval")
     parser.add_argument("--log-level", default="INFO")
+    parser.add_argument(
+        "--target-namespaces",
+        default="",
+        help="namespace policy, as the manager's flag: 'hub=spoke1,spoke2;hub2=spoke3' "
+        "('*' as a key: every other hub namespace; as a target: any namespace); empty: each "
+        "hub namespace may target the namespace of its own name. Sealed connections to other "
+        "namespaces are refused (NamespaceNotAllowed)",
+    )
     args = parser.parse_args(list(argv))
     try:
         verify_keys = sealing.parse_verify_keys(args.seal_verify_key)
     except sealing.SealError as err:
         parser.error(f"--seal-verify-key: {err}")
+    try:
+        targets = tenancy.parse(args.target_namespaces)
+    except ValueError as err:
+        parser.error(str(err))
     webhook_url = env.get(DEV_EXTERNAL_WEBHOOK_URL) or None
     webhook_ca_file = env.get(DEV_EXTERNAL_WEBHOOK_CA_FILE) or None
     if (webhook_url is None) != (webhook_ca_file is None):
@@ -104,6 +116,7 @@ def parse(argv: Sequence[str], environ: Mapping[str, str] | None = None) -> Agen
         lease_seconds=args.lease_seconds,
         log_level=args.log_level.upper(),
         seal_verify_keys=verify_keys,
+        target_namespaces=targets,
         external_webhook_url=webhook_url,
         external_webhook_ca=Path(webhook_ca_file).read_bytes() if webhook_ca_file else None,
     )

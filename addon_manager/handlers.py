@@ -19,7 +19,7 @@ from typing import Any
 import kopf
 
 from addon_api import constants as c
-from addon_manager import conflicts, metrics, naming, partition
+from addon_manager import conflicts, metrics, naming, partition, tenancy
 from addon_manager.facts import (
     ClusterFact,
     WorkFact,
@@ -29,7 +29,7 @@ from addon_manager.facts import (
     parse_work,
 )
 from addon_manager.placement import decided_clusters, decision_key
-from addon_manager.policy import Policy
+from addon_manager.policy import TENANT_KINDS, Policy
 from addon_manager.reconcile import PLURALS, Reconciler, Writer
 from addon_manager.sealkeys import Sealer
 from addon_manager.secrets import PENDING, SecretAccess, SecretFact, SecretWatches
@@ -420,6 +420,9 @@ async def work_changed(labels: Mapping[str, str], **kwargs: Any) -> None:
         WAKEUPS.poke(world.intents_of_kind(c.KIND_MODEL_SERVING))
     elif kind == c.KIND_STORAGE_CONNECTION:
         WAKEUPS.poke(world.intents_of_kind(c.KIND_INFERENCE_SERVICE))
+    elif kind == tenancy.ACCESS_KIND:  # a tenant's identity applied (or gone): its works
+        WAKEUPS.poke([key for tenant in TENANT_KINDS for key in world.intents_of_kind(tenant)
+                      if key[1] == owner[1]])
     elif kind == naming.KIND_IDENTITY:
         WAKEUPS.poke(world.intents_of_kind(c.KIND_STORAGE_CONNECTION))
         cluster = str(kwargs.get("namespace"))

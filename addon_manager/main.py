@@ -16,6 +16,7 @@ from kubernetes import client, config
 from prometheus_client import start_http_server
 
 from addon_api import constants as c
+from addon_api import tenancy
 from addon_manager import handlers, leadership, partition, sealkeys
 from addon_manager.apply import HubWriter
 from addon_manager.policy import Policy, parse_namespaces
@@ -79,6 +80,13 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     p.add_argument("--stack-owner-namespaces", default="",
                    help="comma-separated hub namespaces whose ModelServings may own a "
                    "cluster's stack (empty or '*': every namespace)")
+    p.add_argument("--target-namespaces", default="",
+                   help="which spoke namespaces each hub namespace's intents may target: "
+                   "'hub=spoke1,spoke2;hub2=spoke3', '*' as a key for every hub namespace not "
+                   "listed, '*' as a target for any namespace (no executor identity then); "
+                   "empty: each hub namespace may target the spoke namespace of its own name. "
+                   "kube-*, openshift-*, open-cluster-management* and the agent's namespace "
+                   "are always denied")
     p.add_argument("--unavailable-grace", type=float, default=partition.UNAVAILABLE_GRACE,
                    help="seconds the ManifestWorks of a cluster that left its Placement while "
                    "its ManagedCluster is not Available are kept, counted from when it stopped "
@@ -202,10 +210,19 @@ def sealer_from_hub(api: client.ApiClient, args: argparse.Namespace) -> sealkeys
 
 
 def policy_from_args(args: argparse.Namespace) -> Policy:
-    """The admin's policy from ``--allow-dev-flags`` and ``--stack-owner-namespaces``."""
+    """The admin's policy from the command line.
+
+    ``--allow-dev-flags``, ``--stack-owner-namespaces`` and ``--target-namespaces`` (an
+    invalid value of the last ends the process, naming the entry).
+    """
+    try:
+        targets = tenancy.parse(args.target_namespaces)
+    except ValueError as err:
+        raise SystemExit(f"model-serving-addon manager: {err}") from err
     return Policy(
         allow_dev_flags=bool(args.allow_dev_flags),
         stack_owner_namespaces=parse_namespaces(args.stack_owner_namespaces),
+        namespaces=targets,
     )
 
 

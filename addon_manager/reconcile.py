@@ -38,6 +38,7 @@ from addon_manager import (
     policy,
     render,
     sealkeys,
+    tenancy,
 )
 from addon_manager import status as st
 from addon_manager.apply import WriteError
@@ -210,7 +211,8 @@ class Reconciler:
         self.sealer = sealer if sealer is not None else sealkeys.Sealer.in_memory()
         """The manager's signing and hash keys, sequences and pinned agent keys."""
         self.policy = admin if admin is not None else policy.Policy()
-        """What the platform admin allows (devFlags, stack owners); default: no devFlags."""
+        """What the platform admin allows (devFlags, stack owners, target namespaces); default:
+        the command line's (no devFlags, each hub namespace targets its own name only)."""
         self.writer = writer
         self.addons = addons
         self.stale_after = stale_after
@@ -302,7 +304,7 @@ class Reconciler:
             await self._write_invalid(kind, ns, name, generation, previous_raw,
                                       field_errors(err), out)
             return out
-        if isinstance(intent, ModelServing) and not deleting:
+        if not deleting:
             refused = policy.refusal(intent, self.policy)
             if refused is not None:
                 # No work is written (nor deleted: what an earlier configuration allowed stays
@@ -328,6 +330,7 @@ class Reconciler:
             )
         inputs: dict[str, st.ClusterInput] = {}
         desired: dict[str, render.RenderedWork] = {}
+        access_jobs: list[tuple[str, str, Awaitable[Any]]] = []
         for cl in sorted(wanted):
             work = existing.get(cl)
             if cl in lost:
@@ -336,6 +339,11 @@ class Reconciler:
                     cl, conflict_with=f"ModelServing {owner[0]}/{owner[1]}"
                 )
                 out.conflicts.append(cl)
+                continue
+            refused_here = self._namespace_refusal(intent, cl)
+            if refused_here:
+                inputs[cl] = st.ClusterInput(cl, work=work, error=refused_here,
+                                             error_reason=policy.REASON_NAMESPACE)
                 continue
             try:
                 rw, waits, problem = self._render_one(kind, intent, ns, name, cl)
@@ -347,6 +355,8 @@ class Reconciler:
                 inputs[cl] = st.ClusterInput(cl, work=work, error=problem[1],
                                              error_reason=problem[0])
                 continue
+            if rw is not None and kind in policy.TENANT_KINDS:
+                rw, waits = self._tenant_gate(ns, cl, rw, waits, access_jobs)
             if rw is None or (waits and work is None):
                 inputs[cl] = st.ClusterInput(cl, work=work, waits=waits)
                 continue
@@ -419,6 +429,7 @@ class Reconciler:
                 jobs.append(("delete", cl, self._delete(work)))
         if kind == c.KIND_STORAGE_CONNECTION:
             jobs.extend(self._identity_jobs(wanted - set(lost)))
+        jobs.extend(access_jobs)
         if kind == c.KIND_MODEL_SERVING and self.addons:
             jobs.extend(("addon", cl, self._ensure_addon(cl)) for cl in desired)
         results = await asyncio.gather(*(j[2] for j in jobs), return_exceptions=True)
@@ -591,6 +602,49 @@ class Reconciler:
             self.sealer.pin(cl, decision.pin)
         return decision.key, [], None
 
+    def _namespace_refusal(self, intent: Resource, cluster: str) -> str:
+        """The namespace policy again, with the cluster's own agent namespace.
+
+        Only when it has another than the default, which the intent-wide check covered.
+        """
+        agent_ns = self.world.agent_namespace(cluster)
+        if agent_ns == c.AGENT_NAMESPACE:
+            return ""
+        refused = policy.namespace_refusals(intent, self.policy, agent_ns)
+        return policy.namespace_message(refused) if refused else ""
+
+    def _tenant_gate(
+        self, ns: str, cl: str, rw: render.RenderedWork, waits: list[ordering.Wait],
+        jobs: list[tuple[str, str, Awaitable[Any]]],
+    ) -> tuple[render.RenderedWork, list[ordering.Wait]]:
+        """A tenant work as its tenant's executor applies it, waiting for that identity.
+
+        The tenant's access work (executor and RBAC, :mod:`addon_manager.tenancy`) is written
+        when needed (a job added to ``jobs``); a tenant allowed any namespace has no executor.
+        """
+        executor = self.policy.namespaces.executor(ns)
+        if executor is None:
+            return rw, waits
+        agent_ns = self.world.agent_namespace(cl)
+        want = tenancy.render_access(ns, cl, agent_ns, self.policy.namespaces.targets(ns))
+        have = self.world.works_of(tenancy.ACCESS_KIND, ns, tenancy.ACCESS_NAME).get(cl)
+        if self._needs_write(want, have):
+            jobs.append(("access", cl, self._apply(tenancy.ACCESS_KIND, want, have, None)))
+        gated = tenancy.with_executor(rw, agent_ns, executor)
+        return gated, [*waits, *tenancy.access_waits(ns, want, have)]
+
+    async def gc_tenant_access(
+        self, namespace: str, exclude: tuple[str, str, str] | None = None
+    ) -> int:
+        """Delete a tenant's access works on clusters where it has no other tenant work."""
+        access = list(self.world.works_of(tenancy.ACCESS_KIND, namespace,
+                                          tenancy.ACCESS_NAME).values())
+        tenant = [w for a in access for k in policy.TENANT_KINDS
+                  for w in self.world.works_on(a.cluster, k) if w.intent_namespace == namespace]
+        gone = tenancy.unused_access(access, tenant, exclude)
+        results = await asyncio.gather(*(self._delete(w) for w in gone), return_exceptions=True)
+        return sum(1 for r in results if r is True)
+
     def _identity_jobs(self, clusters: frozenset[str]) -> list[tuple[str, str, Awaitable[Any]]]:
         jobs: list[tuple[str, str, Awaitable[Any]]] = []
         for cl in sorted(clusters):
@@ -635,6 +689,8 @@ class Reconciler:
         await asyncio.gather(*(self._delete(w) for w in going), return_exceptions=True)
         if kind == c.KIND_STORAGE_CONNECTION:
             await self.gc_identity(exclude=(namespace, name))
+        if kind in policy.TENANT_KINDS:
+            await self.gc_tenant_access(namespace, exclude=(kind, namespace, name))
         return sorted(works)
 
     # status ---------------------------------------------------------------------------------

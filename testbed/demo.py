@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from addon_api import constants as c
+from addon_api import tenancy
 from testbed import build, chart, identities
 from testbed.cluster import Cluster
 from testbed.fleet import Testbed
@@ -27,6 +28,9 @@ from testbed.processes import Process, ProcessFailed, free_port
 
 REPO = Path(__file__).resolve().parent.parent
 NAMESPACE = "model-serving-demo"
+TARGETS = {NAMESPACE: ["models", "modelmesh-models"]}
+"""The namespace policy a hub admin sets for the demo (chart value
+``manager.policy.targetNamespaces``): the examples' hub namespace serves into these."""
 INTENT_KINDS = {
     "ModelServing": "modelservings",
     "StorageConnection": "storageconnections",
@@ -55,6 +59,10 @@ class Phases:
         lines = [f"  {name:<42} {secs:6.1f}s" for name, secs in self.marks]
         lines.append(f"  {'total':<42} {time.monotonic() - self.started:6.1f}s")
         return "\n".join(lines)
+
+
+def _targets() -> dict[str, frozenset[str]]:
+    return {hub: frozenset(spokes) for hub, spokes in TARGETS.items()}
 
 
 def bundle_dir() -> Path:
@@ -128,6 +136,7 @@ def install_chart(bed: Testbed, agent_namespace: str) -> None:
         "-n", RELEASE_NAMESPACE, "--create-namespace", "--wait=false",
         "--set", f"agent.installNamespace={agent_namespace}",
         "--set", f"manager.secretNamespaces={{{NAMESPACE}}}",
+        "--set-json", f"manager.policy.targetNamespaces={json.dumps(TARGETS)}",
         f"--kubeconfig={bed.hub.kubeconfig}",
     )
     bed.hub.wait_crds_established()
@@ -209,6 +218,7 @@ def fleet(phases: Phases, agent_namespace: str = c.AGENT_NAMESPACE) -> Iterator[
                     f"--kubeconfig={manager_kubeconfig}",
                     f"--metrics-port={free_port()}",
                     "--log-format=text",
+                    f"--target-namespaces={tenancy.NamespacePolicy(_targets()).render()}",
                 ],
                 bed.log_dir,
             ).start()
@@ -232,6 +242,7 @@ def fleet(phases: Phases, agent_namespace: str = c.AGENT_NAMESPACE) -> Iterator[
                         "--metrics-address=127.0.0.1",
                         f"--cluster-name={spoke.name}",
                         f"--seal-verify-key={verify_key}",
+                        f"--target-namespaces={tenancy.NamespacePolicy(_targets()).render()}",
                     ],
                     bed.log_dir,
                     # KServe's controller runs on this machine, outside the spoke: the agent

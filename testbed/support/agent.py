@@ -117,6 +117,7 @@ class AgentProcess:
                 "--lease-seconds=2",
                 f"--cluster-name={self.cluster_name}",
                 f"--seal-verify-key={','.join(self.verify_keys)}",
+                "--target-namespaces=*=*",  # tests here are not about the namespace policy
             ],
             stdout=log,
             stderr=subprocess.STDOUT,

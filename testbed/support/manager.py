@@ -34,12 +34,22 @@ HUB_CRDS = [
 API = "modelserving.opendatahub.io/v1alpha1"
 
 
+OPEN_TARGETS = "--target-namespaces=*=*"
+"""The namespace policy of managers (and agents) in tests that are not about it: any hub
+namespace may target any spoke namespace but the always-denied ones, without executors."""
+
+
 class Manager:
-    """The manager as a subprocess, its log in a file, its metrics over HTTP."""
+    """The manager as a subprocess, its log in a file, its metrics over HTTP.
+
+    Without a ``--target-namespaces`` in ``args`` it runs with :data:`OPEN_TARGETS`.
+    """
 
     def __init__(self, kubeconfig: Path, log_path: Path, *args: str) -> None:
         self.kubeconfig = kubeconfig
         self.log_path = log_path
+        if not any(a.startswith("--target-namespaces") for a in args):
+            args = (*args, OPEN_TARGETS)
         self.args = args
         self.port = 0
         self.proc: subprocess.Popen[bytes] | None = None

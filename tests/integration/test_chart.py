@@ -133,8 +133,9 @@ def _rules(objs: list[dict[str, Any]]) -> list[dict[str, Any]]:
     roles = [o for o in objs if o["kind"] in ("ClusterRole", "Role")]
     roles += [m for m in _agent_manifests(objs) if m["kind"] in ("ClusterRole", "Role")]
     # manager ClusterRole, its Secrets ClusterRole (bound per namespace) and leader-election
-    # Role; agent ClusterRole, work agent's aggregate
-    assert len(roles) == 5
+    # Role; the tenant ClusterRole (bound per tenant namespace by the hub admin); agent
+    # ClusterRole, work agent's aggregate
+    assert len(roles) == 6
     return [r for role in roles for r in role["rules"]]
 
 
@@ -142,6 +143,32 @@ def test_rbac_has_no_wildcards() -> None:
     for rule in _rules(render("serviceMonitor.enabled=true")):
         for key in ("verbs", "resources", "apiGroups"):
             assert "*" not in rule.get(key, []), rule
+
+
+def test_namespace_policy_reaches_manager_agent_and_execute_as() -> None:
+    """The one value becomes the manager's flag, the agent's variable, and the manager's
+    execute-as right on exactly the tenant executors it names (plus the work agent's own)."""
+    objs = render("manager.policy.targetNamespaces.team-a={team-a,models}",
+                  "manager.policy.targetNamespaces.open={*}", "manager.secretNamespaces={team-c}")
+    policy = "open=*;team-a=team-a,models"
+    deploy = next(o for o in objs if o["kind"] == "Deployment")
+    args = deploy["spec"]["template"]["spec"]["containers"][0]["args"]
+    assert f"--target-namespaces={policy}" in args
+    adc = next(o for o in objs if o["kind"] == "AddOnDeploymentConfig")
+    assert {"name": "TARGET_NAMESPACES", "value": policy} in adc["spec"]["customizedVariables"]
+    agent = next(m for m in _agent_manifests(objs) if m["kind"] == "Deployment")
+    assert "--target-namespaces={{TARGET_NAMESPACES}}" in (
+        agent["spec"]["template"]["spec"]["containers"][0]["args"])
+    manager = next(o for o in objs if o["kind"] == "ClusterRole"
+                   and o["metadata"]["name"] == "model-serving-addon-manager")
+    (rule,) = [r for r in manager["rules"] if "execute-as" in r["verbs"]]
+    sa = f"system:serviceaccount:{c.AGENT_NAMESPACE}:model-serving-tenant-"
+    assert rule["verbs"] == ["execute-as"] and rule["resourceNames"] == [
+        "system:serviceaccount::klusterlet-work-sa", f"{sa}team-a", f"{sa}team-c"]
+    default = render()
+    deploy = next(o for o in default if o["kind"] == "Deployment")
+    assert not any(a.startswith("--target-namespaces") for a in
+                   deploy["spec"]["template"]["spec"]["containers"][0]["args"])
 
 
 def _grants_secrets(role: dict[str, Any]) -> bool:

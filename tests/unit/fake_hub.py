@@ -7,9 +7,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from addon_api import constants as c
+from addon_api import tenancy
 from addon_manager import conflicts
 from addon_manager.apply import WriteError
 from addon_manager.facts import ClusterFact, WorkFact, parse_work
+from addon_manager.policy import Policy
 from addon_manager.secrets import (
     PENDING,
     READABLE,
@@ -18,6 +20,10 @@ from addon_manager.secrets import (
     forbidden_detail,
     parse_secret,
 )
+
+OPEN_POLICY = Policy(namespaces=tenancy.parse("*=*"))
+"""Any hub namespace may target any spoke namespace (but the always-denied ones), without
+executor identities: what the reconcile tests that are not about the namespace policy use."""
 
 
 @dataclass

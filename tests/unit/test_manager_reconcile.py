@@ -17,7 +17,7 @@ from addon_manager import conflicts, naming
 from addon_manager.facts import ClusterFact, WorkFact, parse_work
 from addon_manager.reconcile import Reconciler
 from addon_manager.secrets import parse_secret
-from tests.unit.fake_hub import FakeHub
+from tests.unit.fake_hub import OPEN_POLICY, FakeHub
 
 
 def isvc_body(status: dict[str, Any] | None = None, **spec: Any) -> dict[str, Any]:
@@ -66,13 +66,13 @@ def open_sealed(
 
 
 def run(hub: FakeHub, kind: str, body: dict[str, Any]) -> Any:
-    return asyncio.run(Reconciler(hub, hub).reconcile(kind, body))
+    return asyncio.run(Reconciler(hub, hub, admin=OPEN_POLICY).reconcile(kind, body))
 
 
 def test_fan_out_then_steady_state_writes_nothing() -> None:
     hub = FakeHub(placements={("ns", "p"): frozenset({"c1", "c2", "c3"})})
     platform_ready(hub, "c1", "c2", "c3")
-    reconciler = Reconciler(hub, hub)
+    reconciler = Reconciler(hub, hub, admin=OPEN_POLICY)
     out = asyncio.run(reconciler.reconcile(c.KIND_INFERENCE_SERVICE, isvc_body()))
     assert out.applied == 3 and out.status_written
     # the works now exist: the status moves from Sending to Applying once
@@ -325,7 +325,7 @@ def test_storage_waits_for_key_then_seals_and_reseals_on_change() -> None:
         placements={("ns", "p"): frozenset({"c1"})},
         secrets={("ns", "creds"): {"access_key_id": "AK1"}},
     )
-    reconciler = Reconciler(hub, hub)
+    reconciler = Reconciler(hub, hub, admin=OPEN_POLICY)
     asyncio.run(reconciler.reconcile(c.KIND_STORAGE_CONNECTION, sc_body()))
     assert hub.statuses["s3"]["clusters"][0]["reason"] == "WaitingForAgentKey"
     assert ("c1", naming.IDENTITY_WORK_NAME) in hub.works  # the key is asked for
@@ -357,7 +357,7 @@ def test_a_secret_missing_a_named_key_delivers_nothing_and_says_which() -> None:
     )
     private = sealing.generate_private_key()
     key = sealing.public_key_of(private)
-    reconciler = Reconciler(hub, hub)
+    reconciler = Reconciler(hub, hub, admin=OPEN_POLICY)
     asyncio.run(reconciler.reconcile(c.KIND_STORAGE_CONNECTION, sc_body()))  # asks for the key
     identity = hub.works[("c1", naming.IDENTITY_WORK_NAME)]
     hub.works[("c1", naming.IDENTITY_WORK_NAME)] = WorkFact(
@@ -384,7 +384,7 @@ def test_a_secret_missing_a_named_key_delivers_nothing_and_says_which() -> None:
 def test_cleanup_deletes_every_work_of_the_intent() -> None:
     hub = FakeHub(placements={("ns", "p"): frozenset({"c1", "c2"})})
     platform_ready(hub, "c1", "c2")
-    reconciler = Reconciler(hub, hub)
+    reconciler = Reconciler(hub, hub, admin=OPEN_POLICY)
     asyncio.run(reconciler.reconcile(c.KIND_INFERENCE_SERVICE, isvc_body()))
     remaining = asyncio.run(reconciler.cleanup(c.KIND_INFERENCE_SERVICE, "ns", "iris"))
     assert remaining == ["c1", "c2"]  # as seen before the deletes
@@ -397,7 +397,7 @@ def test_identity_work_goes_with_the_last_storage_connection() -> None:
         secrets={("ns", "creds"): {"access_key_id": "AK1"}},
         storage={("ns", "s3"): frozenset({"c1"})},
     )
-    reconciler = Reconciler(hub, hub)
+    reconciler = Reconciler(hub, hub, admin=OPEN_POLICY)
     asyncio.run(reconciler.reconcile(c.KIND_STORAGE_CONNECTION, sc_body()))
     assert ("c1", naming.IDENTITY_WORK_NAME) in hub.works
     asyncio.run(reconciler.cleanup(c.KIND_STORAGE_CONNECTION, "ns", "s3"))
@@ -407,7 +407,7 @@ def test_identity_work_goes_with_the_last_storage_connection() -> None:
 def test_stale_cluster_is_rechecked_written_once_and_heals() -> None:
     hub = FakeHub(placements={("ns", "p"): frozenset({"c1", "c2"})})
     platform_ready(hub, "c1", "c2")
-    reconciler = Reconciler(hub, hub, stale_after=60)
+    reconciler = Reconciler(hub, hub, admin=OPEN_POLICY, stale_after=60)
     run_ = lambda: asyncio.run(  # noqa: E731
         reconciler.reconcile(c.KIND_INFERENCE_SERVICE, isvc_body(hub.statuses.get("iris")))
     )
@@ -478,7 +478,7 @@ def test_storage_goes_to_and_is_sealed_for_the_agent_namespace_of_each_cluster()
         secrets={("ns", "creds"): {"access_key_id": "AK1"}},
         agent_namespaces={"c1": "custom-ns"},  # c2 has no ManagedClusterAddOn: the default
     )
-    reconciler = Reconciler(hub, hub)
+    reconciler = Reconciler(hub, hub, admin=OPEN_POLICY)
     asyncio.run(reconciler.reconcile(c.KIND_STORAGE_CONNECTION, sc_body()))
     assert _identity_namespaces(hub, "c1") == ("custom-ns", "custom-ns")
     assert _identity_namespaces(hub, "c2") == (c.AGENT_NAMESPACE, c.AGENT_NAMESPACE)
@@ -501,7 +501,7 @@ def test_changed_agent_namespace_rewrites_identity_then_reseals_for_the_new_agen
         placements={("ns", "p"): frozenset({"c1"})},
         secrets={("ns", "creds"): {"access_key_id": "AK1"}},
     )
-    reconciler = Reconciler(hub, hub)
+    reconciler = Reconciler(hub, hub, admin=OPEN_POLICY)
 
     def reconcile() -> None:
         asyncio.run(reconciler.reconcile(c.KIND_STORAGE_CONNECTION, sc_body()))
@@ -653,7 +653,7 @@ def test_deletion_is_refused_naming_intents_and_clusters_then_completes() -> Non
     body["metadata"]["deletionTimestamp"] = "2026-01-02T00:00:00Z"
     body["status"] = hub.statuses["kserve"]
     hub.writes.clear()
-    out = asyncio.run(Reconciler(hub, hub).reconcile(c.KIND_MODEL_SERVING, body))
+    out = asyncio.run(Reconciler(hub, hub, admin=OPEN_POLICY).reconcile(c.KIND_MODEL_SERVING, body))
     assert [w for w in hub.writes if w[0] == "delete"] == [("delete", f"c2/{name}")]
     assert out.blocked == {"c1": ["MultiClusterInferenceService ns/iris"]}
     status = hub.statuses["kserve"]
@@ -666,7 +666,7 @@ def test_deletion_is_refused_naming_intents_and_clusters_then_completes() -> Non
         "c1": "RemovalBlocked", "c2": "Removing"}
     del hub.works[("c1", naming.work_name(c.KIND_INFERENCE_SERVICE, "ns", "iris"))]
     body["status"] = status
-    out = asyncio.run(Reconciler(hub, hub).reconcile(c.KIND_MODEL_SERVING, body))
+    out = asyncio.run(Reconciler(hub, hub, admin=OPEN_POLICY).reconcile(c.KIND_MODEL_SERVING, body))
     assert out.blocked == {} and ("delete", f"c1/{name}") in hub.writes
     conds = {x["type"]: x for x in hub.statuses["kserve"]["conditions"]}
     assert "DeletionBlocked" not in conds and conds["Ready"]["reason"] == "Deleting"
@@ -699,7 +699,8 @@ def test_cleanup_of_a_model_serving_keeps_the_rule() -> None:
     hub = FakeHub(placements={("ns", "p"): frozenset({"c1", "c2"})})
     name = _stack_available(hub, "c1", "c2")
     _model_on(hub, "c1")
-    remaining = asyncio.run(Reconciler(hub, hub).cleanup(c.KIND_MODEL_SERVING, "ns", "kserve"))
+    remaining = asyncio.run(
+        Reconciler(hub, hub, admin=OPEN_POLICY).cleanup(c.KIND_MODEL_SERVING, "ns", "kserve"))
     assert remaining == ["c1", "c2"]
     assert [w for w in hub.writes if w[0] == "delete"] == [("delete", f"c2/{name}")]
 
@@ -710,7 +711,7 @@ def _storage_work_written(hub: FakeHub) -> bool:
 
 def _storage_with_key(hub: FakeHub) -> Reconciler:
     """A reconciler whose first run asked c1's agent for its key, and the key published."""
-    reconciler = Reconciler(hub, hub)
+    reconciler = Reconciler(hub, hub, admin=OPEN_POLICY)
     asyncio.run(reconciler.reconcile(c.KIND_STORAGE_CONNECTION, sc_body()))
     _publish_key(hub, "c1")
     return reconciler
@@ -818,7 +819,7 @@ def _left_while_unavailable(available: str = "Unknown") -> tuple[FakeHub, Reconc
     """c2 was Ready, went Unknown 10 minutes ago, and OCM's taint dropped it from p."""
     hub = FakeHub(placements={("ns", "p"): frozenset({"c1", "c2"})})
     platform_ready(hub, "c1", "c2")
-    reconciler = Reconciler(hub, hub, unavailable_grace=GRACE)
+    reconciler = Reconciler(hub, hub, admin=OPEN_POLICY, unavailable_grace=GRACE)
     _isvc_reported_ready(hub, reconciler)
     hub.health["c2"] = _partitioned(available)
     hub.placements[("ns", "p")] = frozenset({"c1"})
@@ -899,7 +900,7 @@ def test_a_cluster_back_and_selected_again_gets_nothing_rewritten() -> None:
     assert hub.statuses["iris"]["phase"] == "Ready"
     # A restarted manager (fresh reconciler, nothing remembered) rewrites nothing either.
     hub.writes.clear()
-    out = asyncio.run(Reconciler(hub, hub, unavailable_grace=GRACE).reconcile(
+    out = asyncio.run(Reconciler(hub, hub, admin=OPEN_POLICY, unavailable_grace=GRACE).reconcile(
         c.KIND_INFERENCE_SERVICE, isvc_body(hub.statuses["iris"])))
     assert hub.writes == [] and out.skipped == 2
 
@@ -907,7 +908,7 @@ def test_a_cluster_back_and_selected_again_gets_nothing_rewritten() -> None:
 def test_an_available_cluster_that_leaves_loses_its_works_at_once() -> None:
     hub = FakeHub(placements={("ns", "p"): frozenset({"c1", "c2"})})
     platform_ready(hub, "c1", "c2")
-    reconciler = Reconciler(hub, hub, unavailable_grace=GRACE)
+    reconciler = Reconciler(hub, hub, admin=OPEN_POLICY, unavailable_grace=GRACE)
     _isvc_reported_ready(hub, reconciler)
     hub.health["c2"] = _partitioned("True", ago=3600)
     hub.placements[("ns", "p")] = frozenset({"c1"})
@@ -917,7 +918,7 @@ def test_an_available_cluster_that_leaves_loses_its_works_at_once() -> None:
 
 def test_a_zero_grace_removes_the_works_of_an_unavailable_cluster_at_once() -> None:
     hub, _, name = _left_while_unavailable()
-    out = asyncio.run(Reconciler(hub, hub, unavailable_grace=0).reconcile(
+    out = asyncio.run(Reconciler(hub, hub, admin=OPEN_POLICY, unavailable_grace=0).reconcile(
         c.KIND_INFERENCE_SERVICE, isvc_body()))
     assert out.deleted == 1 and ("delete", f"c2/{name}") in hub.writes
 
@@ -928,7 +929,7 @@ def test_the_stack_of_a_cluster_that_left_while_unavailable_stays_intents_or_not
     hub.health["c2"] = _partitioned()
     hub.placements[("ns", "p")] = frozenset({"c1"})
     hub.writes.clear()
-    reconciler = Reconciler(hub, hub, unavailable_grace=GRACE)
+    reconciler = Reconciler(hub, hub, admin=OPEN_POLICY, unavailable_grace=GRACE)
     body = msv_body("kserve", "2026-01-01T00:00:00Z")
     out = asyncio.run(reconciler.reconcile(c.KIND_MODEL_SERVING, body))
     assert [w for w in hub.writes if w[0] != "status"] == [] and ("c2", name) in hub.works
@@ -946,7 +947,7 @@ def test_the_stack_of_a_cluster_that_left_while_unavailable_stays_intents_or_not
 def test_the_default_grace_is_a_day() -> None:
     from addon_manager import main
 
-    assert Reconciler(FakeHub(), FakeHub()).unavailable_grace == 86400
+    assert Reconciler(FakeHub(), FakeHub(), admin=OPEN_POLICY).unavailable_grace == 86400
     assert main.parse_args([]).unavailable_grace == 86400
     assert main.parse_args(["--unavailable-grace", "600"]).unavailable_grace == 600
 
@@ -959,7 +960,7 @@ def test_a_tampered_identity_work_is_not_trusted_and_is_rewritten() -> None:
         placements={("ns", "p"): frozenset({"c1"})},
         secrets={("ns", "creds"): {"access_key_id": "AK1"}},
     )
-    reconciler = Reconciler(hub, hub)
+    reconciler = Reconciler(hub, hub, admin=OPEN_POLICY)
 
     def reconcile() -> None:
         asyncio.run(reconciler.reconcile(c.KIND_STORAGE_CONNECTION, sc_body()))
@@ -994,7 +995,7 @@ def test_only_the_identity_work_of_its_exact_name_counts() -> None:
         placements={("ns", "p"): frozenset({"c1"})},
         secrets={("ns", "creds"): {"access_key_id": "AK1"}},
     )
-    reconciler = Reconciler(hub, hub)
+    reconciler = Reconciler(hub, hub, admin=OPEN_POLICY)
     asyncio.run(reconciler.reconcile(c.KIND_STORAGE_CONNECTION, sc_body()))
     real = hub.works[("c1", naming.IDENTITY_WORK_NAME)]
     key = sealing.public_key_of(sealing.generate_private_key())
@@ -1012,7 +1013,7 @@ def test_a_changed_agent_key_stops_sealing_until_approved() -> None:
         placements={("ns", "p"): frozenset({"c1"})},
         secrets={("ns", "creds"): {"access_key_id": "AK1"}},
     )
-    reconciler = Reconciler(hub, hub)
+    reconciler = Reconciler(hub, hub, admin=OPEN_POLICY)
 
     def reconcile() -> None:
         asyncio.run(reconciler.reconcile(c.KIND_STORAGE_CONNECTION, sc_body()))

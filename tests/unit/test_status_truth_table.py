@@ -47,7 +47,7 @@ from addon_api import sealing
 from addon_manager import naming
 from addon_manager.facts import parse_work
 from addon_manager.reconcile import Reconciler
-from tests.unit.fake_hub import FakeHub
+from tests.unit.fake_hub import OPEN_POLICY, FakeHub
 
 MSV, SC, MCIS = c.KIND_MODEL_SERVING, c.KIND_STORAGE_CONNECTION, c.KIND_INFERENCE_SERVICE
 CONTROLLER = "kserve-controller-manager"
@@ -184,7 +184,7 @@ class Fleet:
         name = body["metadata"]["name"]
         if name in self.hub.statuses:
             body["status"] = self.hub.statuses[name]
-        asyncio.run(Reconciler(self.hub, self.hub).reconcile(kind, body))
+        asyncio.run(Reconciler(self.hub, self.hub, admin=OPEN_POLICY).reconcile(kind, body))
 
     def key(self, kind: str) -> tuple[str, str]:
         """The (cluster, name) of the intent's work on c1."""

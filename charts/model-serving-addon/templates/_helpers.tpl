@@ -2,6 +2,33 @@
 {{- define "msa.name" -}}model-serving{{- end -}}
 {{- define "msa.manager" -}}model-serving-addon-manager{{- end -}}
 {{- define "msa.image" -}}{{ .Values.image.repository }}:{{ .Values.image.tag | default .Chart.AppVersion }}{{- end -}}
+{{/* manager.policy.targetNamespaces as --target-namespaces takes it: hub=a,b;hub2=c */}}
+{{- define "msa.targetNamespaces" -}}
+{{- $out := list -}}
+{{- range $hub, $spokes := .Values.manager.policy.targetNamespaces -}}
+{{- $out = append $out (printf "%s=%s" $hub (join "," $spokes)) -}}
+{{- end -}}
+{{- join ";" $out -}}
+{{- end -}}
+{{/* Hub namespaces whose works run as a tenant executor the manager must be let to name:
+     the keys of targetNamespaces whose targets are explicit, and manager.secretNamespaces. */}}
+{{- define "msa.executorTenants" -}}
+{{- $out := list -}}
+{{- range $hub, $spokes := .Values.manager.policy.targetNamespaces -}}
+{{- if and (ne $hub "*") (not (has "*" $spokes)) -}}
+{{- $out = append $out $hub -}}
+{{- end -}}
+{{- end -}}
+{{- $wildcard := index .Values.manager.policy.targetNamespaces "*" | default list -}}
+{{- if not (has "*" $wildcard) -}}
+{{- range .Values.manager.secretNamespaces -}}
+{{- if not (hasKey $.Values.manager.policy.targetNamespaces .) -}}
+{{- $out = append $out . -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
+{{- $out | uniq | sortAlpha | join " " -}}
+{{- end -}}
 {{- define "msa.labels" -}}
 app.kubernetes.io/name: model-serving-addon
 app.kubernetes.io/instance: {{ .Release.Name }}

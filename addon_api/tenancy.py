@@ -1,0 +1,110 @@
+"""Namespace policy: which spoke namespaces the intents of a hub namespace may target.
+
+The platform admin maps hub namespaces to spoke namespaces (chart value
+``manager.policy.targetNamespaces``, flag ``--target-namespaces`` of the manager and of the
+agent). A hub namespace the mapping does not list may target only the spoke namespace of
+the same name (or what the ``*`` entry lists, when there is one). Some namespaces are never
+allowed, whatever the mapping says: ``kube-*``, ``openshift-*``, ``open-cluster-management*``
+and the agent's own namespace.
+
+Pure and shared: the manager checks every field that names a spoke namespace before it
+writes a work, and the agent checks a SealedStorageConnection's targets again before it
+writes any credential (:mod:`addon_agent.tenancy`). The per-tenant executor identity that
+OCM's work agent applies tenant works with is named here too, so both sides agree.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+ANY = "*"
+"""As a key: the hub namespaces the mapping does not list. As a target: any spoke namespace
+that is not always denied (no executor identity then: see :meth:`NamespacePolicy.executor`)."""
+ALWAYS_DENIED_PREFIXES = ("kube-", "openshift-", "open-cluster-management")
+"""Spoke namespaces with these prefixes are never a tenant's target."""
+REASON = "NamespaceNotAllowed"
+"""Condition reason of a refused target (hub status, SealedStorageConnection status)."""
+EXECUTOR_PREFIX = "model-serving-tenant-"
+"""Prefix of the per-tenant ServiceAccount (in the agent namespace) and of its Roles."""
+
+_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+
+
+def always_denied(spoke_namespace: str, agent_namespace: str) -> bool:
+    """Whether no mapping may allow ``spoke_namespace`` (system namespaces, the agent's)."""
+    return spoke_namespace == agent_namespace or spoke_namespace.startswith(
+        ALWAYS_DENIED_PREFIXES
+    )
+
+
+def executor_name(hub_namespace: str) -> str:
+    """Name of the tenant ServiceAccount of ``hub_namespace`` (in the agent namespace)."""
+    return EXECUTOR_PREFIX + hub_namespace
+
+
+@dataclass(frozen=True)
+class NamespacePolicy:
+    """Hub namespace -> spoke namespaces its intents may target."""
+
+    mapping: Mapping[str, frozenset[str]] = field(default_factory=dict)
+    """Explicit entries; key ``*`` for every hub namespace not listed."""
+
+    def targets(self, hub_namespace: str) -> frozenset[str]:
+        """The spoke namespaces listed for ``hub_namespace`` (may contain ``*``)."""
+        if hub_namespace in self.mapping:
+            return self.mapping[hub_namespace]
+        return self.mapping.get(ANY, frozenset({hub_namespace}))
+
+    def refusal(self, hub_namespace: str, spoke_namespace: str, agent_namespace: str) -> str:
+        """Why ``hub_namespace`` may not target ``spoke_namespace``; "" when it may."""
+        if always_denied(spoke_namespace, agent_namespace):
+            return (f"spoke namespace {spoke_namespace!r} is never a tenant's target "
+                    f"(kube-*, openshift-*, open-cluster-management* and the agent's "
+                    f"namespace {agent_namespace!r} are always denied)")
+        allowed = self.targets(hub_namespace)
+        if ANY in allowed or spoke_namespace in allowed:
+            return ""
+        return (f"spoke namespace {spoke_namespace!r} is not allowed for hub namespace "
+                f"{hub_namespace!r}, which may target only "
+                f"{', '.join(sorted(allowed)) or 'no spoke namespace'} "
+                "(the add-on's manager.policy.targetNamespaces)")
+
+    def executor(self, hub_namespace: str) -> str | None:
+        """The tenant ServiceAccount name its works are applied as; None for ``*`` targets.
+
+        A tenant allowed any namespace has no namespace-scoped identity to give: its works are
+        applied by the work agent's own identity and only the manager and agent checks apply.
+        """
+        return None if ANY in self.targets(hub_namespace) else executor_name(hub_namespace)
+
+    def render(self) -> str:
+        """The policy as ``--target-namespaces`` takes it (inverse of :func:`parse`)."""
+        return ";".join(
+            f"{hub}={','.join(sorted(spokes))}" for hub, spokes in sorted(self.mapping.items())
+        )
+
+
+def parse(text: str) -> NamespacePolicy:
+    """``hub=spoke1,spoke2;hub2=spoke3;*=spoke4``: the flag's (and chart variable's) form.
+
+    Empty: the default (each hub namespace may target its own name only). Names must be DNS
+    labels or ``*``; an entry with no targets allows none. Raises ValueError naming the entry.
+    """
+    mapping: dict[str, frozenset[str]] = {}
+    for entry in (e.strip() for e in text.split(";")):
+        if not entry:
+            continue
+        hub, sep, spokes = entry.partition("=")
+        hub = hub.strip()
+        names = frozenset(s.strip() for s in spokes.split(",") if s.strip())
+        bad = [n for n in (hub, *names) if n != ANY and not _LABEL.fullmatch(n)]
+        if not sep or bad or hub in mapping:
+            raise ValueError(
+                f"--target-namespaces entry {entry!r}: expected hub=spoke,... with DNS labels "
+                f"or '*', each hub namespace once" + (f" (not a DNS label: {bad[0]!r})" if bad
+                                                      else "")
+            )
+        mapping[hub] = names
+    return NamespacePolicy(mapping)

@@ -1,0 +1,140 @@
+"""The spoke half of the namespace policy: tenant works run as a per-tenant identity.
+
+Works carrying a tenant's objects (StorageConnection, MultiClusterServingRuntime and
+MultiClusterInferenceService works) name an executor in ``spec.executor``: ServiceAccount
+``model-serving-tenant-<hub namespace>`` in the cluster's agent namespace. OCM's work agent
+checks, with a SubjectAccessReview per manifest (get, create, update, patch and delete), that
+the executor may write each object before it applies it, and refuses the manifest otherwise.
+
+The executor and its rights come from one more work per (tenant, cluster), rendered here from
+the policy and applied with the work agent's own identity: the ServiceAccount, and in each
+spoke namespace the tenant may target a Role for exactly the kinds its works carry
+(ServingRuntimes, InferenceServices) with its RoleBinding; in the agent namespace a Role for
+SealedStorageConnections (whose targets the agent checks again, see
+:mod:`addon_agent.tenancy`). A forged work that names the executor and targets any other
+namespace is refused by the work agent itself.
+
+Pure, like :mod:`addon_manager.render`.
+"""
+
+from __future__ import annotations
+
+import copy
+from dataclasses import replace
+from typing import Any
+
+from addon_api import constants as c
+from addon_api import tenancy
+from addon_api.hashing import short_hash
+from addon_manager import naming, render
+from addon_manager.facts import WorkFact
+from addon_manager.ordering import Wait
+
+ACCESS_KIND = "TenantAccess"
+"""Owner kind label of the per-(tenant, cluster) work holding the executor and its RBAC."""
+ACCESS_NAME = "access"
+"""Owner name label of that work (the owner namespace label is the tenant's hub namespace)."""
+WAITING_FOR_ACCESS = "WaitingForTenantAccess"
+"""Wait reason: the tenant's executor and RBAC are not applied on the cluster yet."""
+EXECUTOR_VERBS = ["get", "create", "update", "patch", "delete"]
+"""What OCM's work agent asks a SubjectAccessReview for, per manifest of a work it owns."""
+TENANT_RULES = [
+    {"apiGroups": ["serving.kserve.io"], "resources": ["servingruntimes", "inferenceservices"],
+     "verbs": EXECUTOR_VERBS},
+]
+"""The executor's rights in each spoke namespace its tenant may target."""
+SEALED_RULES = [
+    {"apiGroups": [c.GROUP], "resources": ["sealedstorageconnections"], "verbs": EXECUTOR_VERBS},
+]
+"""The executor's rights in the agent namespace (sealed connections live there)."""
+
+
+def access_work_name(hub_namespace: str) -> str:
+    """Name of the access work of tenant ``hub_namespace`` in a cluster namespace."""
+    return naming.bounded(f"model-serving-tenant-{hub_namespace}",
+                          short_hash("tenant", hub_namespace, length=naming.NAME_HASH))
+
+
+def executor(agent_namespace: str, name: str) -> dict[str, Any]:
+    """A ManifestWork ``spec.executor`` naming ServiceAccount ``agent_namespace/name``."""
+    return {"subject": {"type": "ServiceAccount",
+                        "serviceAccount": {"namespace": agent_namespace, "name": name}}}
+
+
+def with_executor(work: render.RenderedWork, agent_namespace: str, name: str
+                  ) -> render.RenderedWork:
+    """``work`` applied as ServiceAccount ``agent_namespace/name``, its render hash updated.
+
+    Keyed as :func:`addon_manager.render._work` keys it: a work carrying sealed data keeps an
+    HMAC render-hash under the manager's hash key.
+    """
+    body = copy.deepcopy(work.body)
+    body["spec"]["executor"] = executor(agent_namespace, name)
+    body["metadata"]["annotations"] = {}
+    key = work.seal_inputs.hash_key if work.seal_inputs is not None else b""
+    digest = render.keyed_canonical_hash(key, body) if key else render.canonical_hash(body)
+    body["metadata"]["annotations"][c.ANNOTATION_RENDER_HASH] = digest
+    return replace(work, body=body, render_hash=digest)
+
+
+def _rbac(kind: str, name: str, namespace: str, labels: dict[str, str],
+          **rest: Any) -> dict[str, Any]:
+    return {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": kind,
+            "metadata": {"name": name, "namespace": namespace, "labels": labels}, **rest}
+
+
+def access_manifests(
+    hub_namespace: str, agent_namespace: str, targets: frozenset[str]
+) -> list[dict[str, Any]]:
+    """The executor ServiceAccount and its Roles and RoleBindings (targets sorted)."""
+    sa = tenancy.executor_name(hub_namespace)
+    labels = render.owner_labels(ACCESS_KIND, hub_namespace, ACCESS_NAME)
+    subject = [{"kind": "ServiceAccount", "name": sa, "namespace": agent_namespace}]
+    out: list[dict[str, Any]] = [{
+        "apiVersion": "v1", "kind": "ServiceAccount",
+        "metadata": {"name": sa, "namespace": agent_namespace, "labels": labels},
+    }]
+    for namespace, rules in [(agent_namespace, SEALED_RULES),
+                             *((t, TENANT_RULES) for t in sorted(targets))]:
+        out.append(_rbac("Role", sa, namespace, labels, rules=rules))
+        out.append(_rbac("RoleBinding", sa, namespace, labels, subjects=subject, roleRef={
+            "apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": sa}))
+    return out
+
+
+def render_access(
+    hub_namespace: str, cluster: str, agent_namespace: str, targets: frozenset[str]
+) -> render.RenderedWork:
+    """The access work of a tenant for one cluster (applied as the work agent itself).
+
+    ``targets`` are the spoke namespaces the policy allows the tenant, always-denied ones
+    left out (they get no RoleBinding even if an admin lists them).
+    """
+    allowed = frozenset(t for t in targets if not tenancy.always_denied(t, agent_namespace))
+    return render._work(  # same package: the common shape of a work
+        ACCESS_KIND, hub_namespace, ACCESS_NAME, cluster,
+        access_manifests(hub_namespace, agent_namespace, allowed), [],
+        work_name=access_work_name(hub_namespace),
+    )
+
+
+def access_waits(
+    hub_namespace: str, want: render.RenderedWork, have: WorkFact | None
+) -> list[Wait]:
+    """What a tenant work waits for on one cluster: its access work applied in its current form.
+
+    Applied at all, not necessarily True: a Role in a namespace that does not exist (yet)
+    fails alone, and a tenant work into such a namespace fails on the cluster anyway.
+    """
+    if (have is not None and have.render_hash == want.render_hash and not have.deleting
+            and have.applied in ("True", "False") and not have.unobserved):
+        return []
+    return [Wait(WAITING_FOR_ACCESS,
+                 f"tenant identity {tenancy.executor_name(hub_namespace)} applied")]
+
+
+def unused_access(access: list[WorkFact], tenant_works: list[WorkFact],
+                  exclude: tuple[str, str, str] | None = None) -> list[WorkFact]:
+    """Access works of a tenant on clusters where no other tenant work of it remains."""
+    used = {w.cluster for w in tenant_works if w.owner != exclude and not w.deleting}
+    return [w for w in access if w.cluster not in used and not w.deleting]
