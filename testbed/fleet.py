@@ -67,6 +67,26 @@ class KServeController:
         }
 
 
+INOTIFY_INSTANCES = Path("/proc/sys/fs/inotify/max_user_instances")
+INOTIFY_WANTED = 1024
+"""Each cluster's API server and controller-manager hold about a dozen inotify instances (cert
+file watchers), KServe's controller one more; the default limit of 128 per user is reached by
+three parallel testbeds (``make test``), and the next process fails with "too many open
+files"."""
+
+
+def _raise_inotify_instances(log: Any) -> None:
+    """Raise the per-user inotify instance limit when it is low and this process may."""
+    try:
+        current = int(INOTIFY_INSTANCES.read_text())
+        if current < INOTIFY_WANTED:
+            INOTIFY_INSTANCES.write_text(str(INOTIFY_WANTED))
+            log(f"[testbed] fs.inotify.max_user_instances {current} -> {INOTIFY_WANTED}")
+    except (OSError, ValueError) as err:
+        log(f"[testbed] cannot raise fs.inotify.max_user_instances ({err}); parallel testbeds "
+            "may fail with 'too many open files' (PYTEST_WORKERS=1 avoids it)")
+
+
 class Testbed:
     """A hub and ``spokes`` managed clusters on real control-plane binaries."""
 
@@ -137,6 +157,7 @@ class Testbed:
         """Bring the whole fleet up; raises ProcessFailed with the failing log tail."""
         t0 = time.monotonic()
         self.run_dir.mkdir(parents=True, exist_ok=True)
+        _raise_inotify_instances(self.log)
         self.ca = CertificateAuthority(self.run_dir / "pki")
         self.admin = self.ca.issue(
             "admin", "testbed-admin", organizations=("system:masters",), client=True
