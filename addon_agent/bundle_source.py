@@ -85,7 +85,14 @@ def _inside(root: Path, relative: str | None) -> Path:
 def _extract(tarball: Path, into: Path) -> Path:
     try:
         with tarfile.open(tarball) as tar:
-            tar.extractall(into, filter="data")
+            if hasattr(tarfile, "data_filter"):
+                tar.extractall(into, filter="data")
+            else:  # Python before 3.11.4: no extraction filters; refuse what "data" would
+                for member in tar.getmembers():
+                    if not (member.isfile() or member.isdir()):
+                        raise BundleError(f"{member.name!r}: only files and directories")
+                    _inside(into, member.name)
+                tar.extractall(into)  # every member checked above
     except (tarfile.TarError, OSError) as err:
         raise BundleError(f"cannot extract {tarball.name}: {err}") from err
     entries = list(into.iterdir())
