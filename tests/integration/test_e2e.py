@@ -515,9 +515,11 @@ def test_modelmesh_variant_installs_and_reports_its_inference_service(
 
     def available() -> bool:
         entries = _clusters(_intent(hub, "modelservings", "kserve"))
-        return set(entries) == {"cluster1", "cluster2"} and all(
+        ok = set(entries) == {"cluster1", "cluster2"} and all(
             e["phase"] == "Available" for e in entries.values()
         )
+        assert ok, f"hub entries of the ModelServing: {entries}"
+        return ok
 
     _until(fleet, available, timeout=300)
     mm = yaml.safe_load((demo.REPO / "examples" / "inferenceservice.yaml").read_text())
@@ -534,7 +536,8 @@ def test_modelmesh_variant_installs_and_reports_its_inference_service(
         ok = set(entries) == {"cluster1", "cluster2"} and all(
             e["phase"] == "Progressing" for e in entries.values()
         )
-        return entries if ok else {}
+        assert ok, f"hub entries of mm-iris: {entries}"  # a timeout shows what the hub said
+        return entries
 
     entries = _until(fleet, reported, timeout=180)
     assert not any(e["ready"] for e in entries.values())
