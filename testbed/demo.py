@@ -10,6 +10,7 @@ readiness and URLs come from KServe itself.
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 import time
@@ -196,7 +197,8 @@ def fleet(phases: Phases, agent_namespace: str = c.AGENT_NAMESPACE) -> Iterator[
     build.build_all()
     bundles = bundle_dir()
     phases.done("binaries and bundles ready (cached)")
-    bed = Testbed(spokes=2)
+    keep = os.environ.get("TESTBED_RUN_DIR")  # keep the fleet's files (logs) for a post-mortem
+    bed = Testbed(spokes=2, run_dir=Path(keep) / "demo" if keep else None)
     try:
         bed.start()
         phases.done("hub + 2 managed clusters up")
