@@ -5,12 +5,22 @@ from __future__ import annotations
 import contextlib
 import logging
 import threading
-from typing import Any
+from typing import Any, cast
 
 import kopf
 from kubernetes.client.exceptions import ApiException
 
-from addon_agent import delivery, identity, lease, ledger, metrics, namespaces, removal, tenancy
+from addon_agent import (
+    delivery,
+    identity,
+    lease,
+    ledger,
+    metrics,
+    namespace_waits,
+    namespaces,
+    removal,
+    tenancy,
+)
 from addon_agent import status as st
 from addon_agent.bundle_source import BundleError
 from addon_agent.config import AgentConfig
@@ -52,6 +62,10 @@ class Agent:
         self.ledger = ledger.Ledger(self.kube, config.namespace)
         self.plans: dict[str, tuple[int | None, Plan]] = {}
         """Last applied plan (and the generation it was made for) per ServingPlatform."""
+        self.waits = namespace_waits.NamespaceWaits()
+        """Sealed connections Pending until a target namespace exists."""
+        self.delivery_lock = threading.Lock()
+        """One delivery at a time (kopf's handlers and the namespace watch may overlap)."""
 
     # ServingPlatform ----------------------------------------------------------------------------
 
@@ -255,7 +269,9 @@ class Agent:
         generation = body.metadata.get("generation")
         previous = list((body.get("status") or {}).get("conditions") or [])
         kept: dict[str, Any] = {"previous": previous, "max_message": st.MAX_MESSAGE}
-        with metrics.RECONCILE_SECONDS.labels(kind="SealedStorageConnection").time():
+        self.waits.done((ns, name))
+        with self.delivery_lock, \
+                metrics.RECONCILE_SECONDS.labels(kind="SealedStorageConnection").time():
             try:
                 spec = SealedStorageConnectionSpec.model_validate(plain(body["spec"]))
                 refused = tenancy.refused_targets(
@@ -270,6 +286,8 @@ class Agent:
                 )
             except delivery.DeliveryError as err:
                 metrics.RECONCILE_ERRORS.labels(kind="SealedStorageConnection").inc()
+                if err.reason in PENDING_REASONS:  # delivered again once a target appears
+                    self.waits.wait((ns, name), spec.target_namespaces)
                 status = {
                     "phase": "Pending" if err.reason in PENDING_REASONS else "Failed",
                     "message": str(err)[:st.MAX_MESSAGE],
@@ -293,6 +311,15 @@ class Agent:
         self.kube.patch_status(
             f"{c.GROUP}/{c.VERSION}", c.KIND_SEALED_STORAGE_CONNECTION, name, status, namespace=ns
         )
+
+    def deliver_waiting(self, namespace: str) -> None:
+        """Deliver again every sealed connection that waited for ``namespace``."""
+        for ns, name in self.waits.take(namespace):
+            sealed = self.kube.get(f"{c.GROUP}/{c.VERSION}", c.KIND_SEALED_STORAGE_CONNECTION,
+                                   name, ns)
+            if sealed is not None:
+                log.info("namespace %s is there: delivering %s/%s", namespace, ns, name)
+                self.deliver(kopf.Body(cast(kopf.RawBody, sealed)))
 
     def opener(self, key_id: str = "") -> delivery.Opener:
         """The keys, verify keys and cluster name payloads are opened with.
@@ -405,4 +432,13 @@ def register(agent: Agent, registry: kopf.OperatorRegistry) -> None:
 
     @kopf.on.delete(*SEALED, registry=registry)
     def sealed_deleted(body: kopf.Body, **_: Any) -> None:
+        agent.waits.done((body.metadata["namespace"], body.metadata["name"]))
         agent.forget(body)
+
+    @kopf.on.event("", "v1", "namespaces", registry=registry,
+                   when=lambda name, **_: agent.waits.waiting_for(str(name)))
+    def namespace_event(type: str | None, body: kopf.Body, name: str, **_: Any) -> None:
+        """A namespace that sealed connections wait for appeared: deliver them now."""
+        if type == "DELETED" or body.metadata.get("deletionTimestamp"):
+            return
+        agent.deliver_waiting(name)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import base64
 import json
+import time
 from typing import Any
 
 import pytest
@@ -115,6 +116,26 @@ def test_sealed_connection_becomes_entries(spoke: Any, agent: AgentProcess) -> N
         "my-s3": PAYLOAD,
         "theirs": {"type": "gcs", "bucket": "theirs"},
     }
+
+
+def test_a_connection_waiting_for_its_namespace_is_delivered_when_it_appears(
+    spoke: Any, agent: AgentProcess
+) -> None:
+    """Pending (NamespaceMissing) until the namespace exists, then delivered at once: the
+    agent watches for it (the resync timer of sealed connections is 30 s here)."""
+    late = "team-late"
+    spoke.kubectl("delete", "namespace", late, "--ignore-not-found", "--wait=true")
+    spoke.apply_objects([connection(spoke, "late", "late-s3", [late])])
+    st = wait_status(spoke, "late", "Pending")
+    assert {x["type"]: x["reason"] for x in st["conditions"]}["Delivered"] == "NamespaceMissing"
+    spoke.kubectl("create", "namespace", late)
+    created = time.monotonic()
+    eventually(lambda: status(spoke, "late").get("phase") == "Delivered", timeout=10,
+               interval=0.2)
+    print(f"delivered {time.monotonic() - created:.1f}s after the namespace was created")
+    assert entries(spoke, late) == {"late-s3": PAYLOAD}
+    spoke.kubectl("delete", "sealedstorageconnection", "late", "-n", CONN_NS)
+    spoke.kubectl("delete", "namespace", late, "--wait=false")
 
 
 def test_tampered_payload_is_rejected(spoke: Any, agent: AgentProcess) -> None:
