@@ -183,6 +183,8 @@ class Agent:
             force=force,
         )
         keep = left.crds | left.namespaces
+        if left.message:
+            log.info("%s", left.message)
         if any(r.name not in keep for r in refs):
             self._write_platform_status(
                 name,

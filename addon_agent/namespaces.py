@@ -141,6 +141,8 @@ def disable(kube: Kube, ns: dict[str, Any], checked: bool = False) -> None:
     if (ns["metadata"].get("annotations") or {}).get(lb.ANNOTATION_CREATED_BY_AGENT) == "true":
         theirs = [] if checked else holds_user_objects(kube, name)
         if not theirs:
+            log.info("deleting namespace %s: the agent created it and it holds nothing else",
+                     name)
             kube.delete("v1", "Namespace", name)
             return
         log.warning(

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from addon_api import constants as c
+from addon_api import tenancy
 
 ISVC_KIND = "InferenceService"
 ISVC_CRD = "inferenceservices.serving.kserve.io"
@@ -65,6 +66,25 @@ def by_addon(obj: Mapping[str, Any]) -> bool:
         labels.get(c.LABEL_MANAGED_BY) == c.FIELD_MANAGER
         or labels.get(c.LABEL_PART_OF) == c.ADDON_NAME
     )
+
+
+APPLIED_WORK_KIND = "AppliedManifestWork"
+"""Owner OCM's work agent gives what a ManifestWork applied (for its garbage collection)."""
+
+
+def made_for_another(meta: Mapping[str, Any]) -> bool:
+    """Whether a controller made the object for another object (an owner reference).
+
+    OCM's work agent owns what a ManifestWork applied through an AppliedManifestWork; that is
+    a placement by someone on the hub, not an object made for another one, so it counts.
+    """
+    return any(ref.get("kind") != APPLIED_WORK_KIND for ref in meta.get("ownerReferences") or [])
+
+
+def tenant_access(obj: Mapping[str, Any]) -> bool:
+    """Whether ``obj`` is part of a tenant's access grant (applied by the hub's access work)."""
+    labels = (obj.get("metadata") or {}).get("labels") or {}
+    return labels.get(c.LABEL_INTENT_KIND) == tenancy.ACCESS_KIND
 
 
 def instance_of(
@@ -195,7 +215,10 @@ def user_objects(objects: Iterable[Mapping[str, Any]]) -> list[str]:
     Not counted: the add-on's (:func:`by_addon`), objects with an owner (a controller made
     them for another object, which counts itself), :data:`DERIVED_KINDS`,
     :data:`SYSTEM_OBJECTS`, the Secrets Kubernetes makes for ServiceAccounts and
-    OpenShift's ``system:*`` RoleBindings.
+    OpenShift's ``system:*`` RoleBindings. A tenant's access grant (the Roles and
+    RoleBindings of its executor, from the hub's access work) counts although the add-on made
+    it: the hub still grants that tenant the namespace, and deleting the namespace would
+    silently revoke the grant until OCM's work agent re-applies it.
     """
     out = []
     for obj in objects:
@@ -203,8 +226,8 @@ def user_objects(objects: Iterable[Mapping[str, Any]]) -> list[str]:
         meta = obj.get("metadata") or {}
         name = str(meta.get("name", ""))
         if (
-            by_addon(obj)
-            or meta.get("ownerReferences")
+            (by_addon(obj) and not tenant_access(obj))
+            or made_for_another(meta)
             or kind in DERIVED_KINDS
             or (kind, name) in SYSTEM_OBJECTS
             or (kind == "Secret" and SA_NAME_ANNOTATION in (meta.get("annotations") or {}))

@@ -28,6 +28,10 @@ REASON = "NamespaceNotAllowed"
 """Condition reason of a refused target (hub status, SealedStorageConnection status)."""
 EXECUTOR_PREFIX = "model-serving-tenant-"
 """Prefix of the per-tenant ServiceAccount (in the agent namespace) and of its Roles."""
+ACCESS_KIND = "TenantAccess"
+"""Intent-kind label of the per-(tenant, cluster) work holding the executor and its RBAC (and
+of the objects it applies: the agent keeps a namespace holding them, see
+:func:`addon_agent.removal.user_objects`)."""
 
 _LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 

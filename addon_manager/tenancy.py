@@ -30,7 +30,7 @@ from addon_manager import naming, render
 from addon_manager.facts import WorkFact
 from addon_manager.ordering import Wait
 
-ACCESS_KIND = "TenantAccess"
+ACCESS_KIND = tenancy.ACCESS_KIND
 """Owner kind label of the per-(tenant, cluster) work holding the executor and its RBAC."""
 ACCESS_NAME = "access"
 """Owner name label of that work (the owner namespace label is the tenant's hub namespace)."""

@@ -19,6 +19,7 @@ from typing import Any
 import pytest
 import yaml
 
+from addon_api import tenancy
 from testbed import demo, identities
 from testbed.fleet import Testbed
 from testbed.support.waiting import eventually
@@ -473,6 +474,14 @@ def test_removing_the_stack_under_a_ready_model_is_refused_then_completes_by_its
     for spoke in bed.spokes:
         crds = spoke.kubectl("get", "customresourcedefinitions", "-o", "name").stdout
         assert "serving.kserve.io" not in crds, crds
+        # The serving namespace still holds the tenant's access grant (its StorageConnection
+        # is still placed): kept, grant intact, and the removal says so.
+        role = json.loads(spoke.kubectl(
+            "get", "roles", "-n", "models", "-o", "json").stdout)["items"]
+        assert [r["metadata"]["name"] for r in role] == [tenancy.executor_name(NS)], role
+        platform = json.loads(spoke.kubectl("get", "servingplatforms", "-o", "json").stdout)
+        message = platform["items"][0]["status"]["message"]
+        assert "Namespace models (holds Role models/" in message, message
     _no_traceback_since(marks)
 
 

@@ -6,8 +6,11 @@ from typing import Any
 
 from addon_agent import removal
 from addon_api import constants as c
+from addon_api import tenancy
 
 ADDON = {c.LABEL_MANAGED_BY: c.FIELD_MANAGER, c.LABEL_PART_OF: c.ADDON_NAME}
+APPLIED = {"apiVersion": "work.open-cluster-management.io/v1", "kind": "AppliedManifestWork",
+           "name": "0a1b-work"}
 
 
 def obj(kind: str, ns: str, name: str, labels: dict[str, str] | None = None,
@@ -108,7 +111,30 @@ def test_user_objects_leave_out_the_add_ons_the_systems_and_derived_ones() -> No
         o("Secret", "default-token", annotations={removal.SA_NAME_ANNOTATION: "default"}),
         o("ConfigMap", "users-config"),
         o("InferenceService", "theirs"),
-    ]) == ["ConfigMap ml/users-config", "InferenceService ml/theirs"]
+        # placed by a ManifestWork: someone else's counts, the add-on's does not
+        o("ConfigMap", "from-a-work", ownerReferences=[APPLIED]),
+        o("InferenceService", "ours", labels=ADDON, ownerReferences=[APPLIED]),
+    ]) == ["ConfigMap ml/from-a-work", "ConfigMap ml/users-config", "InferenceService ml/theirs"]
+
+
+def test_a_tenants_access_grant_keeps_its_namespace() -> None:
+    """The hub's access work put the tenant's Role and RoleBinding there: deleting the
+    namespace with the stack would revoke the grant behind the hub's back."""
+    grant = {**ADDON, c.LABEL_INTENT_KIND: tenancy.ACCESS_KIND}
+    contents = {"models": [
+        {"kind": "Role", "metadata": {
+            "name": "model-serving-tenant-demo", "namespace": "models", "labels": grant,
+            # as OCM's work agent applies it
+            "ownerReferences": [{"apiVersion": "work.open-cluster-management.io/v1",
+                                 "kind": "AppliedManifestWork", "name": "abc-access"}]}},
+        {"kind": "Secret", "metadata": {"name": "storage-config", "namespace": "models",
+                                        "labels": ADDON}},
+    ]}
+    assert removal.user_objects(contents["models"]) == [
+        "Role models/model-serving-tenant-demo"]
+    left = removal.leftovers([], crds=[SR_CRD], namespaces=["models"], contents=contents,
+                             force=False)
+    assert left.namespaces == {"models"}
 
 
 def test_an_agent_created_namespace_holding_user_objects_is_kept_without_force() -> None:
