@@ -13,6 +13,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from addon_api import constants as c
+from addon_api import tenancy
 
 FeedbackValue = str | int | bool
 IDENTITY_KIND = "AgentIdentity"
@@ -55,6 +56,9 @@ class WorkFact:
     """For an identity work: ``namespace/name`` of the ConfigMap it reads when it has exactly
     the shape the manager renders (one ConfigMap, ReadOnly, the identity feedback rules and
     nothing else); "" otherwise, and for every other work."""
+    granted: frozenset[str] = frozenset()
+    """For a tenant's access work: the spoke namespaces whose RoleBinding the work agent
+    reports applied (the executor may act there); empty for every other work."""
 
     @property
     def unobserved(self) -> bool:
@@ -177,6 +181,18 @@ def manifest_failure(cluster: str, status: Mapping[str, Any]) -> tuple[str, str]
     return None
 
 
+def granted_namespaces(status: Mapping[str, Any]) -> frozenset[str]:
+    """Namespaces of the RoleBindings a work's manifests report as applied (Applied True)."""
+    out = set()
+    for manifest in (status.get("resourceStatus") or {}).get("manifests") or []:
+        meta = manifest.get("resourceMeta") or {}
+        conds = {str(x.get("type")): x for x in manifest.get("conditions") or []}
+        if (meta.get("kind") == "RoleBinding" and meta.get("namespace")
+                and conds.get("Applied", {}).get("status") == "True"):
+            out.add(str(meta["namespace"]))
+    return frozenset(out)
+
+
 def identity_source(spec: Mapping[str, Any]) -> str:
     """``namespace/name`` of the ConfigMap an identity work reads; "" unless its shape is ours.
 
@@ -265,6 +281,8 @@ def parse_work(work: Mapping[str, Any]) -> WorkFact | None:
         spec_time=_spec_time(meta),
         identity_source=(identity_source(work.get("spec") or {})
                          if owner[0] == IDENTITY_KIND else ""),
+        granted=(granted_namespaces(status) if owner[0] == tenancy.ACCESS_KIND
+                 else frozenset()),
     )
 
 

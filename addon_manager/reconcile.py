@@ -631,7 +631,8 @@ class Reconciler:
         if self._needs_write(want, have):
             jobs.append(("access", cl, self._apply(tenancy.ACCESS_KIND, want, have, None)))
         gated = tenancy.with_executor(rw, agent_ns, executor)
-        return gated, [*waits, *tenancy.access_waits(ns, want, have)]
+        needed = tenancy.work_namespaces(rw)
+        return gated, [*waits, *tenancy.access_waits(ns, want, have, needed)]
 
     async def gc_tenant_access(
         self, namespace: str, exclude: tuple[str, str, str] | None = None

@@ -119,18 +119,35 @@ def render_access(
 
 
 def access_waits(
-    hub_namespace: str, want: render.RenderedWork, have: WorkFact | None
+    hub_namespace: str, want: render.RenderedWork, have: WorkFact | None,
+    needed: frozenset[str],
 ) -> list[Wait]:
-    """What a tenant work waits for on one cluster: its access work applied in its current form.
+    """What a tenant work waits for on one cluster: its executor granted where it writes.
 
-    Applied at all, not necessarily True: a Role in a namespace that does not exist (yet)
-    fails alone, and a tenant work into such a namespace fails on the cluster anyway.
+    That is the access work applied in its current form, with the executor's RoleBinding
+    applied in every namespace of ``needed`` (where the tenant work puts objects).
+
+    OCM's work agent checks the executor's rights (SubjectAccessReview) before it applies a
+    tenant work and, when refused, retries only a minute later: a work sent before its grant
+    is in place sits refused for that minute. A grant in a namespace that does not exist on
+    the cluster is never applied: the tenant work waits, and the message says where.
     """
-    if (have is not None and have.render_hash == want.render_hash and not have.deleting
-            and have.applied in ("True", "False") and not have.unobserved):
+    current = (have is not None and have.render_hash == want.render_hash and not have.deleting
+               and not have.unobserved)
+    missing = sorted(needed - have.granted) if current and have is not None else sorted(needed)
+    if current and not missing:
         return []
+    where = (f" in namespace {', '.join(missing)} (it must exist on the cluster)"
+             if current and missing else "")
     return [Wait(WAITING_FOR_ACCESS,
-                 f"tenant identity {tenancy.executor_name(hub_namespace)} applied")]
+                 f"tenant identity {tenancy.executor_name(hub_namespace)} granted{where}")]
+
+
+def work_namespaces(work: render.RenderedWork) -> frozenset[str]:
+    """The spoke namespaces a work puts objects in."""
+    manifests = (work.body.get("spec") or {}).get("workload", {}).get("manifests") or []
+    return frozenset(str(m["metadata"]["namespace"]) for m in manifests
+                     if (m.get("metadata") or {}).get("namespace"))
 
 
 def unused_access(access: list[WorkFact], tenant_works: list[WorkFact],

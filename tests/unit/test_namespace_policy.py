@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import threading
 from typing import Any
 
 import kopf
@@ -19,6 +20,7 @@ from addon_agent import tenancy as agent_tenancy
 from addon_agent.config import AgentConfig
 from addon_agent.handlers import Agent
 from addon_agent.main import parse as agent_parse
+from addon_agent.namespace_waits import NamespaceWaits
 from addon_api import constants as c
 from addon_api import tenancy
 from addon_manager import main, naming, policy
@@ -166,10 +168,17 @@ def test_deleting_a_refused_intent_still_removes_its_works() -> None:
 # The executor: tenant works run as the tenant's ServiceAccount ----------------------------------
 
 
-def _report_applied(hub: FakeHub, cluster: str, name: str) -> None:
+def _report_applied(hub: FakeHub, cluster: str, name: str,
+                    granted: frozenset[str] | None = None) -> None:
+    """The work agent reports the work applied; an access work's RoleBindings applied in
+    ``granted`` (default: every namespace it has one in)."""
     fact = hub.works[(cluster, name)]
-    hub.works[(cluster, name)] = WorkFact(**{**fact.__dict__, "applied": "True",
-                                             "reported": True})
+    manifests = hub.bodies[(cluster, name)]["spec"]["workload"]["manifests"]
+    every = frozenset(m["metadata"]["namespace"] for m in manifests
+                      if m["kind"] == "RoleBinding")
+    hub.works[(cluster, name)] = WorkFact(**{
+        **fact.__dict__, "applied": "True", "reported": True,
+        "granted": every if granted is None else granted})
 
 
 def test_tenant_work_waits_for_its_identity_then_names_it_as_executor() -> None:
@@ -196,9 +205,19 @@ def test_tenant_work_waits_for_its_identity_then_names_it_as_executor() -> None:
                                 "verbs": ["get", "create", "update", "patch", "delete"]}]
     assert roles[c.AGENT_NAMESPACE][0]["resources"] == ["sealedstorageconnections"]
 
+    # Applied, but not yet where the runtime goes: OCM's work agent would refuse the runtime's
+    # work (and retry only a minute later), so it is not sent yet, and the hub says where.
+    _report_applied(hub, "c1", access, granted=frozenset({c.AGENT_NAMESPACE}))
+    asyncio.run(reconciler.reconcile(c.KIND_SERVING_RUNTIME, body))
+    runtime_work = ("c1", naming.work_name(c.KIND_SERVING_RUNTIME, "team-a", "x"))
+    assert runtime_work not in hub.bodies
+    entry = hub.statuses["x"]["clusters"][0]
+    assert (entry["phase"], entry["reason"]) == ("Waiting", "WaitingForTenantAccess")
+    assert f"{sa} granted in namespace models" in entry["message"], entry
+
     _report_applied(hub, "c1", access)
     asyncio.run(reconciler.reconcile(c.KIND_SERVING_RUNTIME, body))
-    work = hub.bodies[("c1", naming.work_name(c.KIND_SERVING_RUNTIME, "team-a", "x"))]
+    work = hub.bodies[runtime_work]
     assert work["spec"]["executor"] == {"subject": {"type": "ServiceAccount", "serviceAccount": {
         "namespace": c.AGENT_NAMESPACE, "name": sa}}}
 
@@ -282,6 +301,7 @@ def _agent(targets: str) -> tuple[Agent, _StatusKube]:
     agent.config, agent.kube, agent.private_key = config, kube, bytes(32)  # type: ignore[assignment]
     # what the delivery would open payloads with: not reached by a refused connection
     agent.opener, agent.ledger = (lambda *_: None), None  # type: ignore[method-assign,assignment]
+    agent.waits, agent.delivery_lock = NamespaceWaits(), threading.Lock()
     return agent, kube
 
 
@@ -330,3 +350,29 @@ def test_a_sealed_work_keeps_its_keyed_render_hash_under_an_executor() -> None:
     assert gated.render_hash != work.render_hash
     assert gated.render_hash == render.keyed_canonical_hash(key, body)
     assert gated.render_hash != render.canonical_hash(body)
+
+
+def test_an_access_work_reports_where_its_rolebindings_are_applied() -> None:
+    from addon_manager.facts import parse_work
+
+    def manifest(kind: str, ns: str, applied: str) -> dict[str, Any]:
+        return {"resourceMeta": {"kind": kind, "namespace": ns, "name": "model-serving-tenant-a"},
+                "conditions": [{"type": "Applied", "status": applied}]}
+
+    def work(kind: str) -> dict[str, Any]:
+        return {
+            "metadata": {"name": "w", "namespace": "c1",
+                         "labels": {c.LABEL_MANAGED_BY: c.FIELD_MANAGER,
+                                    c.LABEL_INTENT_KIND: kind, c.LABEL_INTENT_NAMESPACE: "a",
+                                    c.LABEL_INTENT_NAME: "access"}},
+            "status": {"resourceStatus": {"manifests": [
+                manifest("Role", "models", "True"),
+                manifest("RoleBinding", "models", "True"),
+                manifest("RoleBinding", "missing", "False"),  # namespace not on the cluster
+            ]}},
+        }
+
+    fact = parse_work(work(mt.ACCESS_KIND))
+    assert fact is not None and fact.granted == frozenset({"models"})
+    other = parse_work(work(c.KIND_SERVING_RUNTIME))
+    assert other is not None and other.granted == frozenset()
