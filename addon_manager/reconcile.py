@@ -220,6 +220,8 @@ class Reconciler:
         self._applied: dict[tuple[str, str], tuple[str, float]] = {}
         self._deleted: dict[tuple[str, str], float] = {}
         self._addons: dict[str, float] = {}
+        self._grant_retries: dict[tuple[str, str], float] = {}
+        """(cluster, access work) -> when the manager last asked the work agent to retry it."""
 
     # writes ---------------------------------------------------------------------------------
 
@@ -468,8 +470,11 @@ class Reconciler:
             st.cluster_status(kind, item, removed=removed, now=now, stale_after=self.stale_after)
             for item in judged
         ]
+        waiting_for_grant = any(w.reason == tenancy.WAITING_FOR_ACCESS
+                                for item in judged for w in item.waits)
         out.recheck_after = _earliest(
             st.recheck_in(judged, now, self.stale_after),
+            tenancy.GRANT_RETRY_SECONDS if waiting_for_grant else None,
             *((until - now).total_seconds() for until in out.held.values()),
         )
         extra: list[Condition] = []
@@ -628,10 +633,16 @@ class Reconciler:
         agent_ns = self.world.agent_namespace(cl)
         want = tenancy.render_access(ns, cl, agent_ns, self.policy.namespaces.targets(ns))
         have = self.world.works_of(tenancy.ACCESS_KIND, ns, tenancy.ACCESS_NAME).get(cl)
+        needed = tenancy.work_namespaces(rw)
         if self._needs_write(want, have):
             jobs.append(("access", cl, self._apply(tenancy.ACCESS_KIND, want, have, None)))
+        elif tenancy.grant_retry_due(have, want, needed):
+            last = self._grant_retries.get((cl, want.name), 0.0)
+            if time.monotonic() - last >= tenancy.GRANT_RETRY_SECONDS:
+                self._grant_retries[(cl, want.name)] = time.monotonic()
+                retry = tenancy.with_retry_label(want, str(int(time.time())))
+                jobs.append(("access", cl, self._apply(tenancy.ACCESS_KIND, retry, have, None)))
         gated = tenancy.with_executor(rw, agent_ns, executor)
-        needed = tenancy.work_namespaces(rw)
         return gated, [*waits, *tenancy.access_waits(ns, want, have, needed)]
 
     async def gc_tenant_access(

@@ -143,6 +143,37 @@ def access_waits(
                  f"tenant identity {tenancy.executor_name(hub_namespace)} granted{where}")]
 
 
+GRANT_RETRY_SECONDS = 15.0
+"""How often a tenant work waiting for a grant that failed to apply asks the work agent to try
+the access work again (see :func:`grant_retry_due`)."""
+LABEL_GRANT_RETRY = f"{c.GROUP}/grant-retry"
+"""Label of an access work changed to make OCM's work agent apply it again at once."""
+
+
+def grant_retry_due(have: WorkFact | None, want: render.RenderedWork,
+                    needed: frozenset[str]) -> bool:
+    """Whether the work agent should be asked to apply the access work again.
+
+    That is: the work is current, the work agent reports it failed, and a grant the tenant
+    work needs is among what failed.
+
+    OCM's work agent retries a failing work with exponential backoff (up to minutes), so a
+    namespace created on the cluster after the grant first failed (a stack that creates its
+    serving namespaces, an admin who creates one) would wait that long. A change of the work's
+    labels makes the work agent process it at once and resets that backoff.
+    """
+    return (have is not None and have.render_hash == want.render_hash and not have.deleting
+            and not have.unobserved and have.applied == "False"
+            and bool(needed - have.granted))
+
+
+def with_retry_label(work: render.RenderedWork, stamp: str) -> render.RenderedWork:
+    """``work`` with :data:`LABEL_GRANT_RETRY` set to ``stamp`` (its render hash unchanged)."""
+    body = copy.deepcopy(work.body)
+    body["metadata"].setdefault("labels", {})[LABEL_GRANT_RETRY] = stamp
+    return replace(work, body=body)
+
+
 def work_namespaces(work: render.RenderedWork) -> frozenset[str]:
     """The spoke namespaces a work puts objects in."""
     manifests = (work.body.get("spec") or {}).get("workload", {}).get("manifests") or []

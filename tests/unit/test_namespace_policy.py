@@ -222,6 +222,56 @@ def test_tenant_work_waits_for_its_identity_then_names_it_as_executor() -> None:
         "namespace": c.AGENT_NAMESPACE, "name": sa}}}
 
 
+def test_a_failed_grant_is_retried_at_once_then_at_most_every_interval(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The access work failed where the runtime goes (namespace not on the cluster yet): the
+    manager changes its retry label so OCM's work agent applies it again at once (a label
+    change resets the work agent's backoff), at most once per GRANT_RETRY_SECONDS, and looks
+    again after that interval."""
+    def applies(hub: FakeHub) -> list[tuple[str, ...]]:
+        return [w for w in hub.writes if w[0] == "apply"]
+
+    hub = FakeHub(placements={("team-a", "p"): frozenset({"c1"})})
+    platform_ready(hub, "c1")
+    body = _body(c.KIND_SERVING_RUNTIME, "team-a", targetNamespace="models", template=RUNTIME)
+    reconciler = Reconciler(hub, hub, admin=TEAM_A)
+    asyncio.run(reconciler.reconcile(c.KIND_SERVING_RUNTIME, body))
+    access = mt.access_work_name("team-a")
+    _report_applied(hub, "c1", access, granted=frozenset({c.AGENT_NAMESPACE}))
+    fact = hub.works[("c1", access)]
+    failed = WorkFact(**{**fact.__dict__, "applied": "False"})
+    hub.works[("c1", access)] = failed
+    hub.writes.clear()
+
+    clock = [1000.0]
+    monkeypatch.setattr("addon_manager.reconcile.time.monotonic", lambda: clock[0])
+    outcome = asyncio.run(reconciler.reconcile(c.KIND_SERVING_RUNTIME, body))
+    assert applies(hub) == [("apply", f"c1/{access}")]
+    labels = hub.bodies[("c1", access)]["metadata"]["labels"]
+    assert mt.LABEL_GRANT_RETRY in labels
+    assert outcome.recheck_after is not None and outcome.recheck_after <= mt.GRANT_RETRY_SECONDS
+    # the render hash is unchanged: no other write follows from the label
+    annotations = hub.bodies[("c1", access)]["metadata"]["annotations"]
+    assert annotations[c.ANNOTATION_RENDER_HASH] == fact.render_hash
+
+    clock[0] += 1
+    asyncio.run(reconciler.reconcile(c.KIND_SERVING_RUNTIME, body))
+    assert applies(hub) == [("apply", f"c1/{access}")]  # not again within the interval
+    hub.works[("c1", access)] = failed  # the work agent tried again: still failed
+    clock[0] += mt.GRANT_RETRY_SECONDS
+    asyncio.run(reconciler.reconcile(c.KIND_SERVING_RUNTIME, body))
+    assert applies(hub) == [("apply", f"c1/{access}")] * 2
+
+    # granted where it is needed: no retry, the runtime's work goes out
+    _report_applied(hub, "c1", access)
+    hub.writes.clear()
+    clock[0] += mt.GRANT_RETRY_SECONDS
+    asyncio.run(reconciler.reconcile(c.KIND_SERVING_RUNTIME, body))
+    runtime = naming.work_name(c.KIND_SERVING_RUNTIME, "team-a", "x")
+    assert applies(hub) == [("apply", f"c1/{runtime}")]
+
+
 def test_always_denied_namespaces_get_no_rolebinding_even_when_listed() -> None:
     manifests = mt.render_access(
         "team-a", "c1", c.AGENT_NAMESPACE, frozenset({"models", "kube-system"})
