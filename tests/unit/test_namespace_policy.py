@@ -181,13 +181,18 @@ def _report_applied(hub: FakeHub, cluster: str, name: str,
         "granted": every if granted is None else granted})
 
 
-def test_tenant_work_waits_for_its_identity_then_names_it_as_executor() -> None:
+def _runtime_for_team_a() -> tuple[FakeHub, dict[str, Any], Reconciler, str]:
+    """Team A's runtime into "models" on c1, reconciled once (its access work written)."""
     hub = FakeHub(placements={("team-a", "p"): frozenset({"c1"})})
     platform_ready(hub, "c1")
     body = _body(c.KIND_SERVING_RUNTIME, "team-a", targetNamespace="models", template=RUNTIME)
     reconciler = Reconciler(hub, hub, admin=TEAM_A)
     asyncio.run(reconciler.reconcile(c.KIND_SERVING_RUNTIME, body))
-    access = mt.access_work_name("team-a")
+    return hub, body, reconciler, mt.access_work_name("team-a")
+
+
+def test_tenant_work_waits_for_its_identity_then_names_it_as_executor() -> None:
+    hub, body, reconciler, access = _runtime_for_team_a()
     assert [w for w in hub.writes if w[0] == "apply"] == [("apply", f"c1/{access}")]
     entry = hub.statuses["x"]["clusters"][0]
     assert (entry["phase"], entry["reason"]) == ("Waiting", "WaitingForTenantAccess")
@@ -232,12 +237,7 @@ def test_a_failed_grant_is_retried_at_once_then_at_most_every_interval(
     def applies(hub: FakeHub) -> list[tuple[str, ...]]:
         return [w for w in hub.writes if w[0] == "apply"]
 
-    hub = FakeHub(placements={("team-a", "p"): frozenset({"c1"})})
-    platform_ready(hub, "c1")
-    body = _body(c.KIND_SERVING_RUNTIME, "team-a", targetNamespace="models", template=RUNTIME)
-    reconciler = Reconciler(hub, hub, admin=TEAM_A)
-    asyncio.run(reconciler.reconcile(c.KIND_SERVING_RUNTIME, body))
-    access = mt.access_work_name("team-a")
+    hub, body, reconciler, access = _runtime_for_team_a()
     _report_applied(hub, "c1", access, granted=frozenset({c.AGENT_NAMESPACE}))
     fact = hub.works[("c1", access)]
     failed = WorkFact(**{**fact.__dict__, "applied": "False"})
