@@ -132,8 +132,7 @@ def access_waits(
     is in place sits refused for that minute. A grant in a namespace that does not exist on
     the cluster is never applied: the tenant work waits, and the message says where.
     """
-    current = (have is not None and have.render_hash == want.render_hash and not have.deleting
-               and not have.unobserved)
+    current = _current(have, want)
     missing = sorted(needed - have.granted) if current and have is not None else sorted(needed)
     if current and not missing:
         return []
@@ -162,9 +161,14 @@ def grant_retry_due(have: WorkFact | None, want: render.RenderedWork,
     serving namespaces, an admin who creates one) would wait that long. A change of the work's
     labels makes the work agent process it at once and resets that backoff.
     """
-    return (have is not None and have.render_hash == want.render_hash and not have.deleting
-            and not have.unobserved and have.applied == "False"
+    return (_current(have, want) and have is not None and have.applied == "False"
             and bool(needed - have.granted))
+
+
+def _current(have: WorkFact | None, want: render.RenderedWork) -> bool:
+    """Whether the access work on the cluster is the one wanted and the work agent has seen it."""
+    return (have is not None and have.render_hash == want.render_hash and not have.deleting
+            and not have.unobserved)
 
 
 def with_retry_label(work: render.RenderedWork, stamp: str) -> render.RenderedWork:
