@@ -1,0 +1,406 @@
+"""The ManifestWork informer outside kopf: the store, the relist diff, the list/watch loop
+(on a fake source) and the HTTP source (on a local aiohttp server)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import Any
+
+import pytest
+from aiohttp import web
+
+from addon_api import constants as c
+from addon_manager import workwatch
+from addon_manager.facts import WorkFact, parse_work
+from addon_manager.workwatch import Backoff, Gone, Page, WorkInformer, WorkStore, diff
+
+MS, ISVC = c.KIND_MODEL_SERVING, c.KIND_INFERENCE_SERVICE
+
+
+def work(cluster: str, name: str, kind: str = ISVC, intent: str = "iris", *, ns: str = "team",
+         rv: int = 1, available: str = "True", ours: bool = True, **extra: Any) -> dict[str, Any]:
+    labels = {c.LABEL_INTENT_KIND: kind, c.LABEL_INTENT_NAMESPACE: ns, c.LABEL_INTENT_NAME: intent}
+    if ours:
+        labels[c.LABEL_MANAGED_BY] = c.FIELD_MANAGER
+    return {
+        "apiVersion": "work.open-cluster-management.io/v1",
+        "kind": "ManifestWork",
+        "metadata": {"name": name, "namespace": cluster, "labels": labels,
+                     "resourceVersion": str(rv), "generation": 1,
+                     "annotations": {c.ANNOTATION_RENDER_HASH: "h1"}, **extra},
+        "spec": {"workload": {"manifests": [{"kind": "ConfigMap", "data": {"x": "y" * 10}}]}},
+        "status": {"conditions": [
+            {"type": "Applied", "status": "True", "reason": "AppliedManifestWorkComplete",
+             "observedGeneration": 1},
+            {"type": "Available", "status": available, "reason": "ResourcesAvailable",
+             "observedGeneration": 1},
+        ]},
+    }
+
+
+def fact(*args: Any, **kwargs: Any) -> WorkFact:
+    parsed = parse_work(work(*args, **kwargs))
+    assert parsed is not None
+    return parsed
+
+
+# The store -----------------------------------------------------------------------------------
+
+
+def test_store_answers_the_worlds_queries() -> None:
+    store = WorkStore()
+    for cl in ("c1", "c2", "c3"):
+        store.put(fact(cl, "isvc-iris"))
+        store.put(fact(cl, "msv-stack", MS, "stack"))
+    store.put(fact("c1", "isvc-other", intent="other"))
+    assert len(store) == 7
+    assert set(store.works_of(ISVC, "team", "iris")) == {"c1", "c2", "c3"}
+    assert store.works_of(ISVC, "team", "iris")["c2"].name == "isvc-iris"
+    assert store.works_of(ISVC, "team", "nope") == {}
+    assert sorted(w.name for w in store.works_on("c1", ISVC)) == ["isvc-iris", "isvc-other"]
+    assert [w.name for w in store.works_on("c1", MS)] == ["msv-stack"]
+    assert store.works_on("c9", MS) == []
+    assert store.owners(ISVC) == {(ISVC, "team", "iris"), (ISVC, "team", "other")}
+    assert sorted((w.cluster, w.name) for w in store.facts_of_kind(MS)) == [
+        ("c1", "msv-stack"), ("c2", "msv-stack"), ("c3", "msv-stack")]
+    assert store.get("c2", "msv-stack") == fact("c2", "msv-stack", MS, "stack")
+    assert store.get("c2", "nope") is None
+
+
+def test_store_put_reports_changes_only_and_remove_cleans_every_index() -> None:
+    store = WorkStore()
+    first = fact("c1", "w")
+    assert store.put(first) == (None, first)
+    assert store.put(fact("c1", "w")) is None  # equal fact: no change
+    second = fact("c1", "w", available="False")
+    assert store.put(second) == (first, second)
+    assert store.works_of(ISVC, "team", "iris") == {"c1": second}
+    assert store.remove("c1", "w") == (second, None)
+    assert store.remove("c1", "w") is None
+    assert len(store) == 0
+    assert store.owners(ISVC) == frozenset()
+    assert list(store.facts_of_kind(ISVC)) == []
+    assert store._by_cluster == {} and store._by_owner == {} and store._owners == {}
+
+
+def test_store_moving_a_work_to_another_owner_reindexes_it() -> None:
+    store = WorkStore()
+    store.put(fact("c1", "w", intent="a"))
+    store.put(fact("c1", "w", intent="b"))
+    assert store.works_of(ISVC, "team", "a") == {}
+    assert set(store.works_of(ISVC, "team", "b")) == {"c1"}
+    assert store.owners(ISVC) == {(ISVC, "team", "b")}
+    assert len(store) == 1
+
+
+def test_store_interns_repeated_strings() -> None:
+    store = WorkStore()
+    store.put(fact("c1", "w"))
+    store.put(fact("c2", "w"))
+    a, b = store.get("c1", "w"), store.get("c2", "w")
+    assert a is not None and b is not None
+    assert a.name is b.name and a.kind is b.kind and a.reason is b.reason
+
+
+def test_diff_reports_appeared_changed_and_gone_works_only() -> None:
+    same, old_changed = fact("c1", "same"), fact("c1", "changed")
+    gone = fact("c2", "gone")
+    new_changed, appeared = fact("c1", "changed", available="False"), fact("c3", "new")
+    current = {("c1", "same"): same, ("c1", "changed"): old_changed, ("c2", "gone"): gone}
+    listed = {("c1", "same"): fact("c1", "same"), ("c1", "changed"): new_changed,
+              ("c3", "new"): appeared}
+    assert sorted(diff(current, listed), key=repr) == sorted(
+        [(old_changed, new_changed), (None, appeared), (gone, None)], key=repr)
+    assert diff(current, current) == []
+
+
+def test_replace_all_makes_the_store_match_the_list() -> None:
+    store = WorkStore()
+    for name in ("a", "b", "c"):
+        store.put(fact("c1", name))
+    listed = workwatch.facts_by_key([fact("c1", "a"), fact("c1", "b", available="False"),
+                                     fact("c2", "d")])
+    changes = store.replace_all(listed)
+    assert {(o.name if o else None, n.name if n else None) for o, n in changes} == {
+        ("b", "b"), (None, "d"), ("c", None)}
+    assert store.snapshot() == listed
+
+
+# The informer on a fake source -------------------------------------------------------------
+
+
+Script = list[dict[str, Any] | BaseException | Callable[[], dict[str, Any]]]
+
+
+class FakeSource:
+    """A hub in memory: works for lists, and one scripted stream per watch request."""
+
+    def __init__(self) -> None:
+        self.works: dict[tuple[str, str], dict[str, Any]] = {}
+        self.version = 100
+        self.scripts: list[Script] = []
+        self.list_calls: list[tuple[str, int]] = []
+        self.watch_calls: list[str] = []
+        self.idle = asyncio.Event()
+
+    def add(self, body: dict[str, Any]) -> None:
+        self.works[(body["metadata"]["namespace"], body["metadata"]["name"])] = body
+
+    async def list_page(self, cont: str, limit: int) -> Page:
+        self.list_calls.append((cont, limit))
+        keys = sorted(self.works)
+        start = int(cont or 0)
+        end = start + limit
+        return Page([self.works[k] for k in keys[start:end]], str(self.version),
+                    str(end) if end < len(keys) else "")
+
+    async def watch(self, resource_version: str, timeout: int) -> AsyncIterator[dict[str, Any]]:
+        self.watch_calls.append(resource_version)
+        if not self.scripts:
+            self.idle.set()
+            await asyncio.Event().wait()
+        for item in self.scripts.pop(0):
+            if callable(item):
+                item = item()
+            if isinstance(item, BaseException):
+                raise item
+            yield item
+
+
+def event(kind: str, body: dict[str, Any]) -> dict[str, Any]:
+    return {"type": kind, "object": body}
+
+
+def bookmark(rv: int) -> dict[str, Any]:
+    return event("BOOKMARK", {"kind": "ManifestWork", "metadata": {"resourceVersion": str(rv)}})
+
+
+def gone() -> dict[str, Any]:
+    return event("ERROR", {"kind": "Status", "status": "Failure", "code": 410,
+                           "reason": "Expired", "message": "too old resource version: 1 (200)"})
+
+
+Changes = list[tuple[str | None, str | None]]
+
+
+def run_informer(
+    source: FakeSource, check: Callable[[WorkInformer, Changes], Awaitable[None]], **kw: Any
+) -> None:
+    changes: Changes = []
+
+    def on_change(old: WorkFact | None, new: WorkFact | None) -> None:
+        assert old is not None or new is not None
+        changes.append((f"{old.cluster}/{old.name}:{old.available}" if old else None,
+                        f"{new.cluster}/{new.name}:{new.available}" if new else None))
+
+    async def main() -> None:
+        informer = WorkInformer(source, on_change, page_size=2,
+                                backoff=Backoff(first=0.01, cap=0.02), **kw)
+        task = asyncio.create_task(informer.run())
+        try:
+            await asyncio.wait_for(source.idle.wait(), 5)
+            await check(informer, changes)
+        finally:
+            task.cancel()
+            with pytest.raises(asyncio.CancelledError):
+                await task
+
+    asyncio.run(main())
+
+
+def test_first_list_is_paged_reports_every_work_and_sets_synced() -> None:
+    src = FakeSource()
+    for i in range(5):
+        src.add(work(f"c{i}", "w"))
+    src.add(work("c9", "foreign", ours=False))  # what the label selector would have kept out
+
+    async def check(inf: WorkInformer, changes: Changes) -> None:
+        assert inf.synced.is_set()
+        assert src.list_calls == [("", 2), ("2", 2), ("4", 2)]
+        assert sorted(n or "" for _, n in changes) == [f"c{i}/w:True" for i in range(5)]
+        assert len(inf.store) == 5
+        assert inf.resource_version == "100"
+        assert src.watch_calls == ["100"]
+
+    run_informer(src, check)
+
+
+def test_watch_events_update_the_store_and_the_resource_version() -> None:
+    src = FakeSource()
+    src.add(work("c1", "a"))
+    src.add(work("c1", "b"))
+    unlabelled = work("c1", "b", rv=104)
+    del unlabelled["metadata"]["labels"][c.LABEL_INTENT_KIND]
+    src.scripts = [[
+        event("ADDED", work("c2", "a", rv=101)),
+        event("MODIFIED", work("c1", "a", rv=102, available="False")),
+        event("MODIFIED", work("c1", "a", rv=103, available="False")),  # same fact
+        bookmark(150),
+        event("MODIFIED", unlabelled),  # lost its owner labels: not ours any more
+        event("DELETED", work("c2", "a", rv=160)),
+    ], [bookmark(170)]]
+
+    async def check(inf: WorkInformer, changes: Changes) -> None:
+        assert changes[2:] == [(None, "c2/a:True"), ("c1/a:True", "c1/a:False"),
+                               ("c1/b:True", None), ("c2/a:True", None)]
+        assert {(w.cluster, w.name) for w in inf.store} == {("c1", "a")}
+        # The server ended the first watch: the next one starts where it stopped.
+        assert src.watch_calls == ["100", "160", "170"]
+        assert inf.stats.bookmarks == 2 and inf.stats.events == 5 and inf.stats.lists == 1
+
+    run_informer(src, check)
+
+
+def test_gone_relists_and_reports_what_changed_or_vanished_meanwhile() -> None:
+    src = FakeSource()
+    for name in ("keep", "change", "vanish"):
+        src.add(work("c1", name))
+
+    def meanwhile() -> dict[str, Any]:
+        # Changes while no watch ran, never seen as events: only the relist can tell.
+        del src.works[("c1", "vanish")]
+        src.add(work("c1", "change", rv=180, available="False"))
+        src.add(work("c2", "new", rv=190))
+        src.version = 200
+        return gone()
+
+    # The second watch answers 410 after the hub changed.
+    src.scripts = [[bookmark(120)], [meanwhile]]
+
+    async def check(inf: WorkInformer, changes: Changes) -> None:
+        assert sorted(changes[3:], key=repr) == sorted(
+            [("c1/change:True", "c1/change:False"), (None, "c2/new:True"),
+             ("c1/vanish:True", None)], key=repr)
+        assert {(w.cluster, w.name) for w in inf.store} == {
+            ("c1", "keep"), ("c1", "change"), ("c2", "new")}
+        assert inf.stats.gone == 1 and inf.stats.lists == 2
+        assert src.watch_calls == ["100", "120", "200"]
+
+    run_informer(src, check)
+
+
+def test_http_gone_and_expired_continue_token_relist_too() -> None:
+    src = FakeSource()
+    src.add(work("c1", "a"))
+    src.scripts = [[Gone("too old resource version")]]
+
+    async def check(inf: WorkInformer, changes: Changes) -> None:
+        assert inf.stats.gone == 1 and inf.stats.lists == 2
+        assert changes == [(None, "c1/a:True")]  # the relist found nothing new
+
+    run_informer(src, check)
+
+
+def test_errors_back_off_and_resume_from_the_last_version_without_relisting() -> None:
+    src = FakeSource()
+    src.add(work("c1", "a"))
+    src.scripts = [
+        [bookmark(130), ConnectionResetError("reset")],
+        [workwatch.ApiError(403, "forbidden")],
+        [OSError("refused")],
+        [event("MODIFIED", work("c1", "a", rv=140, available="False"))],
+    ]
+
+    async def check(inf: WorkInformer, changes: Changes) -> None:
+        assert src.watch_calls == ["100", "130", "130", "130", "140"]
+        assert inf.stats.errors == 3 and inf.stats.lists == 1
+        assert changes[-1] == ("c1/a:True", "c1/a:False")
+
+    run_informer(src, check)
+
+
+def test_a_failing_callback_does_not_stop_the_informer() -> None:
+    src = FakeSource()
+    src.add(work("c1", "a"))
+    src.scripts = [[event("ADDED", work("c2", "b", rv=101))]]
+    seen: list[str] = []
+
+    def on_change(old: WorkFact | None, new: WorkFact | None) -> None:
+        seen.append(new.cluster if new else "-")
+        raise RuntimeError("boom")
+
+    async def main() -> None:
+        inf = WorkInformer(src, on_change)
+        task = asyncio.create_task(inf.run())
+        await asyncio.wait_for(src.idle.wait(), 5)
+        task.cancel()
+        assert seen == ["c1", "c2"] and len(inf.store) == 2
+
+    asyncio.run(main())
+
+
+def test_backoff_grows_to_its_cap_and_resets() -> None:
+    b = Backoff(first=1, cap=4)
+    delays = [b.next() for _ in range(5)]
+    assert [0.5 <= d <= 1 for d in delays[:1]] == [True]
+    assert all(d <= 4 for d in delays) and delays[-1] >= 2
+    b.reset()
+    assert b.next() <= 1
+
+
+# The HTTP source on a local server ---------------------------------------------------------
+
+
+def test_hub_source_pages_watches_long_lines_and_maps_410() -> None:
+    big = work("c1", "big")
+    big["spec"]["workload"]["manifests"][0]["data"]["x"] = "y" * 300_000  # > aiohttp's readline
+    requests: list[dict[str, str]] = []
+
+    async def handler(request: web.Request) -> web.StreamResponse:
+        q = dict(request.query)
+        requests.append({**q, "auth": request.headers.get("Authorization", "")})
+        if q.get("watch"):
+            if q["resourceVersion"] == "1":
+                return web.json_response({"kind": "Status", "code": 410, "message": "gone"},
+                                         status=410)
+            resp = web.StreamResponse()
+            await resp.prepare(request)
+            for ev in (event("ADDED", big), bookmark(7)):
+                data = json.dumps(ev).encode() + b"\n"
+                await resp.write(data[:1000])  # one event split over chunks
+                await resp.write(data[1000:])
+            return resp
+        if q.get("continue"):
+            return web.json_response({"items": [work("c2", "w")],
+                                      "metadata": {"resourceVersion": "5"}})
+        return web.json_response({"items": [work("c1", "w")],
+                                  "metadata": {"resourceVersion": "5", "continue": "tok"}})
+
+    async def main() -> None:
+        app = web.Application()
+        app.router.add_get(workwatch.WORKS_PATH, handler)
+        runner = web.AppRunner(app)
+        await runner.setup()
+        site = web.TCPSite(runner, "127.0.0.1", 0)
+        await site.start()
+        port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+        from kubernetes import client
+
+        cfg = client.Configuration()
+        cfg.host = f"http://127.0.0.1:{port}"
+        cfg.api_key = {"authorization": "t0k"}
+        cfg.api_key_prefix = {"authorization": "Bearer"}
+        source = workwatch.HubSource(cfg)
+        try:
+            first = await source.list_page("", 1)
+            second = await source.list_page(first.cont, 1)
+            assert (len(first.items), first.cont, first.resource_version) == (1, "tok", "5")
+            assert (len(second.items), second.cont) == (1, "")
+            events = [e async for e in source.watch("5", 30)]
+            assert [e["type"] for e in events] == ["ADDED", "BOOKMARK"]
+            assert len(events[0]["object"]["spec"]["workload"]["manifests"][0]["data"]["x"]) \
+                == 300_000
+            with pytest.raises(Gone):
+                [e async for e in source.watch("1", 30)]
+        finally:
+            await source.close()
+            await runner.cleanup()
+        assert {r["labelSelector"] for r in requests} == {workwatch.SELECTOR}
+        assert {r["auth"] for r in requests} == {"Bearer t0k"}
+        assert requests[2]["allowWatchBookmarks"] == "true"
+        assert requests[2]["timeoutSeconds"] == "30"
+        assert requests[1]["continue"] == "tok" and requests[0]["limit"] == "1"
+
+    asyncio.run(main())
