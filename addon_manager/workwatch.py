@@ -423,8 +423,13 @@ class WorkInformer:
         self.stats = Stats()
 
     async def run(self) -> None:
-        """List and watch until cancelled; never returns otherwise."""
-        must_list = True
+        """List and watch until cancelled; never returns otherwise.
+
+        Run again after a cancel, it resumes the watch from the last resourceVersion (the
+        events missed meanwhile arrive as events; a server that no longer has that version
+        answers 410 and the informer relists).
+        """
+        must_list = not self.resource_version
         while True:
             try:
                 if must_list:
