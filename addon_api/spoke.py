@@ -17,6 +17,7 @@ from addon_api.base import ApiModel, DnsLabel, DnsSubdomain, SecretKey, UniqueLi
 from addon_api.common import AGE_COLUMN, Conditions, CrdInfo, PrinterColumn, Resource
 from addon_api.hub import StorageType
 from addon_api.platform import PlatformSettings
+from addon_api.reasons import SealedPhase, ServingPlatformPhase
 
 
 class IntentRef(ApiModel):
@@ -41,15 +42,14 @@ class ServingPlatformSpec(PlatformSettings):
     """The ModelServing on the hub this was rendered from."""
 
 
-ServingPlatformPhase = Literal[
-    "Installing", "Available", "Degraded", "Removing", "Removed", "RemovalBlocked"
-]
+LaxPhase = Field(strict=False)
+"""A phase field takes its enum's value as a string too (as read from the API server)."""
 
 
 class ServingPlatformStatus(ApiModel):
     """State of the serving stack on this cluster, as the agent sees it."""
 
-    phase: ServingPlatformPhase | None = None
+    phase: Annotated[ServingPlatformPhase, LaxPhase] | None = None
     """Installing, Available, Degraded, Removing, Removed or RemovalBlocked (uninstall
     refused while force is false: objects the add-on did not create exist under a CRD it
     would delete, or InferenceServices still use the stack)."""
@@ -130,13 +130,10 @@ class SealedStorageConnectionSpec(ApiModel):
     """The StorageConnection on the hub this was sealed from."""
 
 
-SealedPhase = Literal["Pending", "Delivered", "Failed"]
-
-
 class SealedStorageConnectionStatus(ApiModel):
     """Delivery state, written by the agent."""
 
-    phase: SealedPhase | None = None
+    phase: Annotated[SealedPhase, LaxPhase] | None = None
     """Pending, Delivered (the entry is in every target namespace) or Failed."""
     message: Annotated[str, Field(max_length=1024)] = ""
     """Human-readable details of the phase."""
