@@ -19,7 +19,8 @@ from typing import Any
 import kopf
 
 from addon_api import constants as c
-from addon_manager import conflicts, metrics, naming, partition, tenancy
+from addon_manager import conflicts, kinds, metrics, partition
+from addon_manager.execute import Writer
 from addon_manager.facts import (
     ClusterFact,
     WorkFact,
@@ -28,9 +29,10 @@ from addon_manager.facts import (
     parse_cluster,
     parse_work,
 )
+from addon_manager.kinds import KINDS, KindSpec
 from addon_manager.placement import decided_clusters, decision_key
-from addon_manager.policy import TENANT_KINDS, Policy
-from addon_manager.reconcile import PLURALS, Reconciler, Writer
+from addon_manager.policy import Policy
+from addon_manager.reconcile import Reconciler
 from addon_manager.sealkeys import Sealer
 from addon_manager.secrets import PENDING, SecretAccess, SecretFact, SecretWatches
 
@@ -42,7 +44,7 @@ ADDON_GROUP = "addon.open-cluster-management.io"
 WORK_GROUP = "work.open-cluster-management.io"
 INDEX_NAMES = (
     "placement_decisions", "placements", "managed_clusters", "manifest_works", "addons_index",
-    *(f"{plural}_index" for plural in PLURALS.values()),
+    *(f"{spec.plural}_index" for spec in KINDS.values()),
 )
 
 
@@ -73,9 +75,6 @@ class Settings:
     """Seconds between two reads of the pins and approvals (a hub admin's approval)."""
 
 
-SETTINGS = Settings()
-
-
 @dataclass
 class Wakeups:
     """One asyncio.Event per intent; set when something the intent depends on changed."""
@@ -94,11 +93,31 @@ class Wakeups:
             self.get(key).set()
 
 
-WAKEUPS = Wakeups()
-_RECONCILER: Reconciler | None = None
-_CLUSTERS: dict[str, ClusterFact] = {}
-_AGENT_NAMESPACES: dict[str, str] = {}
-"""Agent install namespace per cluster, as last seen (wakes on a change only)."""
+@dataclass
+class ManagerState:
+    """Everything the handlers share, kept in kopf's operator memo (``memo.state``)."""
+
+    settings: Settings = field(default_factory=Settings)
+    wakeups: Wakeups = field(default_factory=Wakeups)
+    reconciler: Reconciler | None = None
+    """Created at the first handler call (it reads kopf's indexes)."""
+    clusters: dict[str, ClusterFact] = field(default_factory=dict)
+    """ManagedClusters as last seen (wakes on a change only)."""
+    agent_namespaces: dict[str, str] = field(default_factory=dict)
+    """Agent install namespace per cluster, as last seen (wakes on a change only)."""
+    background: set[asyncio.Task[None]] = field(default_factory=set)
+    """Tasks started at startup (kept referenced while they run)."""
+
+    def memo(self) -> kopf.Memo:
+        """The operator memo to run kopf with (``kopf.run(memo=...)``)."""
+        return kopf.Memo(state=self)
+
+
+def state_of(memo: Any) -> ManagerState:
+    """The manager's state from a handler's ``memo``."""
+    state = memo.state
+    assert isinstance(state, ManagerState), "main() runs kopf with ManagerState.memo()"
+    return state
 
 
 def _store(index: Any, key: Any) -> list[Any]:
@@ -111,8 +130,9 @@ def _store(index: Any, key: Any) -> list[Any]:
 class IndexWorld:
     """The reconciler's :class:`~addon_manager.reconcile.World`, read from kopf indexes."""
 
-    def __init__(self, indexes: Mapping[str, Any]) -> None:
+    def __init__(self, indexes: Mapping[str, Any], secrets: SecretWatches | None = None) -> None:
         self.ix = {name: indexes[name] for name in INDEX_NAMES}
+        self.secrets = secrets
 
     def placement_exists(self, namespace: str, name: str) -> bool:
         """Whether the Placement exists."""
@@ -166,11 +186,11 @@ class IndexWorld:
 
     def secret(self, namespace: str, name: str) -> SecretFact | None:
         """A hub Secret as its namespace's watch last saw it (never its data)."""
-        return SETTINGS.secrets.get(namespace, name) if SETTINGS.secrets else None
+        return self.secrets.get(namespace, name) if self.secrets else None
 
     def secret_access(self, namespace: str) -> SecretAccess:
         """Whether the manager may read the Secrets of a namespace."""
-        return SETTINGS.secrets.access(namespace) if SETTINGS.secrets else PENDING
+        return self.secrets.access(namespace) if self.secrets else PENDING
 
     def addon_exists(self, cluster: str) -> bool:
         """Whether the ManagedClusterAddOn model-serving exists in the cluster namespace."""
@@ -184,45 +204,63 @@ class IndexWorld:
     def intents_of_kind(self, kind: str) -> list[tuple[str, str, str]]:
         """Keys of every intent of a kind."""
         return [(kind, ns, name) for ns, name, *_ in _store(
-            self.ix[f"{PLURALS[kind]}_index"], ("all",))]
+            self.ix[f"{KINDS[kind].plural}_index"], ("all",))]
 
     def intents_using(self, namespace: str, placement: str) -> list[tuple[str, str, str]]:
         """Keys of every intent that uses a Placement."""
         out: list[tuple[str, str, str]] = []
-        for plural in PLURALS.values():
-            out.extend(_store(self.ix[f"{plural}_index"], ("placement", namespace, placement)))
+        for spec in KINDS.values():
+            out.extend(_store(self.ix[f"{spec.plural}_index"],
+                              ("placement", namespace, placement)))
         return out
 
     def intents_reading_secret(self, namespace: str, name: str) -> list[tuple[str, str, str]]:
-        """Keys of the StorageConnections whose credentials are in a Secret."""
-        return _store(self.ix["storageconnections_index"], ("secret", namespace, name))
+        """Keys of the intents whose credentials are in a Secret."""
+        return [key for spec in kinds.where(lambda s: s.seals)
+                for key in _store(self.ix[f"{spec.plural}_index"], ("secret", namespace, name))]
+
+    def intents_of(self, specs: Iterable[KindSpec], namespace: str | None = None
+                   ) -> list[tuple[str, str, str]]:
+        """Keys of every intent of these kinds (in ``namespace`` only, when given)."""
+        return [key for spec in specs for key in self.intents_of_kind(spec.kind)
+                if namespace is None or key[1] == namespace]
 
 
-def _mark_ready() -> None:
-    """Record readiness: kopf calls handlers only once every index is populated."""
-    if not SETTINGS.ready:
-        SETTINGS.ready = True
+def _ready(memo: Any, indexes: Mapping[str, Any]) -> tuple[ManagerState, IndexWorld]:
+    """The state and the world; records readiness.
+
+    kopf calls handlers only once every index is populated.
+    """
+    state = state_of(memo)
+    if not state.settings.ready:
+        state.settings.ready = True
         metrics.READY.set(1)
         log.info("indexes populated; reconciling")
+    return state, IndexWorld(indexes, state.settings.secrets)
 
 
-def _reconciler(indexes: Mapping[str, Any]) -> Reconciler:
-    global _RECONCILER
-    if _RECONCILER is None:
-        assert SETTINGS.writer is not None, "main() sets the writer"
-        _RECONCILER = Reconciler(
-            IndexWorld(indexes), SETTINGS.writer, addons=SETTINGS.addons,
-            stale_after=SETTINGS.stale_after, admin=SETTINGS.policy,
-            unavailable_grace=SETTINGS.unavailable_grace, sealer=SETTINGS.sealer,
+def _reconciler(state: ManagerState, indexes: Mapping[str, Any]) -> Reconciler:
+    if state.reconciler is None:
+        settings = state.settings
+        assert settings.writer is not None, "main() sets the writer"
+        state.reconciler = Reconciler(
+            IndexWorld(indexes, settings.secrets), settings.writer, addons=settings.addons,
+            stale_after=settings.stale_after, admin=settings.policy,
+            unavailable_grace=settings.unavailable_grace, sealer=settings.sealer,
         )
-    return _RECONCILER
+    return state.reconciler
+
+
+def _sealing(world: IndexWorld) -> list[tuple[str, str, str]]:
+    """Intents that seal to agent keys (woken when keys, pins or agent namespaces change)."""
+    return world.intents_of(kinds.where(lambda s: s.seals))
 
 
 # Startup and login -------------------------------------------------------------------------------
 
 
 @kopf.on.startup()
-async def configure(settings: kopf.OperatorSettings, **_: Any) -> None:
+async def configure(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) -> None:
     """Our finalizer, progress kept in annotations, only warnings posted as Events."""
     settings.persistence.finalizer = FINALIZER
     settings.persistence.progress_storage = kopf.AnnotationsProgressStorage(prefix=c.GROUP)
@@ -231,25 +269,26 @@ async def configure(settings: kopf.OperatorSettings, **_: Any) -> None:
     )
     settings.posting.level = logging.WARNING
     settings.watching.server_timeout = 300
-    if SETTINGS.sealer is not None:
-        _BACKGROUND.add(asyncio.get_running_loop().create_task(_watch_pins(SETTINGS.sealer)))
+    state = state_of(memo)
+    if state.settings.sealer is not None:
+        task = asyncio.get_running_loop().create_task(_watch_pins(state, state.settings.sealer))
+        state.background.add(task)
+        task.add_done_callback(state.background.discard)
 
 
-_BACKGROUND: set[asyncio.Task[None]] = set()
-
-
-async def _watch_pins(sealer: Sealer) -> None:
+async def _watch_pins(state: ManagerState, sealer: Sealer) -> None:
     """Read the pins and approvals every ``sealing_refresh`` seconds; wake what they concern.
 
     About once a minute the verify key is also written into the add-on's configuration again.
 
     A hub admin approves an agent key by editing the manager's ConfigMap (see
-    :mod:`addon_manager.pinning`); the StorageConnections are reconciled then.
+    :mod:`addon_manager.pinning`); the intents that seal are reconciled then.
     """
     rounds = 0
-    republish = max(1, int(60 / max(SETTINGS.sealing_refresh, 0.1)))
+    refresh = state.settings.sealing_refresh
+    republish = max(1, int(60 / max(refresh, 0.1)))
     while True:
-        await asyncio.sleep(SETTINGS.sealing_refresh)
+        await asyncio.sleep(refresh)
         rounds += 1
         try:
             if sealer.publish is not None and rounds % republish == 0:
@@ -258,16 +297,18 @@ async def _watch_pins(sealer: Sealer) -> None:
         except Exception as err:  # the API server is away: try again next time
             log.warning("reading the sealing ConfigMap failed: %s", err)
             continue
-        if changed and _RECONCILER is not None and isinstance(_RECONCILER.world, IndexWorld):
+        world = state.reconciler.world if state.reconciler is not None else None
+        if changed and isinstance(world, IndexWorld):
             log.info("pins or approvals changed for %s", ", ".join(sorted(changed)))
-            WAKEUPS.poke(_RECONCILER.world.intents_of_kind(c.KIND_STORAGE_CONNECTION))
+            state.wakeups.poke(_sealing(world))
 
 
 @kopf.on.login()
-async def login(logger: Any, **kwargs: Any) -> kopf.ConnectionInfo | None:
+async def login(logger: Any, memo: kopf.Memo, **kwargs: Any) -> kopf.ConnectionInfo | None:
     """The connection main() built from --kubeconfig; in-cluster credentials otherwise."""
-    if SETTINGS.connection is not None:
-        return SETTINGS.connection
+    connection = state_of(memo).settings.connection
+    if connection is not None:
+        return connection
     return kopf.login_via_client(logger=logger, **kwargs)
 
 
@@ -316,15 +357,9 @@ async def addons_index(
     return {namespace: agent_namespace(body)} if name == c.ADDON_NAME else {}
 
 
-def _secrets_named(spec: Mapping[str, Any]) -> set[str]:
-    """Secrets a StorageConnection spec reads: its secretRef and any its overrides set."""
-    refs = [spec.get("secretRef")]
-    refs += [(o.get("patch") or {}).get("secretRef") for o in spec.get("overrides") or []
-             if isinstance(o, Mapping)]
-    return {str(r["name"]) for r in refs if isinstance(r, Mapping) and r.get("name")}
+def _intent_index(spec: KindSpec) -> Any:
+    kind = spec.kind
 
-
-def _intent_index(kind: str) -> Any:
     async def index(body: kopf.Body, namespace: str | None, name: str, **_: Any) -> dict[Any, Any]:
         spec = body.get("spec") or {}
         placement = str((spec.get("placementRef") or {}).get("name", ""))
@@ -334,144 +369,138 @@ def _intent_index(kind: str) -> Any:
             ("all",): (namespace, name, created, placement, secret),
             ("placement", namespace, placement): (kind, namespace, name),
         }
-        for read in _secrets_named(spec):
+        for read in (kinds.secrets_named(spec) if seals else ()):
             out[("secret", namespace, read)] = (kind, namespace, name)
         return out
 
+    seals = spec.seals
     return index
 
 
-for _kind, _plural in PLURALS.items():
-    kopf.index(c.GROUP, c.VERSION, _plural, id=f"{_plural}_index")(_intent_index(_kind))
+for _spec in KINDS.values():
+    kopf.index(c.GROUP, c.VERSION, _spec.plural, id=f"{_spec.plural}_index")(
+        _intent_index(_spec))
 
 
 # Wake-ups ----------------------------------------------------------------------------------------
 
 
 @kopf.on.event(CLUSTER_GROUP, "v1beta1", "placementdecisions")
-async def decision_changed(body: kopf.Body, **kwargs: Any) -> None:
+async def decision_changed(body: kopf.Body, memo: kopf.Memo, **kwargs: Any) -> None:
     """A decision changed: wake the intents of its Placement."""
-    _mark_ready()
+    state, world = _ready(memo, kwargs)
     key = decision_key(body)
     if key:
-        WAKEUPS.poke(IndexWorld(kwargs).intents_using(*key))
+        state.wakeups.poke(world.intents_using(*key))
 
 
 @kopf.on.event(CLUSTER_GROUP, "v1beta1", "placements")
-async def placement_changed(namespace: str | None, name: str, **kwargs: Any) -> None:
+async def placement_changed(
+    namespace: str | None, name: str, memo: kopf.Memo, **kwargs: Any
+) -> None:
     """A Placement appeared or went away: wake the intents that use it."""
-    _mark_ready()
-    WAKEUPS.poke(IndexWorld(kwargs).intents_using(str(namespace), name))
+    state, world = _ready(memo, kwargs)
+    state.wakeups.poke(world.intents_using(str(namespace), name))
 
 
 @kopf.on.event(CLUSTER_GROUP, "v1", "managedclusters")
-async def cluster_changed(body: kopf.Body, name: str, **kwargs: Any) -> None:
+async def cluster_changed(body: kopf.Body, name: str, memo: kopf.Memo, **kwargs: Any) -> None:
     """A cluster's labels or availability changed: wake every intent.
 
     Overrides may select it differently now; its entries may turn stale or current.
     """
-    _mark_ready()
+    state, world = _ready(memo, kwargs)
     new = parse_cluster(body)
-    if _CLUSTERS.get(name) == new:
+    if state.clusters.get(name) == new:
         return
-    _CLUSTERS[name] = new
-    world = IndexWorld(kwargs)
-    for kind in PLURALS:
-        WAKEUPS.poke(world.intents_of_kind(kind))
+    state.clusters[name] = new
+    state.wakeups.poke(world.intents_of(KINDS.values()))
 
 
 @kopf.on.event(ADDON_GROUP, "v1alpha1", "managedclusteraddons")
 async def addon_changed(
-    type: str | None, body: kopf.Body, namespace: str | None, name: str, **kwargs: Any
+    type: str | None, body: kopf.Body, namespace: str | None, name: str, memo: kopf.Memo,
+    **kwargs: Any,
 ) -> None:
-    """A cluster's agent install namespace changed: wake the StorageConnections.
+    """A cluster's agent install namespace changed: wake the intents that seal.
 
-    Its identity work and sealed objects are rendered for that namespace (and sealed for it).
+    Their identity work and sealed objects are rendered for that namespace (and sealed for it).
     """
-    _mark_ready()
+    state, world = _ready(memo, kwargs)
     if name != c.ADDON_NAME:
         return
     cluster = str(namespace)
     new = agent_namespace(None if type == "DELETED" else body)
-    if _AGENT_NAMESPACES.get(cluster, agent_namespace(None)) == new:
-        _AGENT_NAMESPACES[cluster] = new
+    known = state.agent_namespaces
+    if known.get(cluster, agent_namespace(None)) == new:
+        known[cluster] = new
         return
-    _AGENT_NAMESPACES[cluster] = new
+    known[cluster] = new
     log.info("agent namespace of %s is now %s", cluster, new)
-    WAKEUPS.poke(IndexWorld(kwargs).intents_of_kind(c.KIND_STORAGE_CONNECTION))
+    state.wakeups.poke(_sealing(world))
 
 
 @kopf.on.event(WORK_GROUP, "v1", "manifestworks", labels={c.LABEL_MANAGED_BY: c.FIELD_MANAGER})
-async def work_changed(labels: Mapping[str, str], **kwargs: Any) -> None:
-    """A work of ours changed: wake its owner and the intents gated on it."""
-    _mark_ready()
+async def work_changed(labels: Mapping[str, str], memo: kopf.Memo, **kwargs: Any) -> None:
+    """A work of ours changed: wake its owner and the intents that depend on its kind."""
+    state, world = _ready(memo, kwargs)
     owner = owner_of(labels)
     if owner is None:
         return
-    world = IndexWorld(kwargs)
-    kind = owner[0]
-    if kind in PLURALS:
-        WAKEUPS.poke([owner])
-    if kind == c.KIND_MODEL_SERVING:
-        WAKEUPS.poke(world.intents_of_kind(c.KIND_SERVING_RUNTIME))
-        WAKEUPS.poke(world.intents_of_kind(c.KIND_INFERENCE_SERVICE))
-    elif kind in (c.KIND_INFERENCE_SERVICE, c.KIND_SERVING_RUNTIME):
-        # A removal of a stack held back by these works proceeds once they are gone.
-        WAKEUPS.poke(world.intents_of_kind(c.KIND_MODEL_SERVING))
-    elif kind == c.KIND_STORAGE_CONNECTION:
-        WAKEUPS.poke(world.intents_of_kind(c.KIND_INFERENCE_SERVICE))
-    elif kind == tenancy.ACCESS_KIND:  # a tenant's identity applied (or gone): its works
-        WAKEUPS.poke([key for tenant in TENANT_KINDS for key in world.intents_of_kind(tenant)
-                      if key[1] == owner[1]])
-    elif kind == naming.KIND_IDENTITY:
-        WAKEUPS.poke(world.intents_of_kind(c.KIND_STORAGE_CONNECTION))
-        cluster = str(kwargs.get("namespace"))
-        if cluster not in world.storage_clusters():  # e.g. left over from before a restart
-            await _reconciler(kwargs).gc_identity()
+    kind, owner_ns = owner[0], owner[1]
+    if kind in KINDS:
+        state.wakeups.poke([owner])
+    for dependent, same_namespace in kinds.dependents(kind):
+        state.wakeups.poke([key for key in world.intents_of_kind(dependent)
+                            if not same_namespace or key[1] == owner_ns])
+    if kind == kinds.IDENTITY and str(kwargs.get("namespace")) not in world.storage_clusters():
+        await _reconciler(state, kwargs).gc_identity()  # e.g. left over from before a restart
 
 
-def secret_changed(namespace: str, name: str | None) -> None:
-    """Wake the StorageConnections that read a Secret that changed.
+def secret_changed(state: ManagerState, namespace: str, name: str | None) -> None:
+    """Wake the intents that read a Secret that changed.
 
     ``name`` None: the manager's access to the namespace's Secrets changed (all of them there).
-    Called on the event loop by :class:`~addon_manager.secrets.SecretWatches`.
+    Called on the event loop by :class:`~addon_manager.secrets.SecretWatches` (main() binds
+    ``state``).
     """
-    if _RECONCILER is None:
-        return  # nothing reconciled yet: each first reconcile reads the store anyway
-    world = _RECONCILER.world
+    world = state.reconciler.world if state.reconciler is not None else None
     if not isinstance(world, IndexWorld):
-        return
+        return  # nothing reconciled yet: each first reconcile reads the store anyway
     if name is not None:
-        WAKEUPS.poke(world.intents_reading_secret(namespace, name))
+        state.wakeups.poke(world.intents_reading_secret(namespace, name))
     else:
-        WAKEUPS.poke([k for k in world.intents_of_kind(c.KIND_STORAGE_CONNECTION)
-                      if k[1] == namespace])
+        state.wakeups.poke(world.intents_of(kinds.where(lambda s: s.seals), namespace))
 
 
 # Intents -----------------------------------------------------------------------------------------
 
 
-def _register_intent(kind: str, plural: str) -> None:
+def _register_intent(spec: KindSpec) -> None:
+    kind, plural = spec.kind, spec.plural
+
     @kopf.on.event(c.GROUP, c.VERSION, plural, id=f"{plural}_event")
-    async def changed(namespace: str | None, name: str, **kwargs: Any) -> None:
-        _mark_ready()
-        WAKEUPS.poke([(kind, str(namespace), name)])
-        if kind == c.KIND_MODEL_SERVING:  # claims changed: other ModelServings may win/lose
-            WAKEUPS.poke(IndexWorld(kwargs).intents_of_kind(kind))
+    async def changed(namespace: str | None, name: str, memo: kopf.Memo, **kwargs: Any) -> None:
+        state, world = _ready(memo, kwargs)
+        state.wakeups.poke([(kind, str(namespace), name)])
+        if spec.owns_stack:  # claims changed: other stack owners may win/lose clusters
+            state.wakeups.poke(world.intents_of_kind(kind))
 
     @kopf.daemon(c.GROUP, c.VERSION, plural, id=f"{plural}_daemon", cancellation_timeout=10)
     async def run(
         body: kopf.Body, namespace: str | None, name: str, stopped: kopf.DaemonStopped,
-        logger: logging.Logger | logging.LoggerAdapter[Any], **kwargs: Any,
+        logger: logging.Logger | logging.LoggerAdapter[Any], memo: kopf.Memo, **kwargs: Any,
     ) -> None:
+        state = state_of(memo)
+        settings = state.settings
         key = (kind, str(namespace), name)
-        wake = WAKEUPS.get(key)
-        reconciler = _reconciler(kwargs)
+        wake = state.wakeups.get(key)
+        reconciler = _reconciler(state, kwargs)
         while not stopped:
             wake.clear()
-            if (kind == c.KIND_STORAGE_CONNECTION and SETTINGS.secrets is not None
-                    and _secrets_named(body.get("spec") or {})):
-                await SETTINGS.secrets.settled(str(namespace))  # its namespace's watch
+            if (spec.seals and settings.secrets is not None
+                    and kinds.secrets_named(body.get("spec") or {})):
+                await settings.secrets.settled(str(namespace))  # its namespace's watch
             try:
                 outcome = await reconciler.reconcile(kind, body)
             except Exception:
@@ -487,21 +516,23 @@ def _register_intent(kind: str, plural: str) -> None:
             if outcome.conflicts and outcome.status_written:
                 kopf.event(body, type="Warning", reason="Conflict",
                            message="another ModelServing serves " + ", ".join(outcome.conflicts))
-            await asyncio.sleep(SETTINGS.min_interval)
+            await asyncio.sleep(settings.min_interval)
             # A work waiting for its work agent turns stale by the clock alone, and the grace of
             # a cluster that left while unavailable ends by the clock: look again then.
-            timeout = min(SETTINGS.resync, (outcome.recheck_after or SETTINGS.resync) + 1)
+            timeout = min(settings.resync, (outcome.recheck_after or settings.resync) + 1)
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(wake.wait(), timeout=timeout)
 
     @kopf.on.delete(c.GROUP, c.VERSION, plural, id=f"{plural}_cleanup")
     async def delete(
         body: kopf.Body, namespace: str | None, name: str, runtime: datetime.timedelta,
-        **kwargs: Any,
+        memo: kopf.Memo, **kwargs: Any,
     ) -> None:
-        reconciler = _reconciler(kwargs)
-        overdue = runtime.total_seconds() >= SETTINGS.deletion_blocked_after
-        if kind == c.KIND_MODEL_SERVING:
+        state = state_of(memo)
+        settings = state.settings
+        reconciler = _reconciler(state, kwargs)
+        overdue = runtime.total_seconds() >= settings.deletion_blocked_after
+        if spec.owns_stack:
             # The status is kept current while the stacks go; a stack that add-on intents
             # still use is not removed (DeletionBlocked names them) until they are gone.
             outcome = await reconciler.reconcile(kind, body, overdue=overdue)
@@ -519,27 +550,27 @@ def _register_intent(kind: str, plural: str) -> None:
             if not remaining:
                 break
             await asyncio.sleep(1)
-            if kind == c.KIND_MODEL_SERVING:  # deletes were sent; just look
+            if spec.owns_stack:  # deletes were sent; just look
                 remaining = sorted(reconciler.world.works_of(kind, str(namespace), name))
             else:
                 remaining = await reconciler.cleanup(kind, str(namespace), name)
-        if remaining and kind == c.KIND_MODEL_SERVING:
+        if remaining and spec.owns_stack:
             raise kopf.TemporaryError(  # the next run writes WorksRemain once overdue
                 f"waiting for ManifestWorks to go on {len(remaining)} cluster(s)", delay=2
             )
         if remaining:
-            if runtime.total_seconds() >= SETTINGS.deletion_blocked_after:
+            if overdue:
                 await reconciler.write_deletion_blocked(kind, str(namespace), name, body, remaining)
             raise kopf.TemporaryError(
                 f"waiting for ManifestWorks to go on {len(remaining)} cluster(s)", delay=2
             )
         metrics.forget_intent(kind, str(namespace), name)
-        WAKEUPS.events.pop((kind, str(namespace), name), None)
-        if kind == c.KIND_MODEL_SERVING:
-            WAKEUPS.poke(IndexWorld(kwargs).intents_of_kind(kind))
+        state.wakeups.events.pop((kind, str(namespace), name), None)
+        if spec.owns_stack:
+            state.wakeups.poke(IndexWorld(kwargs).intents_of_kind(kind))
 
     del changed, run, delete
 
 
-for _kind, _plural in PLURALS.items():
-    _register_intent(_kind, _plural)
+for _spec in KINDS.values():
+    _register_intent(_spec)

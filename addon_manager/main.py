@@ -141,27 +141,30 @@ def main(argv: list[str]) -> int:
     quiet = max(logging.WARNING, logging.getLevelName(args.log_level))
     logging.getLogger("kopf.objects").setLevel(quiet)  # "handler succeeded" noise
 
+    state = handlers.ManagerState()
     cfg = client.Configuration()
     if args.kubeconfig:
         config.load_kube_config(  # type: ignore[no-untyped-call]
             config_file=args.kubeconfig, client_configuration=cfg
         )
-        handlers.SETTINGS.connection = connection_from_kubeconfig(cfg)
+        state.settings.connection = connection_from_kubeconfig(cfg)
     else:
         config.load_incluster_config(client_configuration=cfg)  # type: ignore[no-untyped-call]
     cfg.connection_pool_maxsize = max(args.concurrency, 4)
     writer = HubWriter(client.ApiClient(cfg), concurrency=args.concurrency)
-    handlers.SETTINGS.writer = writer
-    watches = SecretWatches(client.ApiClient(cfg), handlers.secret_changed)
-    handlers.SETTINGS.secrets = watches
-    handlers.SETTINGS.addons = not args.no_addon_enablement
-    handlers.SETTINGS.min_interval = args.min_interval
-    handlers.SETTINGS.deletion_blocked_after = args.deletion_blocked_after
-    handlers.SETTINGS.stale_after = args.stale_after
-    handlers.SETTINGS.policy = policy_from_args(args)
-    handlers.SETTINGS.unavailable_grace = args.unavailable_grace
-    handlers.SETTINGS.sealer = sealer_from_hub(client.ApiClient(cfg), args)
-    handlers.SETTINGS.sealing_refresh = args.sealing_refresh
+    settings = state.settings
+    settings.writer = writer
+    watches = SecretWatches(client.ApiClient(cfg),
+                            functools.partial(handlers.secret_changed, state))
+    settings.secrets = watches
+    settings.addons = not args.no_addon_enablement
+    settings.min_interval = args.min_interval
+    settings.deletion_blocked_after = args.deletion_blocked_after
+    settings.stale_after = args.stale_after
+    settings.policy = policy_from_args(args)
+    settings.unavailable_grace = args.unavailable_grace
+    settings.sealer = sealer_from_hub(client.ApiClient(cfg), args)
+    settings.sealing_refresh = args.sealing_refresh
     if args.metrics_port:
         start_http_server(args.metrics_port)
     elector: leadership.Elector | None = None
@@ -178,7 +181,7 @@ def main(argv: list[str]) -> int:
     # (InvalidSpec) without recursing (addon_api.base.too_deep).
     sys.setrecursionlimit(max(sys.getrecursionlimit(), RECURSION_LIMIT))
     try:
-        kopf.run(standalone=True, clusterwide=True)
+        kopf.run(standalone=True, clusterwide=True, memo=state.memo())
     finally:
         if elector is not None:
             elector.release()

@@ -2,19 +2,16 @@
 
 from __future__ import annotations
 
-from addon_api import constants as c
 from addon_api.hashing import short_hash
+from addon_api.hub import HUB_RESOURCES
 
 MAX_NAME = 253
 """Longest name of a Kubernetes object (RFC 1123 subdomain)."""
 
 KIND_PREFIX: dict[str, str] = {
-    c.KIND_MODEL_SERVING: "msv",
-    c.KIND_STORAGE_CONNECTION: "sconn",
-    c.KIND_SERVING_RUNTIME: "mcsr",
-    c.KIND_INFERENCE_SERVICE: "mcisvc",
+    str(cls.model_fields["kind"].default): cls.crd.short_names[0] for cls in HUB_RESOURCES
 }
-"""Short prefix of the ManifestWork names of each hub kind."""
+"""Prefix of the ManifestWork names of each hub kind: its first short name (CrdInfo)."""
 
 KIND_IDENTITY = "AgentIdentity"
 """Owner kind label of the per-cluster ReadOnly work that reads the agent identity back."""

@@ -33,8 +33,6 @@ NAMESPACE_FIELDS: dict[type[Resource], tuple[str, bool]] = {
 """Per hub kind, its spec field that names spoke namespaces and whether it is a list.
 (``spec.monitoring.prometheusServiceAccount.namespace`` names one too, but only as the subject
 of a read-only RoleBinding in the serving namespaces: nothing is written there.)"""
-TENANT_KINDS = (c.KIND_STORAGE_CONNECTION, c.KIND_SERVING_RUNTIME, c.KIND_INFERENCE_SERVICE)
-"""Hub kinds whose works carry a tenant's objects (applied as the tenant's executor)."""
 
 
 @dataclass(frozen=True)

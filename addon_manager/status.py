@@ -9,15 +9,16 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from typing import Any, Literal
+from typing import Any
 
 from addon_api import constants as c
 from addon_api.common import ClusterStatus, Condition, IntentStatus, StatusSummary
 from addon_api.conditions import condition
 from addon_manager.facts import WAITING_FOR_SPOKE, ClusterFact, WorkFact
+from addon_manager.kinds import spec_of
 from addon_manager.ordering import REASON_INTENTS_ON_CLUSTER, REASON_PLATFORM_REMOVING, Wait
+from addon_manager.reports import Category
 
-Category = Literal["ready", "progressing", "failed", "stale"]
 STALE_AFTER = 60.0
 """Default seconds a work may wait for the work agent before its cluster's entry is stale."""
 STALE_CLUSTER = "ClusterUnavailable"
@@ -25,7 +26,6 @@ STALE_CLUSTER = "ClusterUnavailable"
 STALE_WORK = "WorkNotObserved"
 """Stale reason: the work agent has not picked up the work's current spec in time."""
 CONDITION_DELETION_BLOCKED = "DeletionBlocked"
-FAILED_ISVC_TRANSITIONS = ("BlockedByFailedLoad", "InvalidSpec")
 NAMED_CLUSTERS = 10
 """Clusters named in a condition message before "and N more"."""
 
@@ -132,57 +132,6 @@ def _s(value: object) -> str:
     return "" if value is None else str(value)
 
 
-def _work_category(kind: str, work: WorkFact, removed: bool) -> tuple[ClusterStatus, Category]:
-    cl = work.cluster
-    if kind == c.KIND_MODEL_SERVING:
-        phase = _s(work.value("phase")) or "Applied"
-        msg = _s(work.value("message"))
-        if phase in ("Degraded", "RemovalBlocked"):
-            return ClusterStatus(cluster=cl, phase=phase, reason=phase, message=msg), "failed"
-        done = "Removed" if removed else "Available"
-        ok = phase == done
-        return ClusterStatus(cluster=cl, phase=phase, ready=ok, reason=phase, message=msg), (
-            "ready" if ok else "progressing"
-        )
-    if kind == c.KIND_STORAGE_CONNECTION:
-        phase = _s(work.value("phase")) or "Applied"
-        msg = _s(work.value("message"))
-        cat: Category = (
-            "ready" if phase == "Delivered" else "failed" if phase == "Failed" else "progressing"
-        )
-        # The agent's own reason (DecryptFailed, KeyMismatch, NamespaceMissing, ...) when not
-        # delivered; the phase otherwise.
-        reason = _s(work.value("reason")) if cat != "ready" else ""
-        return ClusterStatus(
-            cluster=cl, phase=phase, ready=cat == "ready", reason=reason or phase, message=msg
-        ), cat
-    if kind == c.KIND_SERVING_RUNTIME:
-        ok = work.available == "True"
-        return ClusterStatus(
-            cluster=cl, phase="Available" if ok else "Applied", ready=ok,
-            reason="Available" if ok else work.reason,
-        ), "ready" if ok else "progressing"
-    # InferenceService
-    url = _s(work.value("url")) or _s(work.value("addressUrl"))
-    state = _s(work.value("activeModelState"))
-    failure = _s(work.value("failureReason"))
-    transition = _s(work.value("transitionStatus"))
-    if work.value("ready") == "True":
-        return ClusterStatus(
-            cluster=cl, phase="Ready", ready=True, reason="Ready", url=url, model_state=state
-        ), "ready"
-    if failure or transition in FAILED_ISVC_TRANSITIONS:
-        return ClusterStatus(
-            cluster=cl, phase="Failed", reason=failure or transition,
-            message=_s(work.value("failureMessage")) or _s(work.value("readyMessage")),
-            url=url, model_state=state,
-        ), "failed"
-    return ClusterStatus(
-        cluster=cl, phase="Progressing", reason=_s(work.value("readyReason")) or "Applied",
-        message=_s(work.value("readyMessage")), url=url, model_state=state,
-    ), "progressing"
-
-
 def cluster_status(
     kind: str, item: ClusterInput, *, removed: bool = False, now: datetime | None = None,
     stale_after: float = STALE_AFTER,
@@ -244,13 +193,14 @@ def _reported_status(
         # What the spoke says while OCM removes the work's objects (the agent's uninstall may
         # be blocked: RemovalBlocked names what blocks it).
         spoke_phase = _s(work.value("phase"))
-        if kind == c.KIND_MODEL_SERVING and spoke_phase == "RemovalBlocked":
+        owns_stack = spec_of(kind).owns_stack
+        if owns_stack and spoke_phase == "RemovalBlocked":
             return ClusterStatus(
                 cluster=cl, phase="Removing", reason="RemovalBlocked",
                 message=_s(work.value("message")),
             ), "failed"
         # The agent's own account while it uninstalls (e.g. waiting for InferenceServices).
-        said = _s(work.value("message")) if kind == c.KIND_MODEL_SERVING and spoke_phase in (
+        said = _s(work.value("message")) if owns_stack and spoke_phase in (
             "Removing", "Removed") else ""
         return ClusterStatus(
             cluster=cl, phase="Removing", reason="WorkDeleting",
@@ -272,8 +222,8 @@ def _reported_status(
         ), "failed"
     if work.applied != "True":
         return ClusterStatus(cluster=cl, phase="Applying", reason="WorkNotApplied"), "progressing"
-    entry, category = _work_category(kind, work, removed)
-    if item.platform_going and kind in (c.KIND_INFERENCE_SERVICE, c.KIND_SERVING_RUNTIME):
+    entry, category = spec_of(kind).report(work, removed)
+    if item.platform_going and spec_of(kind).holds_stack:
         return entry.model_copy(update={
             "phase": "Degraded", "ready": False, "reason": REASON_PLATFORM_REMOVING,
             "message": item.platform_going[:1024],

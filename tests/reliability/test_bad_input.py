@@ -46,7 +46,7 @@ from addon_api.hub import (
 )
 from addon_api.spoke import SealedStorageConnection, ServingPlatform
 from addon_manager import naming, render
-from addon_manager.reconcile import MODELS
+from addon_manager.kinds import KINDS
 from tests.reliability.bad_input import (
     BAD_NAMES,
     CLUSTER_LABELS,
@@ -188,7 +188,7 @@ def render_for(intent: Resource, cluster: str) -> render.RenderedWork:
 def pure_path(gen: Generated) -> str:
     """Run one generated intent through the pure path; return what happened."""
     try:
-        intent = MODELS[gen.kind].from_object(gen.obj)
+        intent = KINDS[gen.kind].model.from_object(gen.obj)
     except ValidationError as err:
         check_rejection(gen, err)
         return "rejected"
@@ -228,7 +228,7 @@ def test_pure_path_never_crashes(gen: Generated) -> None:
 
 API_SAMPLE = 1000 if SOAK else 100
 """Generated intents submitted to the hub's API server (``make test``: 100)."""
-PLURALS = {kind: MODELS[kind].crd.plural for kind in MODELS}
+PLURALS = {kind: spec.plural for kind, spec in KINDS.items()}
 api_names = st.one_of(valid_names, st.sampled_from(BAD_NAMES))
 """Names as a user may type them: the API server checks them for every object."""
 
@@ -305,7 +305,7 @@ def test_api_server_agrees_with_the_models(
         return
     rejection: ValidationError | None = None
     try:
-        MODELS[gen.kind].from_object(gen.obj)
+        KINDS[gen.kind].model.from_object(gen.obj)
     except ValidationError as err:
         rejection = err
     ours = rejection is None
@@ -318,7 +318,7 @@ def test_api_server_agrees_with_the_models(
     stored = {k: v for k, v in verdict.stored.items() if k in ("apiVersion", "kind", "spec")}
     stored["metadata"] = {k: verdict.stored["metadata"][k] for k in ("name", "namespace")}
     try:
-        MODELS[gen.kind].from_object(stored)
+        KINDS[gen.kind].model.from_object(stored)
     except ValidationError as err:
         raise AssertionError(f"the API server stored what the model rejects: {err}") from err
     if not ours:

@@ -27,7 +27,7 @@ SOURCES = sorted([*ROOT.glob("addon_manager/*.py"), *ROOT.glob("addon_agent/*.py
                   ROOT / "addon_api" / "sealing.py"])
 TROUBLESHOOTING = ROOT / "docs" / "troubleshooting.md"
 
-KEYWORDS = {"reason", "phase", "error_reason", "final_phase"}
+KEYWORDS = {"reason", "phase", "error_reason", "final_phase", "problem"}
 DICT_KEYS = {"reason", "phase"}
 # function name -> positions of reason/phase arguments
 POSITIONAL = {

@@ -6,8 +6,6 @@ from __future__ import annotations
 import asyncio
 from typing import Any, cast
 
-import pytest
-
 from addon_api import constants as c
 from addon_manager import handlers
 from addon_manager.facts import agent_namespace
@@ -53,24 +51,21 @@ def test_index_keeps_the_namespace_and_the_world_reads_it() -> None:
     assert world.agent_namespace("c2") == c.AGENT_NAMESPACE and not world.addon_exists("c2")
 
 
-def test_a_changed_namespace_wakes_the_storage_connections_only_when_it_changes(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    monkeypatch.setattr(handlers, "WAKEUPS", handlers.Wakeups())
-    monkeypatch.setattr(handlers, "_AGENT_NAMESPACES", {})
-    monkeypatch.setattr(handlers.SETTINGS, "ready", True)
+def test_a_changed_namespace_wakes_the_storage_connections_only_when_it_changes() -> None:
+    state = handlers.ManagerState()
+    state.settings.ready = True
     sconn = (c.KIND_STORAGE_CONNECTION, "ns", "s3")
     msv = (c.KIND_MODEL_SERVING, "ns", "kserve")
 
     def event(body: dict[str, Any], type_: str | None = "MODIFIED") -> bool:
         for key in (sconn, msv):
-            handlers.WAKEUPS.get(key).clear()
+            state.wakeups.get(key).clear()
         asyncio.run(cast(Any, handlers.addon_changed)(
             type=type_, body=body, namespace="c1", name=str(body["metadata"]["name"]),
-            **_indexes({"c1": [agent_namespace(body)]}),
+            memo=state.memo(), **_indexes({"c1": [agent_namespace(body)]}),
         ))
-        assert not handlers.WAKEUPS.get(msv).is_set()
-        return handlers.WAKEUPS.get(sconn).is_set()
+        assert not state.wakeups.get(msv).is_set()
+        return state.wakeups.get(sconn).is_set()
 
     assert event(addon(spec_ns=c.AGENT_NAMESPACE), None) is False  # the default: nothing new
     assert event(addon(status_ns="custom-ns")) is True

@@ -979,7 +979,7 @@ def test_a_tampered_identity_work_is_not_trusted_and_is_rewritten() -> None:
     assert fact is not None and fact.identity_source == ""
     hub.works[ident_key] = replace(fact, feedback=(("keyId", sealing.key_id(key)),
                                                    ("publicKey", key)))
-    reconciler._applied.clear()  # the manager's own write is older than the watch grace
+    reconciler.executor.applied.clear()  # the manager's own write is older than the watch grace
     hub.writes.clear()
     reconcile()
     entry = hub.statuses["s3"]["clusters"][0]

@@ -1,0 +1,235 @@
+"""The engine's parts on the fake hub: the kind registry, the pure plan, finish.
+
+Every hub kind is planned here without a write: what the plan says it would write, delete,
+pin and enable, and what each cluster's entry is made of. The reconcile tests
+(test_manager_reconcile.py) cover the same rules through the executor.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import copy
+from dataclasses import replace
+from typing import Any
+
+import pytest
+
+from addon_api import constants as c
+from addon_api import sealing
+from addon_api import tenancy as api_tenancy
+from addon_api.hub import HUB_RESOURCES
+from addon_manager import kinds, naming, policy, tenancy
+from addon_manager.facts import WorkFact
+from addon_manager.plan import Executed, Plan, finish
+from addon_manager.reconcile import Reconciler
+from tests.unit.fake_hub import OPEN_POLICY, FakeHub
+from tests.unit.test_manager_reconcile import isvc_body, msv_body, platform_ready, sc_body
+
+
+def runtime_body() -> dict[str, Any]:
+    return {
+        "apiVersion": c.API_VERSION,
+        "kind": c.KIND_SERVING_RUNTIME,
+        "metadata": {"name": "rt", "namespace": "ns", "generation": 1},
+        "spec": {
+            "placementRef": {"name": "p"},
+            "targetNamespace": "models",
+            "template": {"containers": [{"name": "c", "image": "img:1"}],
+                         "supportedModelFormats": [{"name": "sklearn"}]},
+        },
+    }
+
+
+BODIES = {
+    c.KIND_MODEL_SERVING: lambda: msv_body("kserve", "2026-01-01T00:00:00Z"),
+    c.KIND_STORAGE_CONNECTION: sc_body,
+    c.KIND_SERVING_RUNTIME: runtime_body,
+    c.KIND_INFERENCE_SERVICE: isvc_body,
+}
+
+
+def publish_key(hub: FakeHub, cluster: str) -> bytes:
+    """The agent of ``cluster`` publishes a key through its identity work; its private key."""
+    private = sealing.generate_private_key()
+    key = sealing.public_key_of(private)
+    name = naming.IDENTITY_WORK_NAME
+    planned = Reconciler(hub, hub, admin=OPEN_POLICY).plan(c.KIND_STORAGE_CONNECTION,
+                                                               sc_body())
+    identity = next(a.work for a in planned.applies if a.what == "identity"
+                    and a.work.cluster == cluster)
+    hub.bodies[(cluster, name)] = identity.body
+    fact = hub.works[(cluster, name)] = WorkFact(
+        name=name, cluster=cluster, kind=naming.KIND_IDENTITY, intent_namespace="",
+        intent_name="agent", render_hash=identity.render_hash, applied="True",
+        identity_source=f"{c.AGENT_NAMESPACE}/{c.AGENT_IDENTITY_CONFIGMAP}",
+        feedback=(("keyId", sealing.key_id(key)), ("publicKey", key)),
+    )
+    assert fact.owner == (naming.KIND_IDENTITY, "", "agent")
+    return private
+
+
+def ready_hub() -> FakeHub:
+    """Two selected clusters where every kind can be sent: stack Available, key published,
+    the Secret readable, the StorageConnection delivered."""
+    hub = FakeHub(placements={("ns", "p"): frozenset({"c1", "c2"})},
+                  secrets={("ns", "creds"): {"access_key_id": "AK1"}})
+    platform_ready(hub, "c1", "c2")
+    for cl in ("c1", "c2"):
+        publish_key(hub, cl)
+        hub.works[(cl, "sc")] = WorkFact(
+            name="sc", cluster=cl, kind=c.KIND_STORAGE_CONNECTION, intent_namespace="ns",
+            intent_name="s3", render_hash="x", applied="True",
+            feedback=(("phase", "Delivered"),))
+    return hub
+
+
+def plan_of(hub: FakeHub, kind: str, body: dict[str, Any] | None = None,
+            admin: policy.Policy = OPEN_POLICY) -> Plan:
+    reconciler = Reconciler(hub, hub, admin=admin)
+    return reconciler.plan(kind, body if body is not None else BODIES[kind]())
+
+
+# The registry ---------------------------------------------------------------------------------
+
+
+def test_every_hub_kind_has_one_spec_named_from_its_crd() -> None:
+    assert [cls.crd.plural for cls in HUB_RESOURCES] == [s.plural for s in kinds.KINDS.values()]
+    assert set(kinds.KINDS) == set(c.HUB_KINDS)
+    for kind, spec in kinds.KINDS.items():
+        assert spec.kind == kind and spec.model.crd.plural == spec.plural
+    assert kinds.STACK_OWNERS == (c.KIND_MODEL_SERVING,)
+    assert set(kinds.STACK_HOLDERS) == {c.KIND_SERVING_RUNTIME, c.KIND_INFERENCE_SERVICE}
+    assert set(kinds.TENANT_KINDS) == set(c.HUB_KINDS) - {c.KIND_MODEL_SERVING}
+
+
+def test_what_a_change_of_each_kind_of_work_wakes() -> None:
+    woken = {k: sorted(kinds.dependents(k)) for k in
+             (*c.HUB_KINDS, kinds.IDENTITY, kinds.ACCESS)}
+    assert woken[c.KIND_MODEL_SERVING] == [(c.KIND_INFERENCE_SERVICE, False),
+                                           (c.KIND_SERVING_RUNTIME, False)]
+    # a stack's removal waits for what holds it
+    assert woken[c.KIND_INFERENCE_SERVICE] == [(c.KIND_MODEL_SERVING, False)]
+    assert woken[c.KIND_SERVING_RUNTIME] == [(c.KIND_MODEL_SERVING, False)]
+    assert woken[c.KIND_STORAGE_CONNECTION] == [(c.KIND_INFERENCE_SERVICE, False)]
+    assert woken[kinds.IDENTITY] == [(c.KIND_STORAGE_CONNECTION, False)]
+    assert woken[kinds.ACCESS] == sorted((k, True) for k in kinds.TENANT_KINDS)
+    assert kinds.ACCESS == api_tenancy.ACCESS_KIND
+
+
+# The plan is pure -------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("kind", c.HUB_KINDS)
+def test_planning_writes_nothing_and_says_the_same_twice(kind: str) -> None:
+    hub = ready_hub()
+    before = copy.deepcopy(hub.works)
+    reconciler = Reconciler(hub, hub, admin=OPEN_POLICY)
+    first = reconciler.plan(kind, BODIES[kind]())
+    second = reconciler.plan(kind, BODIES[kind]())
+    assert hub.writes == [] and hub.works == before and hub.addons == set()
+    assert reconciler.sealer.pinned("c1") is None  # a pin is planned, not recorded
+    assert [(a.what, a.work.cluster, a.work.render_hash) for a in first.applies] == [
+        (a.what, a.work.cluster, a.work.render_hash) for a in second.applies]
+    own = [a for a in first.applies if a.what == "apply"]
+    assert sorted(a.work.cluster for a in own) == ["c1", "c2"]
+    assert all(a.work.name == naming.work_name(kind, "ns", BODIES[kind]()["metadata"]["name"])
+               for a in own)
+    assert first.invalid is None and first.deletes == [] and first.errors == []
+
+
+def test_a_stack_plan_enables_the_addon_where_it_is_missing_only() -> None:
+    hub = ready_hub()
+    hub.addons.add("c1")
+    assert plan_of(hub, c.KIND_MODEL_SERVING).addons == ["c2"]
+    other = plan_of(hub, c.KIND_INFERENCE_SERVICE)
+    assert other.addons == []  # only the stack's owner enables the add-on
+
+
+def test_a_storage_plan_pins_the_published_key_and_names_the_secret() -> None:
+    hub = ready_hub()
+    out = plan_of(hub, c.KIND_STORAGE_CONNECTION)
+    assert set(out.pins) == {"c1", "c2"}
+    own = [a for a in out.applies if a.what == "apply"]
+    assert {a.secret for a in own} == {"creds"}
+    assert all(a.work.seal_inputs is not None for a in own)
+    assert [a for a in out.applies if a.what == "identity"] == []  # identity works are current
+
+
+def test_a_storage_plan_without_a_key_asks_for_it_and_waits() -> None:
+    hub = FakeHub(placements={("ns", "p"): frozenset({"c1"})},
+                  secrets={("ns", "creds"): {"access_key_id": "AK1"}})
+    out = plan_of(hub, c.KIND_STORAGE_CONNECTION)
+    assert [(a.what, a.work.name) for a in out.applies] == [
+        ("identity", naming.IDENTITY_WORK_NAME)]
+    assert [w.reason for w in out.inputs["c1"].waits] == ["WaitingForAgentKey"]
+    assert out.pins == {}
+
+
+def test_gates_hold_runtimes_and_models_back_until_what_they_need_is_there() -> None:
+    hub = FakeHub(placements={("ns", "p"): frozenset({"c1"})})
+    runtime = plan_of(hub, c.KIND_SERVING_RUNTIME)
+    assert runtime.applies == [] and runtime.inputs["c1"].waits[0].reason == "WaitingForPlatform"
+    platform_ready(hub, "c1")
+    assert [a.what for a in plan_of(hub, c.KIND_SERVING_RUNTIME).applies] == ["apply"]
+    model = plan_of(hub, c.KIND_INFERENCE_SERVICE, isvc_body(storageConnections=["s3"]))
+    assert model.applies == []
+    assert [w.reason for w in model.inputs["c1"].waits] == ["WaitingForStorage"]
+
+
+def test_a_tenant_plan_writes_its_access_first_and_waits_for_the_grant() -> None:
+    hub = ready_hub()
+    team = policy.Policy(namespaces=api_tenancy.parse("ns=ns,models"))
+    out = plan_of(hub, c.KIND_SERVING_RUNTIME, admin=team)
+    access = [a for a in out.applies if a.what == "access"]
+    assert sorted(a.work.cluster for a in access) == ["c1", "c2"]
+    assert all(a.kind == tenancy.ACCESS_KIND for a in access)
+    assert [a for a in out.applies if a.what == "apply"] == []  # never before the grant
+    assert {w.reason for item in out.inputs.values() for w in item.waits} == {
+        tenancy.WAITING_FOR_ACCESS}
+
+
+def test_a_stack_is_not_removed_under_what_holds_it() -> None:
+    hub = ready_hub()
+    reconciler = Reconciler(hub, hub, admin=OPEN_POLICY)
+    body = msv_body("kserve", "2026-01-01T00:00:00Z")
+    asyncio.run(reconciler.reconcile(c.KIND_MODEL_SERVING, body))
+    asyncio.run(reconciler.reconcile(c.KIND_INFERENCE_SERVICE, isvc_body()))
+    hub.placements[("ns", "p")] = frozenset({"c1"})  # c2 leaves
+    out = reconciler.plan(c.KIND_MODEL_SERVING, body)
+    assert set(out.blocked) == {"c2"} and out.deletes == []
+    assert out.blocked["c2"] == [f"{c.KIND_INFERENCE_SERVICE} ns/iris"]
+    isvc_plan = reconciler.plan(c.KIND_INFERENCE_SERVICE, isvc_body())
+    assert [d.work.cluster for d in isvc_plan.deletes] == ["c2"]  # the model goes first
+
+
+def test_an_invalid_or_refused_intent_plans_no_write() -> None:
+    hub = ready_hub()
+    bad = isvc_body(deploymentMode="Serverless")
+    out = plan_of(hub, c.KIND_INFERENCE_SERVICE, bad)
+    assert out.invalid is not None and out.invalid[0] == "InvalidSpec"
+    assert out.applies == [] and out.deletes == [] and out.inputs == {}
+    body = msv_body("kserve", "2026-01-01T00:00:00Z")
+    body["spec"]["devFlags"] = {"images": {"kserve-controller-manager": "example.com/k:1"}}
+    refused = plan_of(hub, c.KIND_MODEL_SERVING, body, admin=policy.Policy())
+    assert refused.invalid is not None and refused.invalid[0] == policy.REASON_DEV_FLAGS
+    assert refused.errors == [policy.REASON_DEV_FLAGS] and refused.applies == []
+
+
+# finish -----------------------------------------------------------------------------------------
+
+
+def test_finish_shows_failed_writes_and_sent_deletes() -> None:
+    hub = ready_hub()
+    reconciler = Reconciler(hub, hub, admin=OPEN_POLICY)
+    out = reconciler.plan(c.KIND_INFERENCE_SERVICE, isvc_body())
+    now = reconciler.snapshot().now
+    failed = finish(out, Executed(failed={"c2": ("ApplyFailed", "HTTP 500")}), now, 60)
+    entries = {e.cluster: e for e in failed.status.clusters}
+    assert (entries["c2"].phase, entries["c2"].reason) == ("Failed", "ApplyFailed")
+    assert failed.status.phase == "Degraded"
+    work = WorkFact(name="w", cluster="c3", kind=c.KIND_INFERENCE_SERVICE, intent_namespace="ns",
+                    intent_name="iris", render_hash="x", applied="True")
+    gone = replace(out, existing={**out.existing, "c3": work})
+    going = finish(gone, Executed(going={"c3"}), now, 60)
+    entry = next(e for e in going.status.clusters if e.cluster == "c3")
+    assert (entry.phase, entry.reason) == ("Removing", "WorkDeleting")
