@@ -14,6 +14,7 @@ from addon_agent import storage
 from addon_agent.kube import Kube
 from addon_api import constants as c
 from addon_api import sealing
+from addon_api.reasons import SealedReason
 from addon_api.spoke import SealedStorageConnectionSpec
 
 Obj = dict[str, Any]
@@ -22,7 +23,7 @@ Obj = dict[str, Any]
 class DeliveryError(RuntimeError):
     """Delivery failed; ``reason`` is the condition reason."""
 
-    def __init__(self, reason: str, message: str) -> None:
+    def __init__(self, reason: SealedReason, message: str) -> None:
         super().__init__(message)
         self.reason = reason
 
@@ -84,7 +85,7 @@ def terminating(namespace: Obj | None) -> bool:
 
 def _terminating(namespaces: list[str]) -> DeliveryError:
     return DeliveryError(
-        "NamespaceTerminating",
+        SealedReason.NAMESPACE_TERMINATING,
         "target namespaces are being deleted, nothing is written into them: "
         + ", ".join(namespaces),
     )
@@ -126,7 +127,7 @@ def open_spec(
     key = opener.keys.get(spec.key_id)
     if key is None:
         raise DeliveryError(
-            "KeyMismatch",
+            SealedReason.KEY_MISMATCH,
             f"sealed for key {spec.key_id}, agent holds {', '.join(sorted(opener.keys))}",
         )
     expected = sealing.Binding(
@@ -157,7 +158,7 @@ def deliver(
     missing = [ns for ns, obj in found.items() if obj is None]
     if missing:
         raise DeliveryError(
-            "NamespaceMissing", "target namespaces do not exist: " + ", ".join(missing)
+            SealedReason.NAMESPACE_MISSING, "target namespaces do not exist: " + ", ".join(missing)
         )
     going = [ns for ns, obj in found.items() if terminating(obj)]
     if going:
@@ -169,7 +170,7 @@ def deliver(
             try:
                 edit = storage.put_entry(secret, spec.entry_name, binding, payload)
             except storage.EntryConflict as err:
-                raise DeliveryError("EntryConflict", f"{target}: {err}") from err
+                raise DeliveryError(SealedReason.ENTRY_CONFLICT, f"{target}: {err}") from err
             if (
                 secret is not None
                 and (secret.get("data") or {}) == edit.data

@@ -30,16 +30,20 @@ from addon_agent.login import connection_info
 from addon_agent.planning import Plan
 from addon_api import constants as c
 from addon_api.base import plain
-from addon_api.conditions import condition
-from addon_api.spoke import SealedStorageConnectionSpec, ServingPlatformSpec
-from addon_api.tenancy import REASON as REASON_NAMESPACE
+from addon_api.reasons import SEALED_WAITS, SealedReason
+from addon_api.reasons import ServingPlatformPhase as Phase
+from addon_api.reasons import ServingPlatformReason as Reason
+from addon_api.spoke import (
+    SealedStorageConnectionSpec,
+    SealedStorageConnectionStatus,
+    ServingPlatformSpec,
+    ServingPlatformStatus,
+)
 
 log = logging.getLogger(__name__)
 
 PLATFORMS = (c.GROUP, c.VERSION, "servingplatforms")
 SEALED = (c.GROUP, c.VERSION, "sealedstorageconnections")
-PENDING_REASONS = ("NamespaceMissing", "NamespaceTerminating")
-"""Delivery reasons that are a wait for the cluster, not a failure."""
 
 
 class Agent:
@@ -69,8 +73,10 @@ class Agent:
 
     # ServingPlatform ----------------------------------------------------------------------------
 
-    def _write_platform_status(self, name: str, status: dict[str, Any]) -> None:
-        self.kube.patch_status(f"{c.GROUP}/{c.VERSION}", c.KIND_SERVING_PLATFORM, name, status)
+    def _write_platform_status(self, name: str, status: ServingPlatformStatus) -> None:
+        self.kube.patch_status(
+            f"{c.GROUP}/{c.VERSION}", c.KIND_SERVING_PLATFORM, name, status.to_patch()
+        )
 
     def reconcile_platform(self, body: kopf.Body) -> None:
         """Install or remove the stack as the ServingPlatform says; write its status."""
@@ -86,13 +92,13 @@ class Agent:
                 self._write_platform_status(
                     name,
                     st.simple_status(
-                        "Degraded", "AnotherPlatformOwns", message, generation, previous
+                        Phase.DEGRADED, Reason.ANOTHER_PLATFORM_OWNS, message, generation, previous
                     ),
                 )
                 return
             spec = ServingPlatformSpec.model_validate(plain(body["spec"]))
             if spec.management_state == "Removed":
-                self._remove(name, spec.force, generation, previous, final_phase="Removed")
+                self._remove(name, spec.force, generation, previous)
                 return
             try:
                 plan = self.installer.build_plan(spec)
@@ -101,13 +107,17 @@ class Agent:
                 metrics.RECONCILE_ERRORS.labels(kind="ServingPlatform").inc()
                 self._write_platform_status(
                     name,
-                    st.simple_status("Degraded", "BundleError", str(err), generation, previous),
+                    st.simple_status(
+                        Phase.DEGRADED, Reason.BUNDLE_ERROR, str(err), generation, previous
+                    ),
                 )
                 return
             except NotReady as err:
                 self._write_platform_status(
                     name,
-                    st.simple_status("Installing", "Installing", str(err), generation, previous),
+                    st.simple_status(
+                        Phase.INSTALLING, Reason.INSTALLING, str(err), generation, previous
+                    ),
                 )
                 return
             except ApiException as err:
@@ -117,7 +127,9 @@ class Agent:
                 with contextlib.suppress(Exception):
                     self._write_platform_status(
                         name,
-                        st.simple_status("Degraded", "ApplyFailed", message, generation, previous),
+                        st.simple_status(
+                            Phase.DEGRADED, Reason.APPLY_FAILED, message, generation, previous
+                        ),
                     )
                 raise kopf.TemporaryError(message, delay=10) from err
             namespaces.reconcile(
@@ -130,7 +142,7 @@ class Agent:
             )
             self.plans[name] = (generation, plan)
             status = self.installer.read_status(plan, generation, previous)
-            log.info("%s: %s (%s)", name, status["phase"], status["message"][:200])
+            log.info("%s: %s (%s)", name, status.phase, status.message[:200])
             self._write_platform_status(name, status)
             self._record_metrics(spec.platform, status, plan.controllers())
 
@@ -138,13 +150,13 @@ class Agent:
         return st.owning_platform(self.kube.list(f"{c.GROUP}/{c.VERSION}", c.KIND_SERVING_PLATFORM))
 
     def _record_metrics(
-        self, platform: str, status: dict[str, Any], controllers: list[tuple[str, str]]
+        self, platform: str, status: ServingPlatformStatus, controllers: list[tuple[str, str]]
     ) -> None:
         components = {
             n: st.deployment_available(self.kube.get("apps/v1", "Deployment", n, ns))
             for ns, n in controllers
         }
-        metrics.record_platform(platform, status["phase"] == "Available", components)
+        metrics.record_platform(platform, status.phase is Phase.AVAILABLE, components)
         if self.kube.served(ISVC_API, "InferenceService"):
             metrics.record_inference_services(self.kube.list(ISVC_API, "InferenceService"))
 
@@ -154,7 +166,6 @@ class Agent:
         force: bool,
         generation: int | None,
         previous: list[dict[str, Any]],
-        final_phase: str,
     ) -> bool:
         """Uninstall; True when nothing the agent installed remains (see addon_agent.removal).
 
@@ -189,7 +200,7 @@ class Agent:
             self._write_platform_status(
                 name,
                 st.simple_status(
-                    "Removing", "Removing", "uninstalling the stack", generation, previous
+                    Phase.REMOVING, Reason.REMOVING, "uninstalling the stack", generation, previous
                 ),
             )
         namespaces.disable_all(self.kube, keep=left.namespaces)
@@ -199,14 +210,15 @@ class Agent:
                 f"{r.kind} {r.name}" for r in remaining[:10]
             )
             self._write_platform_status(
-                name, st.simple_status("Removing", "Removing", message, generation, previous)
+                name,
+                st.simple_status(Phase.REMOVING, Reason.REMOVING, message, generation, previous),
             )
             return False
         self._write_platform_status(
             name,
             st.simple_status(
-                final_phase,
-                removal.REASON_LEFTOVERS if left.message else "Removed",
+                Phase.REMOVED,
+                removal.REASON_LEFTOVERS if left.message else Reason.REMOVED,
                 left.message or "the stack is not installed",
                 generation,
                 previous,
@@ -240,7 +252,8 @@ class Agent:
                             self.kube.apply(obj)
                 previous = list((body.get("status") or {}).get("conditions") or [])
                 status = self.installer.read_status(plan, generation, previous)
-                if {k: v for k, v in status.items() if k != "conditions"} != {
+                fields = {k: v for k, v in status.to_patch().items() if k != "conditions"}
+                if fields != {
                     k: v for k, v in (body.get("status") or {}).items() if k != "conditions"
                 }:
                     self._write_platform_status(platform_name, status)
@@ -253,9 +266,7 @@ class Agent:
         if self._owner() != name:
             return  # it never installed anything: nothing to remove
         with self.lock:
-            done = self._remove(
-                name, spec.force, body.metadata.get("generation"), previous, "Removed"
-            )
+            done = self._remove(name, spec.force, body.metadata.get("generation"), previous)
         if not done:
             raise kopf.TemporaryError(
                 "stack not removed yet", delay=min(self.config.resync_seconds, 10)
@@ -270,8 +281,8 @@ class Agent:
         ns, name = body.metadata["namespace"], body.metadata["name"]
         generation = body.metadata.get("generation")
         previous = list((body.get("status") or {}).get("conditions") or [])
-        kept: dict[str, Any] = {"previous": previous, "max_message": st.MAX_MESSAGE}
         self.waits.done((ns, name))
+        status: SealedStorageConnectionStatus
         with self.delivery_lock, \
                 metrics.RECONCILE_SECONDS.labels(kind="SealedStorageConnection").time():
             try:
@@ -282,36 +293,21 @@ class Agent:
                     spec.target_namespaces, self.config.namespace,
                 )
                 if refused:
-                    raise delivery.DeliveryError(REASON_NAMESPACE, refused)
+                    raise delivery.DeliveryError(SealedReason.NAMESPACE_NOT_ALLOWED, refused)
                 delivery.deliver(
                     self.kube, self.opener(spec.key_id), self.ledger, ns, name, spec
                 )
             except delivery.DeliveryError as err:
                 metrics.RECONCILE_ERRORS.labels(kind="SealedStorageConnection").inc()
-                if err.reason in PENDING_REASONS:  # delivered again once a target appears
+                if err.reason in SEALED_WAITS:  # delivered again once a target appears
                     self.waits.wait((ns, name), spec.target_namespaces)
-                status = {
-                    "phase": "Pending" if err.reason in PENDING_REASONS else "Failed",
-                    "message": str(err)[:st.MAX_MESSAGE],
-                    "observedGeneration": generation,
-                    "conditions": st.conditions(
-                        condition("Delivered", False, err.reason, str(err), **kept),
-                        condition("Degraded", True, err.reason, str(err), **kept),
-                    ),
-                }
+                status = st.sealed_status(err.reason, str(err), generation, previous)
             else:
                 message = "entry delivered to " + ", ".join(spec.target_namespaces)
-                status = {
-                    "phase": "Delivered",
-                    "message": message,
-                    "observedGeneration": generation,
-                    "conditions": st.conditions(
-                        condition("Delivered", True, "Delivered", message, **kept),
-                        condition("Degraded", False, "Delivered", message, **kept),
-                    ),
-                }
+                status = st.sealed_status(SealedReason.DELIVERED, message, generation, previous)
         self.kube.patch_status(
-            f"{c.GROUP}/{c.VERSION}", c.KIND_SEALED_STORAGE_CONNECTION, name, status, namespace=ns
+            f"{c.GROUP}/{c.VERSION}", c.KIND_SEALED_STORAGE_CONNECTION, name, status.to_patch(),
+            namespace=ns,
         )
 
     def deliver_waiting(self, namespace: str) -> None:

@@ -20,7 +20,7 @@ from addon_agent.crd_cache import CrdCache
 from addon_agent.kube import Kube
 from addon_agent.planning import ClusterFacts, Plan
 from addon_agent.stacks import STACKS
-from addon_api.spoke import ServingPlatformSpec
+from addon_api.spoke import ServingPlatformSpec, ServingPlatformStatus
 
 log = logging.getLogger(__name__)
 
@@ -368,7 +368,9 @@ class Installer:
 
     # Status -------------------------------------------------------------------------------------
 
-    def read_status(self, the_plan: Plan, generation: int | None, previous: list[Obj]) -> Obj:
+    def read_status(
+        self, the_plan: Plan, generation: int | None, previous: list[Obj]
+    ) -> ServingPlatformStatus:
         """Status of a Managed platform from what the cluster shows now."""
         deployments = {
             name: self.kube.get("apps/v1", "Deployment", name, ns)

@@ -21,14 +21,16 @@ from typing import Any
 
 from addon_api import constants as c
 from addon_api import tenancy
+from addon_api.reasons import ServingPlatformPhase as Phase
+from addon_api.reasons import ServingPlatformReason as Reason
 
 ISVC_KIND = "InferenceService"
 ISVC_CRD = "inferenceservices.serving.kserve.io"
 NAMED = 20
 """Objects named in a status message before "and N more"."""
-REASON_FOREIGN = "ForeignObjectsPresent"
-REASON_WAITING = "WaitingForInferenceServices"
-REASON_LEFTOVERS = "RemovedWithLeftovers"
+REASON_FOREIGN = Reason.FOREIGN_OBJECTS_PRESENT
+REASON_WAITING = Reason.WAITING_FOR_INFERENCE_SERVICES
+REASON_LEFTOVERS = Reason.REMOVED_WITH_LEFTOVERS
 
 
 @dataclass(frozen=True)
@@ -114,8 +116,8 @@ def instance_of(
 class Hold:
     """Why nothing is deleted yet: the ServingPlatform's phase, reason and message."""
 
-    phase: str
-    reason: str
+    phase: Phase
+    reason: Reason
     message: str
 
 
@@ -168,7 +170,7 @@ def hold(instances: Iterable[Instance], force: bool) -> Hold | None:
     theirs = foreign(instances)
     if theirs and not force:
         return Hold(
-            "RemovalBlocked", REASON_FOREIGN,
+            Phase.REMOVAL_BLOCKED, REASON_FOREIGN,
             f"{count_kinds(i.kind for i in theirs)} not created by the add-on remain "
             f"(removing the stack would delete them with their CRDs or strand their "
             f"finalizers): {_names(sorted(i.label for i in theirs))}",
@@ -177,7 +179,7 @@ def hold(instances: Iterable[Instance], force: bool) -> Hold | None:
     waiting = sorted(i.label for i in guarded if i.by_addon and (i.terminating or not force))
     if waiting:
         return Hold(
-            "Removing", REASON_WAITING,
+            Phase.REMOVING, REASON_WAITING,
             f"waiting for InferenceServices to be deleted: {_names(waiting)} (the stack's "
             "controller processes their finalizers; nothing is removed before they are gone)",
         )

@@ -7,13 +7,19 @@ from typing import Any
 
 from addon_api.common import Condition
 from addon_api.conditions import condition
+from addon_api.reasons import SealedConditionType as SealedCondition
+from addon_api.reasons import SealedReason, sealed_phase
+from addon_api.reasons import ServingPlatformConditionType as PlatformCondition
+from addon_api.reasons import ServingPlatformPhase as Phase
+from addon_api.reasons import ServingPlatformReason as Reason
+from addon_api.spoke import SealedStorageConnectionStatus, ServingPlatformStatus
 
 Obj = dict[str, Any]
 
 
 MAX_MESSAGE = 1024
 """Longest status or condition message the agent writes."""
-REASON_CONFLICT = "ForeignObjectConflict"
+REASON_CONFLICT = Reason.FOREIGN_OBJECT_CONFLICT
 """Objects of the stack exist with the bundle's names and are someone else's."""
 NAMED = 10
 """Conflicting objects named in a message before "and N more"."""
@@ -66,11 +72,6 @@ def deployment_rolling_out(deployment: Obj | None) -> bool:
     return True  # no Progressing condition yet: just created
 
 
-def conditions(*conds: Condition) -> list[Obj]:
-    """Conditions in their wire form, as the status subresource stores them."""
-    return [cond.to_dict() for cond in conds]
-
-
 def platform_status(
     *,
     generation: int | None,
@@ -82,7 +83,7 @@ def platform_status(
     runtime_errors: Sequence[str] = (),
     conflicts: Sequence[str] = (),
     runtime_conflicts: Sequence[str] = (),
-) -> Obj:
+) -> ServingPlatformStatus:
     """Status of a Managed platform from its Deployments and CRDs as read from the cluster.
 
     ``warnings`` (replica counts) and ``runtime_errors`` (serving runtimes not applied) leave
@@ -97,23 +98,22 @@ def platform_status(
     not_established = sorted(n for n, crd in crds.items() if not condition_true(crd, "Established"))
     available = not waiting and not not_established
     missing = [n for n, d in deployments.items() if d is None]
+    phase: Phase
+    reason: Reason
     if available:
-        phase, reason, message = (
-            "Available",
-            "AllComponentsAvailable",
-            f"{version}: all components available",
-        )
+        phase, reason = Phase.AVAILABLE, Reason.ALL_COMPONENTS_AVAILABLE
+        message = f"{version}: all components available"
     elif missing or not_established or any(deployment_rolling_out(deployments[n]) for n in waiting):
-        phase, reason = "Installing", "Installing"
+        phase, reason = Phase.INSTALLING, Reason.INSTALLING
         message = "waiting for " + ", ".join(
             [f"CRD {n}" for n in not_established] + [f"Deployment {n}" for n in waiting]
         )
     else:
-        phase, reason = "Degraded", "ComponentsUnavailable"
+        phase, reason = Phase.DEGRADED, Reason.COMPONENTS_UNAVAILABLE
         message = "not available: " + ", ".join(waiting)
     if conflicts:
         available = False
-        phase, reason = "Degraded", REASON_CONFLICT
+        phase, reason = Phase.DEGRADED, REASON_CONFLICT
         message = f"{not_taken_over(conflicts)}; {message}"
     if runtime_conflicts:
         message = f"{message}; {not_taken_over(runtime_conflicts)}"
@@ -121,59 +121,94 @@ def platform_status(
         message = f"{message}; warning: {'; '.join(warnings)}"
     if runtime_errors:
         message = f"{message}; runtimes not applied: {'; '.join(runtime_errors)}"
-    progressing = phase == "Installing"
+    progressing = phase is Phase.INSTALLING
+    degraded_reason = (
+        reason
+        if phase is Phase.DEGRADED
+        else Reason.RUNTIMES_NOT_APPLIED
+        if runtime_errors
+        else REASON_CONFLICT
+        if runtime_conflicts
+        else Reason.REPLICAS_WARNING
+        if warnings
+        else reason
+    )
     kept: dict[str, Any] = {"previous": previous, "max_message": MAX_MESSAGE}
-    return {
-        "phase": phase,
-        "message": message[:MAX_MESSAGE],
-        "observedGeneration": generation,
-        "readyComponents": len(ready),
-        "totalComponents": len(deployments),
-        "stackVersion": version,
-        "conditions": conditions(
-            condition("Available", available, reason, message, **kept),
-            condition("Progressing", progressing, reason, message, **kept),
+    return ServingPlatformStatus(
+        phase=phase,
+        message=message[:MAX_MESSAGE],
+        observed_generation=generation,
+        ready_components=len(ready),
+        total_components=len(deployments),
+        stack_version=version,
+        conditions=[
+            condition(PlatformCondition.AVAILABLE, available, reason, message, **kept),
+            condition(PlatformCondition.PROGRESSING, progressing, reason, message, **kept),
             condition(
-                "Degraded",
-                phase == "Degraded"
+                PlatformCondition.DEGRADED,
+                phase is Phase.DEGRADED
                 or bool(warnings)
                 or bool(runtime_errors)
                 or bool(runtime_conflicts),
-                (
-                    reason
-                    if phase == "Degraded"
-                    else "RuntimesNotApplied"
-                    if runtime_errors
-                    else REASON_CONFLICT
-                    if runtime_conflicts
-                    else "ReplicasWarning"
-                    if warnings
-                    else reason
-                ),
+                degraded_reason,
                 message,
                 **kept,
             ),
-        ),
-    }
+        ],
+    )
 
 
 def simple_status(
-    phase: str, reason: str, message: str, generation: int | None, previous: Sequence[Obj] = ()
-) -> Obj:
-    """Status of a platform being removed, removed, blocked or failing before install."""
+    phase: Phase,
+    reason: Reason,
+    message: str,
+    generation: int | None,
+    previous: Sequence[Obj | Condition] = (),
+) -> ServingPlatformStatus:
+    """Status of a platform being removed, removed, blocked or failing before install.
+
+    ``stackVersion`` is left unset: a merge patch of :meth:`~ServingPlatformStatus.to_patch`
+    keeps the version last reported.
+    """
     kept: dict[str, Any] = {"previous": previous, "max_message": MAX_MESSAGE}
-    return {
-        "phase": phase,
-        "message": message[:MAX_MESSAGE],
-        "observedGeneration": generation,
-        "readyComponents": 0,
-        "totalComponents": 0,
-        "conditions": conditions(
-            condition("Available", False, reason, message, **kept),
-            condition("Progressing", phase in ("Removing", "Installing"), reason, message, **kept),
-            condition("Degraded", phase in ("RemovalBlocked", "Degraded"), reason, message, **kept),
-        ),
-    }
+    progressing = phase in (Phase.REMOVING, Phase.INSTALLING)
+    degraded = phase in (Phase.REMOVAL_BLOCKED, Phase.DEGRADED)
+    return ServingPlatformStatus(
+        phase=phase,
+        message=message[:MAX_MESSAGE],
+        observed_generation=generation,
+        ready_components=0,
+        total_components=0,
+        conditions=[
+            condition(PlatformCondition.AVAILABLE, False, reason, message, **kept),
+            condition(PlatformCondition.PROGRESSING, progressing, reason, message, **kept),
+            condition(PlatformCondition.DEGRADED, degraded, reason, message, **kept),
+        ],
+    )
+
+
+def sealed_status(
+    reason: SealedReason,
+    message: str,
+    generation: int | None,
+    previous: Sequence[Obj | Condition] = (),
+) -> SealedStorageConnectionStatus:
+    """Status of a SealedStorageConnection whose delivery ended with ``reason``.
+
+    The phase follows from the reason (:func:`addon_api.reasons.sealed_phase`): Delivered,
+    Pending while a target namespace is missing or terminating, Failed otherwise.
+    """
+    kept: dict[str, Any] = {"previous": previous, "max_message": MAX_MESSAGE}
+    delivered = reason is SealedReason.DELIVERED
+    return SealedStorageConnectionStatus(
+        phase=sealed_phase(reason),
+        message=message[:MAX_MESSAGE],
+        observed_generation=generation,
+        conditions=[
+            condition(SealedCondition.DELIVERED, delivered, reason, message, **kept),
+            condition(SealedCondition.DEGRADED, not delivered, reason, message, **kept),
+        ],
+    )
 
 
 def owning_platform(platforms: Sequence[Obj]) -> str | None:

@@ -154,6 +154,14 @@ class ApiModel(BaseModel):
         """The object as the API server stores it (camelCase, unset fields left out)."""
         return self.model_dump(mode="json", by_alias=True, exclude_none=True)
 
+    def to_patch(self) -> dict[str, Any]:
+        """The fields set on this object (camelCase, None left out), for a merge patch.
+
+        Unlike :meth:`to_dict`, a field left at its default is not written, so a merge patch
+        keeps what the server stores there (e.g. a status's ``stackVersion``).
+        """
+        return self.model_dump(mode="json", by_alias=True, exclude_none=True, exclude_unset=True)
+
 
 class OpenModel(ApiModel):
     """A model that keeps fields it does not declare (``x-kubernetes-preserve-unknown-fields``).

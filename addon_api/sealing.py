@@ -34,24 +34,25 @@ from nacl.public import PrivateKey, PublicKey, SealedBox
 from nacl.signing import SigningKey, VerifyKey
 
 from addon_api.hashing import short_hash
+from addon_api.reasons import SealedReason
 
 ENVELOPE_VERSION = 2
 SIGNATURE_BYTES = 64
 
-REASON_DECRYPT_FAILED = "DecryptFailed"
+REASON_DECRYPT_FAILED = SealedReason.DECRYPT_FAILED
 """The payload does not open with the agent's key (not for it, damaged, not base64)."""
-REASON_UNSIGNED = "SealUnsigned"
+REASON_UNSIGNED = SealedReason.SEAL_UNSIGNED
 """The box opened but carries no valid signature of a configured manager key."""
-REASON_MISMATCH = "SealMismatch"
+REASON_MISMATCH = SealedReason.SEAL_MISMATCH
 """A bound field differs from the object (or cluster) the ciphertext was found in."""
-REASON_REPLAYED = "SealReplayed"
+REASON_REPLAYED = SealedReason.SEAL_REPLAYED
 """The sequence is lower than the last one the agent accepted for that binding."""
 
 
 class SealError(ValueError):
     """A payload could not be sealed or opened; ``reason`` is the condition reason."""
 
-    def __init__(self, message: str, reason: str = REASON_DECRYPT_FAILED) -> None:
+    def __init__(self, message: str, reason: SealedReason = REASON_DECRYPT_FAILED) -> None:
         super().__init__(message)
         self.reason = reason
 

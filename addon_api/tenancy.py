@@ -19,13 +19,16 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
+from addon_api.reasons import IntentReason
+
 ANY = "*"
 """As a key: the hub namespaces the mapping does not list. As a target: any spoke namespace
 that is not always denied (no executor identity then: see :meth:`NamespacePolicy.executor`)."""
 ALWAYS_DENIED_PREFIXES = ("kube-", "openshift-", "open-cluster-management")
 """Spoke namespaces with these prefixes are never a tenant's target."""
-REASON = "NamespaceNotAllowed"
-"""Condition reason of a refused target (hub status, SealedStorageConnection status)."""
+REASON = IntentReason.NAMESPACE_NOT_ALLOWED
+"""Condition reason of a refused target on the hub (the intent's Ready condition, a cluster
+entry); the agent's is ``SealedReason.NAMESPACE_NOT_ALLOWED``, the same word."""
 EXECUTOR_PREFIX = "model-serving-tenant-"
 """Prefix of the per-tenant ServiceAccount (in the agent namespace) and of its Roles."""
 ACCESS_KIND = "TenantAccess"

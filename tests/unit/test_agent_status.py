@@ -2,8 +2,14 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
+
 from addon_agent import status
 from addon_api.conditions import condition
+from addon_api.reasons import SealedReason
+from addon_api.reasons import ServingPlatformPhase as Phase
+from addon_api.reasons import ServingPlatformReason as Reason
+from addon_api.spoke import SealedStorageConnectionStatus, ServingPlatformStatus
 
 
 def dep(available: bool, generation: int = 1, observed: int = 1) -> dict[str, Any]:
@@ -22,7 +28,7 @@ CRD = {"status": {"conditions": [{"type": "Established", "status": "True"}]}}
 def phase(deployments: dict[str, Any], crds: dict[str, Any]) -> dict[str, Any]:
     return status.platform_status(
         generation=3, version="v1", deployments=deployments, crds=crds, warnings=[]
-    )
+    ).to_patch()
 
 
 def test_available_when_all_deployments_and_crds_ready() -> None:
@@ -60,10 +66,10 @@ def test_installing_while_a_deployment_rolls_out() -> None:
 
 def test_condition_keeps_transition_time() -> None:
     old = [{"type": "Available", "status": "True", "lastTransitionTime": "2020-01-01T00:00:00Z"}]
-    [cond] = status.conditions(condition("Available", True, "R", "m", previous=old))
+    cond = condition("Available", True, "R", "m", previous=old).to_dict()
     assert cond == {"type": "Available", "status": "True", "reason": "R", "message": "m",
                     "lastTransitionTime": "2020-01-01T00:00:00Z"}
-    [flipped] = status.conditions(condition("Available", False, "R", "m", previous=old))
+    flipped = condition("Available", False, "R", "m", previous=old).to_dict()
     assert flipped["lastTransitionTime"] != "2020-01-01T00:00:00Z"
 
 
@@ -85,14 +91,14 @@ def test_runtime_errors_and_warnings_keep_the_phase_and_set_degraded() -> None:
         crds={},
         warnings=["a may run 3 replicas"],
         runtime_errors=["ClusterServingRuntime x: webhook unreachable"],
-    )
+    ).to_patch()
     assert out["phase"] == "Available"
     assert "runtimes not applied: ClusterServingRuntime x: webhook unreachable" in out["message"]
     degraded = next(c for c in out["conditions"] if c["type"] == "Degraded")
     assert (degraded["status"], degraded["reason"]) == ("True", "RuntimesNotApplied")
     warned = status.platform_status(
         generation=1, version="v1", deployments={"a": dep(True)}, crds={}, warnings=["w"]
-    )
+    ).to_patch()
     degraded = next(c for c in warned["conditions"] if c["type"] == "Degraded")
     assert (degraded["status"], degraded["reason"]) == ("True", "ReplicasWarning")
 
@@ -105,7 +111,7 @@ def test_someone_elses_object_of_the_stack_keeps_it_from_being_available() -> No
         crds={},
         warnings=[],
         conflicts=["ClusterRole kserve-proxy-role", "ConfigMap kserve/inferenceservice-config"],
-    )
+    ).to_patch()
     assert (out["phase"], out["readyComponents"]) == ("Degraded", 1)
     assert out["message"].startswith(
         "not taken over (exist and are not the add-on's; the agent neither changes nor deletes "
@@ -123,9 +129,76 @@ def test_someone_elses_built_in_runtime_is_reported_but_the_stack_stays_availabl
         crds={},
         warnings=[],
         runtime_conflicts=["ClusterServingRuntime triton-2.x"],
-    )
+    ).to_patch()
     assert out["phase"] == "Available"
     assert "not taken over" in out["message"] and "ClusterServingRuntime triton-2.x" in (
         out["message"])
     degraded = next(c for c in out["conditions"] if c["type"] == "Degraded")
     assert (degraded["status"], degraded["reason"]) == ("True", "ForeignObjectConflict")
+
+
+# The status models as the agent writes them (ServingPlatformStatus, SealedStorageConnectionStatus)
+
+
+def test_platform_status_is_the_model_and_patches_every_field() -> None:
+    out = status.platform_status(
+        generation=3, version="v1", deployments={"a": dep(True)}, crds={}, warnings=[]
+    )
+    assert isinstance(out, ServingPlatformStatus) and out.phase is Phase.AVAILABLE
+    patch = out.to_patch()
+    assert set(patch) == {"phase", "message", "observedGeneration", "readyComponents",
+                          "totalComponents", "stackVersion", "conditions"}
+    assert patch["phase"] == "Available" and type(patch["phase"]) is str
+    assert [c["type"] for c in patch["conditions"]] == ["Available", "Progressing", "Degraded"]
+    assert {c["reason"] for c in patch["conditions"]} == {"AllComponentsAvailable"}
+    assert ServingPlatformStatus.from_object(patch) == out  # what kopf reads back
+
+
+def test_simple_status_leaves_the_stack_version_as_stored() -> None:
+    out = status.simple_status(Phase.REMOVING, Reason.REMOVING, "x" * 2000, 4)
+    patch = out.to_patch()
+    assert "stackVersion" not in patch  # a merge patch keeps the last reported version
+    assert out.to_dict()["stackVersion"] == ""
+    assert (patch["phase"], patch["readyComponents"], len(patch["message"])) == (
+        "Removing", 0, status.MAX_MESSAGE)
+    conds = {c["type"]: (c["status"], c["reason"]) for c in patch["conditions"]}
+    assert conds == {"Available": ("False", "Removing"), "Progressing": ("True", "Removing"),
+                     "Degraded": ("False", "Removing")}
+    blocked = status.simple_status(
+        Phase.REMOVAL_BLOCKED, Reason.FOREIGN_OBJECTS_PRESENT, "m", 4).to_patch()
+    assert blocked["conditions"][2] | {"lastTransitionTime": ""} == {
+        "type": "Degraded", "status": "True", "reason": "ForeignObjectsPresent", "message": "m",
+        "lastTransitionTime": ""}
+
+
+def test_simple_status_keeps_transition_times_of_the_previous_conditions() -> None:
+    first = status.simple_status(Phase.INSTALLING, Reason.INSTALLING, "m", 1)
+    again = status.simple_status(
+        Phase.INSTALLING, Reason.INSTALLING, "n", 2, first.to_patch()["conditions"])
+    assert [c.last_transition_time for c in again.conditions] == [
+        c.last_transition_time for c in first.conditions]
+
+
+@pytest.mark.parametrize(
+    ("reason", "phase", "delivered"),
+    [
+        (SealedReason.DELIVERED, "Delivered", "True"),
+        (SealedReason.NAMESPACE_MISSING, "Pending", "False"),
+        (SealedReason.NAMESPACE_TERMINATING, "Pending", "False"),
+        (SealedReason.KEY_MISMATCH, "Failed", "False"),
+        (SealedReason.SEAL_REPLAYED, "Failed", "False"),
+        (SealedReason.NAMESPACE_NOT_ALLOWED, "Failed", "False"),
+    ],
+)
+def test_sealed_status_phase_and_conditions_follow_the_reason(
+    reason: SealedReason, phase: str, delivered: str
+) -> None:
+    out = status.sealed_status(reason, "m" * 5000, 7)
+    assert isinstance(out, SealedStorageConnectionStatus)
+    patch = out.to_patch()
+    assert (patch["phase"], patch["observedGeneration"], len(patch["message"])) == (
+        phase, 7, status.MAX_MESSAGE)
+    conds = {c["type"]: (c["status"], c["reason"]) for c in patch["conditions"]}
+    degraded = "False" if delivered == "True" else "True"
+    assert conds == {"Delivered": (delivered, str(reason)), "Degraded": (degraded, str(reason))}
+    assert SealedStorageConnectionStatus.from_object(patch) == out

@@ -44,6 +44,7 @@ from addon_agent import removal
 from addon_agent import status as agent_status
 from addon_api import constants as c
 from addon_api import sealing
+from addon_api.reasons import SealedReason
 from addon_manager import naming
 from addon_manager.facts import parse_work
 from addon_manager.reconcile import Reconciler
@@ -106,22 +107,24 @@ def _platform(
         return {"status": agent_status.platform_status(
             generation=1, version="v0.15.2", deployments={CONTROLLER: deployment},
             crds={"inferenceservices.serving.kserve.io": crd}, warnings=[],
-            conflicts=conflicts)}
-    return {"status": agent_status.simple_status(phase, phase, message, 1)}
+            conflicts=conflicts).to_patch()}
+    return {"status": agent_status.simple_status(phase, phase, message, 1).to_patch()}
 
 
 def _held(*instances: removal.Instance) -> dict[str, Any]:
     """The ServingPlatform of an uninstall the agent holds back (see addon_agent.removal)."""
     held = removal.hold(instances, force=False)
     assert held is not None
-    return {"status": agent_status.simple_status(held.phase, held.reason, held.message, 1)}
+    return {
+        "status": agent_status.simple_status(held.phase, held.reason, held.message, 1).to_patch()
+    }
 
 
 def _sealed(phase: str, reason: str, message: str) -> dict[str, Any]:
     """A SealedStorageConnection's status as the agent writes it (handlers.Agent.deliver)."""
-    return {"status": {"phase": phase, "message": message, "conditions": [
-        {"type": "Delivered", "status": str(phase == "Delivered"), "reason": reason,
-         "message": message}]}}
+    status = agent_status.sealed_status(SealedReason(reason), message, 1)
+    assert status.phase == phase
+    return {"status": status.to_patch()}
 
 
 def _isvc(ready: bool = True) -> dict[str, Any]:
