@@ -1,8 +1,16 @@
-"""docs/troubleshooting.md explains every reason and phase the manager and the agent can set.
+"""docs/troubleshooting.md is generated from addon_api.reasons, and the code sets only its values.
 
-The reasons are extracted from the code with :mod:`ast` (not a hand-kept list), so a reason
-added to ``addon_manager`` or ``addon_agent`` without a troubleshooting entry fails here.
-What counts as "setting a reason" is the set of patterns the code uses:
+Every phase and reason is a member of an enum in :mod:`addon_api.reasons`, which also holds
+what each means; ``python -m addon_api.reasons`` writes the doc's entries from them. So:
+
+* the doc must be what the generator makes of the enums (edit an entry, regenerate);
+* every enum member a reader can meet has an entry;
+* every reason/phase *string literal* the code still sets must be a value of an enum, so a new
+  literal reason without a member fails here. The agent sets none (it uses the enums); the
+  manager's literals are checked until it uses the enums too.
+
+The literals are extracted from the code with :mod:`ast`. What counts as "setting a reason" is
+the set of patterns the code uses:
 
 * keywords ``reason=``, ``phase=``, ``error_reason=`` with a literal (also inside ``x if c else
   y`` and ``a or b``);
@@ -11,7 +19,8 @@ What counts as "setting a reason" is the set of patterns the code uses:
   ``simple_status``) and of ``DeliveryError``;
 * tuple assignments to ``phase, reason[, message]``;
 * dataclass defaults ``error_reason: str = "..."``;
-* module constants ``WAITING_FOR_*``, ``CONDITION_*`` and ``FAILED_*`` (tuples of reasons);
+* module constants ``REASON``, ``WAITING_FOR_*``, ``CONDITION_*``, ``FAILED_*`` and
+  ``REASON_*`` (tuples of reasons);
 * returned ``("Reason", message)`` tuples (per-cluster problems of a render).
 """
 
@@ -19,12 +28,19 @@ from __future__ import annotations
 
 import ast
 import re
+import typing
 from collections.abc import Iterator
 from pathlib import Path
 
+import pytest
+import yaml
+
+from addon_api import common, reasons
+
 ROOT = Path(__file__).resolve().parents[2]
-SOURCES = sorted([*ROOT.glob("addon_manager/*.py"), *ROOT.glob("addon_agent/*.py"),
-                  ROOT / "addon_api" / "sealing.py"])
+AGENT_SOURCES = sorted([*ROOT.glob("addon_agent/*.py"), ROOT / "addon_api" / "sealing.py",
+                        ROOT / "addon_api" / "tenancy.py"])
+SOURCES = sorted([*ROOT.glob("addon_manager/*.py"), *AGENT_SOURCES])
 TROUBLESHOOTING = ROOT / "docs" / "troubleshooting.md"
 
 KEYWORDS = {"reason", "phase", "error_reason", "final_phase", "problem"}
@@ -94,7 +110,9 @@ def reasons_in(tree: ast.AST) -> set[str]:
                     for tname, value in zip(names, node.value.elts, strict=False):
                         if tname in TARGET_NAMES:
                             found.update(_literals(value))
-                elif len(names) == 1 and names[0].startswith(CONSTANT_PREFIXES):
+                elif len(names) == 1 and (
+                    names[0] == "REASON" or names[0].startswith(CONSTANT_PREFIXES)
+                ):
                     found.update(_literals(node.value))
         elif isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name):
             if node.target.id in KEYWORDS or node.target.id.startswith(CONSTANT_PREFIXES):
@@ -111,69 +129,14 @@ def reasons_in(tree: ast.AST) -> set[str]:
     return {r for r in found if CAMEL.match(r)}
 
 
-def code_reasons() -> set[str]:
-    """Reasons and phases set anywhere in addon_manager/ and addon_agent/."""
-    out: set[str] = set()
-    for path in SOURCES:
-        out |= reasons_in(ast.parse(path.read_text(), filename=str(path)))
+def code_reasons(sources: list[Path] = SOURCES) -> dict[str, set[str]]:
+    """Reason and phase literals set in ``sources`` (default: manager and agent), by file."""
+    out: dict[str, set[str]] = {}
+    for path in sources:
+        found = reasons_in(ast.parse(path.read_text(), filename=str(path)))
+        if found:
+            out[str(path.relative_to(ROOT))] = found
     return out
-
-
-def documented_terms(markdown: str) -> set[str]:
-    """Words used as a heading, or in bold (``**Word**`` or ``**`Word`**``)."""
-    terms: set[str] = set()
-    for line in markdown.splitlines():
-        heading = re.match(r"^#{1,6}\s+(.*)$", line)
-        if heading:
-            terms.update(re.findall(r"[A-Za-z]+", heading.group(1)))
-    for bold in re.findall(r"\*\*(.+?)\*\*", markdown):
-        terms.update(re.findall(r"[A-Za-z]+", bold))
-    return terms
-
-
-def test_extraction_finds_the_reasons() -> None:
-    reasons = code_reasons()
-    known = {
-        # manager: placement, per-cluster problems, gates, intent conditions
-        "PlacementNotFound",
-        "NoClustersSelected",
-        "Conflict",
-        "ForeignWork",
-        "RenderFailed",
-        "SecretNotFound",
-        "ApplyFailed",
-        "InvalidSpec",
-        "WaitingForPlatform",
-        "WaitingForStorage",
-        "WaitingForAgentKey",
-        "DeletionBlocked",
-        "WorksRemain",
-        "BlockedByFailedLoad",
-        "NotApplied",
-        "WorkDeleting",
-        "IntentsOnCluster",
-        "PlatformRemoving",
-        "Deleting",
-        # agent: ServingPlatform and SealedStorageConnection
-        "RemovalBlocked",
-        "ForeignObjectsPresent",
-        "ForeignObjectConflict",
-        "WaitingForInferenceServices",
-        "RemovedWithLeftovers",
-        "NamespaceTerminating",
-        "BundleError",
-        "AnotherPlatformOwns",
-        "ComponentsUnavailable",
-        "ReplicasWarning",
-        "AllComponentsAvailable",
-        "KeyMismatch",
-        "DecryptFailed",
-        "EntryConflict",
-        "NamespaceMissing",
-        "Delivered",
-    }
-    assert known <= reasons, f"extraction missed {sorted(known - reasons)}"
-    assert len(reasons) >= 45, sorted(reasons)
 
 
 def test_extraction_sees_each_pattern() -> None:
@@ -209,15 +172,81 @@ def g():
     }
 
 
-def test_documented_terms_are_headings_or_bold_only() -> None:
-    terms = documented_terms("# Top\n### `Foo` / `BarBaz`\ntext Qux\n**Zed** and **`Yak`**\n")
-    assert {"Foo", "BarBaz", "Zed", "Yak"} <= terms
-    assert "Qux" not in terms
-
-
-def test_every_reason_is_in_troubleshooting() -> None:
-    documented = documented_terms(TROUBLESHOOTING.read_text())
-    missing = sorted(code_reasons() - documented)
-    assert not missing, (
-        f"docs/troubleshooting.md has no heading or bold entry for: {', '.join(missing)}"
+def test_troubleshooting_is_what_the_enums_generate() -> None:
+    text = TROUBLESHOOTING.read_text()
+    assert reasons.render_doc(text) == text, (
+        "docs/troubleshooting.md is out of date with addon_api/reasons.py: "
+        "run python -m addon_api.reasons"
     )
+
+
+def test_every_reason_the_code_sets_is_an_enum_value() -> None:
+    values = reasons.values()
+    unknown = {
+        path: sorted(found - values)
+        for path, found in code_reasons().items()
+        if found - values
+    }
+    assert not unknown, (
+        f"reasons/phases set as literals that no enum of addon_api/reasons.py has: {unknown}; "
+        "add a member (with its Entry) and use it"
+    )
+
+
+def test_the_agent_sets_phases_and_reasons_only_through_the_enums() -> None:
+    assert code_reasons(AGENT_SOURCES) == {}
+
+
+def test_a_new_literal_reason_fails() -> None:
+    got = reasons_in(ast.parse('x = Status(reason="NoSuchReasonAnywhere", phase=P.AVAILABLE)'))
+    assert got == {"NoSuchReasonAnywhere"} and not got <= reasons.values()
+
+
+@pytest.mark.parametrize("enum", reasons.DOCUMENTED, ids=lambda e: e.__name__)
+def test_every_member_has_an_entry(enum: type[reasons.StrEnum]) -> None:
+    missing = [m.name for m in enum if not reasons.entries_of(m)]
+    assert not missing, f"{enum.__name__} members without an Entry in a GROUP: {missing}"
+
+
+def test_every_value_is_in_the_index_and_every_entry_in_the_doc() -> None:
+    text = TROUBLESHOOTING.read_text()
+    for value in reasons.values():
+        assert f"| `{value}` |" in text, value
+    titles = {reasons.title(e) for g in reasons.GROUPS if g.style == "heading" for e in g.entries}
+    headings = set(reasons.headings(text))
+    assert titles <= headings, sorted(titles - headings)
+
+
+def test_generator_rejects_missing_or_unknown_blocks() -> None:
+    text = TROUBLESHOOTING.read_text()
+    with pytest.raises(ValueError, match="missing"):
+        reasons.render_doc(text.replace("BEGIN reasons sealed ", "BEGIN reasons sealed-x "))
+
+
+def test_generated_markdown_never_starts_a_line_with_block_syntax() -> None:
+    lines = reasons.wrap("a " * 45 + "- b " + "c " * 60 + "# d " + "e " * 60)
+    assert all(len(line) <= reasons.WIDTH + 2 for line in lines)
+    assert not any(re.match(r"^([-+*>#|=]+|\d+[.)]) ", line) for line in lines)
+
+
+def test_phase_enums_are_the_crd_and_model_enums() -> None:
+    for plural, enum in (
+        ("servingplatforms", reasons.ServingPlatformPhase),
+        ("sealedstorageconnections", reasons.SealedPhase),
+    ):
+        crd = yaml.safe_load((ROOT / "crds" / f"{plural}.modelserving.opendatahub.io.yaml")
+                             .read_text())
+        schema = crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]
+        assert schema["properties"]["status"]["properties"]["phase"]["enum"] == [
+            m.value for m in enum
+        ]
+    assert list(typing.get_args(common.IntentPhase)) == [m.value for m in reasons.IntentPhase]
+
+
+def test_cli_check_reports_a_stale_doc(tmp_path: Path) -> None:
+    doc = tmp_path / "troubleshooting.md"
+    doc.write_text(TROUBLESHOOTING.read_text().replace("#### `Resolved`", "#### `Resolvd`"))
+    assert reasons.main([str(doc), "--check"]) == 1
+    assert reasons.main([str(doc)]) == 0
+    assert reasons.main([str(doc), "--check"]) == 0
+    assert doc.read_text() == TROUBLESHOOTING.read_text()
