@@ -27,6 +27,7 @@ bundles: venv
 
 crds: venv
 	$(BIN)/model-serving-addon crds
+	$(BIN)/python -m addon_api.reasons
 
 lint: venv
 	$(BIN)/ruff check addon_api addon_manager addon_agent testbed tests bench
