@@ -305,6 +305,15 @@ class HubSource:
             return aiohttp.BasicAuth(self.cfg.username, self.cfg.password)
         return None
 
+    def _request_options(self) -> dict[str, Any]:
+        """Headers, auth, and the kubeconfig's ``tls-server-name`` and ``proxy-url``."""
+        options: dict[str, Any] = {"headers": self._headers(), "auth": self._auth()}
+        if getattr(self.cfg, "tls_server_name", None):
+            options["server_hostname"] = self.cfg.tls_server_name
+        if self.cfg.proxy:
+            options["proxy"] = self.cfg.proxy
+        return options
+
     def session(self) -> aiohttp.ClientSession:
         """The HTTP session (made on first use, in the running event loop)."""
         if self._session is None or self._session.closed:
@@ -326,8 +335,7 @@ class HubSource:
             params["continue"] = cont
         timeout = aiohttp.ClientTimeout(total=None, sock_connect=15, sock_read=120)
         async with self.session().get(
-            self.url, params=params, headers=self._headers(), auth=self._auth(),
-            timeout=timeout,
+            self.url, params=params, timeout=timeout, **self._request_options(),
         ) as resp:
             if resp.status != 200:
                 raise _status_error(resp.status, await resp.text())
@@ -344,8 +352,7 @@ class HubSource:
         }
         limits = aiohttp.ClientTimeout(total=None, sock_connect=15, sock_read=timeout + READ_SLACK)
         async with self.session().get(
-            self.url, params=params, headers=self._headers(), auth=self._auth(),
-            timeout=limits,
+            self.url, params=params, timeout=limits, **self._request_options(),
         ) as resp:
             if resp.status != 200:
                 raise _status_error(resp.status, await resp.text())
