@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from typing import Final
 
+from addon_api.reasons import IntentConditionType
+
 ADDON_NAME: Final = "model-serving"
 """Name of the OCM add-on (ClusterManagementAddOn / ManagedClusterAddOn)."""
 
@@ -70,11 +72,12 @@ ANNOTATION_RENDER_HASH: Final = f"{GROUP}/render-hash"
 """Hash of the inputs a ManifestWork was rendered from (steady state makes no writes)."""
 
 # Conditions --------------------------------------------------------------------------------------
+# Aliases of the members of addon_api.reasons.IntentConditionType (the strings on the wire).
 
-CONDITION_READY: Final = "Ready"
-CONDITION_PROGRESSING: Final = "Progressing"
-CONDITION_DEGRADED: Final = "Degraded"
-CONDITION_PLACEMENT_RESOLVED: Final = "PlacementResolved"
+CONDITION_READY: Final = IntentConditionType.READY
+CONDITION_PROGRESSING: Final = IntentConditionType.PROGRESSING
+CONDITION_DEGRADED: Final = IntentConditionType.DEGRADED
+CONDITION_PLACEMENT_RESOLVED: Final = IntentConditionType.PLACEMENT_RESOLVED
 
 INTENT_CONDITION_TYPES: Final = (
     CONDITION_READY,

@@ -6,6 +6,8 @@ import contextlib
 
 from prometheus_client import Counter, Gauge, Histogram
 
+from addon_api import constants as c
+
 WORK_APPLIES = Counter(
     "model_serving_manifestwork_applies_total", "ManifestWorks written (server-side apply).",
     ["kind"],
@@ -56,7 +58,7 @@ def forget_intent(kind: str, namespace: str, name: str) -> None:
     for gauge in (CLUSTERS_DESIRED, CLUSTERS_READY):
         with contextlib.suppress(KeyError):
             gauge.remove(kind, namespace, name)
-    for cond in ("Ready", "Progressing", "Degraded", "PlacementResolved"):
+    for cond in c.INTENT_CONDITION_TYPES:
         for status in ("True", "False"):
             with contextlib.suppress(KeyError):
                 INTENT_CONDITIONS.remove(kind, namespace, name, cond, status)
