@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from addon_api import sealing
+from addon_api.reasons import ClusterReason
 from addon_manager import metrics, render, sealkeys
 from addon_manager.apply import WriteError
 from addon_manager.facts import WorkFact
@@ -55,13 +56,13 @@ class Writer(Protocol):
 class Unreadable:
     """A Secret the API server would not give: the reason and message its clusters show."""
 
-    reason: str
+    reason: ClusterReason
     message: str
 
 
 def decoded_secret(
     ns: str, name: str, spec: Any, data: dict[str, str] | Unreadable | None
-) -> dict[str, str] | tuple[str, str]:
+) -> dict[str, str] | tuple[ClusterReason, str]:
     """The keys of a Secret just read that ``spec`` seals, decoded; else (reason, message).
 
     The watch's facts were checked when planning; this catches a Secret that changed since
@@ -70,19 +71,18 @@ def decoded_secret(
     if isinstance(data, Unreadable):
         return data.reason, data.message
     if data is None:
-        return "SecretNotFound", f"Secret {name} does not exist"
+        return ClusterReason.SECRET_NOT_FOUND, f"Secret {name} does not exist"
     read = render.secret_keys_read(spec, tuple(data))
     missing = [k for k in read if k not in data]
     if missing:
-        return "SecretKeyMissing", f"Secret {ns}/{name} has no " + ", ".join(
+        return ClusterReason.SECRET_KEY_MISSING, f"Secret {ns}/{name} has no " + ", ".join(
             f"key {k!r}" for k in missing) + "; nothing is delivered until it has"
     out = {k: decode_value(data[k]) for k in read}
     bad = [k for k, v in out.items() if v is None]
     if bad:
-        return "SecretUndecodable", (f"Secret {ns}/{name}: the value of "
-                                     + ", ".join(f"key {k!r}" for k in bad)
-                                     + " is not base64 of UTF-8 text; nothing is delivered "
-                                     "until it is")
+        return ClusterReason.SECRET_UNDECODABLE, (
+            f"Secret {ns}/{name}: the value of " + ", ".join(f"key {k!r}" for k in bad)
+            + " is not base64 of UTF-8 text; nothing is delivered until it is")
     return {k: v for k, v in out.items() if v is not None}
 
 
@@ -140,8 +140,8 @@ class Executor:
                 log.warning("%s %s/%s on %s failed: %s", what, plan.namespace, plan.name, cl,
                             result)
                 if what == "apply":
-                    reason = "ForeignWork" if getattr(result, "status", 0) == 409 else (
-                        "ApplyFailed")
+                    reason = (ClusterReason.FOREIGN_WORK if getattr(result, "status", 0) == 409
+                              else ClusterReason.APPLY_FAILED)
                     done.failed[cl] = (reason, str(result))
             elif what == "apply":
                 done.applied += 1
@@ -194,6 +194,7 @@ class Executor:
             return await self.writer.read_secret(ns, name)
         except WriteError as err:
             if err.status in (401, 403):
-                return Unreadable("SecretForbidden", f"Secret {ns}/{name}: " + forbidden_detail(
-                    ns, f"HTTP {err.status}") + "; nothing is delivered until it may")
-            return Unreadable("SecretReadFailed", f"Secret {ns}/{name}: {err}")
+                return Unreadable(ClusterReason.SECRET_FORBIDDEN, f"Secret {ns}/{name}: "
+                                  + forbidden_detail(ns, f"HTTP {err.status}")
+                                  + "; nothing is delivered until it may")
+            return Unreadable(ClusterReason.SECRET_READ_FAILED, f"Secret {ns}/{name}: {err}")

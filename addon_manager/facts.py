@@ -14,6 +14,7 @@ from typing import Any
 
 from addon_api import constants as c
 from addon_api import tenancy
+from addon_api.reasons import ClusterReason
 
 FeedbackValue = str | int | bool
 IDENTITY_KIND = "AgentIdentity"
@@ -132,7 +133,7 @@ _FORBIDDEN = re.compile(
 )
 
 
-WAITING_FOR_SPOKE = "WaitingForSpoke"
+WAITING_FOR_SPOKE = ClusterReason.WAITING_FOR_SPOKE
 """A manifest refused for a reason that passes as the cluster finishes setting up."""
 _ESTABLISHING = re.compile(
     r"failed calling webhook .*(connection refused|no endpoints available|i/o timeout"
@@ -142,7 +143,9 @@ _ESTABLISHING = re.compile(
 )
 
 
-def manifest_failure(cluster: str, status: Mapping[str, Any]) -> tuple[str, str] | None:
+def manifest_failure(
+    cluster: str, status: Mapping[str, Any]
+) -> tuple[ClusterReason, str] | None:
     """Reason and message for the first manifest the work agent could not apply.
 
     OCM's work-level condition only says "Failed to apply manifest work"; the manifest's own
@@ -167,7 +170,7 @@ def manifest_failure(cluster: str, status: Mapping[str, Any]) -> tuple[str, str]
         if forbidden is not None:
             group = forbidden["group"]
             resource = forbidden["resource"] + (f".{group}" if group else "")
-            return "ApplyForbidden", (
+            return ClusterReason.APPLY_FORBIDDEN, (
                 f"cluster {cluster}: {forbidden['user']} may not {forbidden['verb']} "
                 f"{resource} ({what}); grant it on the managed cluster (see "
                 f"docs/troubleshooting.md#applyforbidden): {error}"
@@ -177,7 +180,7 @@ def manifest_failure(cluster: str, status: Mapping[str, Any]) -> tuple[str, str]
                 f"cluster {cluster}: {what} not applied yet, the cluster is still setting up "
                 f"what admits it (the work agent retries): {error}"
             )
-        return "ApplyFailed", f"cluster {cluster}: {what} was refused: {error}"
+        return ClusterReason.APPLY_FAILED, f"cluster {cluster}: {what} was refused: {error}"
     return None
 
 

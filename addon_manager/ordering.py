@@ -11,18 +11,20 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 from addon_api import constants as c
+from addon_api.reasons import ClusterReason, SealedPhase
+from addon_api.reasons import ServingPlatformPhase as PlatformPhase
 from addon_manager.facts import WorkFact
 
-WAITING_FOR_PLATFORM = "WaitingForPlatform"
-WAITING_FOR_STORAGE = "WaitingForStorage"
-WAITING_FOR_AGENT_KEY = "WaitingForAgentKey"
+WAITING_FOR_PLATFORM = ClusterReason.WAITING_FOR_PLATFORM
+WAITING_FOR_STORAGE = ClusterReason.WAITING_FOR_STORAGE
+WAITING_FOR_AGENT_KEY = ClusterReason.WAITING_FOR_AGENT_KEY
 
 
 @dataclass(frozen=True)
 class Wait:
     """One thing an intent waits for on one cluster."""
 
-    reason: str
+    reason: ClusterReason
     what: str
     """Human-readable: e.g. ``ServingPlatform Available``."""
 
@@ -37,7 +39,8 @@ class AgentKey:
 
 def platform_available(platform_works: list[WorkFact]) -> bool:
     """Whether one of the cluster's ServingPlatform works reports phase Available."""
-    return any(w.value("phase") == "Available" and not w.deleting for w in platform_works)
+    return any(w.value("phase") == PlatformPhase.AVAILABLE and not w.deleting
+               for w in platform_works)
 
 
 def agent_key(identity: WorkFact | None) -> AgentKey | None:
@@ -52,7 +55,7 @@ def agent_key(identity: WorkFact | None) -> AgentKey | None:
 
 def storage_delivered(work: WorkFact | None) -> bool:
     """Whether a StorageConnection work reports its entry Delivered on the cluster."""
-    return work is not None and not work.deleting and work.value("phase") == "Delivered"
+    return work is not None and not work.deleting and work.value("phase") == SealedPhase.DELIVERED
 
 
 def waits_for_runtime(platform_works: list[WorkFact]) -> list[Wait]:
@@ -86,9 +89,9 @@ def waits_for_storage(key: AgentKey | None) -> list[Wait]:
     return [Wait(WAITING_FOR_AGENT_KEY, "agent public key published")]
 
 
-REASON_INTENTS_ON_CLUSTER = "IntentsOnCluster"
-REASON_PLATFORM_REMOVING = "PlatformRemoving"
-REMOVAL_PHASES = ("Removing", "Removed", "RemovalBlocked")
+REASON_INTENTS_ON_CLUSTER = ClusterReason.INTENTS_ON_CLUSTER
+REASON_PLATFORM_REMOVING = ClusterReason.PLATFORM_REMOVING
+REMOVAL_PHASES = (PlatformPhase.REMOVING, PlatformPhase.REMOVED, PlatformPhase.REMOVAL_BLOCKED)
 """ServingPlatform phases saying the stack is going (or gone) on the cluster."""
 
 

@@ -21,11 +21,12 @@ from dataclasses import dataclass
 
 from addon_api import constants as c
 from addon_api import sealing
+from addon_api.reasons import ClusterReason
 from addon_manager.facts import WorkFact
 from addon_manager.ordering import AgentKey
 
-REASON_KEY_CHANGED = "AgentKeyChanged"
-REASON_IDENTITY_INVALID = "IdentityWorkInvalid"
+REASON_KEY_CHANGED = ClusterReason.AGENT_KEY_CHANGED
+REASON_IDENTITY_INVALID = ClusterReason.IDENTITY_WORK_INVALID
 
 
 @dataclass(frozen=True)

@@ -21,6 +21,7 @@ from pydantic import ValidationError
 from addon_api import constants as c
 from addon_api.base import field_errors
 from addon_api.common import Condition, IntentStatus, Resource
+from addon_api.reasons import ClusterReason, IntentReason
 from addon_manager import (
     conflicts,
     naming,
@@ -225,7 +226,7 @@ def plan(spec: KindSpec, body: Mapping[str, Any], snap: Snapshot, *,
             {k: v for k, v in body.items() if k in ("apiVersion", "kind", "metadata", "spec")}
         )
     except ValidationError as err:
-        out.invalid = ("InvalidSpec", field_errors(err))
+        out.invalid = (IntentReason.INVALID_SPEC, field_errors(err))
         return out
     if not deleting:
         refused = policy.refusal(intent, snap.policy)
@@ -268,8 +269,8 @@ def _plan_clusters(out: Plan, intent: Resource, snap: Snapshot) -> None:
         if have is None and world.foreign_work(cl, rw.name):
             out.inputs[cl] = st.ClusterInput(
                 cl, error=f"ManifestWork {cl}/{rw.name} exists and is not ours",
-                error_reason="ForeignWork")
-            out.errors.append("ForeignWork")
+                error_reason=ClusterReason.FOREIGN_WORK)
+            out.errors.append(ClusterReason.FOREIGN_WORK)
             continue
         ref = rw.sealed_spec.secret_ref if rw.sealed_spec is not None else None
         out.applies.append(Apply("apply", spec.kind, rw, have, ref.name if ref else ""))
@@ -296,13 +297,13 @@ def _plan_cluster(
     refused_here = _namespace_refusal(intent, cl, snap)
     if refused_here:
         out.inputs[cl] = st.ClusterInput(cl, work=work, error=refused_here,
-                                         error_reason=policy.REASON_NAMESPACE)
+                                         error_reason=ClusterReason.NAMESPACE_NOT_ALLOWED)
         return None
     try:
         ready = spec.prepare(ctx, intent, cl)
     except render.RenderError as err:
         out.inputs[cl] = st.ClusterInput(cl, work=work, error=str(err),
-                                         error_reason="RenderFailed")
+                                         error_reason=ClusterReason.RENDER_FAILED)
         return None
     if ready.pin is not None:
         out.pins[cl] = ready.pin

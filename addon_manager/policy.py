@@ -20,8 +20,9 @@ from addon_api.hub import (
     MultiClusterServingRuntime,
     StorageConnection,
 )
+from addon_api.reasons import IntentReason
 
-REASON_DEV_FLAGS = "DevFlagsNotAllowed"
+REASON_DEV_FLAGS = IntentReason.DEV_FLAGS_NOT_ALLOWED
 REASON_NAMESPACE = tenancy.REASON
 
 NAMESPACE_FIELDS: dict[type[Resource], tuple[str, bool]] = {

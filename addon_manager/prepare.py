@@ -21,6 +21,7 @@ from addon_api.hub import (
     StorageConnection,
     StorageConnectionSpec,
 )
+from addon_api.reasons import ClusterReason
 from addon_manager import naming, ordering, pinning, render
 from addon_manager.facts import WorkFact
 from addon_manager.sealkeys import Sealer
@@ -106,23 +107,31 @@ def _sealed_work(
         if access.state == "pending":
             return Prepared()  # its namespace's Secrets are being listed
         if access.state == "forbidden":
-            return Prepared(problem=("SecretForbidden", f"Secret {ns}/{secret_name}: "
-                                     f"{access.detail}; nothing is delivered until it may"))
+            return Prepared(problem=(
+                ClusterReason.SECRET_FORBIDDEN,
+                f"Secret {ns}/{secret_name}: {access.detail}; nothing is delivered until it may",
+            ))
         found = ctx.world.secret(ns, secret_name)
         if found is None:
-            return Prepared(problem=("SecretNotFound", f"Secret {secret_name} does not exist"))
+            return Prepared(problem=(
+                ClusterReason.SECRET_NOT_FOUND, f"Secret {secret_name} does not exist"
+            ))
         missing = render.missing_secret_keys(cluster_spec, found.keys)
         if missing:
-            return Prepared(problem=("SecretKeyMissing", f"Secret {ns}/{secret_name} has no " + (
-                ", ".join(f"key {k!r} (named by spec.secretRef.keys.{field})"
-                          for field, k in missing)
-            ) + "; nothing is delivered until it has"))
+            return Prepared(problem=(
+                ClusterReason.SECRET_KEY_MISSING,
+                f"Secret {ns}/{secret_name} has no " + ", ".join(
+                    f"key {k!r} (named by spec.secretRef.keys.{field})" for field, k in missing
+                ) + "; nothing is delivered until it has",
+            ))
         bad = [k for k in render.secret_keys_read(cluster_spec, found.keys)
                if k in found.undecodable]
         if bad:
-            return Prepared(problem=("SecretUndecodable", f"Secret {ns}/{secret_name}: the value "
-                                     "of " + ", ".join(f"key {k!r}" for k in bad) + " is not "
-                                     "base64 of UTF-8 text; nothing is delivered until it is"))
+            return Prepared(problem=(
+                ClusterReason.SECRET_UNDECODABLE,
+                f"Secret {ns}/{secret_name}: the value of " + ", ".join(f"key {k!r}" for k in bad)
+                + " is not base64 of UTF-8 text; nothing is delivered until it is",
+            ))
         digest = found.digest
     inputs = render.SealInputs(
         public_key=key.public_key,

@@ -26,6 +26,7 @@ from typing import Any
 from addon_api import constants as c
 from addon_api import tenancy
 from addon_api.hashing import short_hash
+from addon_api.reasons import ClusterReason
 from addon_manager import naming, render
 from addon_manager.facts import WorkFact
 from addon_manager.ordering import Wait
@@ -34,7 +35,7 @@ ACCESS_KIND = tenancy.ACCESS_KIND
 """Owner kind label of the per-(tenant, cluster) work holding the executor and its RBAC."""
 ACCESS_NAME = "access"
 """Owner name label of that work (the owner namespace label is the tenant's hub namespace)."""
-WAITING_FOR_ACCESS = "WaitingForTenantAccess"
+WAITING_FOR_ACCESS = ClusterReason.WAITING_FOR_TENANT_ACCESS
 """Wait reason: the tenant's executor and RBAC are not applied on the cluster yet."""
 EXECUTOR_VERBS = ["get", "create", "update", "patch", "delete"]
 """What OCM's work agent asks a SubjectAccessReview for, per manifest of a work it owns."""
