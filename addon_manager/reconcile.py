@@ -21,6 +21,7 @@ from typing import Any
 from addon_api import constants as c
 from addon_api.common import IntentStatus
 from addon_api.conditions import condition
+from addon_api.reasons import IntentConditionType, IntentPhase
 from addon_manager import metrics, partition, policy, sealkeys, tenancy
 from addon_manager import status as st
 from addon_manager.execute import Executor, Writer
@@ -108,8 +109,9 @@ class Reconciler:
         if todo.invalid is not None:
             reason, message = todo.invalid
             new = IntentStatus(
-                observed_generation=todo.generation, phase="Invalid",
-                conditions=[condition(c.CONDITION_READY, False, reason, message, now=_now())],
+                observed_generation=todo.generation, phase=IntentPhase.INVALID.value,
+                conditions=[condition(IntentConditionType.READY, False, reason, message,
+                                      now=_now())],
             )
             await self._write_status(todo, new, out)
             return out
@@ -176,7 +178,7 @@ class Reconciler:
         new_dict = new.to_dict()
         old = dict(todo.previous_raw) if todo.previous_raw else None
         extra = [x for x in (old or {}).get("conditions", [])
-                 if x.get("type") == st.CONDITION_DELETION_BLOCKED]
+                 if x.get("type") == IntentConditionType.DELETION_BLOCKED]
         if extra and keep_blocked:
             new_dict["conditions"] = [*new_dict["conditions"], *extra]
         out.phase_after = new.phase
@@ -193,7 +195,7 @@ class Reconciler:
         meta = body.get("metadata") or {}
         status = dict(body.get("status") or {})
         cond = st.deletion_blocked(clusters, meta.get("generation"), _now()).to_dict()
-        blocked = st.CONDITION_DELETION_BLOCKED
+        blocked = IntentConditionType.DELETION_BLOCKED
         conds = [x for x in status.get("conditions") or [] if x.get("type") != blocked]
         old = [x for x in status.get("conditions") or [] if x.get("type") == blocked]
         if old and old[0].get("message") == cond["message"]:

@@ -30,6 +30,7 @@ from addon_api.hub import (
     StorageConnection,
     StorageConnectionSpec,
 )
+from addon_api.reasons import SealedConditionType
 from addon_api.spoke import ServingPlatformSpec
 from addon_manager import naming
 
@@ -179,7 +180,8 @@ SERVING_PLATFORM_FEEDBACK = [
 SEALED_FEEDBACK = [
     ("phase", ".status.phase"),
     ("message", ".status.message"),
-    ("reason", _cond("Delivered", "reason")),  # why not delivered: DecryptFailed, ...
+    # why not delivered: DecryptFailed, ...
+    ("reason", _cond(SealedConditionType.DELIVERED, "reason")),
 ]
 SERVING_RUNTIME_FEEDBACK = [("disabled", ".spec.disabled")]
 INFERENCE_SERVICE_FEEDBACK = [

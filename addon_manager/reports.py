@@ -2,32 +2,47 @@
 
 Each function reads the feedback of one applied work (see the feedback rules in
 :mod:`addon_manager.render`) and returns the per-cluster entry of the intent's status with
-its category. The registry (:mod:`addon_manager.kinds`) names the one each kind uses.
+its category. The registry (:mod:`addon_manager.kinds`) names the one each kind uses. The
+agent's phases (ServingPlatform, SealedStorageConnection) are read as the spoke enums of
+:mod:`addon_api.reasons`; a phase the enum does not know is passed through as it is.
 """
 
 from __future__ import annotations
 
-from typing import Literal
+from enum import StrEnum
+from typing import Literal, TypeVar
 
 from addon_api.common import ClusterStatus
-from addon_manager.facts import WorkFact
+from addon_api.reasons import ClusterPhase, ClusterReason, SealedPhase, ServingPlatformPhase
+from addon_manager.facts import FeedbackValue, WorkFact
 
 Category = Literal["ready", "progressing", "failed", "stale"]
-FAILED_ISVC_TRANSITIONS = ("BlockedByFailedLoad", "InvalidSpec")
+FAILED_ISVC_TRANSITIONS = (ClusterReason.BLOCKED_BY_FAILED_LOAD, ClusterReason.INVALID_SPEC)
 """ModelMesh transition states of an InferenceService that mean it failed."""
+
+E = TypeVar("E", bound=StrEnum)
 
 
 def _s(value: object) -> str:
     return "" if value is None else str(value)
 
 
+def spoke_phase(enum: type[E], value: FeedbackValue | None) -> E | None:
+    """The member of ``enum`` a fed-back phase is (None: no phase, or one ``enum`` lacks)."""
+    try:
+        return enum(value) if isinstance(value, str) else None
+    except ValueError:
+        return None
+
+
 def platform_report(work: WorkFact, removed: bool) -> tuple[ClusterStatus, Category]:
     """A ServingPlatform's phase: Available is done (Removed when the stack is to be removed)."""
-    phase = _s(work.value("phase")) or "Applied"
+    reported = spoke_phase(ServingPlatformPhase, work.value("phase"))
+    phase = reported or _s(work.value("phase")) or ClusterPhase.APPLIED
     msg = _s(work.value("message"))
-    if phase in ("Degraded", "RemovalBlocked"):
+    if reported in (ServingPlatformPhase.DEGRADED, ServingPlatformPhase.REMOVAL_BLOCKED):
         return ClusterStatus(cluster=work.cluster, phase=phase, reason=phase, message=msg), "failed"
-    ok = phase == ("Removed" if removed else "Available")
+    ok = reported is (ServingPlatformPhase.REMOVED if removed else ServingPlatformPhase.AVAILABLE)
     return ClusterStatus(
         cluster=work.cluster, phase=phase, ready=ok, reason=phase, message=msg
     ), ("ready" if ok else "progressing")
@@ -36,10 +51,12 @@ def platform_report(work: WorkFact, removed: bool) -> tuple[ClusterStatus, Categ
 def storage_report(work: WorkFact, removed: bool) -> tuple[ClusterStatus, Category]:
     """A SealedStorageConnection's phase; the agent's own reason when it is not delivered."""
     del removed
-    phase = _s(work.value("phase")) or "Applied"
+    reported = spoke_phase(SealedPhase, work.value("phase"))
+    phase = reported or _s(work.value("phase")) or ClusterPhase.APPLIED
     msg = _s(work.value("message"))
     cat: Category = (
-        "ready" if phase == "Delivered" else "failed" if phase == "Failed" else "progressing"
+        "ready" if reported is SealedPhase.DELIVERED
+        else "failed" if reported is SealedPhase.FAILED else "progressing"
     )
     # The agent's own reason (DecryptFailed, KeyMismatch, NamespaceMissing, ...) when not
     # delivered; the phase otherwise.
@@ -55,8 +72,8 @@ def runtime_report(work: WorkFact, removed: bool) -> tuple[ClusterStatus, Catego
     del removed
     ok = work.available == "True"
     return ClusterStatus(
-        cluster=work.cluster, phase="Available" if ok else "Applied", ready=ok,
-        reason="Available" if ok else work.reason,
+        cluster=work.cluster, phase=ClusterPhase.AVAILABLE if ok else ClusterPhase.APPLIED,
+        ready=ok, reason=ClusterReason.AVAILABLE if ok else work.reason,
     ), "ready" if ok else "progressing"
 
 
@@ -70,15 +87,17 @@ def inference_service_report(work: WorkFact, removed: bool) -> tuple[ClusterStat
     transition = _s(work.value("transitionStatus"))
     if work.value("ready") == "True":
         return ClusterStatus(
-            cluster=cl, phase="Ready", ready=True, reason="Ready", url=url, model_state=state
+            cluster=cl, phase=ClusterPhase.READY, ready=True, reason=ClusterReason.READY, url=url,
+            model_state=state,
         ), "ready"
     if failure or transition in FAILED_ISVC_TRANSITIONS:
         return ClusterStatus(
-            cluster=cl, phase="Failed", reason=failure or transition,
+            cluster=cl, phase=ClusterPhase.FAILED, reason=failure or transition,
             message=_s(work.value("failureMessage")) or _s(work.value("readyMessage")),
             url=url, model_state=state,
         ), "failed"
     return ClusterStatus(
-        cluster=cl, phase="Progressing", reason=_s(work.value("readyReason")) or "Applied",
+        cluster=cl, phase=ClusterPhase.PROGRESSING,
+        reason=_s(work.value("readyReason")) or ClusterReason.APPLIED,
         message=_s(work.value("readyMessage")), url=url, model_state=state,
     ), "progressing"

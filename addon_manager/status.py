@@ -14,18 +14,22 @@ from typing import Any
 from addon_api import constants as c
 from addon_api.common import ClusterStatus, Condition, IntentStatus, StatusSummary
 from addon_api.conditions import condition
+from addon_api.reasons import ClusterPhase as Phase
+from addon_api.reasons import ClusterReason as Reason
+from addon_api.reasons import IntentConditionType as ConditionType
+from addon_api.reasons import IntentPhase, IntentReason, ServingPlatformPhase
 from addon_manager.facts import WAITING_FOR_SPOKE, ClusterFact, WorkFact
 from addon_manager.kinds import spec_of
 from addon_manager.ordering import REASON_INTENTS_ON_CLUSTER, REASON_PLATFORM_REMOVING, Wait
-from addon_manager.reports import Category
+from addon_manager.reports import Category, spoke_phase
 
 STALE_AFTER = 60.0
 """Default seconds a work may wait for the work agent before its cluster's entry is stale."""
-STALE_CLUSTER = "ClusterUnavailable"
+STALE_CLUSTER = Reason.CLUSTER_UNAVAILABLE
 """Stale reason: the hub says the ManagedCluster is not Available."""
-STALE_WORK = "WorkNotObserved"
+STALE_WORK = Reason.WORK_NOT_OBSERVED
 """Stale reason: the work agent has not picked up the work's current spec in time."""
-CONDITION_DELETION_BLOCKED = "DeletionBlocked"
+CONDITION_DELETION_BLOCKED = ConditionType.DELETION_BLOCKED
 NAMED_CLUSTERS = 10
 """Clusters named in a condition message before "and N more"."""
 
@@ -41,7 +45,7 @@ class ClusterInput:
     """The intent that owns this cluster instead (ModelServing conflicts)."""
     error: str = ""
     """A render or apply error for this cluster."""
-    error_reason: str = "ApplyFailed"
+    error_reason: str = Reason.APPLY_FAILED
     health: ClusterFact | None = None
     """The ManagedCluster as the hub sees it (availability)."""
     blocked_by: Sequence[str] = ()
@@ -58,7 +62,7 @@ class ClusterInput:
 class Staleness:
     """Why a cluster's entry is out of date, and since when."""
 
-    reason: str
+    reason: Reason
     since: datetime
     message: str
 
@@ -156,7 +160,7 @@ def cluster_status(
                           else "")
     kept = f"; {item.kept}" if item.kept else ""
     return entry.model_copy(update={
-        "phase": "Stale", "ready": False, "reason": stale.reason,
+        "phase": Phase.STALE, "ready": False, "reason": stale.reason,
         "message": f"{stale.message}{kept}; last reported: {last}"[:1024],
         "stale": True, "stale_since": stale.since, "waiting_for": [],
     }), "stale"
@@ -168,64 +172,67 @@ def _reported_status(
     cl = item.cluster
     if item.conflict_with:
         return ClusterStatus(
-            cluster=cl, phase="Conflict", reason="Conflict",
+            cluster=cl, phase=Phase.CONFLICT, reason=Reason.CONFLICT,
             message=f"{item.conflict_with} (older) already serves this cluster",
         ), "failed"
     if item.error:
         return ClusterStatus(
-            cluster=cl, phase="Failed", reason=item.error_reason, message=item.error[:1024]
+            cluster=cl, phase=Phase.FAILED, reason=item.error_reason, message=item.error[:1024]
         ), "failed"
     if item.blocked_by:
         return ClusterStatus(
-            cluster=cl, phase="RemovalBlocked", reason=REASON_INTENTS_ON_CLUSTER,
+            cluster=cl, phase=Phase.REMOVAL_BLOCKED, reason=REASON_INTENTS_ON_CLUSTER,
             message=removal_refused_message(item.blocked_by)[:1024],
         ), "failed"
     work = item.work
     if work is None:
         if item.waits:
             return ClusterStatus(
-                cluster=cl, phase="Waiting", reason=item.waits[0].reason,
+                cluster=cl, phase=Phase.WAITING, reason=item.waits[0].reason,
                 message="waiting for " + ", ".join(w.what for w in item.waits),
                 waiting_for=[w.what for w in item.waits],
             ), "progressing"
-        return ClusterStatus(cluster=cl, phase="Pending", reason="Sending"), "progressing"
+        return ClusterStatus(cluster=cl, phase=Phase.PENDING, reason=Reason.SENDING), "progressing"
     if work.deleting:
         # What the spoke says while OCM removes the work's objects (the agent's uninstall may
         # be blocked: RemovalBlocked names what blocks it).
-        spoke_phase = _s(work.value("phase"))
+        spoke = spoke_phase(ServingPlatformPhase, work.value("phase"))
         owns_stack = spec_of(kind).owns_stack
-        if owns_stack and spoke_phase == "RemovalBlocked":
+        if owns_stack and spoke is ServingPlatformPhase.REMOVAL_BLOCKED:
             return ClusterStatus(
-                cluster=cl, phase="Removing", reason="RemovalBlocked",
+                cluster=cl, phase=Phase.REMOVING, reason=spoke,
                 message=_s(work.value("message")),
             ), "failed"
         # The agent's own account while it uninstalls (e.g. waiting for InferenceServices).
-        said = _s(work.value("message")) if owns_stack and spoke_phase in (
-            "Removing", "Removed") else ""
+        said = _s(work.value("message")) if owns_stack and spoke in (
+            ServingPlatformPhase.REMOVING, ServingPlatformPhase.REMOVED) else ""
         return ClusterStatus(
-            cluster=cl, phase="Removing", reason="WorkDeleting",
+            cluster=cl, phase=Phase.REMOVING, reason=Reason.WORK_DELETING,
             message=said or f"ManifestWork {cl}/{work.name} is being deleted: the work agent "
             "deletes what it applied on the cluster",
         ), "progressing"
     if generation_check and work.unobserved and work.reported:
         return ClusterStatus(
-            cluster=cl, phase="Applying", reason="WorkUpdating",
+            cluster=cl, phase=Phase.APPLYING, reason=Reason.WORK_UPDATING,
             message=f"waiting for the work agent to pick up generation {work.generation}",
         ), "progressing"
     if work.applied == "False" and work.reason == WAITING_FOR_SPOKE:
         return ClusterStatus(
-            cluster=cl, phase="Applying", reason=WAITING_FOR_SPOKE, message=work.message
+            cluster=cl, phase=Phase.APPLYING, reason=WAITING_FOR_SPOKE, message=work.message
         ), "progressing"
     if work.applied == "False":
         return ClusterStatus(
-            cluster=cl, phase="Failed", reason=work.reason or "NotApplied", message=work.message
+            cluster=cl, phase=Phase.FAILED, reason=work.reason or Reason.NOT_APPLIED,
+            message=work.message,
         ), "failed"
     if work.applied != "True":
-        return ClusterStatus(cluster=cl, phase="Applying", reason="WorkNotApplied"), "progressing"
+        return ClusterStatus(
+            cluster=cl, phase=Phase.APPLYING, reason=Reason.WORK_NOT_APPLIED
+        ), "progressing"
     entry, category = spec_of(kind).report(work, removed)
     if item.platform_going and spec_of(kind).holds_stack:
         return entry.model_copy(update={
-            "phase": "Degraded", "ready": False, "reason": REASON_PLATFORM_REMOVING,
+            "phase": Phase.DEGRADED, "ready": False, "reason": REASON_PLATFORM_REMOVING,
             "message": item.platform_going[:1024],
         }), "failed"
     return entry, category
@@ -294,57 +301,63 @@ def aggregate(
         )
 
     if not placement.found:
-        add(c.CONDITION_PLACEMENT_RESOLVED, False, "PlacementNotFound",
+        add(ConditionType.PLACEMENT_RESOLVED, False, IntentReason.PLACEMENT_NOT_FOUND,
             f"Placement {placement.name} does not exist in this namespace; ManifestWorks "
             "already sent are kept until it exists again or this intent is deleted")
     elif not placement.clusters:
-        add(c.CONDITION_PLACEMENT_RESOLVED, False, "NoClustersSelected",
+        add(ConditionType.PLACEMENT_RESOLVED, False, IntentReason.NO_CLUSTERS_SELECTED,
             f"Placement {placement.name} selects no cluster")
     else:
-        add(c.CONDITION_PLACEMENT_RESOLVED, True, "Resolved",
+        add(ConditionType.PLACEMENT_RESOLVED, True, IntentReason.RESOLVED,
             f"Placement {placement.name} selects {len(placement.clusters)} cluster(s)")
+    # RemovalBlocked: the manager's refusal (the entry's phase) or the agent's (its phase, or
+    # the reason of a Removing entry); Removing: the manager's or the agent's. The values of
+    # the ClusterPhase and ServingPlatformPhase members are the same strings.
     blocked = [s.cluster for s, _ in items
-               if platform and "RemovalBlocked" in (s.phase, s.reason)]
-    removing = [s.cluster for s, _ in items if platform and s.phase == "Removing"]
+               if platform and ServingPlatformPhase.REMOVAL_BLOCKED in (s.phase, s.reason)]
+    removing = [s.cluster for s, _ in items if platform and s.phase == Phase.REMOVING]
     all_ready = desired > 0 and len(ready) == desired and not deleting and not removing
     if blocked:
-        add(c.CONDITION_READY, False, "RemovalBlocked",
+        add(ConditionType.READY, False, IntentReason.REMOVAL_BLOCKED,
             f"removal of the stack is blocked on {_named(blocked)}")
     elif deleting:
-        add(c.CONDITION_READY, False, "Deleting",
+        add(ConditionType.READY, False, IntentReason.DELETING,
             "the ModelServing is being deleted: its stacks are being removed")
     elif removing:
-        add(c.CONDITION_READY, False, "Removing",
+        add(ConditionType.READY, False, IntentReason.REMOVING,
             f"the stack is being removed on {_named(removing)}")
     elif all_ready:
-        add(c.CONDITION_READY, True, "AllClustersReady", f"ready on {desired} cluster(s)")
+        add(ConditionType.READY, True, IntentReason.ALL_CLUSTERS_READY,
+            f"ready on {desired} cluster(s)")
     elif desired == 0:
-        add(c.CONDITION_READY, False, "NoClusters", "no cluster is selected")
+        add(ConditionType.READY, False, IntentReason.NO_CLUSTERS, "no cluster is selected")
     else:
-        add(c.CONDITION_READY, False, "NotAllClustersReady", f"ready on {len(ready)}/{desired}")
-    add(c.CONDITION_PROGRESSING, bool(progressing),
-        "ClustersProgressing" if progressing else "Stable",
+        add(ConditionType.READY, False, IntentReason.NOT_ALL_CLUSTERS_READY,
+            f"ready on {len(ready)}/{desired}")
+    add(ConditionType.PROGRESSING, bool(progressing),
+        IntentReason.CLUSTERS_PROGRESSING if progressing else IntentReason.STABLE,
         f"progressing on {_named(progressing)}" if progressing else "")
     problems = [f"failed on {_named(failed)}"] if failed else []
     if stale:
         problems.append(f"no current report from {_named(stale)} (stale)")
-    add(c.CONDITION_DEGRADED, bool(problems),
-        "ClustersFailed" if failed else "ClustersStale" if stale else "NoFailures",
+    add(ConditionType.DEGRADED, bool(problems),
+        IntentReason.CLUSTERS_FAILED if failed
+        else IntentReason.CLUSTERS_STALE if stale else IntentReason.NO_FAILURES,
         "; ".join(problems))
     conds.extend(extra_conditions)
     if failed or stale:
-        phase: Any = "Degraded"
+        phase = IntentPhase.DEGRADED
     elif all_ready:
-        phase = "Ready"
+        phase = IntentPhase.READY
     elif desired and (progressing or ready):
-        phase = "Progressing"
+        phase = IntentPhase.PROGRESSING
     else:
-        phase = "Pending"
+        phase = IntentPhase.PENDING
     before = {x.cluster: x for x in (previous.clusters if previous else [])}
     kept = [_since(s, before.get(s.cluster), now) for s, _ in items[:max_clusters]]
     return IntentStatus(
         observed_generation=generation,
-        phase=phase,
+        phase=phase.value,  # the model's type is the literal of the enum's values
         conditions=conds,
         summary=StatusSummary.of(
             desired, len(ready), len(progressing), len(failed), stale=len(stale)
@@ -357,7 +370,7 @@ def aggregate(
 def deletion_blocked(clusters: Sequence[str], generation: int | None, now: datetime) -> Condition:
     """The DeletionBlocked condition naming the clusters whose works do not go away."""
     return condition(
-        CONDITION_DELETION_BLOCKED, True, "WorksRemain",
+        CONDITION_DELETION_BLOCKED, True, IntentReason.WORKS_REMAIN,
         f"ManifestWorks not removed yet on {_named(list(clusters))} (is the cluster reachable?)",
         generation=generation, now=now,
     )
@@ -371,7 +384,7 @@ def deletion_refused(
     parts = [f"{cl}: {', '.join(blocked[cl][:NAMED_CLUSTERS])}" for cl in clusters]
     more = len(parts) - NAMED_CLUSTERS
     return condition(
-        CONDITION_DELETION_BLOCKED, True, REASON_INTENTS_ON_CLUSTER,
+        CONDITION_DELETION_BLOCKED, True, IntentReason.INTENTS_ON_CLUSTER,
         ("the stack is not removed while add-on intents have ManifestWorks on the cluster; "
          + "; ".join(parts[:NAMED_CLUSTERS]) + (f"; and {more} more clusters" if more > 0 else "")
          )[:1024],

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import json
 from datetime import UTC, datetime, timedelta
 from typing import Any
+
+import yaml
 
 from addon_api import constants as c
 from addon_api.common import ClusterStatus
@@ -544,3 +547,57 @@ def test_a_deleting_platform_work_carries_the_agents_account_of_the_removal() ->
     # its last report is about the stack being up: not shown, the deletion is
     assert "all components" not in entry.message
     assert entry.message.startswith(f"ManifestWork a/{still.name} is being deleted")
+
+
+def _plain(value: Any) -> bool:
+    """Whether every string in ``value`` (keys too) is a plain ``str``, not an enum member."""
+    if isinstance(value, dict):
+        return all(_plain(k) and _plain(v) for k, v in value.items())
+    if isinstance(value, list):
+        return all(_plain(v) for v in value)
+    return not isinstance(value, str) or type(value) is str
+
+
+def test_status_written_from_the_enums_is_plain_json_strings() -> None:
+    # Phases and reasons come from the addon_api.reasons enums (constructed, and set through
+    # model_copy for stale and platform-going entries): the dict written to the API server
+    # holds plain strings equal to the wire values, and survives JSON and YAML unchanged.
+    msv, isvc = c.KIND_MODEL_SERVING, c.KIND_INFERENCE_SERVICE
+    going = "the ServingPlatform of this cluster reports Removing"
+    items = [
+        (isvc, st.ClusterInput("a", fact("a", ready="True"), platform_going=going)),
+        (isvc, st.ClusterInput("cluster1", _stale_fact(ready="True"))),
+        (isvc, st.ClusterInput("c", conflict_with="ModelServing ns/old")),
+        (isvc, st.ClusterInput("d", waits=ordering.waits_for_runtime([]))),
+        (isvc, st.ClusterInput("e", error="boom")),
+        (msv, st.ClusterInput("f", fact("f", msv, phase="Degraded", message="m"))),
+        (isvc, st.ClusterInput("g", fact("g", ready="True"))),
+    ]
+    entries = [st.cluster_status(kind, item, now=T0 + timedelta(seconds=90), stale_after=60)
+               for kind, item in items]
+    pl = st.PlacementState("p", True, frozenset([*"acdefg", "cluster1"]))
+    status = st.aggregate(entries, pl, 3, None, T0, extra_conditions=[
+        st.deletion_refused({"a": ["MultiClusterServingRuntime ns/rt"]}, 3, T0)])
+    wire = status.to_dict()
+    assert _plain(wire)
+    assert json.loads(json.dumps(wire)) == wire
+    assert yaml.safe_load(yaml.safe_dump(wire)) == wire
+    assert wire["phase"] == "Degraded"
+    assert {x["cluster"]: (x["phase"], x["reason"]) for x in wire["clusters"]} == {
+        "a": ("Degraded", "PlatformRemoving"),
+        "cluster1": ("Stale", "WorkNotObserved"),
+        "c": ("Conflict", "Conflict"),
+        "d": ("Waiting", "WaitingForPlatform"),
+        "e": ("Failed", "ApplyFailed"),
+        "f": ("Degraded", "Degraded"),
+        "g": ("Ready", "Ready"),
+    }
+    assert [(x["type"], x["status"], x["reason"]) for x in wire["conditions"]] == [
+        ("PlacementResolved", "True", "Resolved"),
+        ("Ready", "False", "NotAllClustersReady"),
+        ("Progressing", "True", "ClustersProgressing"),
+        ("Degraded", "True", "ClustersFailed"),
+        ("DeletionBlocked", "True", "IntentsOnCluster"),
+    ]
+    # The comparison that decides a status write sees no difference from what was read back.
+    assert st.comparable(json.loads(json.dumps(wire))) == st.comparable(wire)
