@@ -5,9 +5,10 @@ what each means; ``python -m addon_api.reasons`` writes the doc's entries from t
 
 * the doc must be what the generator makes of the enums (edit an entry, regenerate);
 * every enum member a reader can meet has an entry;
-* every reason/phase *string literal* the code still sets must be a value of an enum, so a new
-  literal reason without a member fails here. The agent sets none (it uses the enums); the
-  manager's literals are checked until it uses the enums too.
+* every reason/phase *string literal* the code still sets or compares must be a value of an
+  enum, so a new literal reason without a member fails here. Neither the agent nor the manager
+  sets or compares any (both use the enums); a Kubernetes Event's reason (``kopf.event`` and
+  friends) is not a status reason and is not checked.
 
 The literals are extracted from the code with :mod:`ast`. What counts as "setting a reason" is
 the set of patterns the code uses:
@@ -16,12 +17,16 @@ the set of patterns the code uses:
   y`` and ``a or b``);
 * dict entries ``"reason": ...`` / ``"phase": ...``;
 * positional arguments of the condition/status builders (``add``, ``condition``,
-  ``simple_status``) and of ``DeliveryError``;
-* tuple assignments to ``phase, reason[, message]``;
+  ``simple_status``), of ``DeliveryError`` and of ``Unreadable``;
+* tuple assignments to ``phase, reason[, message]``, and assignments to ``invalid`` (a
+  plan's ``(reason, message)`` when it refuses an intent);
 * dataclass defaults ``error_reason: str = "..."``;
 * module constants ``REASON``, ``WAITING_FOR_*``, ``CONDITION_*``, ``FAILED_*`` and
   ``REASON_*`` (tuples of reasons);
-* returned ``("Reason", message)`` tuples (per-cluster problems of a render).
+* returned ``("Reason", message)`` tuples (per-cluster problems of a render), also flat
+  (``return "Reason", message``);
+* comparisons of a phase or reason (``x.phase``, ``x.reason``, ``work.value("phase")``, a name
+  ``phase``/``reason``) with a literal or a tuple of literals (``==``, ``!=``, ``in``).
 """
 
 from __future__ import annotations
@@ -40,7 +45,8 @@ from addon_api import common, reasons
 ROOT = Path(__file__).resolve().parents[2]
 AGENT_SOURCES = sorted([*ROOT.glob("addon_agent/*.py"), ROOT / "addon_api" / "sealing.py",
                         ROOT / "addon_api" / "tenancy.py"])
-SOURCES = sorted([*ROOT.glob("addon_manager/*.py"), *AGENT_SOURCES])
+MANAGER_SOURCES = sorted(ROOT.glob("addon_manager/*.py"))
+SOURCES = sorted([*MANAGER_SOURCES, *AGENT_SOURCES])
 TROUBLESHOOTING = ROOT / "docs" / "troubleshooting.md"
 
 KEYWORDS = {"reason", "phase", "error_reason", "final_phase", "problem"}
@@ -51,8 +57,13 @@ POSITIONAL = {
     "condition": (2,),  # addon_api.conditions.condition(ctype, ok, reason, message, ...)
     "simple_status": (0, 1),  # simple_status(phase, reason, message, ...)
     "DeliveryError": (0,),  # DeliveryError(reason, message)
+    "Unreadable": (0,),  # addon_manager.execute.Unreadable(reason, message)
 }
 TARGET_NAMES = {"phase", "reason"}
+COMPARED = {"phase", "reason", "error_reason", "spoke_phase"}
+"""Names and attributes whose comparisons with a literal are checked."""
+EVENT_CALLS = {"event", "info", "warn", "exception"}
+"""kopf's Event functions (``kopf.event(..., reason=...)``): Event reasons are not checked."""
 CONSTANT_PREFIXES = ("WAITING_FOR_", "CONDITION_", "FAILED_", "REASON_")
 CAMEL = re.compile(r"^[A-Z][A-Za-z]+$")
 
@@ -84,16 +95,48 @@ def _func_name(call: ast.Call) -> str:
 def _target_names(target: ast.AST) -> list[str]:
     if isinstance(target, ast.Name):
         return [target.id]
+    if isinstance(target, ast.Attribute):
+        return [target.attr]
     if isinstance(target, ast.Tuple):
         return [e.id if isinstance(e, ast.Name) else "" for e in target.elts]
     return []
 
 
+def _is_phase_or_reason(node: ast.AST) -> bool:
+    """Whether ``node`` reads a phase or a reason (see :data:`COMPARED`)."""
+    if isinstance(node, ast.Name):
+        return node.id in COMPARED
+    if isinstance(node, ast.Attribute):
+        return node.attr in COMPARED
+    return (
+        isinstance(node, ast.Call)
+        and _func_name(node) == "value"
+        and len(node.args) == 1
+        and isinstance(node.args[0], ast.Constant)
+        and node.args[0].value in COMPARED
+    )
+
+
+def _event_keywords(tree: ast.AST) -> set[int]:
+    """Ids of the keywords of ``kopf.event``/``info``/``warn``/``exception`` calls."""
+    return {
+        id(kw)
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Call)
+        and isinstance(node.func, ast.Attribute)
+        and isinstance(node.func.value, ast.Name)
+        and node.func.value.id == "kopf"
+        and node.func.attr in EVENT_CALLS
+        for kw in node.keywords
+    }
+
+
 def reasons_in(tree: ast.AST) -> set[str]:
-    """Every reason/phase string literal the module sets."""
+    """Every reason/phase string literal the module sets or compares."""
     found: set[str] = set()
+    events = _event_keywords(tree)
     for node in ast.walk(tree):
-        if isinstance(node, ast.keyword) and node.arg in KEYWORDS:
+        if isinstance(node, ast.keyword) and node.arg in KEYWORDS and id(node) not in events:
             found.update(_literals(node.value))
         elif isinstance(node, ast.Dict):
             for key, value in zip(node.keys, node.values, strict=True):
@@ -111,13 +154,25 @@ def reasons_in(tree: ast.AST) -> set[str]:
                         if tname in TARGET_NAMES:
                             found.update(_literals(value))
                 elif len(names) == 1 and (
-                    names[0] == "REASON" or names[0].startswith(CONSTANT_PREFIXES)
+                    names[0] in ("REASON", "invalid") or names[0].startswith(CONSTANT_PREFIXES)
                 ):
                     found.update(_literals(node.value))
         elif isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name):
             if node.target.id in KEYWORDS or node.target.id.startswith(CONSTANT_PREFIXES):
                 found.update(_literals(node.value))
+        elif isinstance(node, ast.Compare):
+            operands = [node.left, *node.comparators]
+            if any(_is_phase_or_reason(x) for x in operands):
+                for x in operands:
+                    found.update(_literals(x))
         elif isinstance(node, ast.Return) and isinstance(node.value, ast.Tuple):
+            first = node.value.elts[0] if node.value.elts else None
+            if (
+                len(node.value.elts) == 2
+                and isinstance(first, ast.Constant)
+                and isinstance(first.value, str)
+            ):
+                found.add(first.value)
             for elt in node.value.elts:
                 if (
                     isinstance(elt, ast.Tuple)
@@ -153,6 +208,12 @@ class C:
     error_reason: str = "DefaultReason"
 def g():
     return None, [], ("ReturnedReason", f"x {g}")
+def h(work, x, out):
+    out.invalid = ("InvalidReason", "m")
+    if work.value("phase") == "ComparedPhase" or x.reason in ("InReason", "InOtherReason"):
+        return "FlatReason", "m"
+    kopf.event(x, type="Warning", reason="EventReason", message="m")
+    return Unreadable("UnreadableReason", "m")
 """
     got = reasons_in(ast.parse(src))
     assert got >= {
@@ -169,7 +230,14 @@ def g():
         "ConstReason",
         "DefaultReason",
         "ReturnedReason",
+        "ComparedPhase",
+        "InReason",
+        "InOtherReason",
+        "FlatReason",
+        "UnreadableReason",
+        "InvalidReason",
     }
+    assert "EventReason" not in got
 
 
 def test_troubleshooting_is_what_the_enums_generate() -> None:
@@ -195,6 +263,10 @@ def test_every_reason_the_code_sets_is_an_enum_value() -> None:
 
 def test_the_agent_sets_phases_and_reasons_only_through_the_enums() -> None:
     assert code_reasons(AGENT_SOURCES) == {}
+
+
+def test_the_manager_sets_and_compares_phases_and_reasons_only_through_the_enums() -> None:
+    assert code_reasons(MANAGER_SOURCES) == {}
 
 
 def test_a_new_literal_reason_fails() -> None:
