@@ -1,9 +1,10 @@
 """kopf handlers: indexes over the hub, one daemon per intent, deletion with a finalizer.
 
-Handlers stay thin: indexes turn watch events into :class:`~addon_manager.facts.WorkFact`
-and small tuples, event handlers wake the intents a change concerns, and each intent's
-daemon calls :meth:`~addon_manager.reconcile.Reconciler.reconcile` (at most once a second,
-which also coalesces status writes).
+Handlers stay thin: kopf indexes turn watch events into small tuples, the ManifestWork
+informer (:mod:`addon_manager.workwatch`, outside kopf) keeps the works as
+:class:`~addon_manager.facts.WorkFact`, event handlers wake the intents a change concerns,
+and each intent's daemon calls :meth:`~addon_manager.reconcile.Reconciler.reconcile` (at
+most once a second, which also coalesces status writes).
 """
 
 from __future__ import annotations
@@ -21,29 +22,22 @@ import kopf
 from addon_api import constants as c
 from addon_manager import conflicts, kinds, metrics, partition
 from addon_manager.execute import Writer
-from addon_manager.facts import (
-    ClusterFact,
-    WorkFact,
-    agent_namespace,
-    owner_of,
-    parse_cluster,
-    parse_work,
-)
+from addon_manager.facts import ClusterFact, WorkFact, agent_namespace, parse_cluster
 from addon_manager.kinds import KINDS, KindSpec
 from addon_manager.placement import decided_clusters, decision_key
 from addon_manager.policy import Policy
 from addon_manager.reconcile import Reconciler
 from addon_manager.sealkeys import Sealer
 from addon_manager.secrets import PENDING, SecretAccess, SecretFact, SecretWatches
+from addon_manager.workwatch import WorkInformer, WorkStore
 
 log = logging.getLogger(__name__)
 
 FINALIZER = f"{c.GROUP}/cleanup"
 CLUSTER_GROUP = "cluster.open-cluster-management.io"
 ADDON_GROUP = "addon.open-cluster-management.io"
-WORK_GROUP = "work.open-cluster-management.io"
 INDEX_NAMES = (
-    "placement_decisions", "placements", "managed_clusters", "manifest_works", "addons_index",
+    "placement_decisions", "placements", "managed_clusters", "addons_index",
     *(f"{spec.plural}_index" for spec in KINDS.values()),
 )
 
@@ -107,6 +101,27 @@ class ManagerState:
     """Agent install namespace per cluster, as last seen (wakes on a change only)."""
     background: set[asyncio.Task[None]] = field(default_factory=set)
     """Tasks started at startup (kept referenced while they run)."""
+    works: WorkStore = field(default_factory=WorkStore)
+    """The add-on's ManifestWorks as facts, kept current by ``informer`` (outside kopf)."""
+    informer: WorkInformer | None = None
+    """Lists and watches the works into ``works`` (main() makes it; started at startup)."""
+    kopf_seen: bool = False
+    """kopf called a handler (every kopf index is populated)."""
+
+    async def works_synced(self) -> None:
+        """Return once the works are listed (at once without an informer: unit tests)."""
+        if self.informer is not None:
+            await self.informer.synced.wait()
+
+    def mark_ready(self) -> None:
+        """Record readiness once kopf's indexes and the works are both in memory."""
+        if self.settings.ready or not self.kopf_seen:
+            return
+        if self.informer is not None and not self.informer.synced.is_set():
+            return
+        self.settings.ready = True
+        metrics.READY.set(1)
+        log.info("indexes and ManifestWorks in memory; reconciling")
 
     def memo(self) -> kopf.Memo:
         """The operator memo to run kopf with (``kopf.run(memo=...)``)."""
@@ -130,9 +145,11 @@ def _store(index: Any, key: Any) -> list[Any]:
 class IndexWorld:
     """The reconciler's :class:`~addon_manager.reconcile.World`, read from kopf indexes."""
 
-    def __init__(self, indexes: Mapping[str, Any], secrets: SecretWatches | None = None) -> None:
+    def __init__(self, indexes: Mapping[str, Any], secrets: SecretWatches | None = None,
+                 works: WorkStore | None = None) -> None:
         self.ix = {name: indexes[name] for name in INDEX_NAMES}
         self.secrets = secrets
+        self.works = works if works is not None else WorkStore()
 
     def placement_exists(self, namespace: str, name: str) -> bool:
         """Whether the Placement exists."""
@@ -157,16 +174,20 @@ class IndexWorld:
 
     def works_of(self, kind: str, namespace: str, name: str) -> dict[str, WorkFact]:
         """Works owned by an intent, by cluster."""
-        return {w.cluster: w for w in _store(self.ix["manifest_works"], ("owner", kind,
-                                                                        namespace, name))}
+        return self.works.works_of(kind, namespace, name)
 
     def works_on(self, cluster: str, kind: str) -> list[WorkFact]:
         """Works of one owner kind on one cluster."""
-        return _store(self.ix["manifest_works"], ("on", cluster, kind))
+        return self.works.works_on(cluster, kind)
 
     def foreign_work(self, cluster: str, name: str) -> bool:
-        """Whether a ManifestWork of that name exists there and is not the add-on's."""
-        return any(o is None for o in _store(self.ix["manifest_works"], ("name", cluster, name)))
+        """Never known in advance: the informer sees only the add-on's works.
+
+        A work of that name that is not ours makes the (non-forced) apply of a new work fail
+        with 409, which the executor reports as ``ForeignWork``.
+        """
+        del cluster, name
+        return False
 
     def claims(self) -> list[conflicts.Claim]:
         """Every ModelServing with the clusters its Placement selects."""
@@ -232,11 +253,13 @@ def _ready(memo: Any, indexes: Mapping[str, Any]) -> tuple[ManagerState, IndexWo
     kopf calls handlers only once every index is populated.
     """
     state = state_of(memo)
-    if not state.settings.ready:
-        state.settings.ready = True
-        metrics.READY.set(1)
-        log.info("indexes populated; reconciling")
-    return state, IndexWorld(indexes, state.settings.secrets)
+    state.kopf_seen = True
+    state.mark_ready()
+    return state, _world(state, indexes)
+
+
+def _world(state: ManagerState, indexes: Mapping[str, Any]) -> IndexWorld:
+    return IndexWorld(indexes, state.settings.secrets, state.works)
 
 
 def _reconciler(state: ManagerState, indexes: Mapping[str, Any]) -> Reconciler:
@@ -244,7 +267,7 @@ def _reconciler(state: ManagerState, indexes: Mapping[str, Any]) -> Reconciler:
         settings = state.settings
         assert settings.writer is not None, "main() sets the writer"
         state.reconciler = Reconciler(
-            IndexWorld(indexes, settings.secrets), settings.writer, addons=settings.addons,
+            _world(state, indexes), settings.writer, addons=settings.addons,
             stale_after=settings.stale_after, admin=settings.policy,
             unavailable_grace=settings.unavailable_grace, sealer=settings.sealer,
         )
@@ -270,10 +293,21 @@ async def configure(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) 
     settings.posting.level = logging.WARNING
     settings.watching.server_timeout = 300
     state = state_of(memo)
+    loop = asyncio.get_running_loop()
+    tasks = []
     if state.settings.sealer is not None:
-        task = asyncio.get_running_loop().create_task(_watch_pins(state, state.settings.sealer))
+        tasks.append(loop.create_task(_watch_pins(state, state.settings.sealer)))
+    if state.informer is not None:
+        tasks.append(loop.create_task(state.informer.run(), name="manifestwork-informer"))
+        tasks.append(loop.create_task(_ready_when_synced(state)))
+    for task in tasks:
         state.background.add(task)
         task.add_done_callback(state.background.discard)
+
+
+async def _ready_when_synced(state: ManagerState) -> None:
+    await state.works_synced()
+    state.mark_ready()
 
 
 async def _watch_pins(state: ManagerState, sealer: Sealer) -> None:
@@ -332,21 +366,6 @@ async def placements(namespace: str | None, name: str, **_: Any) -> dict[Any, An
 async def managed_clusters(body: kopf.Body, name: str, **_: Any) -> dict[Any, Any]:
     """Cluster name -> labels and availability."""
     return {name: parse_cluster(body)}
-
-
-@kopf.index(WORK_GROUP, "v1", "manifestworks")
-async def manifest_works(
-    body: kopf.Body, namespace: str | None, name: str, **_: Any
-) -> dict[Any, Any]:
-    """Our works by owner and by (cluster, kind); every work's owner by (cluster, name)."""
-    fact = parse_work(body)
-    if fact is None:
-        return {("name", namespace, name): None}
-    return {
-        ("owner", *fact.owner): fact,
-        ("on", fact.cluster, fact.kind): fact,
-        ("name", namespace, name): fact.owner,
-    }
 
 
 @kopf.index(ADDON_GROUP, "v1alpha1", "managedclusteraddons")
@@ -440,21 +459,35 @@ async def addon_changed(
     state.wakeups.poke(_sealing(world))
 
 
-@kopf.on.event(WORK_GROUP, "v1", "manifestworks", labels={c.LABEL_MANAGED_BY: c.FIELD_MANAGER})
-async def work_changed(labels: Mapping[str, str], memo: kopf.Memo, **kwargs: Any) -> None:
-    """A work of ours changed: wake its owner and the intents that depend on its kind."""
-    state, world = _ready(memo, kwargs)
-    owner = owner_of(labels)
-    if owner is None:
-        return
-    kind, owner_ns = owner[0], owner[1]
+def work_changed(state: ManagerState, old: WorkFact | None, new: WorkFact | None) -> None:
+    """A work of ours appeared, changed or went: wake its owner and its dependents.
+
+    The intents that depend on the work's kind (see :mod:`addon_manager.kinds`) are woken too.
+    Called on the event loop by the informer (main() binds ``state``).
+    """
+    fact = new or old
+    reconciler = state.reconciler
+    if fact is None or reconciler is None or not isinstance(reconciler.world, IndexWorld):
+        return  # nothing reconciled yet: each first reconcile reads the store anyway
+    world = reconciler.world
+    kind, owner_ns = fact.kind, fact.intent_namespace
     if kind in KINDS:
-        state.wakeups.poke([owner])
+        state.wakeups.poke([fact.owner])
     for dependent, same_namespace in kinds.dependents(kind):
         state.wakeups.poke([key for key in world.intents_of_kind(dependent)
                             if not same_namespace or key[1] == owner_ns])
-    if kind == kinds.IDENTITY and str(kwargs.get("namespace")) not in world.storage_clusters():
-        await _reconciler(state, kwargs).gc_identity()  # e.g. left over from before a restart
+    if kind == kinds.IDENTITY and new is not None and fact.cluster not in (
+            world.storage_clusters()):  # e.g. left over from before a restart
+        task = asyncio.get_running_loop().create_task(_collect_identity(reconciler))
+        state.background.add(task)
+        task.add_done_callback(state.background.discard)
+
+
+async def _collect_identity(reconciler: Reconciler) -> None:
+    try:
+        await reconciler.gc_identity()
+    except Exception as err:  # the next identity work event (or reconcile) tries again
+        log.warning("deleting unused identity works failed: %s", err)
 
 
 def secret_changed(state: ManagerState, namespace: str, name: str | None) -> None:
@@ -496,6 +529,7 @@ def _register_intent(spec: KindSpec) -> None:
         key = (kind, str(namespace), name)
         wake = state.wakeups.get(key)
         reconciler = _reconciler(state, kwargs)
+        await state.works_synced()  # never plan from an empty store
         while not stopped:
             wake.clear()
             if (spec.seals and settings.secrets is not None
@@ -531,6 +565,7 @@ def _register_intent(spec: KindSpec) -> None:
         state = state_of(memo)
         settings = state.settings
         reconciler = _reconciler(state, kwargs)
+        await state.works_synced()
         overdue = runtime.total_seconds() >= settings.deletion_blocked_after
         if spec.owns_stack:
             # The status is kept current while the stacks go; a stack that add-on intents
@@ -567,7 +602,7 @@ def _register_intent(spec: KindSpec) -> None:
         metrics.forget_intent(kind, str(namespace), name)
         state.wakeups.events.pop((kind, str(namespace), name), None)
         if spec.owns_stack:
-            state.wakeups.poke(IndexWorld(kwargs).intents_of_kind(kind))
+            state.wakeups.poke(_world(state, kwargs).intents_of_kind(kind))
 
     del changed, run, delete
 

@@ -17,7 +17,7 @@ from prometheus_client import start_http_server
 
 from addon_api import constants as c
 from addon_api import tenancy
-from addon_manager import handlers, leadership, partition, sealkeys
+from addon_manager import handlers, leadership, partition, sealkeys, workwatch
 from addon_manager.apply import HubWriter
 from addon_manager.policy import Policy, parse_namespaces
 from addon_manager.secrets import SecretWatches
@@ -165,6 +165,8 @@ def main(argv: list[str]) -> int:
     settings.unavailable_grace = args.unavailable_grace
     settings.sealer = sealer_from_hub(client.ApiClient(cfg), args)
     settings.sealing_refresh = args.sealing_refresh
+    state.informer = workwatch.informer_for(
+        cfg, functools.partial(handlers.work_changed, state), store=state.works)
     if args.metrics_port:
         start_http_server(args.metrics_port)
     elector: leadership.Elector | None = None

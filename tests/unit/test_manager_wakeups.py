@@ -1,0 +1,74 @@
+"""Who a ManifestWork change wakes: the owner and the kinds that depend on the work's kind."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from addon_api import constants as c
+from addon_api import tenancy
+from addon_manager import handlers, naming
+from addon_manager.facts import WorkFact
+from addon_manager.reconcile import Reconciler
+from tests.unit.fake_hub import FakeHub
+
+INTENTS = {
+    c.KIND_MODEL_SERVING: [("team-a", "kserve")],
+    c.KIND_STORAGE_CONNECTION: [("team-a", "s3"), ("team-b", "s3")],
+    c.KIND_SERVING_RUNTIME: [("team-a", "rt"), ("team-b", "rt")],
+    c.KIND_INFERENCE_SERVICE: [("team-a", "iris"), ("team-b", "iris")],
+}
+
+
+def _state() -> handlers.ManagerState:
+    indexes: dict[str, Any] = {name: {} for name in handlers.INDEX_NAMES}
+    for kind, keys in INTENTS.items():
+        plural = handlers.KINDS[kind].plural
+        indexes[f"{plural}_index"] = {("all",): [(ns, name, "", "p", "") for ns, name in keys]}
+    state = handlers.ManagerState()
+    hub = FakeHub()
+    state.reconciler = Reconciler(handlers.IndexWorld(indexes, works=state.works), hub)
+    return state
+
+
+def _woken(kind: str, namespace: str, name: str) -> set[tuple[str, str, str]]:
+    state = _state()
+    fact = WorkFact(name="w", cluster="c1", kind=kind, intent_namespace=namespace,
+                    intent_name=name, render_hash="x")
+    handlers.work_changed(state, None, fact)
+    return {key for key, event in state.wakeups.events.items() if event.is_set()}
+
+
+def test_a_stack_work_wakes_its_owner_and_what_it_gates() -> None:
+    woken = _woken(c.KIND_MODEL_SERVING, "team-a", "kserve")
+    assert woken == {(c.KIND_MODEL_SERVING, "team-a", "kserve"),
+                     *((k, ns, n) for k in (c.KIND_SERVING_RUNTIME, c.KIND_INFERENCE_SERVICE)
+                       for ns, n in INTENTS[k])}
+
+
+def test_a_model_work_wakes_the_stack_whose_removal_waits_for_it() -> None:
+    assert _woken(c.KIND_INFERENCE_SERVICE, "team-b", "iris") == {
+        (c.KIND_INFERENCE_SERVICE, "team-b", "iris"), (c.KIND_MODEL_SERVING, "team-a", "kserve")}
+
+
+def test_an_access_work_wakes_its_own_namespace_tenant_intents_only() -> None:
+    woken = _woken(tenancy.ACCESS_KIND, "team-b", "access")
+    assert woken == {(k, "team-b", n) for k in INTENTS if k != c.KIND_MODEL_SERVING
+                     for ns, n in INTENTS[k] if ns == "team-b"}
+
+
+def test_an_identity_work_wakes_the_storage_connections_and_collects_a_leftover() -> None:
+    state = _state()
+    fact = WorkFact(name=naming.IDENTITY_WORK_NAME, cluster="c9", kind=naming.KIND_IDENTITY,
+                    intent_namespace="", intent_name="agent", render_hash="x")
+    state.works.put(fact)
+
+    async def changed() -> None:
+        handlers.work_changed(state, None, fact)
+        await asyncio.gather(*state.background)
+
+    asyncio.run(changed())
+    assert {key for key, e in state.wakeups.events.items() if e.is_set()} == {
+        (c.KIND_STORAGE_CONNECTION, ns, n) for ns, n in INTENTS[c.KIND_STORAGE_CONNECTION]}
+    assert state.reconciler is not None
+    assert ("delete", f"c9/{naming.IDENTITY_WORK_NAME}") in state.reconciler.writer.writes  # type: ignore[attr-defined]
