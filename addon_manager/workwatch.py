@@ -33,7 +33,6 @@ import dataclasses
 import json
 import logging
 import random
-import re
 import ssl
 import sys
 from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Mapping
@@ -250,26 +249,6 @@ def _status_error(status: int, body: Mapping[str, Any] | str) -> Exception:
     return Gone(message) if status == 410 else ApiError(status, message)
 
 
-_CONTINUE = re.compile(rb'"continue"\s*:\s*"([^"]+)"')
-
-
-def _continue_token(data: bytes) -> str:
-    """The continue token of a list body, read from its tail without decoding it.
-
-    "" when there is none, or when the body is not laid out as the API server writes lists
-    (items, then the list's metadata).
-    """
-    at = data.rfind(b'"metadata"')
-    found = _CONTINUE.search(data, at) if at >= 0 else None
-    return found[1].decode() if found else ""
-
-
-def _quiet(task: asyncio.Task[bytes]) -> None:
-    """Retrieve a prefetch's error (it is raised again if the page is asked for)."""
-    if not task.cancelled():
-        task.exception()
-
-
 async def _lines(stream: aiohttp.StreamReader) -> AsyncIterator[bytes]:
     """The lines of a watch stream, however long (aiohttp's own readline stops at 128 KiB)."""
     buffer = bytearray()
@@ -298,7 +277,6 @@ class HubSource:
         self.selector = selector
         self.url = str(cfg.host).rstrip("/") + WORKS_PATH
         self._session: aiohttp.ClientSession | None = None
-        self._ahead: tuple[tuple[str, int], asyncio.Task[bytes]] | None = None
 
     def _ssl(self) -> ssl.SSLContext | bool:
         if not str(self.cfg.host).startswith("https"):
@@ -345,43 +323,13 @@ class HubSource:
         return self._session
 
     async def close(self) -> None:
-        """Close the HTTP session (and drop a prefetched page)."""
-        if self._ahead is not None:
-            self._ahead[1].cancel()
-            self._ahead = None
+        """Close the HTTP session."""
         if self._session is not None:
             await self._session.close()
             self._session = None
 
     async def list_page(self, cont: str, limit: int) -> Page:
-        """One page of the add-on's works (``cont`` "" for the first).
-
-        While a page is decoded, the next one is already requested (its continue token read
-        from the raw body's tail), so the API server's work overlaps the decoding here; the
-        prefetched page is used only when the decoded token asks for exactly it.
-        """
-        ahead, self._ahead = self._ahead, None
-        if ahead is not None and ahead[0] == (cont, limit):
-            data = await ahead[1]
-        else:
-            if ahead is not None:
-                ahead[1].cancel()
-            data = await self._fetch(cont, limit)
-        following = _continue_token(data)
-        if following:
-            task = asyncio.create_task(self._fetch(following, limit))
-            task.add_done_callback(_quiet)
-            self._ahead = ((following, limit), task)
-        body = json.loads(data)
-        meta = body.get("metadata") or {}
-        page = Page(list(body.get("items") or []), str(meta.get("resourceVersion", "")),
-                    str(meta.get("continue") or ""))
-        if page.cont != following and self._ahead is not None:
-            self._ahead[1].cancel()
-            self._ahead = None
-        return page
-
-    async def _fetch(self, cont: str, limit: int) -> bytes:
+        """One page of the add-on's works (``cont`` "" for the first)."""
         params = {"labelSelector": self.selector, "limit": str(limit)}
         if cont:
             params["continue"] = cont
@@ -391,7 +339,10 @@ class HubSource:
         ) as resp:
             if resp.status != 200:
                 raise _status_error(resp.status, await resp.text())
-            return await resp.read()
+            body = await resp.json(loads=json.loads)
+        meta = body.get("metadata") or {}
+        return Page(list(body.get("items") or []), str(meta.get("resourceVersion", "")),
+                    str(meta.get("continue") or ""))
 
     async def watch(self, resource_version: str, timeout: int) -> AsyncIterator[dict[str, Any]]:
         """Watch events after ``resource_version`` (see :meth:`WorkSource.watch`)."""
