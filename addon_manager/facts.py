@@ -252,7 +252,7 @@ def parse_work(work: Mapping[str, Any]) -> WorkFact | None:
     if applied.get("status") == "False":
         failure = manifest_failure(str(meta.get("namespace", "")), status)
         if failure is not None:
-            reason, message = failure
+            reason, message = str(failure[0]), failure[1]  # a plain str, as read
     observed = [
         seen
         for seen in (conds.get(t, {}).get("observedGeneration") for t in ("Applied", "Available"))

@@ -79,7 +79,9 @@ def lean(fact: WorkFact) -> WorkFact:
     and usually reasons and messages, while JSON decoding makes a new string for every
     occurrence; interned, each distinct string is held once.
     """
-    intern = sys.intern
+    def intern(value: str) -> str:  # an enum member (a str subclass) becomes its value
+        return sys.intern(str(value))
+
     return dataclasses.replace(
         fact,
         name=intern(fact.name),
@@ -456,6 +458,13 @@ class WorkInformer:
                 delay = self.backoff.next()
                 log.warning("ManifestWork %s failed (%s: %s); again in %.1fs",
                             "list" if must_list else "watch", type(err).__name__, err, delay)
+                await asyncio.sleep(delay)
+            except Exception:  # a bug must not end the informer silently: log, list again
+                self.stats.errors += 1
+                delay = self.backoff.next()
+                log.exception("ManifestWork %s failed; listing again in %.1fs",
+                              "list" if must_list else "watch", delay)
+                must_list = True
                 await asyncio.sleep(delay)
 
     async def relist(self) -> None:

@@ -404,3 +404,32 @@ def test_hub_source_pages_watches_long_lines_and_maps_410() -> None:
         assert requests[1]["continue"] == "tok" and requests[0]["limit"] == "1"
 
     asyncio.run(main())
+
+
+def test_a_work_whose_manifest_failed_is_stored_with_plain_strings() -> None:
+    """parse_work names the failure with the manager's reason (an enum member): the store
+    keeps its plain value (sys.intern refuses str subclasses; that once ended the informer)."""
+    body = work("c1", "a")
+    body["status"]["conditions"][0].update(status="False", reason="AppliedManifestWorkFailed")
+    body["status"]["resourceStatus"] = {"manifests": [{
+        "resourceMeta": {"kind": "ConfigMap", "name": "x", "namespace": "models"},
+        "conditions": [{"type": "Applied", "status": "False", "reason": "AppliedManifestFailed",
+                        "message": "namespaces \"models\" not found"}]}]}
+    parsed = parse_work(body)
+    assert parsed is not None and parsed.reason
+    store = WorkStore()
+    assert store.put(parsed) is not None
+    kept = store.get("c1", "a")
+    assert kept is not None and type(kept.reason) is str and kept.reason == parsed.reason
+
+
+def test_an_unexpected_error_is_logged_and_the_informer_lists_again() -> None:
+    src = FakeSource()
+    src.add(work("c1", "a"))
+    src.scripts = [[RuntimeError("a bug")], []]
+
+    async def check(inf: WorkInformer, changes: Changes) -> None:
+        assert inf.stats.errors == 1 and inf.stats.lists == 2  # listed again, still running
+        assert len(inf.store) == 1
+
+    run_informer(src, check)
