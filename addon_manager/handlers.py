@@ -473,7 +473,7 @@ def work_changed(state: ManagerState, old: WorkFact | None, new: WorkFact | None
     kind, owner_ns = fact.kind, fact.intent_namespace
     if kind in KINDS:
         state.wakeups.poke([fact.owner])
-    for dependent, same_namespace in kinds.dependents(kind):
+    for dependent, same_namespace in kinds.dependents(kind, gone=new is None):
         state.wakeups.poke([key for key in world.intents_of_kind(dependent)
                             if not same_namespace or key[1] == owner_ns])
     if kind == kinds.IDENTITY and new is not None and fact.cluster not in (

@@ -38,6 +38,9 @@ class Dependency:
     kind: str
     same_namespace: bool = False
     """Only intents in the namespace of the work's owner depend on it (a tenant's access)."""
+    gone_only: bool = False
+    """Only the work's disappearance matters (what holds a stack: its removal waits for the
+    works to go, and nothing else about them)."""
 
 
 @dataclass(frozen=True)
@@ -94,7 +97,8 @@ ACCESS = api_tenancy.ACCESS_KIND
 KINDS: dict[str, KindSpec] = {spec.kind: spec for spec in (
     KindSpec(
         ModelServing, prepare.prepare_model_serving, reports.platform_report,
-        depends_on=(Dependency(c.KIND_SERVING_RUNTIME), Dependency(c.KIND_INFERENCE_SERVICE)),
+        depends_on=(Dependency(c.KIND_SERVING_RUNTIME, gone_only=True),
+                    Dependency(c.KIND_INFERENCE_SERVICE, gone_only=True)),
         owns_stack=True,
         removed_state=lambda spec: spec.management_state == "Removed",
     ),
@@ -129,10 +133,13 @@ def where(predicate: Callable[[KindSpec], bool]) -> list[KindSpec]:
     return [spec for spec in KINDS.values() if predicate(spec)]
 
 
-def dependents(work_kind: str) -> list[tuple[str, bool]]:
-    """(kind, same namespace only) of the intents a change of a ``work_kind`` work may wake."""
+def dependents(work_kind: str, *, gone: bool = False) -> list[tuple[str, bool]]:
+    """(kind, same namespace only) of the intents a change of a ``work_kind`` work may wake.
+
+    ``gone``: the work went (else it appeared or changed).
+    """
     return [(spec.kind, dep.same_namespace) for spec in KINDS.values()
-            for dep in spec.depends_on if dep.kind == work_kind]
+            for dep in spec.depends_on if dep.kind == work_kind and (gone or not dep.gone_only)]
 
 
 TENANT_KINDS = tuple(spec.kind for spec in where(lambda s: s.tenant))

@@ -103,7 +103,7 @@ def test_every_hub_kind_has_one_spec_named_from_its_crd() -> None:
 
 
 def test_what_a_change_of_each_kind_of_work_wakes() -> None:
-    woken = {k: sorted(kinds.dependents(k)) for k in
+    woken = {k: sorted(kinds.dependents(k, gone=True)) for k in
              (*c.HUB_KINDS, kinds.IDENTITY, kinds.ACCESS)}
     assert woken[c.KIND_MODEL_SERVING] == [(c.KIND_INFERENCE_SERVICE, False),
                                            (c.KIND_SERVING_RUNTIME, False)]
@@ -114,6 +114,9 @@ def test_what_a_change_of_each_kind_of_work_wakes() -> None:
     assert woken[kinds.IDENTITY] == [(c.KIND_STORAGE_CONNECTION, False)]
     assert woken[kinds.ACCESS] == sorted((k, True) for k in kinds.TENANT_KINDS)
     assert kinds.ACCESS == api_tenancy.ACCESS_KIND
+    # a model's or runtime's work that appears or changes does not concern the stack's owner
+    assert kinds.dependents(c.KIND_INFERENCE_SERVICE) == []
+    assert kinds.dependents(c.KIND_SERVING_RUNTIME) == []
 
 
 # The plan is pure -------------------------------------------------------------------------------

@@ -31,11 +31,12 @@ def _state() -> handlers.ManagerState:
     return state
 
 
-def _woken(kind: str, namespace: str, name: str) -> set[tuple[str, str, str]]:
+def _woken(kind: str, namespace: str, name: str, *, gone: bool = False
+           ) -> set[tuple[str, str, str]]:
     state = _state()
     fact = WorkFact(name="w", cluster="c1", kind=kind, intent_namespace=namespace,
                     intent_name=name, render_hash="x")
-    handlers.work_changed(state, None, fact)
+    handlers.work_changed(state, fact if gone else None, None if gone else fact)
     return {key for key, event in state.wakeups.events.items() if event.is_set()}
 
 
@@ -46,9 +47,12 @@ def test_a_stack_work_wakes_its_owner_and_what_it_gates() -> None:
                        for ns, n in INTENTS[k])}
 
 
-def test_a_model_work_wakes_the_stack_whose_removal_waits_for_it() -> None:
-    assert _woken(c.KIND_INFERENCE_SERVICE, "team-b", "iris") == {
+def test_a_model_work_that_goes_wakes_the_stack_whose_removal_waits_for_it() -> None:
+    assert _woken(c.KIND_INFERENCE_SERVICE, "team-b", "iris", gone=True) == {
         (c.KIND_INFERENCE_SERVICE, "team-b", "iris"), (c.KIND_MODEL_SERVING, "team-a", "kserve")}
+    # one that appears or changes (a fan-out, status feedback) wakes its owner only
+    assert _woken(c.KIND_INFERENCE_SERVICE, "team-b", "iris") == {
+        (c.KIND_INFERENCE_SERVICE, "team-b", "iris")}
 
 
 def test_an_access_work_wakes_its_own_namespace_tenant_intents_only() -> None:
