@@ -8,7 +8,7 @@ The registry (:mod:`addon_manager.kinds`) names the one each kind uses.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import cast
 
 from addon_api import constants as c
@@ -37,6 +37,8 @@ class Context:
     """Pins, approvals and the hash key (read only: a new pin is returned, not recorded)."""
     namespace: str
     name: str
+    specs: render.SpecMemo = field(default_factory=dict)
+    """The intent's cluster specs, by the overrides that select a cluster (this plan's)."""
 
 
 @dataclass(frozen=True)
@@ -54,7 +56,7 @@ class Prepared:
 def prepare_model_serving(ctx: Context, intent: Resource, cluster: str) -> Prepared:
     """A ModelServing's ServingPlatform work: no gate."""
     return Prepared(render.render_model_serving(
-        cast(ModelServing, intent), cluster, ctx.world.cluster_labels(cluster)))
+        cast(ModelServing, intent), cluster, ctx.world.cluster_labels(cluster), ctx.specs))
 
 
 def prepare_serving_runtime(ctx: Context, intent: Resource, cluster: str) -> Prepared:
@@ -62,6 +64,7 @@ def prepare_serving_runtime(ctx: Context, intent: Resource, cluster: str) -> Pre
     waits = ordering.waits_for_runtime(ctx.world.works_on(cluster, c.KIND_MODEL_SERVING))
     return Prepared(render.render_serving_runtime(
         cast(MultiClusterServingRuntime, intent), cluster, ctx.world.cluster_labels(cluster),
+        ctx.specs,
     ), tuple(waits))
 
 
@@ -76,7 +79,7 @@ def prepare_inference_service(ctx: Context, intent: Resource, cluster: str) -> P
          for s in storage},
     )
     return Prepared(render.render_inference_service(
-        isvc, cluster, ctx.world.cluster_labels(cluster)), tuple(waits))
+        isvc, cluster, ctx.world.cluster_labels(cluster), ctx.specs), tuple(waits))
 
 
 def prepare_storage_connection(ctx: Context, intent: Resource, cluster: str) -> Prepared:

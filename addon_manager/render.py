@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import copy
 import json
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -121,17 +122,46 @@ def cluster_spec(
     return out
 
 
+SpecMemo = dict[tuple[int, ...], dict[str, Any]]
+"""One intent's validated cluster specs by the overrides that select a cluster: clusters that
+the same overrides select get the same spec, validated once (a memo for one plan; the specs
+in it are shared by the works rendered from them and never modified)."""
+
+
+def _memoized(
+    memo: SpecMemo | None, overrides: list[Override], cluster: str, labels: dict[str, str],
+    compute: Callable[[], dict[str, Any]],
+) -> dict[str, Any]:
+    if memo is None:
+        return compute()
+    key = tuple(i for i, o in enumerate(overrides) if o.selects(cluster, labels))
+    if key not in memo:
+        memo[key] = compute()  # a RenderError (it names the cluster) is not kept
+    return memo[key]
+
+
 def validated_cluster_spec(
     intent: MultiClusterServingRuntime | MultiClusterInferenceService,
     cluster: str,
     labels: dict[str, str],
+    memo: SpecMemo | None = None,
 ) -> dict[str, Any]:
     """:func:`cluster_spec`, validated again by the intent's spec model.
 
     An override patch is free-form JSON: what it makes of the spec on one cluster is
     checked here, as admission checked the spec itself, and a :class:`RenderError`
-    naming the fields is raised when that cluster's spec is invalid.
+    naming the fields is raised when that cluster's spec is invalid. With ``memo``, the spec
+    of clusters the same overrides select is computed once.
     """
+    return _memoized(memo, intent.spec.overrides, cluster, labels,
+                     lambda: _validated_cluster_spec(intent, cluster, labels))
+
+
+def _validated_cluster_spec(
+    intent: MultiClusterServingRuntime | MultiClusterInferenceService,
+    cluster: str,
+    labels: dict[str, str],
+) -> dict[str, Any]:
     spec = cluster_spec(intent.spec.to_dict(), intent.spec.overrides, cluster, labels)
     try:
         model = type(intent.spec).model_validate(
@@ -247,16 +277,20 @@ def _work(
 
 
 def render_model_serving(
-    intent: ModelServing, cluster: str, labels: dict[str, str]
+    intent: ModelServing, cluster: str, labels: dict[str, str], memo: SpecMemo | None = None,
 ) -> RenderedWork:
     """The ServingPlatform work of a ModelServing for one cluster."""
     ns, name = str(intent.metadata.namespace), str(intent.metadata.name)
-    spec = cluster_spec(intent.spec.to_dict(), intent.spec.overrides, cluster, labels)
-    spec["source"] = {"namespace": ns, "name": name}
-    try:
-        spec = ServingPlatformSpec.model_validate(spec).to_dict()
-    except ValidationError as err:
-        raise _invalid_after_overrides(cluster, err) from err
+
+    def platform_spec() -> dict[str, Any]:
+        spec = cluster_spec(intent.spec.to_dict(), intent.spec.overrides, cluster, labels)
+        spec["source"] = {"namespace": ns, "name": name}
+        try:
+            return ServingPlatformSpec.model_validate(spec).to_dict()
+        except ValidationError as err:
+            raise _invalid_after_overrides(cluster, err) from err
+
+    spec = _memoized(memo, intent.spec.overrides, cluster, labels, platform_spec)
     platform = {
         "apiVersion": c.API_VERSION,
         "kind": c.KIND_SERVING_PLATFORM,
@@ -273,11 +307,12 @@ def render_model_serving(
 
 
 def render_serving_runtime(
-    intent: MultiClusterServingRuntime, cluster: str, labels: dict[str, str]
+    intent: MultiClusterServingRuntime, cluster: str, labels: dict[str, str],
+    memo: SpecMemo | None = None,
 ) -> RenderedWork:
     """The KServe ServingRuntime work of a MultiClusterServingRuntime for one cluster."""
     ns, name = str(intent.metadata.namespace), str(intent.metadata.name)
-    spec = validated_cluster_spec(intent, cluster, labels)
+    spec = validated_cluster_spec(intent, cluster, labels, memo)
     target = str(spec["targetNamespace"])
     runtime = {
         "apiVersion": "serving.kserve.io/v1alpha1",
@@ -298,11 +333,12 @@ def render_serving_runtime(
 
 
 def render_inference_service(
-    intent: MultiClusterInferenceService, cluster: str, labels: dict[str, str]
+    intent: MultiClusterInferenceService, cluster: str, labels: dict[str, str],
+    memo: SpecMemo | None = None,
 ) -> RenderedWork:
     """The KServe InferenceService work of a MultiClusterInferenceService for one cluster."""
     ns, name = str(intent.metadata.namespace), str(intent.metadata.name)
-    spec = validated_cluster_spec(intent, cluster, labels)
+    spec = validated_cluster_spec(intent, cluster, labels, memo)
     target = str(spec["targetNamespace"])
     mode = str(spec["deploymentMode"])
     isvc = {

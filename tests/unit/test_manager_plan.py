@@ -236,3 +236,19 @@ def test_finish_shows_failed_writes_and_sent_deletes() -> None:
     going = finish(gone, Executed(going={"c3"}), now, 60)
     entry = next(e for e in going.status.clusters if e.cluster == "c3")
     assert (entry.phase, entry.reason) == ("Removing", "WorkDeleting")
+
+
+def test_clusters_the_same_overrides_select_share_one_validated_spec() -> None:
+    hub = FakeHub(placements={("ns", "p"): frozenset({"c1", "c2", "c3"})},
+                  labels={"c2": {"tier": "gpu"}})
+    platform_ready(hub, "c1", "c2", "c3")
+    body = isvc_body(overrides=[{"clusterSelector": {"matchLabels": {"tier": "gpu"}},
+                                 "patch": {"template": {"predictor": {"minReplicas": 3}}}}])
+    out = plan_of(hub, c.KIND_INFERENCE_SERVICE, body)
+    specs = {a.work.cluster: a.work.body["spec"]["workload"]["manifests"][0]["spec"]
+             for a in out.applies}
+    assert specs["c1"] is specs["c3"]  # validated once for both
+    assert specs["c2"]["predictor"]["minReplicas"] == 3
+    assert "minReplicas" not in specs["c1"]["predictor"]
+    hashes = {a.work.cluster: a.work.render_hash for a in out.applies}
+    assert len(set(hashes.values())) == 3  # each cluster's work is its own
