@@ -299,6 +299,8 @@ class ClusterFact:
     since: datetime | None = None
     """lastTransitionTime of that condition."""
     message: str = ""
+    name: str = ""
+    """The ManagedCluster's name (its cluster namespace on the hub)."""
 
 
 def parse_cluster(cluster: Mapping[str, Any]) -> ClusterFact:
@@ -313,7 +315,25 @@ def parse_cluster(cluster: Mapping[str, Any]) -> ClusterFact:
         available=str(cond.get("status", "")),
         since=parse_time(cond.get("lastTransitionTime")),
         message=str(cond.get("message", ""))[:256],
+        name=str(meta.get("name", "")),
     )
+
+
+@dataclass(frozen=True)
+class AddonFact:
+    """The add-on's ManagedClusterAddOn on one cluster: where the agent runs there."""
+
+    cluster: str
+    namespace: str
+    """The agent's install namespace (see :func:`agent_namespace`)."""
+
+
+def parse_addon(addon: Mapping[str, Any]) -> AddonFact | None:
+    """An :class:`AddonFact` for the add-on's ManagedClusterAddOn; None for other add-ons'."""
+    meta = addon.get("metadata") or {}
+    if meta.get("name") != c.ADDON_NAME:
+        return None
+    return AddonFact(str(meta.get("namespace", "")), agent_namespace(addon))
 
 
 def agent_namespace(addon: Mapping[str, Any] | None) -> str:

@@ -22,14 +22,14 @@ import kopf
 from addon_api import constants as c
 from addon_manager import conflicts, kinds, metrics, partition
 from addon_manager.execute import Writer
-from addon_manager.facts import ClusterFact, WorkFact, agent_namespace, parse_cluster
+from addon_manager.facts import AddonFact, ClusterFact, WorkFact, agent_namespace
 from addon_manager.kinds import KINDS, KindSpec
 from addon_manager.placement import decided_clusters, decision_key
 from addon_manager.policy import Policy
 from addon_manager.reconcile import Reconciler
 from addon_manager.sealkeys import Sealer
 from addon_manager.secrets import PENDING, SecretAccess, SecretFact, SecretWatches
-from addon_manager.workwatch import WorkInformer, WorkStore
+from addon_manager.workwatch import KeyedStore, WorkInformer, WorkStore
 
 log = logging.getLogger(__name__)
 
@@ -37,7 +37,7 @@ FINALIZER = f"{c.GROUP}/cleanup"
 CLUSTER_GROUP = "cluster.open-cluster-management.io"
 ADDON_GROUP = "addon.open-cluster-management.io"
 INDEX_NAMES = (
-    "placement_decisions", "placements", "managed_clusters", "addons_index",
+    "placement_decisions", "placements",
     *(f"{spec.plural}_index" for spec in KINDS.values()),
 )
 
@@ -95,33 +95,36 @@ class ManagerState:
     wakeups: Wakeups = field(default_factory=Wakeups)
     reconciler: Reconciler | None = None
     """Created at the first handler call (it reads kopf's indexes)."""
-    clusters: dict[str, ClusterFact] = field(default_factory=dict)
-    """ManagedClusters as last seen (wakes on a change only)."""
-    agent_namespaces: dict[str, str] = field(default_factory=dict)
-    """Agent install namespace per cluster, as last seen (wakes on a change only)."""
     background: set[asyncio.Task[None]] = field(default_factory=set)
     """Tasks started at startup (kept referenced while they run)."""
     works: WorkStore = field(default_factory=WorkStore)
     """The add-on's ManifestWorks as facts, kept current by ``informer`` (outside kopf)."""
-    informer: WorkInformer | None = None
-    """Lists and watches the works into ``works`` (main() makes it; started at startup)."""
+    clusters: KeyedStore[ClusterFact] = field(
+        default_factory=lambda: KeyedStore(lambda f: ("", f.name)))
+    """ManagedClusters (labels, availability), kept current by an informer."""
+    addons: KeyedStore[AddonFact] = field(
+        default_factory=lambda: KeyedStore(lambda f: (f.cluster, c.ADDON_NAME)))
+    """The add-on's ManagedClusterAddOns (agent install namespaces), kept by an informer."""
+    informers: list[WorkInformer] = field(default_factory=list)
+    """List and watch works, clusters and add-ons into the stores above, outside kopf
+    (main() makes them; started at startup)."""
     kopf_seen: bool = False
     """kopf called a handler (every kopf index is populated)."""
 
     async def works_synced(self) -> None:
-        """Return once the works are listed (at once without an informer: unit tests)."""
-        if self.informer is not None:
-            await self.informer.synced.wait()
+        """Return once works, clusters and add-ons are listed (at once without informers)."""
+        for informer in self.informers:
+            await informer.synced.wait()
 
     def mark_ready(self) -> None:
         """Record readiness once kopf's indexes and the works are both in memory."""
         if self.settings.ready or not self.kopf_seen:
             return
-        if self.informer is not None and not self.informer.synced.is_set():
+        if not all(informer.synced.is_set() for informer in self.informers):
             return
         self.settings.ready = True
         metrics.READY.set(1)
-        log.info("indexes and ManifestWorks in memory; reconciling")
+        log.info("indexes, ManifestWorks, clusters and add-ons in memory; reconciling")
 
     def memo(self) -> kopf.Memo:
         """The operator memo to run kopf with (``kopf.run(memo=...)``)."""
@@ -146,10 +149,13 @@ class IndexWorld:
     """The reconciler's :class:`~addon_manager.reconcile.World`, read from kopf indexes."""
 
     def __init__(self, indexes: Mapping[str, Any], secrets: SecretWatches | None = None,
-                 works: WorkStore | None = None) -> None:
+                 works: WorkStore | None = None, state: ManagerState | None = None) -> None:
         self.ix = {name: indexes[name] for name in INDEX_NAMES}
         self.secrets = secrets
         self.works = works if works is not None else WorkStore()
+        known = state if state is not None else ManagerState()
+        self.clusters = known.clusters
+        self.addons = known.addons
 
     def placement_exists(self, namespace: str, name: str) -> bool:
         """Whether the Placement exists."""
@@ -169,8 +175,7 @@ class IndexWorld:
 
     def cluster_health(self, cluster: str) -> ClusterFact | None:
         """The ManagedCluster as last seen: labels and availability."""
-        found = _store(self.ix["managed_clusters"], cluster)
-        return found[0] if found else None
+        return self.clusters.get("", cluster)
 
     def works_of(self, kind: str, namespace: str, name: str) -> dict[str, WorkFact]:
         """Works owned by an intent, by cluster."""
@@ -215,12 +220,12 @@ class IndexWorld:
 
     def addon_exists(self, cluster: str) -> bool:
         """Whether the ManagedClusterAddOn model-serving exists in the cluster namespace."""
-        return cluster in self.ix["addons_index"]
+        return self.addons.get(cluster, c.ADDON_NAME) is not None
 
     def agent_namespace(self, cluster: str) -> str:
         """The agent's install namespace on a cluster (OCM's default without an add-on)."""
-        found = _store(self.ix["addons_index"], cluster)
-        return str(found[0]) if found else agent_namespace(None)
+        found = self.addons.get(cluster, c.ADDON_NAME)
+        return found.namespace if found is not None else agent_namespace(None)
 
     def intents_of_kind(self, kind: str) -> list[tuple[str, str, str]]:
         """Keys of every intent of a kind."""
@@ -259,7 +264,7 @@ def _ready(memo: Any, indexes: Mapping[str, Any]) -> tuple[ManagerState, IndexWo
 
 
 def _world(state: ManagerState, indexes: Mapping[str, Any]) -> IndexWorld:
-    return IndexWorld(indexes, state.settings.secrets, state.works)
+    return IndexWorld(indexes, state.settings.secrets, state.works, state)
 
 
 def _reconciler(state: ManagerState, indexes: Mapping[str, Any]) -> Reconciler:
@@ -297,8 +302,9 @@ async def configure(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) 
     tasks = []
     if state.settings.sealer is not None:
         tasks.append(loop.create_task(_watch_pins(state, state.settings.sealer)))
-    if state.informer is not None:
-        tasks.append(loop.create_task(state.informer.run(), name="manifestwork-informer"))
+    for informer in state.informers:
+        tasks.append(loop.create_task(informer.run(), name=f"{informer.what}-informer"))
+    if state.informers:
         tasks.append(loop.create_task(_ready_when_synced(state)))
     for task in tasks:
         state.background.add(task)
@@ -362,20 +368,6 @@ async def placements(namespace: str | None, name: str, **_: Any) -> dict[Any, An
     return {(namespace, name): True}
 
 
-@kopf.index(CLUSTER_GROUP, "v1", "managedclusters")
-async def managed_clusters(body: kopf.Body, name: str, **_: Any) -> dict[Any, Any]:
-    """Cluster name -> labels and availability."""
-    return {name: parse_cluster(body)}
-
-
-@kopf.index(ADDON_GROUP, "v1alpha1", "managedclusteraddons")
-async def addons_index(
-    body: kopf.Body, namespace: str | None, name: str, **_: Any
-) -> dict[Any, Any]:
-    """Cluster namespace -> agent install namespace, for the model-serving add-on only."""
-    return {namespace: agent_namespace(body)} if name == c.ADDON_NAME else {}
-
-
 def _intent_index(spec: KindSpec) -> Any:
     kind = spec.kind
 
@@ -422,41 +414,39 @@ async def placement_changed(
     state.wakeups.poke(world.intents_using(str(namespace), name))
 
 
-@kopf.on.event(CLUSTER_GROUP, "v1", "managedclusters")
-async def cluster_changed(body: kopf.Body, name: str, memo: kopf.Memo, **kwargs: Any) -> None:
-    """A cluster's labels or availability changed: wake every intent.
+def cluster_changed(state: ManagerState, old: ClusterFact | None, new: ClusterFact | None
+                    ) -> None:
+    """A cluster's labels or availability changed (or it came or went): wake every intent.
 
-    Overrides may select it differently now; its entries may turn stale or current.
+    Overrides may select it differently now; its entries may turn stale or current. Called on
+    the event loop by the informer (main() binds ``state``).
     """
-    state, world = _ready(memo, kwargs)
-    new = parse_cluster(body)
-    if state.clusters.get(name) == new:
-        return
-    state.clusters[name] = new
-    state.wakeups.poke(world.intents_of(KINDS.values()))
+    del old, new
+    world = _reconciled_world(state)
+    if world is not None:
+        state.wakeups.poke(world.intents_of(KINDS.values()))
 
 
-@kopf.on.event(ADDON_GROUP, "v1alpha1", "managedclusteraddons")
-async def addon_changed(
-    type: str | None, body: kopf.Body, namespace: str | None, name: str, memo: kopf.Memo,
-    **kwargs: Any,
-) -> None:
+def addon_changed(state: ManagerState, old: AddonFact | None, new: AddonFact | None) -> None:
     """A cluster's agent install namespace changed: wake the intents that seal.
 
-    Their identity work and sealed objects are rendered for that namespace (and sealed for it).
+    Their identity work and sealed objects are rendered for that namespace (and sealed for
+    it). No ManagedClusterAddOn means OCM's default namespace.
     """
-    state, world = _ready(memo, kwargs)
-    if name != c.ADDON_NAME:
+    before = old.namespace if old is not None else agent_namespace(None)
+    after = new.namespace if new is not None else agent_namespace(None)
+    world = _reconciled_world(state)
+    if before == after or world is None:
         return
-    cluster = str(namespace)
-    new = agent_namespace(None if type == "DELETED" else body)
-    known = state.agent_namespaces
-    if known.get(cluster, agent_namespace(None)) == new:
-        known[cluster] = new
-        return
-    known[cluster] = new
-    log.info("agent namespace of %s is now %s", cluster, new)
+    fact = new if new is not None else old
+    log.info("agent namespace of %s is now %s", fact.cluster if fact else "?", after)
     state.wakeups.poke(_sealing(world))
+
+
+def _reconciled_world(state: ManagerState) -> IndexWorld | None:
+    """The world once the first reconcile made it (before that, nothing needs waking)."""
+    world = state.reconciler.world if state.reconciler is not None else None
+    return world if isinstance(world, IndexWorld) else None
 
 
 def work_changed(state: ManagerState, old: WorkFact | None, new: WorkFact | None) -> None:

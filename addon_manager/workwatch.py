@@ -37,7 +37,7 @@ import ssl
 import sys
 from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any, Generic, Protocol, TypeVar
 
 import aiohttp
 from kubernetes import client
@@ -67,6 +67,7 @@ Owner = tuple[str, str, str]
 Change = tuple[WorkFact | None, WorkFact | None]
 """(old, new): None as old for a work that appeared, None as new for one that went."""
 OnChange = Callable[[WorkFact | None, WorkFact | None], None]
+T = TypeVar("T")
 
 
 # The store ---------------------------------------------------------------------------------------
@@ -101,12 +102,12 @@ def lean(fact: WorkFact) -> WorkFact:
     )
 
 
-def diff(current: Mapping[Key, WorkFact], listed: Mapping[Key, WorkFact]) -> list[Change]:
+def diff(current: Mapping[Key, T], listed: Mapping[Key, T]) -> list[tuple[T | None, T | None]]:
     """What turns ``current`` into ``listed``: every work that appeared, changed or went.
 
     A work whose fact is equal in both is no change (whatever else changed in its body).
     """
-    changes: list[Change] = []
+    changes: list[tuple[T | None, T | None]] = []
     for key, new in listed.items():
         old = current.get(key)
         if old != new:
@@ -134,6 +135,10 @@ class WorkStore:
     def __iter__(self) -> Iterator[WorkFact]:
         for works in self._by_cluster.values():
             yield from works.values()
+
+    def key(self, fact: WorkFact) -> Key:
+        """Where a work is kept: (cluster namespace, name)."""
+        return fact.cluster, fact.name
 
     def get(self, cluster: str, name: str) -> WorkFact | None:
         """The work ``cluster/name``, None when the store has no such work."""
@@ -208,6 +213,52 @@ class WorkStore:
         self._count -= 1
 
 
+class KeyedStore(Generic[T]):
+    """Facts of another resource by (namespace, name): a store for :class:`WorkInformer`.
+
+    ``key`` says where a fact is kept; a fact equal to the one kept is no change.
+    """
+
+    def __init__(self, key: Callable[[T], Key]) -> None:
+        self._key = key
+        self._items: dict[Key, T] = {}
+
+    def __len__(self) -> int:
+        return len(self._items)
+
+    def key(self, item: T) -> Key:
+        """Where ``item`` is kept."""
+        return self._key(item)
+
+    def get(self, namespace: str, name: str) -> T | None:
+        """The fact of ``namespace/name`` ("" namespace: cluster-scoped), None when unknown."""
+        return self._items.get((namespace, name))
+
+    def values(self) -> list[T]:
+        """Every fact kept."""
+        return list(self._items.values())
+
+    def put(self, item: T) -> tuple[T | None, T | None] | None:
+        """Keep ``item``; the change, None if it equals the one kept."""
+        key = self._key(item)
+        old = self._items.get(key)
+        if old == item:
+            return None
+        self._items[key] = item
+        return old, item
+
+    def remove(self, namespace: str, name: str) -> tuple[T | None, T | None] | None:
+        """Forget ``namespace/name``; the change, None if it was not kept."""
+        old = self._items.pop((namespace, name), None)
+        return None if old is None else (old, None)
+
+    def replace_all(self, listed: Mapping[Key, T]) -> list[tuple[T | None, T | None]]:
+        """Keep exactly ``listed`` (a relist); the changes, as :func:`diff`."""
+        changes = diff(self._items, listed)
+        self._items = dict(listed)
+        return changes
+
+
 # Talking to the hub ------------------------------------------------------------------------------
 
 
@@ -274,10 +325,12 @@ class HubSource:
     token that the kubelet rotates keeps working.
     """
 
-    def __init__(self, cfg: client.Configuration, selector: str = SELECTOR) -> None:
+    def __init__(self, cfg: client.Configuration, selector: str = SELECTOR, *,
+                 path: str = WORKS_PATH, field_selector: str = "") -> None:
         self.cfg = cfg
         self.selector = selector
-        self.url = str(cfg.host).rstrip("/") + WORKS_PATH
+        self.field_selector = field_selector
+        self.url = str(cfg.host).rstrip("/") + path
         self._session: aiohttp.ClientSession | None = None
 
     def _ssl(self) -> ssl.SSLContext | bool:
@@ -316,6 +369,12 @@ class HubSource:
             options["proxy"] = self.cfg.proxy
         return options
 
+    def _selectors(self) -> dict[str, str]:
+        out = {"labelSelector": self.selector} if self.selector else {}
+        if self.field_selector:
+            out["fieldSelector"] = self.field_selector
+        return out
+
     def session(self) -> aiohttp.ClientSession:
         """The HTTP session (made on first use, in the running event loop)."""
         if self._session is None or self._session.closed:
@@ -332,7 +391,7 @@ class HubSource:
 
     async def list_page(self, cont: str, limit: int) -> Page:
         """One page of the add-on's works (``cont`` "" for the first)."""
-        params = {"labelSelector": self.selector, "limit": str(limit)}
+        params = {**self._selectors(), "limit": str(limit)}
         if cont:
             params["continue"] = cont
         timeout = aiohttp.ClientTimeout(total=None, sock_connect=15, sock_read=120)
@@ -349,7 +408,7 @@ class HubSource:
     async def watch(self, resource_version: str, timeout: int) -> AsyncIterator[dict[str, Any]]:
         """Watch events after ``resource_version`` (see :meth:`WorkSource.watch`)."""
         params = {
-            "labelSelector": self.selector, "watch": "1", "allowWatchBookmarks": "true",
+            **self._selectors(), "watch": "1", "allowWatchBookmarks": "true",
             "resourceVersion": resource_version, "timeoutSeconds": str(timeout),
         }
         limits = aiohttp.ClientTimeout(total=None, sock_connect=15, sock_read=timeout + READ_SLACK)
@@ -414,16 +473,22 @@ class WorkInformer:
     def __init__(
         self,
         source: WorkSource,
-        on_change: OnChange | None = None,
+        on_change: Callable[[Any, Any], None] | None = None,
         *,
-        store: WorkStore | None = None,
+        store: Any = None,
         page_size: int = PAGE_SIZE,
         watch_seconds: int = WATCH_SECONDS,
         backoff: Backoff | None = None,
+        parse: Callable[[Mapping[str, Any]], Any] = parse_work,
+        what: str = "ManifestWork",
     ) -> None:
         self.source = source
         self.on_change = on_change
-        self.store = store if store is not None else WorkStore()
+        self.store: Any = store if store is not None else WorkStore()
+        """A :class:`WorkStore` (the default), or a :class:`KeyedStore` of what ``parse``
+        makes of another resource's objects (None: not kept)."""
+        self.parse = parse
+        self.what = what
         self.page_size = page_size
         self.watch_seconds = watch_seconds
         self.backoff = backoff or Backoff()
@@ -449,35 +514,35 @@ class WorkInformer:
                     self.backoff.reset()
             except Gone as err:
                 self.stats.gone += 1
-                log.info("ManifestWork watch: %s; listing again", err)
+                log.info("%s watch: %s; listing again", self.what, err)
                 must_list = True
             except asyncio.CancelledError:
                 raise
             except (aiohttp.ClientError, OSError, TimeoutError, ApiError, ValueError) as err:
                 self.stats.errors += 1
                 delay = self.backoff.next()
-                log.warning("ManifestWork %s failed (%s: %s); again in %.1fs",
+                log.warning("%s %s failed (%s: %s); again in %.1fs", self.what,
                             "list" if must_list else "watch", type(err).__name__, err, delay)
                 await asyncio.sleep(delay)
             except Exception:  # a bug must not end the informer silently: log, list again
                 self.stats.errors += 1
                 delay = self.backoff.next()
-                log.exception("ManifestWork %s failed; listing again in %.1fs",
+                log.exception("%s %s failed; listing again in %.1fs", self.what,
                               "list" if must_list else "watch", delay)
                 must_list = True
                 await asyncio.sleep(delay)
 
     async def relist(self) -> None:
-        """List every work (all pages), make the store match, report the differences."""
-        listed: dict[Key, WorkFact] = {}
+        """List every object (all pages), make the store match, report the differences."""
+        listed: dict[Key, Any] = {}
         cont, version = "", ""
         while True:
             page = await self.source.list_page(cont, self.page_size)
             version = version or page.resource_version
             for item in page.items:
-                fact = parse_work(item)
+                fact = self.parse(item)
                 if fact is not None:
-                    listed[(fact.cluster, fact.name)] = fact
+                    listed[self.store.key(fact)] = fact
             if not page.cont:
                 break
             cont = page.cont
@@ -485,7 +550,7 @@ class WorkInformer:
         changes = self.store.replace_all(listed)
         self.resource_version = version
         self.synced.set()
-        log.info("ManifestWorks listed: %d of ours at resourceVersion %s, %d changed",
+        log.info("%s listed: %d at resourceVersion %s, %d changed", self.what,
                  len(listed), version, len(changes))
         for old, new in changes:
             self._emit(old, new)
@@ -512,7 +577,7 @@ class WorkInformer:
             self.stats.bookmarks += 1
         elif kind in ("ADDED", "MODIFIED", "DELETED"):
             self.stats.events += 1
-            fact = parse_work(obj) if kind != "DELETED" else None
+            fact = self.parse(obj) if kind != "DELETED" else None
             if fact is not None:
                 change = self.store.put(fact)
             else:  # gone, or no longer carries the owner labels
@@ -525,16 +590,16 @@ class WorkInformer:
         if version:
             self.resource_version = str(version)
 
-    def _emit(self, old: WorkFact | None, new: WorkFact | None) -> None:
+    def _emit(self, old: Any, new: Any) -> None:
         self.stats.changes += 1
         if self.on_change is None:
             return
         try:
             self.on_change(old, new)
         except Exception:
-            fact = new or old
-            where = f"{fact.cluster}/{fact.name}" if fact is not None else "?"
-            log.exception("on_change of ManifestWork %s failed", where)
+            fact = new if new is not None else old
+            where = "/".join(self.store.key(fact)) if fact is not None else "?"
+            log.exception("on_change of %s %s failed", self.what, where)
 
 
 def informer_for(cfg: client.Configuration, on_change: OnChange | None = None,

@@ -3,12 +3,13 @@ index, and a change of it wakes the StorageConnections (whose works depend on it
 
 from __future__ import annotations
 
-import asyncio
-from typing import Any, cast
+from typing import Any
 
 from addon_api import constants as c
 from addon_manager import handlers
-from addon_manager.facts import agent_namespace
+from addon_manager.facts import AddonFact, agent_namespace, parse_addon
+from addon_manager.reconcile import Reconciler
+from tests.unit.fake_hub import FakeHub
 
 
 def addon(status_ns: str | None = None, spec_ns: str | None = None) -> dict[str, Any]:
@@ -30,40 +31,44 @@ def test_status_namespace_wins_then_spec_then_the_default() -> None:
     assert agent_namespace(None) == c.AGENT_NAMESPACE  # no ManagedClusterAddOn at all
 
 
-def _indexes(addons: dict[str, list[str]]) -> dict[str, Any]:
-    out: dict[str, Any] = {name: {} for name in handlers.INDEX_NAMES}
-    out["addons_index"] = addons
-    out["storageconnections_index"] = {("all",): [("ns", "s3", "", "p", "creds")]}
-    out["modelservings_index"] = {("all",): [("ns", "kserve", "", "p", "")]}
-    return out
+def _state() -> handlers.ManagerState:
+    """A manager whose world knows one StorageConnection and one ModelServing."""
+    indexes: dict[str, Any] = {name: {} for name in handlers.INDEX_NAMES}
+    indexes["storageconnections_index"] = {("all",): [("ns", "s3", "", "p", "creds")]}
+    indexes["modelservings_index"] = {("all",): [("ns", "kserve", "", "p", "")]}
+    state = handlers.ManagerState()
+    state.reconciler = Reconciler(handlers.IndexWorld(indexes, state=state), FakeHub())
+    return state
 
 
-def test_index_keeps_the_namespace_and_the_world_reads_it() -> None:
-    index = cast(Any, handlers.addons_index)  # kopf's signature wants every kwarg it passes
-    entry = asyncio.run(index(body=addon(status_ns="custom-ns"), namespace="c1",
-                              name=c.ADDON_NAME))
-    assert entry == {"c1": "custom-ns"}
-    other = asyncio.run(index(body=addon(status_ns="x"), namespace="c1", name="another-addon"))
-    assert other == {}
-    world = handlers.IndexWorld(_indexes({"c1": ["custom-ns"]}))
+def test_the_addon_fact_keeps_the_namespace_and_the_world_reads_it() -> None:
+    assert parse_addon(addon(status_ns="custom-ns")) == AddonFact("c1", "custom-ns")
+    other = addon(status_ns="x")
+    other["metadata"]["name"] = "another-addon"
+    assert parse_addon(other) is None
+    state = _state()
+    state.addons.put(AddonFact("c1", "custom-ns"))
+    world = handlers.IndexWorld({n: {} for n in handlers.INDEX_NAMES}, state=state)
     assert world.agent_namespace("c1") == "custom-ns"
     assert world.addon_exists("c1")
     assert world.agent_namespace("c2") == c.AGENT_NAMESPACE and not world.addon_exists("c2")
 
 
 def test_a_changed_namespace_wakes_the_storage_connections_only_when_it_changes() -> None:
-    state = handlers.ManagerState()
-    state.settings.ready = True
+    state = _state()
     sconn = (c.KIND_STORAGE_CONNECTION, "ns", "s3")
     msv = (c.KIND_MODEL_SERVING, "ns", "kserve")
 
     def event(body: dict[str, Any], type_: str | None = "MODIFIED") -> bool:
         for key in (sconn, msv):
             state.wakeups.get(key).clear()
-        asyncio.run(cast(Any, handlers.addon_changed)(
-            type=type_, body=body, namespace="c1", name=str(body["metadata"]["name"]),
-            memo=state.memo(), **_indexes({"c1": [agent_namespace(body)]}),
-        ))
+        fact = parse_addon(body)
+        if type_ == "DELETED":
+            change = state.addons.remove("c1", c.ADDON_NAME)
+        else:
+            change = state.addons.put(fact) if fact is not None else None
+        if change is not None:  # the informer calls back on a change only
+            handlers.addon_changed(state, *change)
         assert not state.wakeups.get(msv).is_set()
         return state.wakeups.get(sconn).is_set()
 

@@ -319,7 +319,8 @@ def test_parse_cluster_reads_labels_and_availability() -> None:
     assert got.labels == (("a", "1"), ("b", "2"))
     assert (got.available, got.since) == ("Unknown", T0)
     assert "lease" in got.message
-    assert parse_cluster({"metadata": {"name": "x"}}) == ClusterFact()
+    assert parse_cluster({"metadata": {"name": "x"}}) == ClusterFact(name="x")
+    assert got.name == "cluster1"
 
 
 def test_staleness_of_a_work_the_agent_has_not_picked_up() -> None:
