@@ -83,9 +83,10 @@ def measure(clusters: int, intents: int, lease: int) -> list[list[str]]:
             started = time.monotonic()
             mgr = _elected(tb, Path(tmp) / "leader.log", "leader", lease)
             try:
-                ready = wait_for(lambda: mgr.total("model_serving_manager_ready") == 1, 900,
+                ready = wait_for(lambda: _metric(mgr, "model_serving_manager_ready") == 1, 900,
                                  "ready", 0.1)
-                first_write = wait_for(lambda: api_writes(mgr) > 0, 900, "first write", 0.1)
+                first_write = wait_for(lambda: _writes_or_zero(mgr) > 0, 900, "first write",
+                                       0.1)
                 done = works.wait_content(clusters, digest)
                 # wait_for returns its own wait: every figure is counted from the start
                 ready_s, write_s, done_s = ready, ready + first_write, ready + first_write + done
@@ -120,6 +121,14 @@ def measure(clusters: int, intents: int, lease: int) -> list[list[str]]:
             finally:
                 mgr.stop()
     return rows
+
+
+def _metric(mgr: Manager, prefix: str) -> float:
+    """A metric's total; 0 while the manager's metrics endpoint is not up."""
+    try:
+        return mgr.total(prefix)
+    except OSError:
+        return 0.0
 
 
 def _writes_or_zero(mgr: Manager) -> float:
