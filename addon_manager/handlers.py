@@ -108,6 +108,7 @@ class ManagerState:
     informers: list[WorkInformer] = field(default_factory=list)
     """List and watch works, clusters and add-ons into the stores above, outside kopf
     (main() makes them; started at startup)."""
+    informers_started: bool = False
     kopf_seen: bool = False
     """kopf called a handler (every kopf index is populated)."""
 
@@ -302,8 +303,19 @@ async def configure(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) 
     tasks = []
     if state.settings.sealer is not None:
         tasks.append(loop.create_task(_watch_pins(state, state.settings.sealer)))
-    for informer in state.informers:
-        tasks.append(loop.create_task(informer.run(), name=f"{informer.what}-informer"))
+    for task in tasks:
+        state.background.add(task)
+        task.add_done_callback(state.background.discard)
+    start_informers(state, loop)
+
+
+def start_informers(state: ManagerState, loop: asyncio.AbstractEventLoop) -> None:
+    """Start the informers on ``loop`` (once: a standby starts them before it leads)."""
+    if state.informers_started:
+        return
+    state.informers_started = True
+    tasks = [loop.create_task(informer.run(), name=f"{informer.what}-informer")
+             for informer in state.informers]
     if state.informers:
         tasks.append(loop.create_task(_ready_when_synced(state)))
     for task in tasks:
