@@ -323,6 +323,19 @@ def start_informers(state: ManagerState, loop: asyncio.AbstractEventLoop) -> Non
         task.add_done_callback(state.background.discard)
 
 
+@kopf.on.cleanup()
+async def close_informers(memo: kopf.Memo, **_: Any) -> None:
+    """Stop the informers and close their HTTP sessions when the operator stops."""
+    state = state_of(memo)
+    for task in list(state.background):
+        task.cancel()
+    await asyncio.gather(*state.background, return_exceptions=True)
+    for informer in state.informers:
+        close = getattr(informer.source, "close", None)
+        if close is not None:
+            await close()
+
+
 async def _ready_when_synced(state: ManagerState) -> None:
     await state.works_synced()
     state.mark_ready()
