@@ -149,14 +149,11 @@ def _store(index: Any, key: Any) -> list[Any]:
 class IndexWorld:
     """The reconciler's :class:`~addon_manager.reconcile.World`, read from kopf indexes."""
 
-    def __init__(self, indexes: Mapping[str, Any], secrets: SecretWatches | None = None,
-                 works: WorkStore | None = None, state: ManagerState | None = None) -> None:
+    def __init__(self, indexes: Mapping[str, Any], state: ManagerState | None = None) -> None:
         self.ix = {name: indexes[name] for name in INDEX_NAMES}
-        self.secrets = secrets
-        self.works = works if works is not None else WorkStore()
         known = state if state is not None else ManagerState()
-        self.clusters = known.clusters
-        self.addons = known.addons
+        self.secrets = known.settings.secrets
+        self.works, self.clusters, self.addons = known.works, known.clusters, known.addons
 
     def placement_exists(self, namespace: str, name: str) -> bool:
         """Whether the Placement exists."""
@@ -265,7 +262,7 @@ def _ready(memo: Any, indexes: Mapping[str, Any]) -> tuple[ManagerState, IndexWo
 
 
 def _world(state: ManagerState, indexes: Mapping[str, Any]) -> IndexWorld:
-    return IndexWorld(indexes, state.settings.secrets, state.works, state)
+    return IndexWorld(indexes, state)
 
 
 def _reconciler(state: ManagerState, indexes: Mapping[str, Any]) -> Reconciler:
@@ -469,7 +466,10 @@ def addon_changed(state: ManagerState, old: AddonFact | None, new: AddonFact | N
 
 
 def _reconciled_world(state: ManagerState) -> IndexWorld | None:
-    """The world once the first reconcile made it (before that, nothing needs waking)."""
+    """The world once the first reconcile made it.
+
+    Before that nothing needs waking: each first reconcile reads the stores anyway.
+    """
     world = state.reconciler.world if state.reconciler is not None else None
     return world if isinstance(world, IndexWorld) else None
 
@@ -481,10 +481,10 @@ def work_changed(state: ManagerState, old: WorkFact | None, new: WorkFact | None
     Called on the event loop by the informer (main() binds ``state``).
     """
     fact = new or old
+    world = _reconciled_world(state)
     reconciler = state.reconciler
-    if fact is None or reconciler is None or not isinstance(reconciler.world, IndexWorld):
-        return  # nothing reconciled yet: each first reconcile reads the store anyway
-    world = reconciler.world
+    if fact is None or world is None or reconciler is None:
+        return
     kind, owner_ns = fact.kind, fact.intent_namespace
     if kind in KINDS:
         state.wakeups.poke([fact.owner])
@@ -512,9 +512,9 @@ def secret_changed(state: ManagerState, namespace: str, name: str | None) -> Non
     Called on the event loop by :class:`~addon_manager.secrets.SecretWatches` (main() binds
     ``state``).
     """
-    world = state.reconciler.world if state.reconciler is not None else None
-    if not isinstance(world, IndexWorld):
-        return  # nothing reconciled yet: each first reconcile reads the store anyway
+    world = _reconciled_world(state)
+    if world is None:
+        return
     if name is not None:
         state.wakeups.poke(world.intents_reading_secret(namespace, name))
     else:

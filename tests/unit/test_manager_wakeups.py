@@ -27,7 +27,7 @@ def _state() -> handlers.ManagerState:
         indexes[f"{plural}_index"] = {("all",): [(ns, name, "", "p", "") for ns, name in keys]}
     state = handlers.ManagerState()
     hub = FakeHub()
-    state.reconciler = Reconciler(handlers.IndexWorld(indexes, works=state.works), hub)
+    state.reconciler = Reconciler(handlers.IndexWorld(indexes, state), hub)
     return state
 
 
