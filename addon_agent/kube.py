@@ -68,7 +68,10 @@ class Kube:
         for group in self._discovery("/apis").get("groups") or []:
             version = (group.get("preferredVersion") or {}).get("groupVersion")
             if version:
-                lists.append((version, self._discovery(f"/apis/{version}")))
+                try:
+                    lists.append((version, self._discovery(f"/apis/{version}")))
+                except NotFoundError:  # its last CRD went between the two requests (removal)
+                    continue
         return [
             (api_version, str(r["kind"]))
             for api_version, resources in lists

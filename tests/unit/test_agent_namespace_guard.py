@@ -86,3 +86,27 @@ def test_dropped_namespace_the_agent_created_is_deleted_only_when_it_holds_nothi
     # kept, and no longer the agent's: its labels and annotation are gone (empty apply)
     assert kube.objects[("Namespace", "", "ml-held")]["metadata"] == {"name": "ml-held"}
     assert kube.objects[("ConfigMap", "ml-held", "users-config")]
+
+
+def test_a_group_that_goes_during_discovery_is_skipped() -> None:
+    """A stack's CRDs deleted between listing the groups and reading one: no error."""
+    from unittest.mock import MagicMock
+
+    from kubernetes.dynamic.exceptions import NotFoundError
+
+    from addon_agent.kube import Kube
+
+    answers: dict[str, Any] = {
+        "/api/v1": {"resources": [{"name": "configmaps", "kind": "ConfigMap",
+                                   "namespaced": True, "verbs": ["list"]}]},
+        "/apis": {"groups": [{"preferredVersion": {"groupVersion": "serving.kserve.io/v1"}}]},
+    }
+
+    def request(method: str, path: str) -> Any:
+        if path not in answers:
+            raise NotFoundError(MagicMock(status=404, reason="Not Found", data=b"", headers={}))
+        return answers[path]
+
+    kube = Kube.__new__(Kube)
+    kube.dyn = MagicMock(request=request)
+    assert kube.namespaced_kinds() == [("v1", "ConfigMap")]
