@@ -8,18 +8,17 @@ throttling, server errors and conflicts with backoff, and counts every write req
 from __future__ import annotations
 
 import asyncio
-import concurrent.futures
 import logging
 import random
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 
+import aiohttp
 from kubernetes import client
-from kubernetes.client.exceptions import ApiException
-from urllib3.exceptions import HTTPError as TransportError
 
 from addon_api import constants as c
 from addon_manager import metrics
+from addon_manager.hubhttp import HubHttp, Response
 
 T = TypeVar("T")
 log = logging.getLogger(__name__)
@@ -41,67 +40,85 @@ class WriteError(RuntimeError):
         self.status = status
 
 
-def _retry_after(err: ApiException) -> float | None:
-    headers = err.headers or {}
-    value = headers.get("Retry-After") if hasattr(headers, "get") else None
+class HttpStatus(Exception):
+    """The API server answered a write with an error status (raised inside a request)."""
+
+    def __init__(self, response: Response) -> None:
+        super().__init__(f"HTTP {response.status}")
+        self.response = response
+
+
+def _retry_after(value: str | None) -> float | None:
     try:
         return float(value) if value is not None else None
     except ValueError:
         return None
 
 
+def _path(group: str, version: str, namespace: str, plural: str, name: str = "") -> str:
+    base = f"/apis/{group}/{version}" if group else f"/api/{version}"
+    return f"{base}/namespaces/{namespace}/{plural}" + (f"/{name}" if name else "")
+
+
 class HubWriter:
-    """Bounded, retrying, counted access to the hub API server."""
+    """Bounded, retrying, counted access to the hub API server (async, on the event loop)."""
 
     def __init__(
-        self, api_client: client.ApiClient, concurrency: int = 16, attempts: int = 6
+        self, cfg: client.Configuration, concurrency: int = 16, attempts: int = 6
     ) -> None:
-        self.api = client.CustomObjectsApi(api_client)
-        self.core = client.CoreV1Api(api_client)
+        self.http = HubHttp(cfg, connections=concurrency)
         self.attempts = attempts
         self.concurrency = concurrency
-        self._pool = concurrent.futures.ThreadPoolExecutor(
-            max_workers=concurrency, thread_name_prefix="hub-write"
-        )
         self._sem: asyncio.Semaphore | None = None
 
-    def close(self) -> None:
-        """Stop the worker threads."""
-        self._pool.shutdown(wait=False, cancel_futures=True)
+    async def close(self) -> None:
+        """Close the HTTP session."""
+        await self.http.close()
 
     async def _call(
-        self, verb: str, resource: str, fn: Callable[[], T], *, write: bool = True,
+        self, verb: str, resource: str, fn: Callable[[], Awaitable[T]], *, write: bool = True,
         retry_conflict: bool = True,
     ) -> T:
         if self._sem is None:
             self._sem = asyncio.Semaphore(self.concurrency)
-        loop = asyncio.get_running_loop()
         delay = 0.2
         for attempt in range(1, self.attempts + 1):
             async with self._sem:
                 if write:
                     metrics.API_WRITES.labels(verb, resource).inc()
                 try:
-                    return await loop.run_in_executor(self._pool, fn)
-                except ApiException as err:
-                    status = int(err.status or 0)
+                    return await fn()
+                except HttpStatus as err:
+                    status = err.response.status
                     retriable = status in RETRIABLE and (status != 409 or retry_conflict)
                     if not retriable or attempt == self.attempts:
                         raise WriteError(
-                            f"{verb} {resource}: HTTP {status} {err.reason}: "
-                            f"{(err.body or '')[:300]}", status,
+                            f"{verb} {resource}: HTTP {status}: {err.response.message()}", status,
                         ) from err
-                    wait = _retry_after(err) or delay
-                except (OSError, TransportError) as err:
-                    # Refused, reset or dropped while the API server or etcd restarts: the
-                    # client raises these (urllib3's errors are not OSErrors) instead of a status.
+                    wait = _retry_after(err.response.retry_after) or delay
+                except (TimeoutError, OSError, aiohttp.ClientError) as err:
+                    # Refused, reset or dropped while the API server or etcd restarts: no
+                    # status to judge by, so retried like a server error.
                     if attempt == self.attempts:
-                        raise WriteError(f"{verb} {resource}: {err}") from err
+                        raise WriteError(f"{verb} {resource}: {err!r}") from err
                     wait = delay
             log.info("retrying %s %s in %.1fs (attempt %d)", verb, resource, wait, attempt)
             await asyncio.sleep(wait * (0.75 + random.random() / 2))
             delay = min(delay * 2, 5.0)
         raise AssertionError("unreachable")
+
+    async def _send(
+        self, method: str, path: str, *, params: dict[str, str] | None = None, body: Any = None,
+        content_type: str = "", ok: tuple[int, ...] = (),
+    ) -> Response:
+        """One request; a status >= 400 not in ``ok`` raises :class:`HttpStatus`."""
+        response = await self.http.request(
+            method, path, params=params, body=body,
+            content_type=content_type or ("application/json" if body is not None else ""),
+        )
+        if response.status >= 400 and response.status not in ok:
+            raise HttpStatus(response)
+        return response
 
     async def apply_work(self, body: dict[str, Any], *, force: bool) -> None:
         """Server-side apply one ManifestWork as field manager ``model-serving-addon``.
@@ -110,27 +127,23 @@ class HubWriter:
         makes a non-forced apply fail with a conflict instead of being taken over.
         """
         meta = body["metadata"]
+        path = _path(WORK_GROUP, WORK_VERSION, meta["namespace"], WORK_PLURAL, meta["name"])
+        params = {"fieldManager": c.FIELD_MANAGER, "force": "true" if force else "false"}
         await self._call(
             "apply", WORK_PLURAL,
-            lambda: self.api.patch_namespaced_custom_object(
-                WORK_GROUP, WORK_VERSION, meta["namespace"], WORK_PLURAL, meta["name"], body,
-                field_manager=c.FIELD_MANAGER, force=force, _content_type=APPLY_CONTENT_TYPE,
-            ),
+            lambda: self._send("PATCH", path, params=params, body=body,
+                               content_type=APPLY_CONTENT_TYPE),
             retry_conflict=force,
         )
 
     async def delete_work(self, namespace: str, name: str) -> None:
-        """Delete one ManifestWork (Foreground on the spoke is the work's deleteOption)."""
-        def call() -> None:
-            try:
-                self.api.delete_namespaced_custom_object(
-                    WORK_GROUP, WORK_VERSION, namespace, WORK_PLURAL, name
-                )
-            except ApiException as err:
-                if err.status != 404:
-                    raise
+        """Delete one ManifestWork; one already gone is fine.
 
-        await self._call("delete", WORK_PLURAL, call)
+        Foreground deletion on the spoke is the work's own ``deleteOption``.
+        """
+        path = _path(WORK_GROUP, WORK_VERSION, namespace, WORK_PLURAL, name)
+        await self._call("delete", WORK_PLURAL,
+                         lambda: self._send("DELETE", path, ok=(404,)))
 
     async def patch_status(
         self, group: str, version: str, plural: str, namespace: str, name: str,
@@ -139,22 +152,17 @@ class HubWriter:
         """Merge-patch the status subresource of one intent (404 means it is gone: ignored).
 
         Fields the installed CRD does not know (a manager newer than its CRDs: ``helm
-        upgrade`` leaves CRDs alone) are dropped by the API server without a warning each;
-        with thousands of cluster entries the warning headers alone would exceed what the
-        HTTP client accepts (100) and fail every status write.
+        upgrade`` leaves CRDs alone) are dropped by the API server without a warning each
+        (``fieldValidation=Ignore``); with thousands of cluster entries the warning headers
+        alone could exceed what an HTTP client accepts and fail every status write.
         """
-        def call() -> None:
-            try:
-                self.api.patch_namespaced_custom_object_status(
-                    group, version, namespace, plural, name, {"status": status},
-                    field_manager=c.FIELD_MANAGER, field_validation="Ignore",
-                    _content_type=MERGE_CONTENT_TYPE,
-                )
-            except ApiException as err:
-                if err.status != 404:
-                    raise
-
-        await self._call("patch-status", plural, call)
+        path = _path(group, version, namespace, plural, name) + "/status"
+        params = {"fieldManager": c.FIELD_MANAGER, "fieldValidation": "Ignore"}
+        await self._call(
+            "patch-status", plural,
+            lambda: self._send("PATCH", path, params=params, body={"status": status},
+                               content_type=MERGE_CONTENT_TYPE, ok=(404,)),
+        )
 
     async def ensure_addon(self, cluster: str) -> None:
         """Create the ManagedClusterAddOn ``model-serving`` in a cluster namespace if missing.
@@ -173,18 +181,12 @@ class HubWriter:
             },
             "spec": {},
         }
-
-        def call() -> None:
-            try:
-                self.api.create_namespaced_custom_object(
-                    ADDON_GROUP, ADDON_VERSION, cluster, ADDON_PLURAL, body,
-                    field_manager=c.FIELD_MANAGER,
-                )
-            except ApiException as err:
-                if err.status != 409:
-                    raise
-
-        await self._call("create", ADDON_PLURAL, call)
+        path = _path(ADDON_GROUP, ADDON_VERSION, cluster, ADDON_PLURAL)
+        await self._call(
+            "create", ADDON_PLURAL,
+            lambda: self._send("POST", path, params={"fieldManager": c.FIELD_MANAGER},
+                               body=body, ok=(409,)),
+        )
 
     async def read_secret(self, namespace: str, name: str) -> dict[str, str] | None:
         """A hub Secret's ``data`` as stored (base64 values), or None when it does not exist.
@@ -192,13 +194,12 @@ class HubWriter:
         The reconciler decodes the keys it seals (a value that does not decode is a reason,
         not an exception); a 403 is a :class:`WriteError` with ``status`` 403.
         """
-        def call() -> dict[str, str] | None:
-            try:
-                secret = self.core.read_namespaced_secret(name, namespace)
-            except ApiException as err:
-                if err.status == 404:
-                    return None
-                raise
-            return {str(k): str(v) for k, v in (secret.data or {}).items()}
+        async def call() -> dict[str, str] | None:
+            response = await self._send("GET", _path("", "v1", namespace, "secrets", name),
+                                        ok=(404,))
+            if response.status == 404:
+                return None
+            data = response.json().get("data") or {}
+            return {str(k): str(v) for k, v in data.items()}
 
         return await self._call("get", "secrets", call, write=False)

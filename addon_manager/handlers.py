@@ -321,14 +321,14 @@ def start_informers(state: ManagerState, loop: asyncio.AbstractEventLoop) -> Non
 
 
 @kopf.on.cleanup()
-async def close_informers(memo: kopf.Memo, **_: Any) -> None:
-    """Stop the informers and close their HTTP sessions when the operator stops."""
+async def close_connections(memo: kopf.Memo, **_: Any) -> None:
+    """Stop the informers; close their and the writer's HTTP sessions (operator stops)."""
     state = state_of(memo)
     for task in list(state.background):
         task.cancel()
     await asyncio.gather(*state.background, return_exceptions=True)
-    for informer in state.informers:
-        close = getattr(informer.source, "close", None)
+    for holder in [*(informer.source for informer in state.informers), state.settings.writer]:
+        close = getattr(holder, "close", None)
         if close is not None:
             await close()
 

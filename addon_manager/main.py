@@ -152,7 +152,7 @@ def main(argv: list[str]) -> int:
     else:
         config.load_incluster_config(client_configuration=cfg)  # type: ignore[no-untyped-call]
     cfg.connection_pool_maxsize = max(args.concurrency, 4)
-    writer = HubWriter(client.ApiClient(cfg), concurrency=args.concurrency)
+    writer = HubWriter(cfg, concurrency=args.concurrency)
     settings = state.settings
     settings.writer = writer
     watches = SecretWatches(client.ApiClient(cfg),
@@ -194,7 +194,6 @@ def main(argv: list[str]) -> int:
         if elector is not None:
             elector.release()
         watches.stop()
-        writer.close()
     return 0
 
 

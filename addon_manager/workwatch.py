@@ -5,7 +5,7 @@ kopf's per-object machinery (diff-base deep copies, one worker per object, the o
 (``docs/benchmarks.md``, "What limits us"). ManifestWorks are the one resource with
 N clusters x intents objects, so they get a thin informer of their own:
 
-- :class:`HubSource` talks to the hub with aiohttp (kopf's own HTTP client) under the
+- :class:`HubSource` talks to the hub with aiohttp (:mod:`addon_manager.hubhttp`) under the
   manager's identity (the kubeconfig or in-cluster configuration ``main()`` loads). It lists
   ``manifestworks.work.open-cluster-management.io/v1`` in every namespace in pages
   (``limit``/``continue``) and watches from the list's ``resourceVersion`` with bookmarks,
@@ -33,7 +33,6 @@ import dataclasses
 import json
 import logging
 import random
-import ssl
 import sys
 from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
@@ -44,6 +43,7 @@ from kubernetes import client
 
 from addon_api import constants as c
 from addon_manager.facts import WorkFact, parse_work
+from addon_manager.hubhttp import HubHttp
 
 log = logging.getLogger(__name__)
 
@@ -318,56 +318,18 @@ async def _lines(stream: aiohttp.StreamReader) -> AsyncIterator[bytes]:
 
 
 class HubSource:
-    """The hub's ManifestWorks over aiohttp, as the identity of a kubernetes client config.
+    """One hub resource over aiohttp, as the identity of a kubernetes client config.
 
-    ``cfg`` is what ``main()`` loads (kubeconfig or in-cluster): server, CA, client
-    certificate or bearer token. The token is read again for every request, so an in-cluster
-    token that the kubelet rotates keeps working.
+    ``cfg`` is what ``main()`` loads (kubeconfig or in-cluster); the connection is a
+    :class:`~addon_manager.hubhttp.HubHttp`.
     """
 
     def __init__(self, cfg: client.Configuration, selector: str = SELECTOR, *,
                  path: str = WORKS_PATH, field_selector: str = "") -> None:
-        self.cfg = cfg
+        self.http = HubHttp(cfg)
         self.selector = selector
         self.field_selector = field_selector
-        self.url = str(cfg.host).rstrip("/") + path
-        self._session: aiohttp.ClientSession | None = None
-
-    def _ssl(self) -> ssl.SSLContext | bool:
-        if not str(self.cfg.host).startswith("https"):
-            return False
-        if not self.cfg.verify_ssl:
-            ctx = ssl.create_default_context()
-            ctx.check_hostname = False
-            ctx.verify_mode = ssl.CERT_NONE
-        else:
-            ctx = ssl.create_default_context(cafile=self.cfg.ssl_ca_cert or None)
-        if self.cfg.cert_file:
-            ctx.load_cert_chain(self.cfg.cert_file, self.cfg.key_file or None)
-        return ctx
-
-    def _headers(self) -> dict[str, str]:
-        headers = {"Accept": "application/json"}
-        token = self.cfg.get_api_key_with_prefix("BearerToken") or self.cfg.get_api_key_with_prefix(
-            "authorization"
-        )
-        if token:
-            headers["Authorization"] = token
-        return headers
-
-    def _auth(self) -> aiohttp.BasicAuth | None:
-        if self.cfg.username and self.cfg.password:
-            return aiohttp.BasicAuth(self.cfg.username, self.cfg.password)
-        return None
-
-    def _request_options(self) -> dict[str, Any]:
-        """Headers, auth, and the kubeconfig's ``tls-server-name`` and ``proxy-url``."""
-        options: dict[str, Any] = {"headers": self._headers(), "auth": self._auth()}
-        if getattr(self.cfg, "tls_server_name", None):
-            options["server_hostname"] = self.cfg.tls_server_name
-        if self.cfg.proxy:
-            options["proxy"] = self.cfg.proxy
-        return options
+        self.path = path
 
     def _selectors(self) -> dict[str, str]:
         out = {"labelSelector": self.selector} if self.selector else {}
@@ -375,19 +337,9 @@ class HubSource:
             out["fieldSelector"] = self.field_selector
         return out
 
-    def session(self) -> aiohttp.ClientSession:
-        """The HTTP session (made on first use, in the running event loop)."""
-        if self._session is None or self._session.closed:
-            self._session = aiohttp.ClientSession(
-                connector=aiohttp.TCPConnector(ssl=self._ssl(), limit=4),
-            )
-        return self._session
-
     async def close(self) -> None:
         """Close the HTTP session."""
-        if self._session is not None:
-            await self._session.close()
-            self._session = None
+        await self.http.close()
 
     async def list_page(self, cont: str, limit: int) -> Page:
         """One page of the add-on's works (``cont`` "" for the first)."""
@@ -395,8 +347,8 @@ class HubSource:
         if cont:
             params["continue"] = cont
         timeout = aiohttp.ClientTimeout(total=None, sock_connect=15, sock_read=120)
-        async with self.session().get(
-            self.url, params=params, timeout=timeout, **self._request_options(),
+        async with self.http.session().get(
+            self.http.base + self.path, params=params, timeout=timeout, **self.http.options(),
         ) as resp:
             if resp.status != 200:
                 raise _status_error(resp.status, await resp.text())
@@ -412,8 +364,8 @@ class HubSource:
             "resourceVersion": resource_version, "timeoutSeconds": str(timeout),
         }
         limits = aiohttp.ClientTimeout(total=None, sock_connect=15, sock_read=timeout + READ_SLACK)
-        async with self.session().get(
-            self.url, params=params, timeout=limits, **self._request_options(),
+        async with self.http.session().get(
+            self.http.base + self.path, params=params, timeout=limits, **self.http.options(),
         ) as resp:
             if resp.status != 200:
                 raise _status_error(resp.status, await resp.text())

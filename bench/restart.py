@@ -10,7 +10,8 @@ then:
 - **restart**: the manager is stopped, one intent's ``minReplicas`` changes, and a new
   manager starts. Measured from its start: seconds until it reports ready, until its first
   API write, until all N works of the changed intent carry the change; its peak RSS once
-  settled (every work and intent of the fleet in memory).
+  settled (every work and intent of the fleet in memory), then its API writes in a minute at
+  rest (expected: none).
 - **takeover**: two managers with ``--leader-elect`` (the restarted one leads, a second one
   waits). The leader is SIGKILLed and, at the same moment, another intent changes. Measured
   from the kill: seconds until the standby's first API write and until all N works carry the
@@ -48,6 +49,9 @@ from bench.common import writes as api_writes
 from testbed import identities
 from testbed.fleet import Testbed
 from testbed.support.manager import Manager
+
+AT_REST = 60.0
+"""Seconds the restarted manager is watched for writes once it has settled (expected: 0)."""
 
 
 def _change(api: client.ApiClient, name: str, replicas: int) -> str:
@@ -93,10 +97,15 @@ def measure(clusters: int, intents: int, lease: int) -> list[list[str]]:
                 del started
                 quiesce(mgr)
                 peak = memory_mib(mgr.proc.pid) if mgr.proc else 0.0
+                before = api_writes(mgr)
+                time.sleep(AT_REST)
+                at_rest = api_writes(mgr) - before
                 rows.append([f"{clusters:,}", str(intents), "restart", f"{ready_s:.1f}",
-                             f"{write_s:.1f}", f"{done_s:.1f}", f"{peak:.0f}"])
+                             f"{write_s:.1f}", f"{done_s:.1f}", f"{peak:.0f}",
+                             f"{at_rest:.0f}"])
                 log(f"restart: ready {ready_s:.1f}s, first write {write_s:.1f}s, "
-                    f"{clusters} works changed {done_s:.1f}s, peak RSS {peak:.0f} MiB")
+                    f"{clusters} works changed {done_s:.1f}s, peak RSS {peak:.0f} MiB, "
+                    f"{at_rest:.0f} writes in {AT_REST:.0f}s at rest")
                 # takeover ---------------------------------------------------------------
                 standby = _elected(tb, Path(tmp) / "standby.log", "standby", lease)
                 try:
@@ -113,7 +122,7 @@ def measure(clusters: int, intents: int, lease: int) -> list[list[str]]:
                         done_s = time.monotonic() - killed
                     peak = memory_mib(standby.proc.pid) if standby.proc else 0.0
                     rows.append([f"{clusters:,}", str(intents), f"takeover (lease {lease}s)",
-                                 "", f"{write_s:.1f}", f"{done_s:.1f}", f"{peak:.0f}"])
+                                 "", f"{write_s:.1f}", f"{done_s:.1f}", f"{peak:.0f}", ""])
                     log(f"takeover: first write {write_s:.1f}s after the kill, "
                         f"{clusters} works changed {done_s:.1f}s")
                 finally:
@@ -149,7 +158,7 @@ def main() -> None:
             for row in measure(int(n), args.intents, args.lease_duration)]
     print("\n" + table(
         ["clusters", "intents", "what", "ready s", "first write s", "change on all s",
-         "peak RSS MiB"], rows,
+         "peak RSS MiB", f"writes in {AT_REST:.0f} s at rest"], rows,
     ), flush=True)
 
 

@@ -173,8 +173,8 @@ def child(kubeconfig: str, expect: int, page_size: int) -> None:
             params = {"labelSelector": workwatch.SELECTOR, "limit": str(page_size)}
             if cont:
                 params["continue"] = cont
-            async with source.session().get(source.url, params=params,
-                                            **source._request_options()) as resp:
+            async with source.http.session().get(source.http.base + source.path, params=params,
+                                                 **source.http.options()) as resp:
                 data = await resp.read()
             found = re.search(rb'"continue":"([^"]+)"', data[data.rindex(b'"metadata"'):])
             cont = found[1].decode() if found else ""

@@ -54,11 +54,17 @@ def test_status_with_many_fields_the_crd_lacks_is_written(testbed: Testbed) -> N
     # 150 fields the CRD does not have: one warning header each under the default
     # field validation, more than Python's HTTP client accepts in one response.
     status: dict[str, Any] = {"phase": "Ready", **{f"newField{i}": "x" for i in range(150)}}
-    writer = HubWriter(hub.api_client(), concurrency=1, attempts=1)
+    writer = HubWriter(hub.api_client().configuration, concurrency=1, attempts=1)
+
+    async def patch() -> None:
+        try:
+            await writer.patch_status(group, "v1", plural, "default", "g", status)
+        finally:
+            await writer.close()
+
     try:
-        asyncio.run(writer.patch_status(group, "v1", plural, "default", "g", status))
+        asyncio.run(patch())
         got = get_json(hub, f"{plural}.{group}", "g", "-n", "default")
         assert got["status"] == {"phase": "Ready"}
     finally:
-        writer.close()
         hub.kubectl("delete", "crd", f"{plural}.{group}", "--wait=false", check=False)

@@ -213,7 +213,7 @@ def test_a_foreign_work_of_the_same_name_refuses_the_managers_apply(
     ns = namespaces[0]
     hub = Hub(testbed.hub.api_client())
     api = client.ApiClient(manager_config(testbed))
-    writer = HubWriter(api, concurrency=1, attempts=1)
+    writer = HubWriter(manager_config(testbed), concurrency=1, attempts=1)
 
     async def main() -> None:
         foreign = body(ns, "w", ours=False, value="theirs")
@@ -253,7 +253,10 @@ def test_a_foreign_work_of_the_same_name_refuses_the_managers_apply(
         assert refused.value.status == 409
         assert "app.kubernetes.io/managed-by" in str(refused.value)
 
-    try:
-        asyncio.run(main())
-    finally:
-        writer.close()
+    async def run() -> None:
+        try:
+            await main()
+        finally:
+            await writer.close()
+
+    asyncio.run(run())
