@@ -615,6 +615,7 @@ def _register_intent(spec: KindSpec) -> None:
                 f"waiting for ManifestWorks to go on {len(remaining)} cluster(s)", delay=2
             )
         metrics.forget_intent(kind, str(namespace), name)
+        reconciler.stale.forget((kind, str(namespace), name))
         state.wakeups.events.pop((kind, str(namespace), name), None)
         if spec.owns_stack:
             state.wakeups.poke(_world(state, kwargs).intents_of_kind(kind))

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import collections
 import contextlib
+from collections.abc import Iterable
 
 from prometheus_client import Counter, Gauge, Histogram
 
@@ -51,6 +53,51 @@ CLUSTERS_READY = Gauge(
     "model_serving_intent_clusters_ready", "Clusters where an intent is ready.",
     ["kind", "namespace", "name"],
 )
+CLUSTER_STALE = Gauge(
+    "model_serving_cluster_stale",
+    "Intents whose report from this cluster is out of date (its work agent or add-on agent "
+    "stopped reporting for longer than --stale-after); no series while none is.",
+    ["cluster"],
+)
+
+Intent = tuple[str, str, str]
+"""(kind, namespace, name)."""
+
+
+class StaleClusters:
+    """Which clusters each intent shows as Stale; keeps ``model_serving_cluster_stale``.
+
+    A cluster's series is the number of intents whose entry for it is Stale, and goes away
+    when none is (and when those intents go).
+    """
+
+    def __init__(self) -> None:
+        self.by_intent: dict[Intent, frozenset[str]] = {}
+        self.counts: collections.Counter[str] = collections.Counter()
+
+    def observe(self, intent: Intent, stale: Iterable[str]) -> None:
+        """Record the clusters ``intent`` shows as Stale now."""
+        new = frozenset(stale)
+        old = self.by_intent.get(intent, frozenset())
+        if new == old:
+            return
+        if new:
+            self.by_intent[intent] = new
+        else:
+            self.by_intent.pop(intent, None)
+        self.counts.update(new - old)
+        self.counts.subtract(old - new)
+        for cluster in new ^ old:
+            if self.counts[cluster] > 0:
+                CLUSTER_STALE.labels(cluster).set(self.counts[cluster])
+            else:
+                del self.counts[cluster]
+                with contextlib.suppress(KeyError):
+                    CLUSTER_STALE.remove(cluster)
+
+    def forget(self, intent: Intent) -> None:
+        """An intent went: its stale clusters no longer count."""
+        self.observe(intent, ())
 
 
 def forget_intent(kind: str, namespace: str, name: str) -> None:

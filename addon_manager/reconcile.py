@@ -21,7 +21,7 @@ from typing import Any
 from addon_api import constants as c
 from addon_api.common import IntentStatus
 from addon_api.conditions import condition
-from addon_api.reasons import IntentConditionType, IntentPhase
+from addon_api.reasons import ClusterPhase, IntentConditionType, IntentPhase
 from addon_manager import metrics, partition, policy, sealkeys, tenancy
 from addon_manager import status as st
 from addon_manager.execute import Executor, Writer
@@ -79,6 +79,8 @@ class Reconciler:
         self.stale_after = stale_after
         self.unavailable_grace = unavailable_grace
         self.executor = Executor(writer, self.sealer)
+        self.stale = metrics.StaleClusters()
+        """The clusters each intent shows as Stale (``model_serving_cluster_stale``)."""
 
     def snapshot(self) -> Snapshot:
         """The facts a plan is computed from, now."""
@@ -207,6 +209,8 @@ class Reconciler:
     def _observe(self, kind: str, ns: str, name: str, new: IntentStatus) -> None:
         metrics.CLUSTERS_DESIRED.labels(kind, ns, name).set(new.summary.desired)
         metrics.CLUSTERS_READY.labels(kind, ns, name).set(new.summary.ready)
+        self.stale.observe((kind, ns, name), (
+            entry.cluster for entry in new.clusters if entry.phase == ClusterPhase.STALE))
         for cond in new.conditions:
             for value in ("True", "False"):
                 metrics.INTENT_CONDITIONS.labels(kind, ns, name, cond.type, value).set(

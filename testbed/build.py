@@ -43,6 +43,8 @@ class Tool:
     """binary name -> Go package path."""
     replaces: Callable[[], dict[str, str]] = dataclasses.field(default=lambda: {})
     ldflags: str = "-s -w"
+    tags: str = ""
+    """Go build tags (comma-separated), e.g. to leave out code the testbed never runs."""
 
     @property
     def bin_dir(self) -> Path:
@@ -85,6 +87,12 @@ def _k8s_ldflags() -> str:
     )
 
 
+def _prometheus_release(module_version: str) -> str:
+    """Prometheus' release of a Go module version: v0.316.0 is 3.16.0."""
+    _, mm, patch = module_version.removeprefix("v").split(".")
+    return f"{int(mm) // 100}.{int(mm) % 100}.{patch}"
+
+
 TOOLS: tuple[Tool, ...] = (
     Tool(
         "etcd",
@@ -123,6 +131,20 @@ TOOLS: tuple[Tool, ...] = (
         versions.KSERVE,
         {"kserve-manager": "github.com/kserve/kserve/cmd/manager"},
         replaces=_pinned_replaces("github.com/kserve/kserve", versions.KSERVE),
+    ),
+    Tool(
+        "prometheus",
+        "github.com/prometheus/prometheus",
+        versions.PROMETHEUS,
+        {
+            "prometheus": "github.com/prometheus/prometheus/cmd/prometheus",
+            "promtool": "github.com/prometheus/prometheus/cmd/promtool",
+        },
+        # `prometheus --version` reports the release; the testbed scrapes static and file
+        # targets only, so every cloud service discovery (and its SDK) is left out.
+        ldflags="-s -w -X github.com/prometheus/common/version.Version="
+                + _prometheus_release(versions.PROMETHEUS),
+        tags="remove_all_sd",
     ),
     # The agent's pin (the image ships the same binary), not repeated here.
     Tool(
@@ -198,7 +220,8 @@ def build_tool(tool: Tool, log: Callable[[str], None] = print) -> float:
         t0 = time.monotonic()
         log(f"[build] {tool.name} {tool.version}: compiling {binary}")
         out = tool.bin_dir / binary
-        cmd = ["go", "build", "-trimpath", f"-ldflags={tool.ldflags}", "-o", str(out), pkg]
+        cmd = ["go", "build", "-trimpath", f"-ldflags={tool.ldflags}",
+               *([f"-tags={tool.tags}"] if tool.tags else []), "-o", str(out), pkg]
         _run(cmd, src, env)
         log(f"[build] {binary} done in {time.monotonic() - t0:.0f}s")
     (tool.bin_dir / ".complete").write_text(tool.version + "\n")

@@ -34,5 +34,9 @@ KSERVE = KSERVE_VERSION
 MODELMESH = MODELMESH_VERSION
 """github.com/kserve/modelmesh-serving: CRDs (the agent's pin: the last release)."""
 
+PROMETHEUS = "v0.316.0"
+"""github.com/prometheus/prometheus (Prometheus 3.16.0: Go module versions are v0.3MM.P):
+``prometheus`` for the testbed's per-spoke and hub servers, ``promtool`` for rule tests."""
+
 PROMETHEUS_OPERATOR = "v0.85.0"
 """github.com/prometheus-operator/prometheus-operator: ServiceMonitor/PodMonitor CRDs."""

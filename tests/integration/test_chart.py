@@ -54,6 +54,8 @@ def test_default_render() -> None:
     assert "--leader-elect" in args and "--lease-duration=15" in args
     # A partitioned cluster's works are kept a day (docs/reliability.md).
     assert "--unavailable-grace=86400" in args
+    # A cluster whose work agent does not pick up a new spec within a minute shows Stale.
+    assert "--stale-after=60" in args
     env = {e["name"]: e["valueFrom"]["fieldRef"]["fieldPath"] for e in pod["containers"][0]["env"]}
     assert env == {"POD_NAME": "metadata.name", "POD_NAMESPACE": "metadata.namespace"}
     role = next(o for o in objs if o["kind"] == "Role")
@@ -111,6 +113,7 @@ def test_feature_flags(sets: tuple[str, ...], expect: str) -> None:
         (("manager.replicas=6",), "replicas"),
         (("manager.leaseDurationSeconds=1",), "leaseDurationSeconds"),
         (("manager.unavailableGraceSeconds=-1",), "unavailableGraceSeconds"),
+        (("manager.staleAfterSeconds=soon",), "staleAfterSeconds"),
         (("addon.installStrategy=Sometimes",), "installStrategy"),
         (("agent.installNamespace=Not_A_Label",), "installNamespace"),
         (("unknownKey=1",), "unknownKey"),
@@ -237,14 +240,14 @@ def test_rendered_args_parse_with_the_real_command_lines() -> None:
     from addon_manager.main import parse_args as parse_manager
 
     objs = render("manager.logLevel=debug", "manager.addonEnablement=false",
-                  "manager.unavailableGraceSeconds=3600")
+                  "manager.unavailableGraceSeconds=3600", "manager.staleAfterSeconds=300")
     manager = next(o for o in objs if o["kind"] == "Deployment")
     args = manager["spec"]["template"]["spec"]["containers"][0]["args"]
     assert args[0] == "manager"
     parsed = parse_manager(args[1:])
     assert parsed.log_level == "DEBUG" and parsed.no_addon_enablement
     assert parsed.leader_elect and parsed.lease_duration == 15
-    assert parsed.unavailable_grace == 3600
+    assert parsed.unavailable_grace == 3600 and parsed.stale_after == 300
 
     adc = next(o for o in objs if o["kind"] == "AddOnDeploymentConfig")
     variables = {v["name"]: v["value"] for v in adc["spec"]["customizedVariables"]}
