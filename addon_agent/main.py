@@ -12,7 +12,7 @@ from pathlib import Path
 import kopf
 from prometheus_client import start_http_server
 
-from addon_agent import lease
+from addon_agent import lease, metrics
 from addon_agent.config import DEV_EXTERNAL_WEBHOOK_CA_FILE, DEV_EXTERNAL_WEBHOOK_URL, AgentConfig
 from addon_agent.handlers import Agent, register
 from addon_api import constants as c
@@ -130,6 +130,7 @@ def main(argv: Sequence[str]) -> int:
         format=f"%(asctime)s %(levelname)s [{config.cluster_name or 'agent'}] %(name)s %(message)s",
     )
     start_http_server(config.metrics_port, addr=config.metrics_address)
+    metrics.AGENT_UP.set(1)
     registry = kopf.OperatorRegistry()
     register(Agent(config), registry)
     try:

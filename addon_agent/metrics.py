@@ -10,6 +10,10 @@ from prometheus_client import Counter, Gauge, Histogram
 
 from addon_api.reasons import ClusterReason
 
+AGENT_UP = Gauge(
+    "model_serving_agent_up",
+    "1 while the add-on's agent runs (federated: which clusters' agents report at all).",
+)
 PLATFORM_READY = Gauge(
     "model_serving_platform_ready", "1 when the serving platform is Available.", ["platform"]
 )

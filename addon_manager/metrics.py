@@ -56,8 +56,9 @@ CLUSTERS_READY = Gauge(
 CLUSTER_STALE = Gauge(
     "model_serving_cluster_stale",
     "Intents whose report from this cluster is out of date (its work agent or add-on agent "
-    "stopped reporting for longer than --stale-after); no series while none is.",
-    ["cluster"],
+    "stopped reporting for longer than --stale-after); no series while none is. The label is "
+    "managed_cluster: ACM's metrics collector sets 'cluster' to the cluster it scrapes.",
+    ["managed_cluster"],
 )
 
 Intent = tuple[str, str, str]

@@ -1,4 +1,5 @@
-"""Dashboard, allowlist and alert rules name only metrics the code exports.
+"""Dashboard, allowlist and alert rules name only metrics the code exports, and the alert
+rules do what they say (``promtool test rules`` on tests/data/alert_rules_test.yaml).
 
 The chart is rendered by helm (the ``observability`` fixture); the code's own families
 are checked without it.
@@ -8,6 +9,8 @@ from __future__ import annotations
 
 import json
 import re
+import shutil
+import subprocess
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -19,6 +22,8 @@ from prometheus_client import REGISTRY
 import addon_agent.metrics
 import addon_manager.metrics
 from testbed.chart import CHART, render
+
+RULE_TESTS = Path(__file__).parents[1] / "data" / "alert_rules_test.yaml"
 
 METRIC = re.compile(r"\bmodel_serving_[a-z_]+\b")
 SUFFIXES = {"counter": ("_total",), "histogram": ("_bucket", "_sum", "_count"), "gauge": ("",)}
@@ -112,3 +117,50 @@ def test_alert_rules_use_exported_metrics_in_both_forms(observability: dict[str,
         assert rule["annotations"]["summary"]
         used = set(METRIC.findall(rule["expr"]))
         assert used and used <= _exported(), (rule["alert"], used - _exported())
+
+
+def _rules_file(observability: dict[str, Any], directory: Path) -> list[str]:
+    """The chart's rules written as a Prometheus rule file in ``directory``; the alert names."""
+    groups = observability["model-serving"]["spec"]["groups"]
+    (directory / "rules.yaml").write_text(yaml.safe_dump({"groups": groups}))
+    return [r["alert"] for g in groups for r in g["rules"]]
+
+
+def test_alert_rules_pass_their_promtool_tests(
+    observability: dict[str, Any], tmp_path: Path, built_binaries: Callable[[str], Path]
+) -> None:
+    """Every alert fires on the failure it names (not before its ``for``) and stays silent on
+    a healthy fleet and for the platform a cluster does not run; every alert has a test."""
+    alerts = _rules_file(observability, tmp_path)
+    shutil.copy(RULE_TESTS, tmp_path / RULE_TESTS.name)
+    promtool = str(built_binaries("promtool"))
+    check = subprocess.run([promtool, "check", "rules", "rules.yaml"], cwd=tmp_path,
+                           capture_output=True, text=True, timeout=60)
+    assert check.returncode == 0, check.stdout + check.stderr
+    run = subprocess.run([promtool, "test", "rules", RULE_TESTS.name], cwd=tmp_path,
+                         capture_output=True, text=True, timeout=120)
+    assert run.returncode == 0, run.stdout + run.stderr
+    tests = yaml.safe_load(RULE_TESTS.read_text())["tests"]
+    tested = {t["alertname"] for case in tests for t in case.get("alert_rule_test", [])}
+    fired = {t["alertname"] for case in tests for t in case.get("alert_rule_test", [])
+             if t.get("exp_alerts")}
+    assert set(alerts) == tested == fired, (set(alerts) ^ tested, set(alerts) - fired)
+
+
+def test_a_broken_rule_fails_its_promtool_test(
+    observability: dict[str, Any], tmp_path: Path, built_binaries: Callable[[str], Path]
+) -> None:
+    """The rule tests can fail: an absence check on a name the agent does not export fires
+    on the healthy fleet."""
+    _rules_file(observability, tmp_path)
+    rules = yaml.safe_load((tmp_path / "rules.yaml").read_text())
+    for group in rules["groups"]:
+        for rule in group["rules"]:
+            if rule["alert"] == "ModelServingAgentMetricsAbsent":
+                rule["expr"] = "absent(model_serving_no_such_metric)"
+    (tmp_path / "rules.yaml").write_text(yaml.safe_dump(rules))
+    shutil.copy(RULE_TESTS, tmp_path / RULE_TESTS.name)
+    run = subprocess.run([str(built_binaries("promtool")), "test", "rules", RULE_TESTS.name],
+                         cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    assert run.returncode != 0
+    assert "ModelServingAgentMetricsAbsent" in run.stdout + run.stderr

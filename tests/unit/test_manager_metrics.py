@@ -7,7 +7,7 @@ from addon_manager import metrics
 
 def _series() -> dict[str, float]:
     return {
-        s.labels["cluster"]: s.value
+        s.labels["managed_cluster"]: s.value
         for m in metrics.CLUSTER_STALE.collect() for s in m.samples
     }
 

@@ -1,21 +1,36 @@
-{{/* Alert rules, shared by the PrometheusRule and ACM's thanos-ruler custom rules. */}}
+{{/* Alert rules, shared by the PrometheusRule and ACM's thanos-ruler custom rules.
+     Tested with promtool (tests/data/alert_rules_test.yaml) and live on the testbed. */}}
 {{- define "msa.alertGroups" -}}
 - name: model-serving
   rules:
     - alert: ModelServingAgentMetricsAbsent
-      expr: absent(model_serving_platform_ready)
+      expr: absent(model_serving_agent_up)
       for: 15m
       labels: {severity: warning}
       annotations:
         summary: 'No model-serving agent reports metrics.'
-        description: 'The add-on is unavailable or its metrics are not federated (check the ManagedClusterAddOn and the allowlist).'
+        description: 'The add-on is unavailable on every cluster or its metrics are not federated (check the ManagedClusterAddOns and the allowlist).'
     - alert: ModelServingPlatformNotAvailable
       expr: max by (cluster, platform) (model_serving_platform_ready) == 0
       for: 15m
       labels: {severity: warning}
       annotations:
         summary: 'Serving platform {{ "{{ $labels.platform }}" }} is not available on {{ "{{ $labels.cluster }}" }}.'
-        description: 'Check the ServingPlatform status on that cluster and the ModelServing on the hub.'
+        description: 'Only the platform a cluster is asked to run is measured. Check the ServingPlatform status on that cluster and the ModelServing on the hub.'
+    - alert: ModelServingComponentNotAvailable
+      expr: max by (cluster, component) (model_serving_component_ready) == 0
+      for: 15m
+      labels: {severity: warning}
+      annotations:
+        summary: 'Stack component {{ "{{ $labels.component }}" }} is not available on {{ "{{ $labels.cluster }}" }}.'
+        description: 'A controller Deployment of the serving stack has no available replica; see its pods on that cluster.'
+    - alert: ModelServingModelLoadFailed
+      expr: max by (cluster, namespace, name, reason) (model_serving_model_load_failed) == 1
+      for: 5m
+      labels: {severity: warning}
+      annotations:
+        summary: 'Model {{ "{{ $labels.namespace }}/{{ $labels.name }}" }} failed to load on {{ "{{ $labels.cluster }}" }} ({{ "{{ $labels.reason }}" }}).'
+        description: 'KServe reports the model will not load (status.modelStatus of the InferenceService on that cluster); docs/troubleshooting.md has the reason.'
     - alert: ModelServingModelNotReady
       expr: sum by (kind, namespace, name) (model_serving_intent_clusters_ready) < sum by (kind, namespace, name) (model_serving_intent_clusters_desired)
       for: {{ .Values.observability.modelNotReadyMinutes }}m
@@ -23,6 +38,13 @@
       annotations:
         summary: '{{ "{{ $labels.kind }} {{ $labels.namespace }}/{{ $labels.name }}" }} is not ready on every cluster.'
         description: 'The per-cluster status of the intent on the hub (kubectl get -o yaml) gives the reason per cluster.'
+    - alert: ModelServingClusterStale
+      expr: max by (managed_cluster) (model_serving_cluster_stale) > 0
+      for: 10m
+      labels: {severity: warning}
+      annotations:
+        summary: 'Cluster {{ "{{ $labels.managed_cluster }}" }} does not report on {{ "{{ $value }}" }} intent(s).'
+        description: 'Its work agent has not picked up new ManifestWorks for longer than the manager''s --stale-after, or OCM marks it unavailable; check the ManagedCluster and its agents.'
     - alert: ModelServingManifestWorkErrors
       expr: sum by (kind, reason) (rate(model_serving_manifestwork_errors_total[10m])) > 0
       for: 10m
