@@ -17,6 +17,7 @@ from __future__ import annotations
 import argparse
 import itertools
 import math
+import statistics
 import tempfile
 import time
 from collections.abc import Callable
@@ -196,30 +197,46 @@ def run_limit(api: client.ApiClient, clusters: list[str], threads: int, ssa: boo
 
 def one_size(
     tb: Testbed, api: client.ApiClient, fleet: Fleet, platforms: Platforms, size: int,
-    threads: int, logs: Path,
+    threads: int, logs: Path, repeat: int = 1,
 ) -> list[Run]:
-    """All three contenders at one size."""
+    """Every contender at one size, ``repeat`` rounds one after the other (each round runs
+    each contender once, in the same order), so that the machine's drift hits all alike."""
     t0 = time.monotonic()
     clusters = fleet.grow(size)
     log(f"N={size}: {size} clusters after {time.monotonic() - t0:.1f}s")
     decisions = ensure_placement(api, PLACEMENT, size)
     log(f"N={size}: placement decided {size} in {decisions:.1f}s")
-    mgr, ready = start_manager(tb, logs / f"manager-{size}.log")
-    try:
-        log(f"N={size}: manager ready after {ready:.1f}s")
-        gate = platforms.ensure(PLACEMENT, clusters)
-        log(f"N={size}: platforms Available on all clusters after {gate:.1f}s")
-        time.sleep(2)
-        runs = [run_ours(tb, api, size)]
-        log(f"N={size}: ours {_fmt(runs[-1])}")
-    finally:
-        mgr.stop()
-    runs.append(run_mwrs(tb, api, size))
-    log(f"N={size}: mwrs {_fmt(runs[-1])}")
-    for ssa in (False, True):
-        runs.append(run_limit(api, clusters, threads, ssa))
-        log(f"N={size}: {runs[-1].contender} {_fmt(runs[-1])}")
+    runs: list[Run] = []
+    for round_ in range(1, repeat + 1):
+        mgr, ready = start_manager(tb, logs / f"manager-{size}-{round_}.log")
+        try:
+            log(f"N={size} round {round_}: manager ready after {ready:.1f}s")
+            gate = platforms.ensure(PLACEMENT, clusters)
+            log(f"N={size}: platforms Available on all clusters after {gate:.1f}s")
+            time.sleep(2)
+            runs.append(run_ours(tb, api, size))
+            log(f"N={size} round {round_}: ours {_fmt(runs[-1])}")
+        finally:
+            mgr.stop()
+        runs.append(run_mwrs(tb, api, size))
+        log(f"N={size} round {round_}: mwrs {_fmt(runs[-1])}")
+        for ssa in (False, True):
+            runs.append(run_limit(api, clusters, threads, ssa))
+            log(f"N={size} round {round_}: {runs[-1].contender} {_fmt(runs[-1])}")
     return runs
+
+
+def medians(runs: list[Run]) -> list[Run]:
+    """One run per (contender, size): the median of each phase over the rounds."""
+    grouped: dict[tuple[str, int], list[Run]] = {}
+    for run in runs:
+        grouped.setdefault((run.contender, run.size), []).append(run)
+    out = []
+    for (contender, size), group in grouped.items():
+        median = Run(contender, size)
+        median.seconds = {p: statistics.median(r.seconds[p] for r in group) for p in PHASES}
+        out.append(median)
+    return out
 
 
 def _fmt(run: Run) -> str:
@@ -257,6 +274,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sizes", default="100,300,1000")
     parser.add_argument("--threads", type=int, default=16, help="the limit client's threads")
+    parser.add_argument("--repeat", type=int, default=1,
+                        help="rounds per size; the tables show each phase's median")
     args = parser.parse_args()
     sizes = sorted(int(x) for x in args.sizes.split(",") if x.strip())
     runs: list[Run] = []
@@ -264,8 +283,15 @@ def main() -> None:
         api = api_client(tb)
         fleet, platforms = Fleet(api), Platforms(api)
         for size in sizes:
-            runs += one_size(tb, api, fleet, platforms, size, args.threads, Path(tmp))
-    print("\n" + results(runs), flush=True)
+            runs += one_size(tb, api, fleet, platforms, size, args.threads, Path(tmp),
+                             args.repeat)
+    if args.repeat > 1:
+        print(f"\nEvery round ({args.repeat} per size):\n\n" + table(
+            ["N", "contender", *PHASES],
+            [[f"{r.size:,}", r.contender, *(f"{r.seconds[p]:.1f}" for p in PHASES)]
+             for r in runs]), flush=True)
+        print(f"\nMedians of {args.repeat} rounds:", flush=True)
+    print("\n" + results(medians(runs)), flush=True)
 
 
 if __name__ == "__main__":
