@@ -130,7 +130,7 @@ def main(argv: Sequence[str]) -> int:
         format=f"%(asctime)s %(levelname)s [{config.cluster_name or 'agent'}] %(name)s %(message)s",
     )
     start_http_server(config.metrics_port, addr=config.metrics_address)
-    metrics.AGENT_UP.set(1)
+    metrics.start()
     registry = kopf.OperatorRegistry()
     register(Agent(config), registry)
     try:

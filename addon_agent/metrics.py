@@ -45,6 +45,19 @@ RECONCILE_ERRORS = Counter(
 
 STATES = ("Ready", "NotReady", "Unknown")
 
+KINDS = ("ServingPlatform", "SealedStorageConnection")
+"""What the agent reconciles (the ``kind`` label of its reconcile metrics)."""
+
+
+def start() -> None:
+    """Mark the agent up; give its error counters a zero series per kind.
+
+    A rate of errors then reads 0, not "no data", on a healthy cluster.
+    """
+    AGENT_UP.set(1)
+    for kind in KINDS:
+        RECONCILE_ERRORS.labels(kind=kind)
+
 
 def isvc_state(isvc: dict[str, Any]) -> str:
     """Ready, NotReady or Unknown from the InferenceService's Ready condition."""

@@ -21,7 +21,7 @@ from pathlib import Path
 
 from addon_api import constants as c
 from addon_api import tenancy
-from testbed import build, chart, identities
+from testbed import build, chart, identities, upstream
 from testbed.cluster import Cluster
 from testbed.fleet import Testbed
 from testbed.paths import cache_dir
@@ -211,6 +211,13 @@ def fleet(phases: Phases, agent_namespace: str = c.AGENT_NAMESPACE) -> Iterator[
         )
         bed.hub.identities["manager"] = manager_kubeconfig
         cli = str(Path(sys.executable).with_name("model-serving-addon"))
+        # prometheus-operator's CRDs on the spokes, as monitoring-enabled clusters have them:
+        # the agents apply their own ServiceMonitor (the testbed's Prometheus reads it).
+        for spoke in bed.spokes:
+            spoke.apply_files(upstream.prometheus_operator_crds())
+            spoke.wait_crds_established()
+        manager_port = free_port()
+        bed.metrics_addresses["manager"] = f"127.0.0.1:{manager_port}"
         roles = [
             Process(
                 "manager",
@@ -218,7 +225,7 @@ def fleet(phases: Phases, agent_namespace: str = c.AGENT_NAMESPACE) -> Iterator[
                     cli,
                     "manager",
                     f"--kubeconfig={manager_kubeconfig}",
-                    f"--metrics-port={free_port()}",
+                    f"--metrics-port={manager_port}",
                     "--log-format=text",
                     f"--target-namespaces={tenancy.NamespacePolicy(_targets()).render()}",
                 ],
@@ -231,6 +238,8 @@ def fleet(phases: Phases, agent_namespace: str = c.AGENT_NAMESPACE) -> Iterator[
         verify_key = wait_verify_key(bed)
         for spoke in bed.spokes:
             kserve = bed.kserve_controller(spoke)
+            agent_port = free_port()
+            bed.metrics_addresses[f"{spoke.name}-agent"] = f"127.0.0.1:{agent_port}"
             roles.append(
                 Process(
                     f"{spoke.name}-agent",
@@ -240,7 +249,7 @@ def fleet(phases: Phases, agent_namespace: str = c.AGENT_NAMESPACE) -> Iterator[
                         f"--kubeconfig={agent_kubeconfigs[spoke.name]}",
                         f"--namespace={agent_namespace}",
                         f"--bundle-dir={bundles}",
-                        f"--metrics-port={free_port()}",
+                        f"--metrics-port={agent_port}",
                         "--metrics-address=127.0.0.1",
                         f"--cluster-name={spoke.name}",
                         f"--seal-verify-key={verify_key}",

@@ -106,6 +106,8 @@ class Testbed:
         self.log = log
         self.status_sync_interval = status_sync_interval
         self.processes: list[Process] = []
+        self.metrics_addresses: dict[str, str] = {}
+        """Component (``manager``, ``<spoke>-agent``) -> ``host:port`` of its /metrics."""
         self.hub: Cluster
         self.spokes: list[Cluster] = []
         self._kserve: dict[str, KServeController] = {}

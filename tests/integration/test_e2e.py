@@ -20,7 +20,7 @@ import pytest
 import yaml
 
 from addon_api import tenancy
-from testbed import demo, identities
+from testbed import demo, identities, observability
 from testbed.fleet import Testbed
 from testbed.support.waiting import eventually
 
@@ -55,6 +55,22 @@ def fleet(
         demo_run.phases.done("examples applied on the hub")
         yield bed, demo.start_kserve_when_stack_ready(bed)
         bed.cleanup()
+
+
+@pytest.fixture(scope="module")
+def prometheus(
+    fleet: tuple[Testbed, Callable[[], None]],
+) -> Iterator[observability.FleetPrometheus]:
+    """Real Prometheus servers watching the fleet: one per spoke, the hub's federating."""
+    bed, _ = fleet
+    servers = observability.start_for_fleet(bed, AGENT_NS, demo.RELEASE_NAMESPACE,
+                                            bed.metrics_addresses)
+    yield servers
+    servers.stop()
+
+
+def _firing(server: observability.Prometheus) -> list[dict[str, Any]]:
+    return [a for a in server.alerts() if a["state"] == "firing"]
 
 
 def _until(
@@ -119,6 +135,35 @@ def test_stack_then_model_ready_on_both_clusters_with_urls(
         assert entry["url"].startswith("http://sklearn-iris-models.")
     conditions = {c["type"]: c["status"] for c in isvc["status"]["conditions"]}
     assert conditions["Ready"] == "True"
+
+
+def test_hub_prometheus_federates_the_fleet_and_a_healthy_fleet_fires_no_alert(
+    fleet: tuple[Testbed, Callable[[], None]], prometheus: observability.FleetPrometheus,
+) -> None:
+    """Targets come from the ServiceMonitors the agent and the chart render; the hub gets
+    each cluster's metrics through /federate with the allowlist's selectors; every rule
+    evaluates; with the models Ready no alert fires (each ``for`` is seconds here); every
+    dashboard panel shows data."""
+    hub = prometheus.hub
+    for name, spoke in prometheus.spokes.items():
+        eventually(lambda spoke=spoke: [t["health"] for t in spoke.targets()] == ["up"],
+                   timeout=60)
+        print(f"{name}: scraping {[t['scrapeUrl'] for t in spoke.targets()]}")
+    eventually(lambda: all(t["health"] == "up" for t in hub.targets())
+               and len(hub.targets()) == 3, timeout=60)
+    eventually(lambda: {r["metric"]["cluster"] for r in hub.query("model_serving_agent_up")}
+               == {"cluster1", "cluster2"}, timeout=60)
+    platforms = {(r["metric"]["cluster"], r["metric"]["platform"]): r["value"][1]
+                 for r in hub.query("model_serving_platform_ready")}
+    assert platforms == {("cluster1", "KServe"): "1", ("cluster2", "KServe"): "1"}, platforms
+    eventually(lambda: all(r["health"] == "ok" and not r["lastEvaluation"].startswith("0001")
+                           for r in hub.rules()), timeout=60)
+    time.sleep(10)  # longer than every (shortened) `for`
+    assert _firing(hub) == [], _firing(hub)
+    for panel in prometheus.dashboard["panels"]:
+        got = {t["refId"]: len(hub.query(t["expr"].replace("$cluster", ".*")))
+               for t in panel["targets"]}
+        assert any(got.values()), (panel["title"], got)
 
 
 KSERVE_DOCS_SKLEARN = """
@@ -303,7 +348,7 @@ def test_every_long_running_component_has_its_own_identity(
 
 
 def test_bad_model_shows_kserve_failure_reason_per_cluster(
-    fleet: tuple[Testbed, Callable[[], None]],
+    fleet: tuple[Testbed, Callable[[], None]], prometheus: observability.FleetPrometheus,
 ) -> None:
     bed, _ = fleet
     bad = yaml.safe_load((demo.REPO / "examples" / "inferenceservice.yaml").read_text())
@@ -328,6 +373,14 @@ def test_bad_model_shows_kserve_failure_reason_per_cluster(
         text = f"{entry.get('reason')} {entry.get('message', '')}"
         print(f"bad model on {entry['cluster']}: {text}")
         assert "no-such-format" in text or "NoSupportingRuntime" in text, entry
+    # The hub's Prometheus fires the matching alert (its `for` is seconds on the testbed).
+    def alerted() -> bool:
+        return any(a["labels"]["alertname"] == "ModelServingModelNotReady"
+                   and a["labels"].get("name") == "bad-model" for a in _firing(prometheus.hub))
+
+    eventually(alerted, timeout=90)
+    print("firing:", [(a["labels"]["alertname"], a["labels"].get("cluster"),
+                       a["labels"].get("name")) for a in _firing(prometheus.hub)])
     bed.hub.kubectl("delete", "mcisvc", "bad-model", "-n", NS)
 
 

@@ -1,0 +1,74 @@
+"""The testbed's ServiceMonitor -> scrape target translation: a wrong port or flag fails."""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+import pytest
+
+from addon_agent import selfmonitor
+from testbed import observability as obs
+
+LABELS = dict(selfmonitor.SELECTOR)
+
+
+def _objects() -> list[dict[str, Any]]:
+    deployment = {
+        "kind": "Deployment",
+        "metadata": {"name": "model-serving-agent", "namespace": "agents"},
+        "spec": {"template": {"metadata": {"labels": LABELS}, "spec": {"containers": [{
+            "name": "agent", "args": ["agent", "--metrics-port=8080"],
+            "ports": [{"name": "metrics", "containerPort": 8080}]}]}}},
+    }
+    service = {
+        "kind": "Service",
+        "metadata": {"name": selfmonitor.SERVICE, "namespace": "agents", "labels": LABELS},
+        "spec": {"selector": LABELS, "ports": [{"name": "metrics", "port": 8080,
+                                                "targetPort": "metrics"}]},
+    }
+    return [selfmonitor.service_monitor("agents"), service, deployment]
+
+
+PROCESSES = {("agents", "model-serving-agent"): "127.0.0.1:24000"}
+
+
+def test_the_agents_monitor_leads_to_its_process() -> None:
+    [target] = obs.targets(_objects(), PROCESSES)
+    assert (target.address, target.path) == ("127.0.0.1:24000", "/metrics")
+    config = obs.scrape_configs([target])[0]
+    assert config["static_configs"][0]["targets"] == ["127.0.0.1:24000"]
+
+
+def test_a_wrong_port_name_target_port_or_flag_fails() -> None:
+    objs = _objects()
+    objs[0]["spec"]["endpoints"][0]["port"] = "http"
+    with pytest.raises(obs.TargetError, match="no port named 'http'"):
+        obs.targets(objs, PROCESSES)
+    objs = _objects()
+    objs[1]["spec"]["ports"][0]["targetPort"] = "web"
+    with pytest.raises(obs.TargetError, match="no container port"):
+        obs.targets(objs, PROCESSES)
+    objs = _objects()
+    objs[2]["spec"]["template"]["spec"]["containers"][0]["args"][1] = "--metrics-port=9090"
+    with pytest.raises(obs.TargetError, match="--metrics-port=9090"):
+        obs.targets(objs, PROCESSES)
+
+
+def test_monitors_of_workloads_without_a_process_are_skipped() -> None:
+    objs = _objects()
+    other = copy.deepcopy(objs[1])
+    other["metadata"]["labels"] = {"app": "other"}
+    objs[1] = other  # the monitor selects no Service
+    assert obs.targets(objs, PROCESSES) == []
+    assert obs.targets(_objects(), {}) == []
+
+
+def test_federation_asks_for_each_allowlisted_name_and_labels_the_cluster() -> None:
+    [config] = obs.federation_config({"c1": "127.0.0.1:1"}, ["a", "b"])
+    assert config["params"]["match[]"] == ['{__name__="a"}', '{__name__="b"}']
+    assert config["honor_labels"] is True
+    assert config["static_configs"] == [{"targets": ["127.0.0.1:1"], "labels": {"cluster": "c1"}}]
+    groups = [{"name": "g", "rules": [{"alert": "A", "for": "15m", "expr": "x"}]}]
+    assert obs.shorten_for(groups)[0]["rules"][0]["for"] == obs.SHORT_FOR
+    assert groups[0]["rules"][0]["for"] == "15m"  # the chart's own stay as they are
