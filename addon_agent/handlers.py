@@ -19,7 +19,6 @@ from addon_agent import (
     namespace_waits,
     namespaces,
     removal,
-    selfmonitor,
     tenancy,
 )
 from addon_agent import status as st
@@ -381,7 +380,6 @@ def register(agent: Agent, registry: kopf.OperatorRegistry) -> None:
         settings.posting.level = logging.WARNING
         settings.scanning.disabled = True
         identity.ensure_namespace(agent.kube, config.namespace)
-        selfmonitor.ensure(agent.kube, config.namespace)
         agent.keyring = identity.load_keyring(agent.kube, config.namespace)
         lease.start(agent.kube, config.namespace, config.lease_seconds)
         start_identity_loop(agent, config.resync_seconds)

@@ -326,6 +326,9 @@ class AddonFact:
     cluster: str
     namespace: str
     """The agent's install namespace (see :func:`agent_namespace`)."""
+    available: bool | None = None
+    """OCM's ``Available`` condition of the add-on (its agent's lease is renewed); None
+    while OCM has not said."""
 
 
 def parse_addon(addon: Mapping[str, Any]) -> AddonFact | None:
@@ -333,7 +336,11 @@ def parse_addon(addon: Mapping[str, Any]) -> AddonFact | None:
     meta = addon.get("metadata") or {}
     if meta.get("name") != c.ADDON_NAME:
         return None
-    return AddonFact(str(meta.get("namespace", "")), agent_namespace(addon))
+    available = None
+    for cond in (addon.get("status") or {}).get("conditions") or []:
+        if cond.get("type") == "Available" and cond.get("status") in ("True", "False"):
+            available = cond["status"] == "True"
+    return AddonFact(str(meta.get("namespace", "")), agent_namespace(addon), available)
 
 
 def agent_namespace(addon: Mapping[str, Any] | None) -> str:

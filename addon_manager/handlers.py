@@ -450,11 +450,15 @@ def cluster_changed(state: ManagerState, old: ClusterFact | None, new: ClusterFa
 
 
 def addon_changed(state: ManagerState, old: AddonFact | None, new: AddonFact | None) -> None:
-    """A cluster's agent install namespace changed: wake the intents that seal.
+    """A cluster's ManagedClusterAddOn changed: record its availability, wake sealers.
 
-    Their identity work and sealed objects are rendered for that namespace (and sealed for
-    it). No ManagedClusterAddOn means OCM's default namespace.
+    When the agent's install namespace changed, the intents that seal are woken: their
+    identity work and sealed objects are rendered for that namespace (and sealed for it). No
+    ManagedClusterAddOn means OCM's default namespace.
     """
+    changed = new if new is not None else old
+    if changed is not None:
+        metrics.addon_available(changed.cluster, new.available if new is not None else None)
     before = old.namespace if old is not None else agent_namespace(None)
     after = new.namespace if new is not None else agent_namespace(None)
     world = _reconciled_world(state)

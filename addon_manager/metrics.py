@@ -61,6 +61,23 @@ CLUSTER_STALE = Gauge(
     ["managed_cluster"],
 )
 
+ADDON_AVAILABLE = Gauge(
+    "model_serving_addon_available",
+    "1 when OCM reports the add-on Available on the cluster (its agent renews its lease), 0 "
+    "when not; no series while OCM has not said or the cluster has no add-on.",
+    ["managed_cluster"],
+)
+
+
+def addon_available(cluster: str, available: bool | None) -> None:
+    """Record a cluster's add-on availability (None: unknown, or the add-on went)."""
+    if available is None:
+        with contextlib.suppress(KeyError):
+            ADDON_AVAILABLE.remove(cluster)
+    else:
+        ADDON_AVAILABLE.labels(cluster).set(1 if available else 0)
+
+
 Intent = tuple[str, str, str]
 """(kind, namespace, name)."""
 

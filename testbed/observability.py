@@ -1,13 +1,13 @@
 """Real Prometheus servers on the testbed: one per spoke, one on the hub that federates.
 
 Scrape targets are not written by hand: they are translated from the ServiceMonitors the
-add-on renders (the agent's own, applied by the agent on each spoke; the manager's, from the
-chart), the way prometheus-operator would, through the Service the monitor selects, the port
-it names, the Deployment behind the Service and the port its container declares and passes
-as ``--metrics-port``. The testbed runs the manager and agents as local processes, so the
-last step maps that Deployment to its process's real address; a wrong port name, target port,
-path or flag fails the translation (:class:`TargetError`), as it would leave a real cluster
-unscraped.
+add-on renders (the agent's own, which the agent applies with the stack when the
+ModelServing enables monitoring; the manager's, from the chart), the way prometheus-operator
+would: through the Service the monitor selects, the port it names and the Deployment behind
+the Service. The testbed runs the manager and agents as local processes, so the last step
+maps that Deployment to its process's real address; a wrong port name, target port or
+selector fails the translation (:class:`TargetError`) or finds nothing, as it would leave a
+real cluster unscraped.
 
 The hub server federates each spoke server's ``/federate`` with one ``match[]`` selector per
 name of the chart's ACM allowlist (what ACM's metrics collector asks for), adds the
@@ -58,25 +58,22 @@ def _matches(selector: Mapping[str, str], labels: Mapping[str, str] | None) -> b
     return all(labels.get(k) == v for k, v in selector.items())
 
 
-def _metrics_flag(container: Obj) -> int | None:
-    for arg in container.get("args") or []:
-        if str(arg).startswith("--metrics-port="):
-            return int(str(arg).split("=", 1)[1])
-    return None
-
-
 def targets(objects: Iterable[Obj], processes: Mapping[tuple[str, str], str]) -> list[Target]:
     """Scrape targets for the ServiceMonitors among ``objects``.
 
-    ``objects`` also hold the Services and Deployments the monitors lead to.
-    ``processes`` maps (namespace, Deployment name) to the ``host:port`` the testbed's process
-    for that Deployment listens on. Monitors whose Services lead to no Deployment in
-    ``processes`` are skipped (the stack's controllers run elsewhere here); one that leads to
-    such a Deployment but not to its metrics port raises :class:`TargetError`.
+    ``objects`` also hold the Services and Deployments the monitors lead to; ``processes``
+    maps (namespace, Deployment name) to the ``host:port`` the testbed's process for that
+    Deployment serves its metrics on. A monitor leads through the Services it selects (by
+    label, in its namespace or ``namespaceSelector.matchNames``) and the port its endpoint
+    names to the Deployment whose pods those Services select. That port's ``targetPort``
+    must be the port the process serves (a number: the agent renders its own
+    ``--metrics-port``) or name a port its container declares (the chart's manager).
+    Monitors that lead to no Deployment in ``processes`` are skipped (the stack's
+    controllers run elsewhere here); one that leads to such a Deployment but not to its
+    metrics raises :class:`TargetError`.
     """
-    objs = list(objects)
     by_kind: dict[str, list[Obj]] = {}
-    for obj in objs:
+    for obj in objects:
         by_kind.setdefault(str(obj.get("kind")), []).append(obj)
     out: list[Target] = []
     for monitor in by_kind.get("ServiceMonitor", []):
@@ -110,23 +107,20 @@ def _target(monitor: Obj, index: int, endpoint: Obj, service: Obj, pod: Obj,
         raise TargetError(f"{where}: Service {service['metadata']['name']} has no port "
                           f"named {port_name!r}")
     target_port = ports[0].get("targetPort", ports[0].get("port"))
-    for container in pod["spec"].get("containers") or []:
-        for port in container.get("ports") or []:
-            if target_port in (port.get("name"), port.get("containerPort")):
-                flag = _metrics_flag(container)
-                if flag is not None and flag != port["containerPort"]:
-                    raise TargetError(
-                        f"{where}: container {container['name']} declares port "
-                        f"{port['containerPort']} but serves metrics on --metrics-port={flag}")
-                return Target(
-                    job=f"{monitor['metadata']['namespace']}/{monitor['metadata']['name']}/"
-                        f"{index}",
-                    address=address, path=str(endpoint.get("path") or "/metrics"),
-                    labels={"namespace": str(service["metadata"]["namespace"]),
-                            "service": str(service["metadata"]["name"])},
-                )
-    raise TargetError(f"{where}: target port {target_port!r} of Service "
-                      f"{service['metadata']['name']} is no container port of its pods")
+    served = int(address.rsplit(":", 1)[1])
+    declared = {p.get("name") for c in pod["spec"].get("containers") or []
+                for p in c.get("ports") or [] if p.get("name")}
+    if target_port != served and target_port not in declared:
+        raise TargetError(
+            f"{where}: target port {target_port!r} of Service {service['metadata']['name']} "
+            f"is neither the port the process serves ({served}) nor a named container port "
+            f"({sorted(declared)})")
+    return Target(
+        job=f"{monitor['metadata']['namespace']}/{monitor['metadata']['name']}/{index}",
+        address=address, path=str(endpoint.get("path") or "/metrics"),
+        labels={"namespace": str(service["metadata"]["namespace"]),
+                "service": str(service["metadata"]["name"])},
+    )
 
 
 def scrape_configs(found: Sequence[Target]) -> list[Obj]:

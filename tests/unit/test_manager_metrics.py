@@ -26,3 +26,23 @@ def test_counts_intents_per_cluster_and_drops_a_cluster_none_shows_stale() -> No
     assert _series() == {"c2": 1}
     stale.observe(a, [])
     assert _series() == {} and not stale.counts and not stale.by_intent
+
+
+def test_addon_availability_follows_ocms_condition() -> None:
+    from addon_manager.facts import parse_addon
+
+    def addon(status: str | None) -> dict[str, object]:
+        conds = [{"type": "Available", "status": status}] if status else []
+        return {"metadata": {"name": "model-serving", "namespace": "c9"},
+                "status": {"conditions": conds}}
+
+    def series() -> dict[str, float]:
+        return {s.labels["managed_cluster"]: s.value
+                for m in metrics.ADDON_AVAILABLE.collect() for s in m.samples}
+
+    for status, want in (("True", {"c9": 1}), ("False", {"c9": 0}), ("Unknown", {}),
+                         (None, {})):
+        fact = parse_addon(addon(status))
+        assert fact is not None
+        metrics.addon_available(fact.cluster, fact.available)
+        assert series() == want, status

@@ -7,13 +7,15 @@ from typing import Any
 
 import pytest
 
-from addon_agent import selfmonitor
+from addon_agent import planning
 from testbed import observability as obs
 
-LABELS = dict(selfmonitor.SELECTOR)
+LABELS = {"app.kubernetes.io/name": planning.AGENT_APP}
 
 
-def _objects() -> list[dict[str, Any]]:
+def _objects(port: int = 24000) -> list[dict[str, Any]]:
+    """What the agent renders for itself (monitoring on, --metrics-port=port) and the
+    AddOnTemplate's Deployment (container port 8080 as in production)."""
     deployment = {
         "kind": "Deployment",
         "metadata": {"name": "model-serving-agent", "namespace": "agents"},
@@ -21,13 +23,8 @@ def _objects() -> list[dict[str, Any]]:
             "name": "agent", "args": ["agent", "--metrics-port=8080"],
             "ports": [{"name": "metrics", "containerPort": 8080}]}]}}},
     }
-    service = {
-        "kind": "Service",
-        "metadata": {"name": selfmonitor.SERVICE, "namespace": "agents", "labels": LABELS},
-        "spec": {"selector": LABELS, "ports": [{"name": "metrics", "port": 8080,
-                                                "targetPort": "metrics"}]},
-    }
-    return [selfmonitor.service_monitor("agents"), service, deployment]
+    service, monitor = planning.agent_monitoring("agents", port)
+    return [monitor, service, deployment]
 
 
 PROCESSES = {("agents", "model-serving-agent"): "127.0.0.1:24000"}
@@ -40,18 +37,18 @@ def test_the_agents_monitor_leads_to_its_process() -> None:
     assert config["static_configs"][0]["targets"] == ["127.0.0.1:24000"]
 
 
-def test_a_wrong_port_name_target_port_or_flag_fails() -> None:
+def test_a_wrong_port_name_or_target_port_fails() -> None:
     objs = _objects()
     objs[0]["spec"]["endpoints"][0]["port"] = "http"
     with pytest.raises(obs.TargetError, match="no port named 'http'"):
         obs.targets(objs, PROCESSES)
+    with pytest.raises(obs.TargetError, match="neither the port the process serves"):
+        obs.targets(_objects(port=9090), PROCESSES)  # not what the agent listens on
     objs = _objects()
+    objs[1]["spec"]["ports"][0]["targetPort"] = "metrics"  # a named container port is fine
+    assert len(obs.targets(objs, PROCESSES)) == 1
     objs[1]["spec"]["ports"][0]["targetPort"] = "web"
-    with pytest.raises(obs.TargetError, match="no container port"):
-        obs.targets(objs, PROCESSES)
-    objs = _objects()
-    objs[2]["spec"]["template"]["spec"]["containers"][0]["args"][1] = "--metrics-port=9090"
-    with pytest.raises(obs.TargetError, match="--metrics-port=9090"):
+    with pytest.raises(obs.TargetError, match="named container port"):
         obs.targets(objs, PROCESSES)
 
 

@@ -10,6 +10,13 @@
       annotations:
         summary: 'No model-serving agent reports metrics.'
         description: 'The add-on is unavailable on every cluster or its metrics are not federated (check the ManagedClusterAddOns and the allowlist).'
+    - alert: ModelServingAgentUnavailable
+      expr: max by (managed_cluster) (model_serving_addon_available) == 0
+      for: 10m
+      labels: {severity: warning}
+      annotations:
+        summary: 'The model-serving agent on {{ "{{ $labels.managed_cluster }}" }} is unavailable.'
+        description: 'OCM marks the add-on unavailable there (its agent stopped renewing its lease): models keep serving, but nothing changes and nothing is reported until the agent is back. Check the agent pod on that cluster.'
     - alert: ModelServingPlatformNotAvailable
       expr: max by (cluster, platform) (model_serving_platform_ready) == 0
       for: 15m
