@@ -649,3 +649,28 @@ def test_deleting_the_model_serving_under_a_model_waits_for_the_model(
         out = spoke.kubectl("get", "servingplatforms", "-o", "name", check=False)
         assert out.stdout.strip() == "", out.stdout
     _no_traceback_since(marks)
+
+
+def test_an_agent_that_stops_fires_its_alert_on_the_hub(
+    fleet: tuple[Testbed, Callable[[], None]], prometheus: observability.FleetPrometheus,
+) -> None:
+    """Stopping cluster2's agent (last: the fleet is not used after this) makes its metrics
+    stop reaching the hub while OCM still counts the add-on available there: the hub's
+    Prometheus fires ModelServingAgentMetricsMissing for cluster2, and only for it."""
+    bed, _ = fleet
+    hub = prometheus.hub
+
+    def available() -> set[str]:
+        return {r["metric"]["managed_cluster"] for r in hub.query(
+            "model_serving_addon_available == 1")}
+
+    eventually(lambda: available() == {"cluster1", "cluster2"}, timeout=90)
+    assert not [a for a in _firing(hub) if a["labels"]["alertname"].startswith("ModelServingAgent")]
+    agent = next(p for p in bed.processes if p.name == "cluster2-agent")
+    agent.stop()
+
+    def missing() -> set[str]:
+        return {a["labels"]["managed_cluster"] for a in _firing(hub)
+                if a["labels"]["alertname"] == "ModelServingAgentMetricsMissing"}
+
+    eventually(lambda: missing() == {"cluster2"}, timeout=90)

@@ -17,6 +17,13 @@
       annotations:
         summary: 'The model-serving agent on {{ "{{ $labels.managed_cluster }}" }} is unavailable.'
         description: 'OCM marks the add-on unavailable there (its agent stopped renewing its lease): models keep serving, but nothing changes and nothing is reported until the agent is back. Check the agent pod on that cluster.'
+    - alert: ModelServingAgentMetricsMissing
+      expr: max by (managed_cluster) (model_serving_addon_available == 1) unless on (managed_cluster) label_replace(max by (cluster) (model_serving_agent_up), "managed_cluster", "$1", "cluster", "(.+)")
+      for: 10m
+      labels: {severity: warning}
+      annotations:
+        summary: 'No metrics from the model-serving agent on {{ "{{ $labels.managed_cluster }}" }}.'
+        description: 'OCM reports the add-on available there, but its agent''s metrics do not reach the hub: the agent stopped, or its scrape (ServiceMonitor, user-workload monitoring) or federation (allowlist) is broken on that cluster.'
     - alert: ModelServingPlatformNotAvailable
       expr: max by (cluster, platform) (model_serving_platform_ready) == 0
       for: 15m
