@@ -197,7 +197,7 @@ def run_limit(api: client.ApiClient, clusters: list[str], threads: int, ssa: boo
 
 def one_size(
     tb: Testbed, api: client.ApiClient, fleet: Fleet, platforms: Platforms, size: int,
-    threads: int, logs: Path, repeat: int = 1,
+    threads: int, logs: Path, repeat: int = 1, with_mwrs: bool = True,
 ) -> list[Run]:
     """Every contender at one size, ``repeat`` rounds one after the other (each round runs
     each contender once, in the same order), so that the machine's drift hits all alike."""
@@ -218,8 +218,9 @@ def one_size(
             log(f"N={size} round {round_}: ours {_fmt(runs[-1])}")
         finally:
             mgr.stop()
-        runs.append(run_mwrs(tb, api, size))
-        log(f"N={size} round {round_}: mwrs {_fmt(runs[-1])}")
+        if with_mwrs:
+            runs.append(run_mwrs(tb, api, size))
+            log(f"N={size} round {round_}: mwrs {_fmt(runs[-1])}")
         for ssa in (False, True):
             runs.append(run_limit(api, clusters, threads, ssa))
             log(f"N={size} round {round_}: {runs[-1].contender} {_fmt(runs[-1])}")
@@ -248,9 +249,11 @@ def results(runs: list[Run]) -> str:
     by = {(r.contender, r.size): r for r in runs}
     sizes = sorted({r.size for r in runs})
     rows = []
+    nan = float("nan")
     for n in sizes:
         for p in PHASES:
-            o, m, lim, ssa = (by[(k, n)].seconds[p] for k in CONTENDERS)
+            o, m, lim, ssa = (by[(k, n)].seconds[p] if (k, n) in by else nan
+                              for k in CONTENDERS)
             rows.append([f"{n:,}", p, f"{o:.1f}", f"{m:.1f}", f"{lim:.1f}", f"{ssa:.1f}",
                          f"{o / lim:.2f}", f"{o / m:.2f}", f"{o / ssa:.2f}"])
     out = table(["N", "phase", "ours s", "MWRS s", "limit s", "limit-ssa s", "ours/limit",
@@ -258,6 +261,8 @@ def results(runs: list[Run]) -> str:
     growth = []
     for a, b in itertools.pairwise(sizes):
         for k in CONTENDERS:
+            if (k, a) not in by or (k, b) not in by:
+                continue
             exps = [
                 math.log(by[(k, b)].seconds[p] / by[(k, a)].seconds[p]) / math.log(b / a)
                 for p in PHASES
@@ -274,6 +279,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sizes", default="100,300,1000")
     parser.add_argument("--threads", type=int, default=16, help="the limit client's threads")
+    parser.add_argument("--no-mwrs", action="store_true",
+                        help="leave out ManifestWorkReplicaSet (its phases take ~20 s each "
+                        "at any size); its columns show nan")
     parser.add_argument("--repeat", type=int, default=1,
                         help="rounds per size; the tables show each phase's median")
     args = parser.parse_args()
@@ -284,7 +292,7 @@ def main() -> None:
         fleet, platforms = Fleet(api), Platforms(api)
         for size in sizes:
             runs += one_size(tb, api, fleet, platforms, size, args.threads, Path(tmp),
-                             args.repeat)
+                             args.repeat, with_mwrs=not args.no_mwrs)
     if args.repeat > 1:
         print(f"\nEvery round ({args.repeat} per size):\n\n" + table(
             ["N", "contender", *PHASES],
