@@ -356,6 +356,29 @@ def start_identity_loop(agent: Agent, interval: float) -> threading.Thread:
     return thread
 
 
+MODEL_METRICS_SECONDS = 10.0
+"""How often the per-model gauges are refreshed from the cluster's InferenceServices (the
+platform reconcile refreshes them too, but only once per resync)."""
+
+
+def start_model_metrics_loop(agent: Agent, interval: float = MODEL_METRICS_SECONDS) -> (
+        threading.Thread):
+    """Refresh the InferenceService gauges every ``interval`` seconds (one list call)."""
+
+    def run() -> None:
+        while not _identity_stop.wait(interval):
+            try:
+                if agent.kube.served(ISVC_API, "InferenceService"):
+                    metrics.record_inference_services(
+                        agent.kube.list(ISVC_API, "InferenceService"))
+            except Exception as err:  # retried at the next interval
+                log.warning("refreshing the model metrics failed: %s", err)
+
+    thread = threading.Thread(target=run, name="model-metrics", daemon=True)
+    thread.start()
+    return thread
+
+
 def register(agent: Agent, registry: kopf.OperatorRegistry) -> None:
     """Register every handler of the agent on ``registry``."""
     config = agent.config
@@ -383,6 +406,7 @@ def register(agent: Agent, registry: kopf.OperatorRegistry) -> None:
         agent.keyring = identity.load_keyring(agent.kube, config.namespace)
         lease.start(agent.kube, config.namespace, config.lease_seconds)
         start_identity_loop(agent, config.resync_seconds)
+        start_model_metrics_loop(agent)
 
     @kopf.on.resume(*PLATFORMS, backoff=backoff, registry=registry)
     @kopf.on.create(*PLATFORMS, backoff=backoff, registry=registry)

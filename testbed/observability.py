@@ -140,6 +140,10 @@ def federation_config(spokes: Mapping[str, str], names: Sequence[str]) -> list[O
     return [{
         "job_name": f"federate-{cluster}",
         "honor_labels": True,
+        # Stamped at the hub's scrape, so a series that stops arriving goes stale at once
+        # (Prometheus never marks samples with their own timestamps stale; they would linger
+        # for the 5-minute lookback, as they do in ACM's Thanos between collections).
+        "honor_timestamps": False,
         "metrics_path": "/federate",
         "params": {"match[]": [f'{{__name__="{name}"}}' for name in names]},
         "static_configs": [{"targets": [address], "labels": {"cluster": cluster}}],

@@ -64,7 +64,7 @@ def test_monitors_of_workloads_without_a_process_are_skipped() -> None:
 def test_federation_asks_for_each_allowlisted_name_and_labels_the_cluster() -> None:
     [config] = obs.federation_config({"c1": "127.0.0.1:1"}, ["a", "b"])
     assert config["params"]["match[]"] == ['{__name__="a"}', '{__name__="b"}']
-    assert config["honor_labels"] is True
+    assert config["honor_labels"] is True and config["honor_timestamps"] is False
     assert config["static_configs"] == [{"targets": ["127.0.0.1:1"], "labels": {"cluster": "c1"}}]
     groups = [{"name": "g", "rules": [{"alert": "A", "for": "15m", "expr": "x"}]}]
     assert obs.shorten_for(groups)[0]["rules"][0]["for"] == obs.SHORT_FOR
