@@ -179,6 +179,39 @@ def test_hub_prometheus_federates_the_fleet_and_a_healthy_fleet_fires_no_alert(
     eventually(every_panel_shows_data, timeout=45)
 
 
+def test_a_stack_component_down_fires_its_alert_then_heals(
+    fleet: tuple[Testbed, Callable[[], None]], prometheus: observability.FleetPrometheus,
+) -> None:
+    """cluster1's node refuses pods (a NoExecute taint: the pods are evicted and cannot come
+    back): the KServe controller is down there, and the hub's Prometheus fires
+    ModelServingComponentNotAvailable for cluster1's kserve-controller-manager. Without the
+    taint the stack and the model are back, and the alert stops."""
+    bed, _ = fleet
+    spoke, hub = bed.spokes[0], prometheus.hub
+    taint = "testbed.example/down=true:NoExecute"
+
+    def component_alerts() -> set[tuple[str, str]]:
+        return {(a["labels"]["cluster"], a["labels"]["component"]) for a in _firing(hub)
+                if a["labels"]["alertname"] == "ModelServingComponentNotAvailable"}
+
+    spoke.kubectl("taint", "nodes", "--all", taint)
+    try:
+        fired = eventually(component_alerts, timeout=120)
+        print(f"components down: {fired}")
+        assert ("cluster1", "kserve-controller-manager") in fired, fired
+        assert all(cluster == "cluster1" for cluster, _ in fired), fired
+    finally:
+        spoke.kubectl("taint", "nodes", "--all", taint + "-")
+
+    def healed() -> bool:
+        msv = _clusters(_intent(bed.hub, "modelservings", "kserve"))
+        isvc = _clusters(_intent(bed.hub, "multiclusterinferenceservices", "sklearn-iris"))
+        return (msv["cluster1"]["phase"] == "Available" and isvc["cluster1"]["ready"] is True
+                and not component_alerts())
+
+    _until(fleet, healed, timeout=180)
+
+
 KSERVE_DOCS_SKLEARN = """
 apiVersion: serving.kserve.io/v1beta1
 kind: InferenceService
