@@ -189,7 +189,8 @@ def build_tool(tool: Tool, log: Callable[[str], None] = print) -> float:
     if shutil.which("go") is None:
         raise BuildError(
             "Go is not installed (no `go` on PATH): the testbed builds Kubernetes, etcd, kwok, "
-            "OCM and helm from the Go module proxy. Install Go >= 1.24 and run `make binaries`."
+            "OCM, helm and Prometheus from the Go module proxy. Install Go >= 1.26.7 and run "
+            "`make binaries`."
         )
     start = time.monotonic()
     src = cache_dir() / "src" / f"{tool.name}-{tool.version}"
