@@ -157,8 +157,6 @@ class Agent:
             for ns, n in controllers
         }
         metrics.record_platform(platform, status.phase is Phase.AVAILABLE, components)
-        if self.kube.served(ISVC_API, "InferenceService"):
-            metrics.record_inference_services(self.kube.list(ISVC_API, "InferenceService"))
 
     def _remove(
         self,
@@ -338,14 +336,14 @@ class Agent:
         delivery.remove(self.kube, body.metadata["namespace"], body.metadata["name"])
 
 
-_identity_stop = threading.Event()
+_loops_stop = threading.Event()
 
 
 def start_identity_loop(agent: Agent, interval: float) -> threading.Thread:
     """Refresh the agent's keys every ``interval`` seconds (rotation requests, promotion)."""
 
     def run() -> None:
-        while not _identity_stop.wait(max(interval, 1.0)):
+        while not _loops_stop.wait(max(interval, 1.0)):
             try:
                 agent.refresh_identity()
             except Exception as err:  # retried at the next interval
@@ -357,22 +355,24 @@ def start_identity_loop(agent: Agent, interval: float) -> threading.Thread:
 
 
 MODEL_METRICS_SECONDS = 10.0
-"""How often the per-model gauges are refreshed from the cluster's InferenceServices (the
-platform reconcile refreshes them too, but only once per resync)."""
+"""How often the InferenceService gauges are refreshed from the cluster's InferenceServices
+(their one source: the platform reconcile runs only once per resync)."""
 
 
 def start_model_metrics_loop(agent: Agent, interval: float = MODEL_METRICS_SECONDS) -> (
         threading.Thread):
-    """Refresh the InferenceService gauges every ``interval`` seconds (one list call)."""
+    """Refresh the InferenceService gauges now and every ``interval`` seconds (one list)."""
 
     def run() -> None:
-        while not _identity_stop.wait(interval):
+        while True:
             try:
                 if agent.kube.served(ISVC_API, "InferenceService"):
                     metrics.record_inference_services(
                         agent.kube.list(ISVC_API, "InferenceService"))
             except Exception as err:  # retried at the next interval
                 log.warning("refreshing the model metrics failed: %s", err)
+            if _loops_stop.wait(interval):
+                return
 
     thread = threading.Thread(target=run, name="model-metrics", daemon=True)
     thread.start()

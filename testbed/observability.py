@@ -17,6 +17,7 @@ rules (with every ``for`` shortened to :data:`SHORT_FOR` so a test sees alerts f
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 import urllib.parse
 import urllib.request
@@ -34,7 +35,8 @@ Obj = dict[str, Any]
 
 SCRAPE_INTERVAL = "2s"
 """Scrape and rule evaluation interval of the testbed's servers."""
-SHORT_FOR = "6s"
+SHORT_FOR_SECONDS = 6
+SHORT_FOR = f"{SHORT_FOR_SECONDS}s"
 """What every alert's ``for`` becomes on the testbed's hub server (promtool tests check the
 chart's real durations)."""
 
@@ -51,6 +53,13 @@ class Target:
     address: str
     path: str
     labels: Mapping[str, str]
+
+
+def _epoch(rfc3339: str) -> float:
+    """Seconds since the epoch of a Prometheus API timestamp (nanoseconds cut to micro)."""
+    head, _, frac = rfc3339.rstrip("Z").partition(".")
+    stamp = dt.datetime.fromisoformat(head).replace(tzinfo=dt.UTC)
+    return stamp.timestamp() + (float(f"0.{frac}") if frac else 0.0)
 
 
 def _matches(selector: Mapping[str, str], labels: Mapping[str, str] | None) -> bool:
@@ -216,6 +225,12 @@ class Prometheus:
         """Every rule with its health and last evaluation."""
         groups = self._get("/api/v1/rules")["groups"]
         return [rule for group in groups for rule in group["rules"]]
+
+    def evaluated_since(self, since: float) -> bool:
+        """Whether every rule was evaluated, without error, after ``since`` (epoch seconds)."""
+        rules = self.rules()
+        return bool(rules) and all(
+            rule["health"] == "ok" and _epoch(rule["lastEvaluation"]) > since for rule in rules)
 
     def targets(self) -> list[Obj]:
         """The active scrape targets with their health."""

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import datetime as dt
 from typing import Any
 
 import pytest
@@ -69,3 +70,10 @@ def test_federation_asks_for_each_allowlisted_name_and_labels_the_cluster() -> N
     groups = [{"name": "g", "rules": [{"alert": "A", "for": "15m", "expr": "x"}]}]
     assert obs.shorten_for(groups)[0]["rules"][0]["for"] == obs.SHORT_FOR
     assert groups[0]["rules"][0]["for"] == "15m"  # the chart's own stay as they are
+
+
+def test_prometheus_timestamps_are_read_to_the_microsecond() -> None:
+    assert obs._epoch("1970-01-01T00:00:10.5Z") == 10.5
+    whole = dt.datetime(2026, 12, 1, 7, 47, 48, tzinfo=dt.UTC).timestamp()
+    assert obs._epoch("2026-12-01T07:47:48.296123456Z") == pytest.approx(whole + 0.296123456)
+    assert obs._epoch("1970-01-01T00:01:00Z") == 60.0
