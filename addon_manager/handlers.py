@@ -20,7 +20,7 @@ from typing import Any
 import kopf
 
 from addon_api import constants as c
-from addon_manager import conflicts, kinds, metrics, partition
+from addon_manager import conflicts, firstpass, kinds, metrics, partition
 from addon_manager.execute import Writer
 from addon_manager.facts import AddonFact, ClusterFact, WorkFact, agent_namespace
 from addon_manager.kinds import KINDS, KindSpec
@@ -109,6 +109,8 @@ class ManagerState:
     """List and watch works, clusters and add-ons into the stores above, outside kopf
     (main() makes them; started at startup)."""
     informers_started: bool = False
+    first_pass: firstpass.FirstPass = field(default_factory=firstpass.FirstPass)
+    """Changed intents reconcile first after a start or takeover."""
     kopf_seen: bool = False
     """kopf called a handler (every kopf index is populated)."""
 
@@ -242,6 +244,11 @@ class IndexWorld:
         """Keys of the intents whose credentials are in a Secret."""
         return [key for spec in kinds.where(lambda s: s.seals)
                 for key in _store(self.ix[f"{spec.plural}_index"], ("secret", namespace, name))]
+
+    def changed_intents(self) -> list[tuple[str, str, str]]:
+        """Keys of the intents whose spec changed since their status was last written."""
+        return [key for spec in KINDS.values()
+                for key in _store(self.ix[f"{spec.plural}_index"], ("changed",))]
 
     def intents_of(self, specs: Iterable[KindSpec], namespace: str | None = None
                    ) -> list[tuple[str, str, str]]:
@@ -404,6 +411,8 @@ def _intent_index(spec: KindSpec) -> Any:
         }
         for read in (kinds.secrets_named(spec) if seals else ()):
             out[("secret", namespace, read)] = (kind, namespace, name)
+        if firstpass.changed(body):
+            out[("changed",)] = (kind, namespace, name)
         return out
 
     seals = spec.seals
@@ -549,6 +558,8 @@ def _register_intent(spec: KindSpec) -> None:
         wake = state.wakeups.get(key)
         reconciler = _reconciler(state, kwargs)
         await state.works_synced()  # never plan from an empty store
+        world = _world(state, kwargs)
+        await state.first_pass.turn(key, world.changed_intents)
         while not stopped:
             wake.clear()
             if (spec.seals and settings.secrets is not None
@@ -560,6 +571,8 @@ def _register_intent(spec: KindSpec) -> None:
                 logger.exception("reconcile of %s %s/%s failed", kind, str(namespace), name)
                 await asyncio.sleep(5)
                 continue
+            finally:
+                state.first_pass.reconciled(key)
             if outcome.phase_after and outcome.phase_after != outcome.phase_before:
                 kopf.event(
                     body, type="Warning" if outcome.phase_after == "Degraded" else "Normal",
