@@ -72,10 +72,13 @@ def _elected(tb: Testbed, log_path: Path, identity: str, lease: int) -> Manager:
     ).start()
 
 
-def measure(clusters: int, intents: int, lease: int) -> list[list[str]]:
-    """The restart and takeover rows for one fleet size."""
+def measure(clusters: int, intents: int, lease: int, logs: Path | None = None
+            ) -> list[list[str]]:
+    """The restart and takeover rows for one fleet size (managers' logs kept in ``logs``)."""
     rows: list[list[str]] = []
-    with tempfile.TemporaryDirectory(prefix="bench-restart-") as tmp, hub() as tb:
+    with tempfile.TemporaryDirectory(prefix="bench-restart-") as scratch, hub() as tb:
+        tmp = str(logs / str(clusters)) if logs is not None else scratch
+        Path(tmp).mkdir(parents=True, exist_ok=True)
         api = api_client(tb)
         with settled(tb, api, Path(tmp) / "first.log", clusters, intents - 1) as (
                 first, _, isvcs):
@@ -153,9 +156,11 @@ def main() -> None:
     parser.add_argument("--clusters", default="3000", help="comma-separated sizes")
     parser.add_argument("--intents", type=int, default=10)
     parser.add_argument("--lease-duration", type=int, default=6)
+    parser.add_argument("--keep-logs", type=Path, default=None,
+                        help="directory to keep the managers' logs in (<dir>/<clusters>/)")
     args = parser.parse_args()
     rows = [row for n in args.clusters.split(",") if n.strip()
-            for row in measure(int(n), args.intents, args.lease_duration)]
+            for row in measure(int(n), args.intents, args.lease_duration, args.keep_logs)]
     print("\n" + table(
         ["clusters", "intents", "what", "ready s", "first write s", "change on all s",
          "peak RSS MiB", f"writes in {AT_REST:.0f} s at rest"], rows,

@@ -146,6 +146,12 @@ TOOLS: tuple[Tool, ...] = (
                 + _prometheus_release(versions.PROMETHEUS),
         tags="remove_all_sd",
     ),
+    Tool(
+        "kube-rbac-proxy",
+        "github.com/brancz/kube-rbac-proxy",
+        versions.KUBE_RBAC_PROXY,
+        {"kube-rbac-proxy": "github.com/brancz/kube-rbac-proxy/cmd/kube-rbac-proxy"},
+    ),
     # The agent's pin (the image ships the same binary), not repeated here.
     Tool(
         "kustomize",

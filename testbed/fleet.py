@@ -54,6 +54,11 @@ class KServeController:
     """Base URL of the webhook server (paths as in KServe's webhook configurations)."""
     ca_file: Path
     """CA that signed the webhook server's certificate (the caBundle to use)."""
+    metrics_proxy: Process
+    """kube-rbac-proxy in front of the controller's plain-HTTP metrics, as the bundle's
+    sidecar is: HTTPS, and only for tokens allowed to ``get`` the ``/metrics`` URL."""
+    metrics_address: str
+    """``host:port`` of the proxy (the pod's ``https`` port)."""
 
     def agent_env(self) -> dict[str, str]:
         """Environment for the spoke's agent so the webhooks it installs call this controller.
@@ -540,27 +545,46 @@ class Testbed:
         )
         shutil.copyfile(pair.cert, certs / "tls.crt")
         shutil.copyfile(pair.key, certs / "tls.key")
-        port = free_port()
+        proxy_pair = self.ca.issue(f"{spoke.name}-kserve-metrics", "kserve-metrics",
+                                   hosts=("127.0.0.1", "localhost"), server=True)
+        port, metrics_port, proxy_port = free_port(), free_port(), free_port()
+        kubeconfig = spoke.directory / "kserve-controller.kubeconfig"
         controller = KServeController(
             process=Process(
                 f"{spoke.name}-kserve-controller",
                 [
                     str(binary("kserve-manager")),
                     f"--webhook-port={port}",
-                    f"--metrics-addr=127.0.0.1:{free_port()}",
+                    f"--metrics-addr=127.0.0.1:{metrics_port}",
                     f"--health-probe-addr=127.0.0.1:{free_port()}",
                     "--leader-elect=false",
                 ],
                 self.log_dir,
                 env={
                     # Written by start_kserve_controller: the controller's own ServiceAccount.
-                    "KUBECONFIG": str(spoke.directory / "kserve-controller.kubeconfig"),
+                    "KUBECONFIG": str(kubeconfig),
                     "TMPDIR": str(tmp),
                     "POD_NAMESPACE": KSERVE_NAMESPACE,
                 },
             ),
             webhook_url=f"https://127.0.0.1:{port}",
             ca_file=self.ca.pair.cert,
+            # The bundle's sidecar arguments, with this process's addresses; it reviews
+            # tokens and access as the pod's ServiceAccount (kserve-proxy-role).
+            metrics_proxy=Process(
+                f"{spoke.name}-kserve-metrics-proxy",
+                [
+                    str(binary("kube-rbac-proxy")),
+                    f"--secure-listen-address=127.0.0.1:{proxy_port}",
+                    f"--upstream=http://127.0.0.1:{metrics_port}/",
+                    f"--kubeconfig={kubeconfig}",
+                    f"--tls-cert-file={proxy_pair.cert}",
+                    f"--tls-private-key-file={proxy_pair.key}",
+                    "--logtostderr=true",
+                ],
+                self.log_dir,
+            ),
+            metrics_address=f"127.0.0.1:{proxy_port}",
         )
         self._kserve[spoke.name] = controller
         return controller
@@ -583,6 +607,13 @@ class Testbed:
             if controller.process not in self.processes:
                 self.processes.append(controller.process)
             spoke.processes["kserve-controller"] = controller.process
+        if not controller.metrics_proxy.alive():
+            controller.metrics_proxy.start()
+            if controller.metrics_proxy not in self.processes:
+                self.processes.append(controller.metrics_proxy)
+            spoke.processes["kserve-metrics-proxy"] = controller.metrics_proxy
+            self.metrics_addresses[f"{spoke.name}-kserve-controller"] = (
+                controller.metrics_address)
         return controller
 
     def _start_registration_agent(self, spoke: Cluster) -> None:

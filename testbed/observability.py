@@ -4,8 +4,9 @@ Scrape targets are not written by hand: they are translated from the ServiceMoni
 add-on renders (the agent's own, which the agent applies with the stack when the
 ModelServing enables monitoring; the manager's, from the chart), the way prometheus-operator
 would: through the Service the monitor selects, the port it names and the Deployment behind
-the Service. The testbed runs the manager and agents as local processes, so the last step
-maps that Deployment to its process's real address; a wrong port name, target port or
+the Service. The testbed runs the manager, the agents and KServe's controller (behind its
+kube-rbac-proxy sidecar) as local processes, so the last step maps that Deployment to its
+process's real address; a wrong port name, target port or
 selector fails the translation (:class:`TargetError`) or finds nothing, as it would leave a
 real cluster unscraped.
 
@@ -28,6 +29,9 @@ from typing import Any
 
 import yaml
 
+from addon_agent.planning import SA_TOKEN
+from addon_agent.stacks import KSERVE
+from addon_api.platform import Monitoring
 from testbed.build import binary
 from testbed.processes import Process, free_port, wait_until
 
@@ -53,6 +57,11 @@ class Target:
     address: str
     path: str
     labels: Mapping[str, str]
+    scheme: str = "http"
+    bearer_token_file: str = ""
+    """The endpoint's ``bearerTokenFile``: a path in Prometheus' pod (its ServiceAccount
+    token), which :func:`scrape_configs` maps to a file of the testbed's."""
+    insecure_skip_verify: bool = False
 
 
 def _epoch(rfc3339: str) -> float:
@@ -77,8 +86,8 @@ def targets(objects: Iterable[Obj], processes: Mapping[tuple[str, str], str]) ->
     names to the Deployment whose pods those Services select. That port's ``targetPort``
     must be the port the process serves (a number: the agent renders its own
     ``--metrics-port``) or name a port its container declares (the chart's manager).
-    Monitors that lead to no Deployment in ``processes`` are skipped (the stack's
-    controllers run elsewhere here); one that leads to such a Deployment but not to its
+    Monitors that lead to no Deployment in ``processes`` are skipped (workloads the
+    testbed runs no process for); one that leads to such a Deployment but not to its
     metrics raises :class:`TargetError`.
     """
     by_kind: dict[str, list[Obj]] = {}
@@ -129,16 +138,37 @@ def _target(monitor: Obj, index: int, endpoint: Obj, service: Obj, pod: Obj,
         address=address, path=str(endpoint.get("path") or "/metrics"),
         labels={"namespace": str(service["metadata"]["namespace"]),
                 "service": str(service["metadata"]["name"])},
+        scheme=str(endpoint.get("scheme") or "http"),
+        bearer_token_file=str(endpoint.get("bearerTokenFile") or ""),
+        insecure_skip_verify=bool((endpoint.get("tlsConfig") or {}).get("insecureSkipVerify")),
     )
 
 
-def scrape_configs(found: Sequence[Target]) -> list[Obj]:
-    """Prometheus ``scrape_configs`` for ``found``."""
-    return [{
-        "job_name": t.job,
-        "metrics_path": t.path,
-        "static_configs": [{"targets": [t.address], "labels": dict(t.labels)}],
-    } for t in found]
+def scrape_configs(found: Sequence[Target], token_files: Mapping[str, Path] | None = None
+                   ) -> list[Obj]:
+    """Prometheus ``scrape_configs`` for ``found``.
+
+    ``token_files`` maps a ``bearerTokenFile`` path of Prometheus' pod to the testbed file
+    holding that ServiceAccount's token; an endpoint whose token file is not mapped raises
+    :class:`TargetError` (it would be scraped without credentials and refused).
+    """
+    out: list[Obj] = []
+    for t in found:
+        config: Obj = {
+            "job_name": t.job,
+            "scheme": t.scheme,
+            "metrics_path": t.path,
+            "static_configs": [{"targets": [t.address], "labels": dict(t.labels)}],
+        }
+        if t.bearer_token_file:
+            local = (token_files or {}).get(t.bearer_token_file)
+            if local is None:
+                raise TargetError(f"{t.job}: no token for bearerTokenFile {t.bearer_token_file}")
+            config["authorization"] = {"credentials_file": str(local)}
+        if t.insecure_skip_verify:
+            config["tls_config"] = {"insecure_skip_verify": True}
+        out.append(config)
+    return out
 
 
 def federation_config(spokes: Mapping[str, str], names: Sequence[str]) -> list[Obj]:
@@ -259,6 +289,38 @@ def _items(cluster: Any, kinds: str) -> list[Obj]:
     return items
 
 
+METRICS_READER = "testbed-prometheus-metrics-reader"
+
+
+def monitoring_token(spoke: Any, directory: Path) -> Path:
+    """A token file of the spoke's Prometheus ServiceAccount, with its monitoring access.
+
+    The access is what the cluster's monitoring stack gives that account (kube-prometheus'
+    and OpenShift's ``prometheus-k8s`` may ``get`` the ``/metrics`` URL of any component
+    behind kube-rbac-proxy); the add-on grants none of it. The account is the one the
+    ModelServing's ``monitoring`` names by default.
+    """
+    namespace, name = Monitoring(enabled=True).prometheus_subject()
+    spoke.apply_objects([
+        {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}},
+        {"apiVersion": "v1", "kind": "ServiceAccount",
+         "metadata": {"name": name, "namespace": namespace}},
+        {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
+         "metadata": {"name": METRICS_READER},
+         "rules": [{"nonResourceURLs": ["/metrics"], "verbs": ["get"]}]},
+        {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
+         "metadata": {"name": METRICS_READER},
+         "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole",
+                     "name": METRICS_READER},
+         "subjects": [{"kind": "ServiceAccount", "name": name, "namespace": namespace}]},
+    ])
+    token = spoke.kubectl("create", "token", name, "-n", namespace, "--duration=24h").stdout
+    directory.mkdir(parents=True, exist_ok=True)
+    path = directory / "token"
+    path.write_text(token.strip())
+    return path
+
+
 def start_for_fleet(bed: Any, agent_namespace: str, release_namespace: str,
                     addresses: Mapping[str, str]) -> FleetPrometheus:
     """Start a Prometheus per spoke and one on the hub for a running fleet.
@@ -286,12 +348,17 @@ def start_for_fleet(bed: Any, agent_namespace: str, release_namespace: str,
     try:
         for spoke in bed.spokes:
             objects = _items(spoke, "servicemonitors.monitoring.coreos.com,services,deployments")
-            found = targets(objects, {(agent_namespace, "model-serving-agent"):
-                                      addresses[f"{spoke.name}-agent"]})
+            processes = {(agent_namespace, "model-serving-agent"): addresses[f"{spoke.name}-agent"]}
+            kserve = addresses.get(f"{spoke.name}-kserve-controller")
+            if kserve:
+                processes[(KSERVE.namespace, KSERVE.controller)] = kserve
+            found = targets(objects, processes)
             if not found:
                 raise TargetError(f"{spoke.name}: no ServiceMonitor leads to the agent")
+            token = monitoring_token(spoke, bed.run_dir / "prometheus" / spoke.name)
             server = Prometheus(f"{spoke.name}-prometheus", bed.run_dir / "prometheus" /
-                                spoke.name, bed.log_dir, scrape_configs(found)).start()
+                                spoke.name, bed.log_dir,
+                                scrape_configs(found, {SA_TOKEN: token})).start()
             started.append(server)
             spokes[spoke.name] = server
         manager_targets = targets(rendered, {

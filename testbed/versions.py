@@ -38,5 +38,9 @@ PROMETHEUS = "v0.316.0"
 """github.com/prometheus/prometheus (Prometheus 3.16.0: Go module versions are v0.3MM.P):
 ``prometheus`` for the testbed's per-spoke and hub servers, ``promtool`` for rule tests."""
 
+KUBE_RBAC_PROXY = "v0.18.0"
+"""github.com/brancz/kube-rbac-proxy: the sidecar KServe's bundle puts in front of its
+controller's metrics (the bundle's image tag; a test checks they agree)."""
+
 PROMETHEUS_OPERATOR = "v0.85.0"
 """github.com/prometheus-operator/prometheus-operator: ServiceMonitor/PodMonitor CRDs."""

@@ -10,8 +10,11 @@ from __future__ import annotations
 
 import base64
 import json
+import ssl
 import subprocess
 import time
+import urllib.error
+import urllib.request
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
@@ -67,6 +70,18 @@ def prometheus(
                                             bed.metrics_addresses)
     yield servers
     servers.stop()
+
+
+def _status_without_token(url: str) -> int:
+    """The HTTP status of an anonymous GET (the proxy's certificate is not checked)."""
+    context = ssl.create_default_context()
+    context.check_hostname = False
+    context.verify_mode = ssl.CERT_NONE
+    try:
+        with urllib.request.urlopen(url, context=context, timeout=10) as resp:
+            return int(resp.status)
+    except urllib.error.HTTPError as err:
+        return int(err.code)
 
 
 def _firing(server: observability.Prometheus) -> list[dict[str, Any]]:
@@ -145,10 +160,19 @@ def test_hub_prometheus_federates_the_fleet_and_a_healthy_fleet_fires_no_alert(
     evaluates; with the models Ready no alert fires (each ``for`` is seconds here); every
     dashboard panel shows data."""
     hub = prometheus.hub
+    bed, _ = fleet
     for name, spoke in prometheus.spokes.items():
-        eventually(lambda spoke=spoke: [t["health"] for t in spoke.targets()] == ["up"],
-                   timeout=60)
+        # The agent, and KServe's controller through kube-rbac-proxy (HTTPS, the monitoring
+        # ServiceAccount's token reviewed by the spoke's API server).
+        eventually(lambda spoke=spoke: sorted(t["labels"]["service"] for t in spoke.targets()
+                                              if t["health"] == "up")
+                   == ["kserve-controller-manager-metrics-service",
+                       "model-serving-agent-metrics"], timeout=60)
         print(f"{name}: scraping {[t['scrapeUrl'] for t in spoke.targets()]}")
+        eventually(lambda spoke=spoke: spoke.query(
+            'controller_runtime_reconcile_total{controller="inferenceservice"}'), timeout=30)
+        proxy = bed.metrics_addresses[f"{name}-kserve-controller"]
+        assert _status_without_token(f"https://{proxy}/metrics") == 401
     eventually(lambda: all(t["health"] == "up" for t in hub.targets())
                and len(hub.targets()) == 3, timeout=60)
     eventually(lambda: {r["metric"]["cluster"] for r in hub.query("model_serving_agent_up")}

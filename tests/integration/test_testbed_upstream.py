@@ -38,3 +38,15 @@ def test_upstream_crds_come_from_the_module_cache(go_modules: GoModules) -> None
     # Where OCM ships a CRD in two API version folders, the newest folder wins.
     cma = next(p for p in upstream.ocm_hub_crds() if "clustermanagementaddons" in p.name)
     assert cma.parent.name == "v1beta1"
+
+
+def test_kube_rbac_proxy_pin_is_the_kserve_bundles_sidecar(bundles: Path) -> None:
+    """The testbed runs the kube-rbac-proxy release KServe's bundle names, not another."""
+    from addon_agent.bundle_render import BUNDLE_FILE, bundle_path
+    from addon_agent.stacks import KSERVE
+
+    docs = yaml.safe_load_all((bundle_path(bundles, KSERVE) / BUNDLE_FILE).read_text())
+    images = {c["image"] for d in docs if d and d["kind"] == "Deployment"
+              for c in d["spec"]["template"]["spec"]["containers"]
+              if c["name"] == "kube-rbac-proxy"}
+    assert images and {i.rsplit(":", 1)[1] for i in images} == {versions.KUBE_RBAC_PROXY}

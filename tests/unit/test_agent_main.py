@@ -66,7 +66,8 @@ def test_testbed_wiring_reaches_the_agent(tmp_path: Path) -> None:
     ca = tmp_path / "ca.pem"
     ca.write_bytes(b"pem")
     controller = KServeController(
-        Process("kserve-controller", ["true"], tmp_path), "https://127.0.0.1:9443", ca
+        Process("kserve-controller", ["true"], tmp_path), "https://127.0.0.1:9443", ca,
+        Process("kserve-metrics-proxy", ["true"], tmp_path), "127.0.0.1:8443",
     )
     config = parse([], controller.agent_env())
     assert (config.external_webhook_url, config.external_webhook_ca) == (

@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 
 from addon_agent import planning
+from addon_agent.stacks import KSERVE
 from testbed import observability as obs
 
 LABELS = {"app.kubernetes.io/name": planning.AGENT_APP}
@@ -77,3 +78,33 @@ def test_prometheus_timestamps_are_read_to_the_microsecond() -> None:
     whole = dt.datetime(2026, 12, 1, 7, 47, 48, tzinfo=dt.UTC).timestamp()
     assert obs._epoch("2026-12-01T07:47:48.296123456Z") == pytest.approx(whole + 0.296123456)
     assert obs._epoch("1970-01-01T00:01:00Z") == 60.0
+
+
+def test_an_https_endpoint_with_a_token_is_scraped_with_the_monitoring_token(tmp_path: Any
+                                                                             ) -> None:
+    """The stack's monitor (the agent renders it for KServe's kube-rbac-proxy sidecar):
+    HTTPS, the pod's ServiceAccount token, which the testbed maps to a token file."""
+    service = {"kind": "Service", "metadata": {
+        "name": "kserve-controller-manager-metrics-service", "namespace": "kserve",
+        "labels": {"control-plane": "kserve-controller-manager"}},
+        "spec": {"selector": {"control-plane": "kserve-controller-manager"},
+                 "ports": [{"name": "https", "port": 8443, "targetPort": "https"}]}}
+    deployment = {"kind": "Deployment", "metadata": {
+        "name": "kserve-controller-manager", "namespace": "kserve"},
+        "spec": {"template": {"metadata": {"labels": {
+            "control-plane": "kserve-controller-manager"}}, "spec": {"containers": [
+                {"name": "kube-rbac-proxy", "ports": [{"name": "https",
+                                                        "containerPort": 8443}]}]}}}}
+    monitor = planning.stack_service_monitor(KSERVE, [service])
+    assert monitor is not None
+    monitor["metadata"]["namespace"] = "kserve"
+    processes = {("kserve", "kserve-controller-manager"): "127.0.0.1:25000"}
+    [target] = obs.targets([monitor, service, deployment], processes)
+    assert (target.scheme, target.bearer_token_file) == ("https", planning.SA_TOKEN)
+    with pytest.raises(obs.TargetError, match="no token for bearerTokenFile"):
+        obs.scrape_configs([target])
+    token = tmp_path / "token"
+    [config] = obs.scrape_configs([target], {planning.SA_TOKEN: token})
+    assert config["scheme"] == "https"
+    assert config["authorization"] == {"credentials_file": str(token)}
+    assert config["tls_config"] == {"insecure_skip_verify": True}
