@@ -20,6 +20,7 @@ from addon_api.base import (
     set_list,
     unique_by,
 )
+from addon_api.rollout import RolloutStatus
 
 # Kind metadata (read by the CRD generator) ------------------------------------------------------
 
@@ -361,3 +362,5 @@ class IntentStatus(ApiModel):
     """Per-cluster entries, non-ready clusters first, at most 100."""
     clusters_omitted: Annotated[int, Field(ge=0)] = 0
     """Selected clusters left out of clusters because of the size bound."""
+    rollout: RolloutStatus | None = None
+    """Where the rollout of the last spec change stands (Progressive strategies only)."""

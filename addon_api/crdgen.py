@@ -55,6 +55,7 @@ _ALLOWED = frozenset(
         "x-kubernetes-list-type",
         "x-kubernetes-list-map-keys",
         "x-kubernetes-map-type",
+        "x-kubernetes-int-or-string",
     }
 )
 
@@ -74,6 +75,12 @@ def _resolve(node: Schema, defs: dict[str, Schema]) -> Schema:
     if "$ref" in node:
         ref = node.pop("$ref")
         inner = defs[ref.rsplit("/", 1)[-1]]
+    elif "anyOf" in node and node.get("x-kubernetes-int-or-string"):
+        # int | str: the API server takes either; the model's Cel rule says which values.
+        types = sorted(b.get("type", "") for b in node.pop("anyOf"))
+        if types != ["integer", "string"]:
+            raise SchemaError(f"x-kubernetes-int-or-string needs int | str, not {types}")
+        return node
     elif "anyOf" in node:
         branches = [b for b in node.pop("anyOf") if b != {"type": "null"}]
         if len(branches) != 1:
@@ -129,7 +136,8 @@ def _structural(node: Schema, defs: dict[str, Schema], path: str, *, status: boo
             raise SchemaError(f"{path}: keyword {key!r} is not allowed in a structural schema")
         else:
             out[key] = value
-    if "type" not in out and not out.get("x-kubernetes-preserve-unknown-fields"):
+    if "type" not in out and not (out.get("x-kubernetes-preserve-unknown-fields")
+                                  or out.get("x-kubernetes-int-or-string")):
         raise SchemaError(f"{path}: every schema needs a type")
     if out.get("type") == "object" and "properties" in out and "additionalProperties" in out:
         raise SchemaError(f"{path}: properties and additionalProperties are exclusive")

@@ -36,11 +36,16 @@ from addon_api.kserve import (
     ServingRuntimeTemplate,
 )
 from addon_api.platform import PlatformSettings
+from addon_api.rollout import Rollout
 
 _READY = PrinterColumn(
     "Ready", "string", ".status.summary.readyText", "Clusters ready / clusters selected."
 )
 _PHASE = PrinterColumn("Phase", "string", ".status.phase", "Aggregated state.")
+_REVISION = PrinterColumn("Revision", "integer", ".status.rollout.targetRevision",
+                          "Revision of the spec being rolled out.", priority=1)
+_ROLLOUT = PrinterColumn("Rollout", "string", ".status.rollout.phase",
+                         "Where the rollout of the last change stands.", priority=1)
 
 
 MAX_INTENT_NAME = 63
@@ -293,6 +298,8 @@ class MultiClusterServingRuntimeSpec(IntentSpec):
     """Namespace of the ServingRuntime on the managed clusters."""
     template: ServingRuntimeTemplate
     """Spec of the ServingRuntime, named like this object on every cluster."""
+    rollout: Rollout | None = None
+    """How a change reaches the clusters (default: all at once)."""
 
 
 class MultiClusterServingRuntime(Resource):
@@ -313,6 +320,8 @@ class MultiClusterServingRuntime(Resource):
             ),
             _READY,
             _PHASE,
+            _REVISION,
+            _ROLLOUT,
             AGE_COLUMN,
         ),
     )
@@ -367,6 +376,8 @@ class MultiClusterInferenceServiceSpec(IntentSpec):
     deployment_mode: DeploymentMode = "Standard"
     """Standard (RawDeployment is its older name) needs platform KServe on the cluster,
     ModelMesh needs platform ModelMesh."""
+    rollout: Rollout | None = None
+    """How a change reaches the clusters (default: all at once)."""
 
 
 class MultiClusterInferenceService(Resource):
@@ -402,6 +413,8 @@ class MultiClusterInferenceService(Resource):
             PrinterColumn("Mode", "string", ".spec.deploymentMode", "Deployment mode."),
             _READY,
             _PHASE,
+            _REVISION,
+            _ROLLOUT,
             AGE_COLUMN,
         ),
     )

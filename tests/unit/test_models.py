@@ -330,7 +330,8 @@ def test_every_property_is_documented(schema: dict[str, Any]) -> None:
 
 def test_every_node_is_typed(schema: dict[str, Any]) -> None:
     for path, node in _nodes(schema):
-        assert "type" in node or node.get("x-kubernetes-preserve-unknown-fields"), path
+        assert "type" in node or node.get("x-kubernetes-preserve-unknown-fields") or node.get(
+            "x-kubernetes-int-or-string"), path
 
 
 def test_collections_and_strings_are_bounded(schema: dict[str, Any]) -> None:

@@ -1,0 +1,166 @@
+"""How an intent's spec changes reach its clusters: at once, or step by step behind gates.
+
+A change to a MultiClusterInferenceService or MultiClusterServingRuntime is a numbered
+revision kept on the hub. With spec.rollout.strategy: All every selected cluster gets the
+newest revision at once (the behaviour without rollout). With Progressive or
+ProgressivePerGroup the clusters move in steps; each step's clusters must pass the gates
+(Ready, minSuccessTime, an optional metric query, an optional approval) before the next
+step starts, and a failed gate or a passed progressDeadline pauses the rollout or returns
+every cluster to the last revision that was Ready everywhere (failurePolicy).
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Annotated, Literal
+
+from pydantic import Field
+
+from addon_api.base import ApiModel, Cel, DnsSubdomain, ShortText, Timestamp, set_list
+
+DURATION_RE = r"^([0-9]{1,6}(s|m|h))+$"
+Duration = Annotated[str, Field(max_length=32, pattern=DURATION_RE)]
+"""A duration such as 30s, 5m or 1h30m."""
+
+_UNITS = {"s": 1, "m": 60, "h": 3600}
+
+
+def seconds(duration: str) -> float:
+    """The seconds of a :data:`Duration` ("1m30s" -> 90)."""
+    if re.fullmatch(DURATION_RE, duration) is None:
+        raise ValueError(f"{duration!r} is not a duration such as 30s, 5m or 1h30m")
+    return float(sum(int(n) * _UNITS[u] for n, u in re.findall(r"([0-9]+)(s|m|h)", duration)))
+
+
+PERCENT_RE = r"^([1-9][0-9]?|100)%$"
+
+Strategy = Literal["All", "Progressive", "ProgressivePerGroup"]
+FailurePolicy = Literal["Pause", "Rollback"]
+
+
+def _concurrency_ok(value: int | str) -> bool:
+    if isinstance(value, int):
+        return value >= 1
+    return re.fullmatch(PERCENT_RE, value) is not None
+
+
+class MetricGate(ApiModel):
+    """A PromQL query every step's clusters must pass before the rollout goes on.
+
+    The manager evaluates it against the Prometheus or Thanos URL of its configuration
+    (--prometheus-url) once the step's clusters are Ready for minSuccessTime. In the
+    query, $clusters becomes a regular expression matching the step's cluster names (use
+    it as cluster=~"$clusters"). The gate passes when the result has at least one sample
+    and every sample is within maxValue / minValue; a sample outside them fails the
+    step; an empty result waits (until progressDeadline).
+    """
+
+    cel_rules = (
+        Cel("has(self.maxValue) || has(self.minValue)",
+            "set maxValue, minValue or both: the bound(s) every sample must keep",
+            lambda g: g.max_value is not None or g.min_value is not None),
+    )
+
+    query: Annotated[str, Field(min_length=1, max_length=4096)]
+    """PromQL instant query; $clusters is replaced by the step's clusters (a regex)."""
+    max_value: float | None = None
+    """Largest value a sample may have (e.g. an error ratio of 0.05)."""
+    min_value: float | None = None
+    """Smallest value a sample may have (e.g. a request rate of 1)."""
+
+
+class Rollout(ApiModel):
+    """How a change of this intent's spec reaches its clusters."""
+
+    cel_rules = (
+        Cel("type(self.maxConcurrency) == int ? self.maxConcurrency >= 1"
+            f" : self.maxConcurrency.matches('{PERCENT_RE}')",
+            "spec.rollout.maxConcurrency must be a count of at least 1 or a percentage"
+            " from 1% to 100%",
+            lambda r: _concurrency_ok(r.max_concurrency),
+            field_path=".maxConcurrency"),
+        Cel("self.strategy == 'ProgressivePerGroup' || !has(self.mandatoryGroups)"
+            " || size(self.mandatoryGroups) == 0",
+            "spec.rollout.mandatoryGroups needs strategy ProgressivePerGroup",
+            lambda r: r.strategy == "ProgressivePerGroup" or not r.mandatory_groups,
+            field_path=".mandatoryGroups"),
+    )
+
+    strategy: Strategy = "All"
+    """All: every cluster gets a change at once. Progressive: at most maxConcurrency
+    clusters per step, in cluster name order. ProgressivePerGroup: one step per decision
+    group of the Placement (spec.decisionStrategy.groups), mandatoryGroups first,
+    at most maxConcurrency clusters at a time within a group."""
+    max_concurrency: int | str = Field(
+        default=1, json_schema_extra={"x-kubernetes-int-or-string": True})
+    """Clusters per step: a count (1) or a percentage of the selected clusters
+    ("25%", at least one cluster)."""
+    mandatory_groups: Annotated[list[DnsSubdomain], set_list(16)] = Field(default_factory=list)
+    """Decision groups (by name) that go first, in this order (ProgressivePerGroup)."""
+    min_success_time: Duration = "0s"
+    """How long a step's clusters must all stay Ready before the step passes."""
+    progress_deadline: Duration = "10m"
+    """How long a step may take (from its start to passing every gate) before it fails."""
+    failure_policy: FailurePolicy = "Rollback"
+    """What a failed step does: Rollback returns every cluster on the new revision to the
+    last good one and holds there until the spec changes again; Pause stops the rollout where
+    it is (resume by changing the spec or with the undo annotation)."""
+    metric_gate: MetricGate | None = None
+    """A query each step's clusters must also pass (after minSuccessTime)."""
+    manual_approval: bool = False
+    """Each step after the first waits until the intent is annotated
+    rollout.modelserving.opendatahub.io/approve with <revision>/<step>."""
+    revision_history_limit: Annotated[int, Field(ge=1, le=100)] = 10
+    """Revisions kept on the hub (the current, the last good and the newest others)."""
+
+
+RolloutPhase = Literal[
+    "Progressing", "WaitingForApproval", "Paused", "Halted", "RolledBack", "Complete"]
+GateName = Literal["Ready", "MinSuccessTime", "Metric", "Approval", "ProgressDeadline"]
+GateState = Literal["Pending", "Passed", "Failed"]
+
+
+class GateResult(ApiModel):
+    """What one gate of the current step saw."""
+
+    gate: GateName
+    """Which gate."""
+    state: GateState = "Pending"
+    """Pending (not decided yet), Passed or Failed."""
+    cluster: Annotated[str, Field(max_length=253)] = ""
+    """The cluster the result is about (a failure names the first cluster that failed)."""
+    message: ShortText = ""
+    """What the gate saw."""
+
+
+class RolloutStatus(ApiModel):
+    """Where a rollout stands (only with a Progressive strategy)."""
+
+    phase: RolloutPhase = "Complete"
+    """Progressing, WaitingForApproval, Paused (annotated), Halted (a step failed under
+    failurePolicy Pause), RolledBack (a step failed and every cluster went back to
+    stableRevision) or Complete (every cluster is on targetRevision)."""
+    stable_revision: Annotated[int, Field(ge=1)] | None = None
+    """The last revision that was Ready on every selected cluster (what a rollback returns to
+    and what clusters not reached yet keep)."""
+    target_revision: Annotated[int, Field(ge=1)] | None = None
+    """The revision being rolled out (the spec's)."""
+    failed_revision: Annotated[int, Field(ge=1)] | None = None
+    """A revision that failed and was rolled back; it is not tried again until the spec
+    changes."""
+    step: Annotated[int, Field(ge=0)] = 0
+    """The step in progress (1 is the first; 0 before any)."""
+    steps: Annotated[int, Field(ge=0)] = 0
+    """Steps the rollout has in all, as the clusters are selected now."""
+    updated: Annotated[int, Field(ge=0)] = 0
+    """Clusters on targetRevision."""
+    step_clusters: Annotated[list[DnsSubdomain], set_list(100)] = Field(default_factory=list)
+    """The clusters of the step in progress (at most 100 listed)."""
+    step_started: Timestamp | None = None
+    """When the step in progress started."""
+    step_ready_since: Timestamp | None = None
+    """Since when every cluster of the step is Ready (reset when one is not)."""
+    gates: Annotated[list[GateResult], Field(max_length=8)] = Field(default_factory=list)
+    """What each gate of the step in progress (or of the step that failed) saw."""
+    message: ShortText = ""
+    """The rollout in one sentence."""
