@@ -71,6 +71,18 @@ LABEL_COMPONENT: Final = f"{GROUP}/component"
 ANNOTATION_RENDER_HASH: Final = f"{GROUP}/render-hash"
 """Hash of the inputs a ManifestWork was rendered from (steady state makes no writes)."""
 
+ANNOTATION_REVISION: Final = f"{GROUP}/revision"
+"""On a ManifestWork of an intent with a progressive rollout: the revision it renders."""
+
+ROLLOUT_PREFIX: Final = "rollout.modelserving.opendatahub.io"
+ANNOTATION_ROLLOUT_PAUSE: Final = f"{ROLLOUT_PREFIX}/pause"
+"""On an intent: "true" starts no further rollout step."""
+ANNOTATION_ROLLOUT_APPROVE: Final = f"{ROLLOUT_PREFIX}/approve"
+"""On an intent: ``<revision>/<step>`` lets that step of a manual-approval rollout start."""
+ANNOTATION_ROLLOUT_UNDO: Final = f"{ROLLOUT_PREFIX}/undo"
+"""On an intent: ``<target>:<revision>`` returns every cluster to that revision while the
+spec's revision is ``<target>``."""
+
 # Conditions --------------------------------------------------------------------------------------
 # Aliases of the members of addon_api.reasons.IntentConditionType (the strings on the wire).
 

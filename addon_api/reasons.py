@@ -32,6 +32,7 @@ class IntentConditionType(StrEnum):
     PROGRESSING = "Progressing"
     DEGRADED = "Degraded"
     DELETION_BLOCKED = "DeletionBlocked"
+    ROLLED_OUT = "RolledOut"
 
 
 class IntentPhase(StrEnum):
@@ -71,6 +72,21 @@ class IntentReason(StrEnum):
     INTENTS_ON_CLUSTER = "IntentsOnCluster"
 
 
+class RolloutPhase(StrEnum):
+    """``status.rollout.phase`` of an intent with a progressive rollout.
+
+    Also the reason of its ``RolledOut`` condition; the values of the model's literal
+    (:data:`addon_api.rollout.RolloutPhaseName`).
+    """
+
+    PROGRESSING = "Progressing"
+    WAITING_FOR_APPROVAL = "WaitingForApproval"
+    PAUSED = "Paused"
+    HALTED = "Halted"
+    ROLLED_BACK = "RolledBack"
+    COMPLETE = "Complete"
+
+
 class ClusterPhase(StrEnum):
     """``status.clusters[].phase`` of a hub intent, as the manager sets it.
 
@@ -106,6 +122,7 @@ class ClusterReason(StrEnum):
     AGENT_KEY_CHANGED = "AgentKeyChanged"
     IDENTITY_WORK_INVALID = "IdentityWorkInvalid"
     WAITING_FOR_TENANT_ACCESS = "WaitingForTenantAccess"
+    WAITING_FOR_ROLLOUT = "WaitingForRollout"
     SENDING = "Sending"
     CONFLICT = "Conflict"
     RENDER_FAILED = "RenderFailed"
@@ -239,6 +256,7 @@ ENUMS: tuple[type[StrEnum], ...] = (
     IntentConditionType,
     IntentPhase,
     IntentReason,
+    RolloutPhase,
     ClusterPhase,
     ClusterReason,
     ServingPlatformConditionType,
@@ -255,6 +273,7 @@ LABELS: dict[type[StrEnum], str] = {
     IntentConditionType: "intent condition",
     IntentPhase: "intent phase",
     IntentReason: "intent condition reason",
+    RolloutPhase: "rollout phase",
     ClusterPhase: "cluster entry phase",
     ClusterReason: "cluster entry reason",
     ServingPlatformConditionType: "ServingPlatform condition",
@@ -271,6 +290,7 @@ HOME: dict[type[StrEnum], str] = {
     IntentConditionType: "Hub intents: conditions and phases",
     IntentPhase: "Intent phases",
     IntentReason: "Hub intents: conditions and phases",
+    RolloutPhase: "Rollouts",
     ClusterPhase: "Hub intents: per-cluster entries",
     ClusterReason: "Hub intents: per-cluster entries",
     ServingPlatformConditionType: "On the cluster: ServingPlatform",
@@ -672,6 +692,23 @@ CLUSTER_BEFORE = Group(
             todo=(
                 "`kubectl -n NS get sconn NAME -o yaml` and read its entry for the cluster; check "
                 "the name in `storageConnections`."
+            ),
+        ),
+        Entry(
+            (CR.WAITING_FOR_ROLLOUT,),
+            seen=(
+                "MultiClusterServingRuntime and MultiClusterInferenceService with a Progressive "
+                "`spec.rollout`, phase `Waiting`, `waitingFor: [rollout of revision N reaches "
+                "this cluster]`."
+            ),
+            means=(
+                "The rollout has not reached this cluster yet and it has no earlier revision to "
+                "keep (it joined the Placement, or the intent is new). `status.rollout` says "
+                "which step is in progress and what its gates saw."
+            ),
+            todo=(
+                "wait for the steps before it; if `status.rollout.phase` is `WaitingForApproval`, "
+                "annotate as its message says; if `Halted` or `RolledBack`, fix the spec."
             ),
         ),
         Entry(
@@ -1674,6 +1711,39 @@ INTENT_PHASES = Group(
 )
 
 
+RO = RolloutPhase
+
+ROLLOUT = Group(
+    "rollout",
+    (
+        Entry((RO.PROGRESSING,), means=(
+            "a step is in progress: its clusters get the new revision and must pass the gates "
+            "(`status.rollout.gates` says what each saw); the other clusters keep theirs.")),
+        Entry((RO.WAITING_FOR_APPROVAL,), means=(
+            "the step before passed; with `manualApproval` the next one starts once the intent "
+            "is annotated `rollout.modelserving.opendatahub.io/approve=<revision>/<step>` (the "
+            "message names the value).")),
+        Entry((RO.PAUSED,), means=(
+            "the intent is annotated `rollout.modelserving.opendatahub.io/pause=true`: the step "
+            "in progress is still judged, no new step starts.")),
+        Entry((RO.HALTED,), means=(
+            "a step failed (a cluster's failure, the metric gate, or `progressDeadline`) and "
+            "`failurePolicy` is `Pause`, or there was no earlier revision to return to. The "
+            "intent is `Degraded` and not Ready; nothing moves until the spec changes or an "
+            "undo annotation (`rollout.modelserving.opendatahub.io/undo=<target>:<revision>`) "
+            "names a revision.")),
+        Entry((RO.ROLLED_BACK,), means=(
+            "a step failed and every cluster went back to `stableRevision` (or an undo "
+            "annotation sent them to the revision it names). The message names the cluster, "
+            "the gate and what it saw; `failedRevision` is not tried again until the spec "
+            "changes. The intent is `Degraded` and not Ready.")),
+        Entry((RO.COMPLETE,), means=(
+            "every selected cluster is on the spec's revision; it is the new `stableRevision`.")),
+    ),
+    style="list",
+)
+
+
 PASSED_THROUGH = Group(
     "passed-through",
     (
@@ -1730,6 +1800,7 @@ GROUPS: tuple[Group, ...] = (
     INTENT_DEGRADED,
     INTENT_DELETION,
     INTENT_PHASES,
+    ROLLOUT,
     CLUSTER_BEFORE,
     CLUSTER_PROBLEMS,
     CLUSTER_ON_ITS_WAY,

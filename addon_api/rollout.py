@@ -114,7 +114,7 @@ class Rollout(ApiModel):
     """Revisions kept on the hub (the current, the last good and the newest others)."""
 
 
-RolloutPhase = Literal[
+RolloutPhaseName = Literal[
     "Progressing", "WaitingForApproval", "Paused", "Halted", "RolledBack", "Complete"]
 GateName = Literal["Ready", "MinSuccessTime", "Metric", "Approval", "ProgressDeadline"]
 GateState = Literal["Pending", "Passed", "Failed"]
@@ -136,7 +136,7 @@ class GateResult(ApiModel):
 class RolloutStatus(ApiModel):
     """Where a rollout stands (only with a Progressive strategy)."""
 
-    phase: RolloutPhase = "Complete"
+    phase: RolloutPhaseName = "Complete"
     """Progressing, WaitingForApproval, Paused (annotated), Halted (a step failed under
     failurePolicy Pause), RolledBack (a step failed and every cluster went back to
     stableRevision) or Complete (every cluster is on targetRevision)."""

@@ -188,6 +188,21 @@ class HubWriter:
                                body=body, ok=(409,)),
         )
 
+    async def create_revision(self, body: dict[str, Any]) -> None:
+        """Create one ControllerRevision; one that exists is fine (its name has its digest)."""
+        path = _path("apps", "v1", body["metadata"]["namespace"], "controllerrevisions")
+        await self._call(
+            "create", "controllerrevisions",
+            lambda: self._send("POST", path, params={"fieldManager": c.FIELD_MANAGER},
+                               body=body, ok=(409,)),
+        )
+
+    async def delete_revision(self, namespace: str, name: str) -> None:
+        """Delete one ControllerRevision; one already gone is fine."""
+        path = _path("apps", "v1", namespace, "controllerrevisions", name)
+        await self._call("delete", "controllerrevisions",
+                         lambda: self._send("DELETE", path, ok=(404,)))
+
     async def read_secret(self, namespace: str, name: str) -> dict[str, str] | None:
         """A hub Secret's ``data`` as stored (base64 values), or None when it does not exist.
 

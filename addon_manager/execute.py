@@ -18,10 +18,11 @@ from typing import Any, Protocol
 
 from addon_api import sealing
 from addon_api.reasons import ClusterReason
-from addon_manager import metrics, render, sealkeys
+from addon_manager import metrics, render, revisions, sealkeys
 from addon_manager.apply import WriteError
 from addon_manager.facts import WorkFact
 from addon_manager.plan import Apply, Executed, Plan, Recent
+from addon_manager.revisions import RevisionFact
 from addon_manager.secrets import decode_value, forbidden_detail
 
 log = logging.getLogger(__name__)
@@ -44,6 +45,12 @@ class Writer(Protocol):
 
     def ensure_addon(self, cluster: str) -> Awaitable[None]:
         """Create the ManagedClusterAddOn if missing."""
+
+    def create_revision(self, body: dict[str, Any]) -> Awaitable[None]:
+        """Create a ControllerRevision keeping an intent's revision."""
+
+    def delete_revision(self, namespace: str, name: str) -> Awaitable[None]:
+        """Delete a ControllerRevision."""
 
     def read_secret(self, namespace: str, name: str) -> Awaitable[dict[str, str] | None]:
         """Read a hub Secret's ``data`` as stored (base64 values), None when it does not exist.
@@ -96,15 +103,22 @@ class Executor:
         self.deleted: dict[tuple[str, str], float] = {}
         self.addons: dict[str, float] = {}
         self.grant_retries: dict[tuple[str, str], float] = {}
+        self.revisions: dict[tuple[str, str, str], tuple[RevisionFact, ...]] = {}
 
     def recent(self) -> Recent:
         """The memory of recent writes, for the next plan."""
         return Recent(self.applied, self.deleted, self.addons, self.grant_retries,
-                      time.monotonic())
+                      time.monotonic(), self.revisions)
 
     async def run(self, plan: Plan) -> Executed:
         """Perform ``plan``: pins, then every write at once; report what happened."""
         done = Executed()
+        roll = plan.rollout
+        if roll is not None and roll.create is not None:  # before any work renders it
+            await self.writer.create_revision(roll.create)
+            parsed = revisions.parse(roll.create)
+            if parsed is not None:
+                self.revisions[parsed[0]] = (*self.revisions.get(parsed[0], ()), parsed[1])
         for cluster, key in plan.pins.items():
             self.sealer.pin(cluster, key)
         await self.sealer.flush()  # pins are on the hub before anything is sealed
@@ -148,6 +162,8 @@ class Executor:
             elif what == "delete":
                 done.going.add(cl)  # sent (or sent before): shown as going
                 done.deleted += 1 if result else 0
+        if roll is not None and roll.prune:
+            await self._prune(plan, roll.prune)
         if done.applied or done.deleted:
             metrics.FANOUT_SECONDS.labels(kind).observe(time.monotonic() - started)
             log.info(
@@ -182,6 +198,17 @@ class Executor:
         self.applied.pop(key, None)
         metrics.WORK_DELETES.labels(work.kind).inc()
         return True
+
+    async def _prune(self, plan: Plan, names: list[str]) -> None:
+        """Delete revisions beyond the history limit (a failure is retried next time)."""
+        key = (plan.spec.kind, plan.namespace, plan.name)
+        for name in names:
+            try:
+                await self.writer.delete_revision(plan.namespace, name)
+            except WriteError as err:
+                log.warning("deleting revision %s/%s failed: %s", plan.namespace, name, err)
+                continue
+            self.revisions[key] = tuple(f for f in self.revisions.get(key, ()) if f.name != name)
 
     async def ensure_addon(self, cluster: str) -> None:
         """Create the ManagedClusterAddOn of ``cluster``."""

@@ -60,6 +60,8 @@ class WorkFact:
     granted: frozenset[str] = frozenset()
     """For a tenant's access work: the spoke namespaces whose RoleBinding the work agent
     reports applied (the executor may act there); empty for every other work."""
+    revision: int | None = None
+    """The intent revision the work renders (progressive rollouts; None: not marked)."""
 
     @property
     def unobserved(self) -> bool:
@@ -286,7 +288,15 @@ def parse_work(work: Mapping[str, Any]) -> WorkFact | None:
                          if owner[0] == IDENTITY_KIND else ""),
         granted=(granted_namespaces(status) if owner[0] == tenancy.ACCESS_KIND
                  else frozenset()),
+        revision=_revision((meta.get("annotations") or {}).get(c.ANNOTATION_REVISION)),
     )
+
+
+def _revision(value: object) -> int | None:
+    """A revision annotation's number (None when absent or not a positive number)."""
+    if isinstance(value, str) and value.isdigit() and int(value) > 0:
+        return int(value)
+    return None
 
 
 @dataclass(frozen=True)

@@ -20,13 +20,15 @@ from typing import Any
 import kopf
 
 from addon_api import constants as c
-from addon_manager import conflicts, firstpass, kinds, metrics, partition
+from addon_manager import conflicts, firstpass, kinds, metrics, partition, revisions
 from addon_manager.execute import Writer
 from addon_manager.facts import AddonFact, ClusterFact, WorkFact, agent_namespace
 from addon_manager.kinds import KINDS, KindSpec
-from addon_manager.placement import decided_clusters, decision_key
+from addon_manager.metricgate import PrometheusGate
+from addon_manager.placement import decided_clusters, decision_group, decision_key
 from addon_manager.policy import Policy
 from addon_manager.reconcile import Reconciler
+from addon_manager.revisions import RevisionFact
 from addon_manager.sealkeys import Sealer
 from addon_manager.secrets import PENDING, SecretAccess, SecretFact, SecretWatches
 from addon_manager.workwatch import KeyedStore, WorkInformer, WorkStore
@@ -37,7 +39,7 @@ FINALIZER = f"{c.GROUP}/cleanup"
 CLUSTER_GROUP = "cluster.open-cluster-management.io"
 ADDON_GROUP = "addon.open-cluster-management.io"
 INDEX_NAMES = (
-    "placement_decisions", "placements",
+    "placement_decisions", "placements", "intent_revisions",
     *(f"{spec.plural}_index" for spec in KINDS.values()),
 )
 
@@ -67,6 +69,8 @@ class Settings:
     """Signing/hash keys, sequences and pinned agent keys (main() loads them from the hub)."""
     sealing_refresh: float = 10.0
     """Seconds between two reads of the pins and approvals (a hub admin's approval)."""
+    gate: PrometheusGate | None = None
+    """Where progressive rollouts' metric gates are queried (``--prometheus-url``)."""
 
 
 @dataclass
@@ -168,6 +172,11 @@ class IndexWorld:
             out.update(names)
         return frozenset(out)
 
+    def placement_groups(self, namespace: str, name: str) -> dict[str, tuple[str, int]]:
+        """The decision group (name, index) of every cluster of the Placement."""
+        return {cl: (group, index) for group, index, names in _store(
+            self.ix["placement_decisions"], ("groups", namespace, name)) for cl in names}
+
     def cluster_labels(self, cluster: str) -> dict[str, str]:
         """Labels of a ManagedCluster."""
         found = self.cluster_health(cluster)
@@ -221,6 +230,10 @@ class IndexWorld:
     def addon_exists(self, cluster: str) -> bool:
         """Whether the ManagedClusterAddOn model-serving exists in the cluster namespace."""
         return self.addons.get(cluster, c.ADDON_NAME) is not None
+
+    def revisions_of(self, kind: str, namespace: str, name: str) -> list[RevisionFact]:
+        """The revisions kept for an intent (the ControllerRevisions the manager wrote)."""
+        return _store(self.ix["intent_revisions"], (kind, namespace, name))
 
     def agent_namespace(self, cluster: str) -> str:
         """The agent's install namespace on a cluster (OCM's default without an add-on)."""
@@ -280,6 +293,7 @@ def _reconciler(state: ManagerState, indexes: Mapping[str, Any]) -> Reconciler:
             _world(state, indexes), settings.writer, addons=settings.addons,
             stale_after=settings.stale_after, admin=settings.policy,
             unavailable_grace=settings.unavailable_grace, sealer=settings.sealer,
+            gate=settings.gate,
         )
     return state.reconciler
 
@@ -334,7 +348,8 @@ async def close_connections(memo: kopf.Memo, **_: Any) -> None:
     for task in list(state.background):
         task.cancel()
     await asyncio.gather(*state.background, return_exceptions=True)
-    for holder in [*(informer.source for informer in state.informers), state.settings.writer]:
+    for holder in [*(informer.source for informer in state.informers), state.settings.writer,
+                   state.settings.gate]:
         close = getattr(holder, "close", None)
         if close is not None:
             await close()
@@ -386,9 +401,23 @@ async def login(logger: Any, memo: kopf.Memo, **kwargs: Any) -> kopf.ConnectionI
 
 @kopf.index(CLUSTER_GROUP, "v1beta1", "placementdecisions")
 async def placement_decisions(body: kopf.Body, **_: Any) -> dict[Any, Any]:
-    """(namespace, placement) -> clusters of one decision object."""
+    """The clusters of one decision object, by (namespace, placement).
+
+    Also ("groups", namespace, placement) -> (group name, group index, clusters).
+    """
     key = decision_key(body)
-    return {key: decided_clusters(body)} if key else {}
+    if not key:
+        return {}
+    clusters = decided_clusters(body)
+    return {key: clusters, ("groups", *key): (*decision_group(body), clusters)}
+
+
+@kopf.index("apps", "v1", "controllerrevisions",
+            labels={c.LABEL_MANAGED_BY: c.FIELD_MANAGER, c.LABEL_INTENT_KIND: kopf.PRESENT})
+async def intent_revisions(body: kopf.Body, **_: Any) -> dict[Any, Any]:
+    """(kind, namespace, name) of an intent -> one of its revisions."""
+    parsed = revisions.parse(body)
+    return {parsed[0]: parsed[1]} if parsed else {}
 
 
 @kopf.index(CLUSTER_GROUP, "v1beta1", "placements")
@@ -579,6 +608,8 @@ def _register_intent(spec: KindSpec) -> None:
                     reason=outcome.phase_after,
                     message=f"phase {outcome.phase_before or 'unset'} -> {outcome.phase_after}",
                 )
+            for etype, reason, message in outcome.events:
+                kopf.event(body, type=etype, reason=reason, message=message)
             if outcome.conflicts and outcome.status_written:
                 kopf.event(body, type="Warning", reason="Conflict",
                            message="another ModelServing serves " + ", ".join(outcome.conflicts))

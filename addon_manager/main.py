@@ -10,6 +10,7 @@ import logging
 import os
 import sys
 import time
+from pathlib import Path
 from typing import Any
 
 import kopf
@@ -20,6 +21,7 @@ from addon_api import constants as c
 from addon_api import tenancy
 from addon_manager import facts, handlers, leadership, partition, sealkeys, workwatch
 from addon_manager.apply import HubWriter
+from addon_manager.metricgate import PrometheusGate
 from addon_manager.policy import Policy, parse_namespaces
 from addon_manager.secrets import SecretWatches
 
@@ -101,6 +103,15 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
                    "seal verify key as the variable SEAL_VERIFY_KEY for the agents")
     p.add_argument("--sealing-refresh", type=float, default=10.0,
                    help="seconds between two reads of pinned agent keys and approvals")
+    p.add_argument("--prometheus-url", default="",
+                   help="Prometheus or Thanos querier that progressive rollouts' metric gates "
+                   "query (e.g. ACM's https://rbac-query-proxy.open-cluster-management-"
+                   "observability.svc:8443); without it a metric gate never passes")
+    p.add_argument("--prometheus-token-file", type=Path, default=None,
+                   help="bearer token sent to --prometheus-url (e.g. the pod's ServiceAccount "
+                   "token)")
+    p.add_argument("--prometheus-ca-file", type=Path, default=None,
+                   help="CA bundle that signed --prometheus-url's certificate")
     p.add_argument("--log-level", default="INFO",
                    choices=["DEBUG", "INFO", "WARNING", "ERROR"])
     p.add_argument("--log-format", default="json", choices=["json", "text"])
@@ -166,6 +177,9 @@ def main(argv: list[str]) -> int:
     settings.unavailable_grace = args.unavailable_grace
     settings.sealer = sealer_from_hub(client.ApiClient(cfg), args)
     settings.sealing_refresh = args.sealing_refresh
+    if args.prometheus_url:
+        settings.gate = PrometheusGate(args.prometheus_url, args.prometheus_token_file,
+                                       args.prometheus_ca_file)
     state.informers = informers(cfg, state)
     if args.metrics_port:
         start_http_server(args.metrics_port)

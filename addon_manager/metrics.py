@@ -8,7 +8,8 @@ from collections.abc import Iterable
 
 from prometheus_client import Counter, Gauge, Histogram
 
-from addon_api import constants as c
+from addon_api.reasons import IntentConditionType, RolloutPhase
+from addon_api.rollout import RolloutStatus
 
 WORK_APPLIES = Counter(
     "model_serving_manifestwork_applies_total", "ManifestWorks written (server-side apply).",
@@ -59,6 +60,28 @@ CLUSTER_STALE = Gauge(
     "stopped reporting for longer than --stale-after); no series while none is. The label is "
     "managed_cluster: ACM's metrics collector sets 'cluster' to the cluster it scrapes.",
     ["managed_cluster"],
+)
+
+ROLLOUT_STEP = Gauge(
+    "model_serving_rollout_step",
+    "The step a progressive rollout is at (0 before the first; the last step once complete).",
+    ["kind", "namespace", "name"],
+)
+ROLLOUT_PHASE = Gauge(
+    "model_serving_rollout_phase",
+    "1 for the phase a progressive rollout is in (Progressing, WaitingForApproval, Paused, "
+    "Halted, RolledBack, Complete), 0 for the others.",
+    ["kind", "namespace", "name", "phase"],
+)
+ROLLOUT_STEPS = Counter(
+    "model_serving_rollout_steps_total",
+    "Ended steps of progressive rollouts, by outcome (Passed, RolledBack, Halted).",
+    ["kind", "outcome"],
+)
+ROLLOUT_METRIC_GATE = Counter(
+    "model_serving_rollout_metric_gate_total",
+    "Metric gate queries of progressive rollouts, by answer (Passed, Failed, Pending).",
+    ["kind", "outcome"],
 )
 
 ADDON_AVAILABLE = Gauge(
@@ -123,10 +146,23 @@ def forget_intent(kind: str, namespace: str, name: str) -> None:
     for gauge in (CLUSTERS_DESIRED, CLUSTERS_READY):
         with contextlib.suppress(KeyError):
             gauge.remove(kind, namespace, name)
-    for cond in c.INTENT_CONDITION_TYPES:
+    for cond in IntentConditionType:
         for status in ("True", "False"):
             with contextlib.suppress(KeyError):
                 INTENT_CONDITIONS.remove(kind, namespace, name, cond, status)
+    with contextlib.suppress(KeyError):
+        ROLLOUT_STEP.remove(kind, namespace, name)
+    for phase in RolloutPhase:
+        with contextlib.suppress(KeyError):
+            ROLLOUT_PHASE.remove(kind, namespace, name, phase.value)
+
+
+def rollout(kind: str, namespace: str, name: str, status: RolloutStatus) -> None:
+    """Record where an intent's progressive rollout stands."""
+    ROLLOUT_STEP.labels(kind, namespace, name).set(status.step)
+    for phase in RolloutPhase:
+        ROLLOUT_PHASE.labels(kind, namespace, name, phase.value).set(
+            1 if status.phase == phase.value else 0)
 
 READY = Gauge(
     "model_serving_manager_ready",

@@ -7,6 +7,10 @@ from typing import Any
 
 PLACEMENT_LABEL = "cluster.open-cluster-management.io/placement"
 """Label on every PlacementDecision naming the Placement it belongs to."""
+GROUP_NAME_LABEL = "cluster.open-cluster-management.io/decision-group-name"
+GROUP_INDEX_LABEL = "cluster.open-cluster-management.io/decision-group-index"
+"""Labels of a PlacementDecision: the decision group (``spec.decisionStrategy.groups``) its
+clusters belong to."""
 
 
 def decision_key(decision: Mapping[str, Any]) -> tuple[str, str] | None:
@@ -22,6 +26,13 @@ def decided_clusters(decision: Mapping[str, Any]) -> tuple[str, ...]:
     """Cluster names listed by one PlacementDecision, sorted."""
     items = (decision.get("status") or {}).get("decisions") or []
     return tuple(sorted({str(d["clusterName"]) for d in items if d.get("clusterName")}))
+
+
+def decision_group(decision: Mapping[str, Any]) -> tuple[str, int]:
+    """(name, index) of the decision group of one PlacementDecision ("", 0 when unlabelled)."""
+    labels = (decision.get("metadata") or {}).get("labels") or {}
+    index = str(labels.get(GROUP_INDEX_LABEL, "0"))
+    return str(labels.get(GROUP_NAME_LABEL, "")), int(index) if index.isdigit() else 0
 
 
 def clusters_of(decisions: Iterable[Iterable[str]]) -> frozenset[str]:

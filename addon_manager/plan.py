@@ -29,12 +29,15 @@ from addon_manager import (
     partition,
     policy,
     prepare,
+    progressive,
     render,
     tenancy,
 )
 from addon_manager import status as st
 from addon_manager.facts import ClusterFact, WorkFact
 from addon_manager.kinds import STACK_HOLDERS, STACK_OWNERS, KindSpec
+from addon_manager.revisions import RevisionFact
+from addon_manager.rollout import KEEP, MetricAnswer
 from addon_manager.sealkeys import Sealer
 from addon_manager.world import World
 
@@ -60,6 +63,9 @@ class Recent:
     """(cluster, access work) -> when the work agent was last asked to retry it."""
     now: float
     """The monotonic clock's reading for this plan."""
+    revisions: Mapping[tuple[str, str, str], tuple[RevisionFact, ...]] = field(
+        default_factory=dict)
+    """Revisions created by this manager (the index may not show them yet), by intent."""
 
     def recently_applied(self, cluster: str, name: str, digest: str) -> bool:
         """Whether exactly this render of the work was applied within the watch grace."""
@@ -105,6 +111,8 @@ class Snapshot:
     unavailable_grace: float = partition.UNAVAILABLE_GRACE
     addons: bool = True
     """Whether the manager enables the add-on on the clusters a stack goes to."""
+    gates: Mapping[tuple[str, str, str], MetricAnswer] = field(default_factory=dict)
+    """The last metric gate answer of each intent with a progressive rollout."""
 
 
 @dataclass(frozen=True)
@@ -170,6 +178,8 @@ class Plan:
     """Clusters that left while not Available whose works are kept, with until when."""
     health: dict[str, ClusterFact | None] = field(default_factory=dict)
     """The ManagedCluster of every cluster with an entry, as last seen."""
+    rollout: progressive.RolloutPlan | None = None
+    """The progressive rollout's decision (None: the change goes everywhere at once)."""
 
 
 @dataclass
@@ -236,11 +246,12 @@ def plan(spec: KindSpec, body: Mapping[str, Any], snap: Snapshot, *,
             out.invalid = refused
             out.errors.append(refused[0])
             return out
-    _plan_clusters(out, intent, snap)
+    _plan_clusters(out, intent, body, snap)
     return out
 
 
-def _plan_clusters(out: Plan, intent: Resource, snap: Snapshot) -> None:
+def _plan_clusters(out: Plan, intent: Resource, body: Mapping[str, Any], snap: Snapshot
+                   ) -> None:
     spec, ns, name, world = out.spec, out.namespace, out.name, snap.world
     intent_spec: Any = cast(Any, intent).spec
     placement = intent_spec.placement_ref.name
@@ -255,9 +266,22 @@ def _plan_clusters(out: Plan, intent: Resource, snap: Snapshot) -> None:
         lost = conflicts.lost_clusters((ns, name), clusters, conflicts.winners(
             cl for cl in world.claims() if snap.policy.may_own_stack(cl.namespace)))
     ctx = prepare.Context(world, snap.sealer, ns, name)
+    settings = progressive.settings_of(intent)
+    if settings is not None and not out.deleting:
+        key = (spec.kind, ns, name)
+        kept = {f.name: f for f in [*world.revisions_of(*key), *snap.recent.revisions.get(key, ())]}
+        out.rollout = progressive.plan_rollout(
+            spec.kind, intent, body, settings, wanted, existing, kept.values(),
+            world.placement_groups(ns, placement),
+            {cl: world.cluster_health(cl) for cl in wanted}, snap.now, snap.stale_after,
+            snap.gates.get(key))
     desired: dict[str, render.RenderedWork] = {}
+    contexts: dict[int, prepare.Context] = {}
     for cl in sorted(wanted):
-        rw = _plan_cluster(out, ctx, intent, cl, lost, snap)
+        if out.rollout is None:
+            rw = _plan_cluster(out, ctx, intent, cl, lost, snap)
+        else:
+            rw = _plan_revision(out, out.rollout, contexts, cl, lost, snap)
         if rw is not None:
             desired[cl] = rw
     out.desired = len(desired)
@@ -331,6 +355,31 @@ def _plan_cluster(
         going = ordering.platform_going(_stack_works(snap.world, cl))
     out.inputs[cl] = st.ClusterInput(cl, work=work, platform_going=going)
     return rw
+
+
+def _plan_revision(
+    out: Plan, roll: progressive.RolloutPlan, contexts: dict[int, prepare.Context], cl: str,
+    lost: Mapping[str, tuple[str, str]], snap: Snapshot,
+) -> render.RenderedWork | None:
+    """One selected cluster of a progressive rollout: the revision it is assigned."""
+    assigned, work = roll.assign.get(cl), out.existing.get(cl)
+    if assigned == KEEP:  # from before rollouts: left as it is until reached
+        out.inputs[cl] = st.ClusterInput(cl, work=work)
+        return None
+    if assigned is None:
+        out.inputs[cl] = st.ClusterInput(cl, work=work, waits=[ordering.Wait(
+            ClusterReason.WAITING_FOR_ROLLOUT,
+            f"rollout of revision {roll.target} reaches this cluster")])
+        return None
+    intent = roll.intents[assigned]
+    if isinstance(intent, str):
+        out.inputs[cl] = st.ClusterInput(cl, work=work, error=f"revision {assigned}: {intent}",
+                                         error_reason=ClusterReason.RENDER_FAILED)
+        return None
+    ctx = contexts.setdefault(assigned, prepare.Context(snap.world, snap.sealer, out.namespace,
+                                                        out.name))
+    rw = _plan_cluster(out, ctx, intent, cl, lost, snap)
+    return render.with_revision(rw, assigned) if rw is not None else None
 
 
 def _plan_departures(out: Plan, clusters: frozenset[str], lost: Mapping[str, tuple[str, str]],
@@ -465,4 +514,7 @@ def finish(out: Plan, done: Executed, now: datetime, stale_after: float) -> Fini
         entries, out.placement, out.generation, out.previous, now,
         extra_conditions=extra, platform=out.spec.owns_stack, deleting=out.deleting,
     )
+    if out.rollout is not None:
+        status = st.with_rollout(status, out.rollout.status, out.previous, out.generation, now)
+        recheck = _earliest(recheck, out.rollout.recheck_after)
     return Finished(status, recheck)

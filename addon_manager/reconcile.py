@@ -13,21 +13,23 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Mapping
+from collections.abc import Awaitable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, Protocol
 
 from addon_api import constants as c
 from addon_api.common import IntentStatus
 from addon_api.conditions import condition
 from addon_api.reasons import ClusterPhase, IntentConditionType, IntentPhase
-from addon_manager import metrics, partition, policy, sealkeys, tenancy
+from addon_api.rollout import MetricGate
+from addon_manager import metrics, partition, policy, progressive, sealkeys, tenancy
 from addon_manager import status as st
 from addon_manager.execute import Executor, Writer
 from addon_manager.kinds import KINDS, TENANT_KINDS, spec_of
 from addon_manager.naming import KIND_IDENTITY
 from addon_manager.plan import Plan, Snapshot, finish, plan, removal_blockers
+from addon_manager.rollout import MetricAnswer
 from addon_manager.world import World
 
 
@@ -53,6 +55,23 @@ class Outcome:
     held: dict[str, datetime] = field(default_factory=dict)
     """Clusters that left the Placement whose works are kept (partition safety), with when
     they go if nothing changes."""
+    events: list[tuple[str, str, str]] = field(default_factory=list)
+    """(type, reason, message) of Events to post on the intent (rollout steps)."""
+
+
+STEP_ENDS = {"RolloutStepPassed": "Passed", "RolloutRolledBack": "RolledBack",
+             "RolloutHalted": "Halted"}
+"""Rollout Event reasons that end a step, and the outcome they count as."""
+
+GATE_REFRESH = 15.0
+"""Seconds a metric gate answer is used before the query runs again."""
+
+
+class MetricGateClient(Protocol):
+    """What evaluates metric gates (see :class:`~addon_manager.metricgate.PrometheusGate`)."""
+
+    def evaluate(self, gate: MetricGate, clusters: tuple[str, ...]) -> Awaitable[MetricAnswer]:
+        """The gate's answer for these clusters."""
 
 
 def _now() -> datetime:
@@ -66,9 +85,13 @@ class Reconciler:
         self, world: World, writer: Writer, *, addons: bool = True,
         stale_after: float = st.STALE_AFTER, admin: policy.Policy | None = None,
         unavailable_grace: float = partition.UNAVAILABLE_GRACE,
-        sealer: sealkeys.Sealer | None = None,
+        sealer: sealkeys.Sealer | None = None, gate: MetricGateClient | None = None,
     ) -> None:
         self.world = world
+        self.gate = gate
+        """Where metric gates of progressive rollouts are queried (None: no endpoint)."""
+        self.answers: dict[tuple[str, str, str], tuple[MetricAnswer, float]] = {}
+        """The last metric gate answer of each intent, with when it was received."""
         self.sealer = sealer if sealer is not None else sealkeys.Sealer.in_memory()
         """The manager's signing and hash keys, sequences and pinned agent keys."""
         self.policy = admin if admin is not None else policy.Policy()
@@ -84,10 +107,12 @@ class Reconciler:
 
     def snapshot(self) -> Snapshot:
         """The facts a plan is computed from, now."""
+        fresh = time.monotonic() - GATE_REFRESH
         return Snapshot(
             self.world, self.policy, self.sealer, self.executor.recent(), _now(),
             stamp=str(int(time.time())), stale_after=self.stale_after,
             unavailable_grace=self.unavailable_grace, addons=self.addons,
+            gates={k: a for k, (a, when) in self.answers.items() if when >= fresh},
         )
 
     def plan(self, kind: str, body: Mapping[str, Any], *, overdue: bool = False) -> Plan:
@@ -125,10 +150,43 @@ class Reconciler:
         out.applied, out.deleted, out.errors = done.applied, done.deleted, done.errors
         result = finish(todo, done, _now(), self.stale_after)
         out.recheck_after = result.recheck_after
+        if todo.rollout is not None:
+            out.events = list(todo.rollout.events)
+            for _, reason, _ in out.events:
+                ended = STEP_ENDS.get(reason)
+                if ended:
+                    metrics.ROLLOUT_STEPS.labels(kind, ended).inc()
+            if todo.rollout.metric_for and await self._ask_gate(
+                    kind, todo.namespace, todo.name, body, todo.rollout.metric_for):
+                out.recheck_after = 0.0  # judge the step again with the answer
         await self._write_status(todo, result.status, out, keep_blocked=not todo.deleting)
         self._observe(kind, todo.namespace, todo.name, result.status)
         metrics.RECONCILE_SECONDS.labels(kind).observe(time.monotonic() - started)
         return out
+
+    async def _ask_gate(self, kind: str, ns: str, name: str, body: Mapping[str, Any],
+                        clusters: tuple[str, ...]) -> bool:
+        """Query the metric gate for a step's clusters unless a fresh answer exists.
+
+        True when a new answer came.
+        """
+        key = (kind, ns, name)
+        known = self.answers.get(key)
+        if known is not None and known[0].clusters == clusters and (
+                time.monotonic() - known[1] < GATE_REFRESH):
+            return False
+        settings = progressive.settings_of(spec_of(kind).model.from_object(
+            {k: v for k, v in body.items() if k in ("apiVersion", "kind", "metadata", "spec")}))
+        if settings is None or settings.metric_gate is None:
+            return False
+        if self.gate is None:
+            answer = MetricAnswer(clusters, "Pending", "the manager has no --prometheus-url "
+                                  "to evaluate metric gates with")
+        else:
+            answer = await self.gate.evaluate(settings.metric_gate, clusters)
+        metrics.ROLLOUT_METRIC_GATE.labels(kind, answer.state).inc()
+        self.answers[key] = (answer, time.monotonic())
+        return True
 
     # cleanup --------------------------------------------------------------------------------
 
@@ -209,6 +267,8 @@ class Reconciler:
     def _observe(self, kind: str, ns: str, name: str, new: IntentStatus) -> None:
         metrics.CLUSTERS_DESIRED.labels(kind, ns, name).set(new.summary.desired)
         metrics.CLUSTERS_READY.labels(kind, ns, name).set(new.summary.ready)
+        if new.rollout is not None:
+            metrics.rollout(kind, ns, name, new.rollout)
         self.stale.observe((kind, ns, name), (
             entry.cluster for entry in new.clusters if entry.phase == ClusterPhase.STALE))
         for cond in new.conditions:

@@ -14,7 +14,7 @@ from __future__ import annotations
 import copy
 import json
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from pydantic import ValidationError
@@ -274,6 +274,21 @@ def _work(
     digest = keyed_canonical_hash(hash_key, body) if hash_key else canonical_hash(body)
     body["metadata"]["annotations"][c.ANNOTATION_RENDER_HASH] = digest
     return RenderedWork(wname, cluster, body, digest, seal_inputs, sealed_spec)
+
+
+def with_revision(rw: RenderedWork, revision: int) -> RenderedWork:
+    """``rw`` marked as rendering intent revision ``revision``.
+
+    The mark is hashed too, so a work whose content is unchanged still gets its new mark
+    written (the rollout reads which revision each cluster is on from it).
+    """
+    body = copy.deepcopy(rw.body)
+    annotations = body["metadata"]["annotations"]
+    annotations.pop(c.ANNOTATION_RENDER_HASH, None)
+    annotations[c.ANNOTATION_REVISION] = str(revision)
+    digest = canonical_hash(body)
+    annotations[c.ANNOTATION_RENDER_HASH] = digest
+    return replace(rw, body=body, render_hash=digest)
 
 
 def render_model_serving(

@@ -32,7 +32,24 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Literal
 
-from addon_api.rollout import GateResult, Rollout, RolloutStatus, seconds
+from addon_api.reasons import RolloutPhase
+from addon_api.rollout import GateResult, Rollout, RolloutPhaseName, RolloutStatus, seconds
+
+
+def _name(phase: RolloutPhase) -> RolloutPhaseName:
+    return phase.value
+
+
+class _P:
+    """The rollout phases (:class:`~addon_api.reasons.RolloutPhase`) as the model's type."""
+
+    PROGRESSING = _name(RolloutPhase.PROGRESSING)
+    WAITING_FOR_APPROVAL = _name(RolloutPhase.WAITING_FOR_APPROVAL)
+    PAUSED = _name(RolloutPhase.PAUSED)
+    HALTED = _name(RolloutPhase.HALTED)
+    ROLLED_BACK = _name(RolloutPhase.ROLLED_BACK)
+    COMPLETE = _name(RolloutPhase.COMPLETE)
+
 
 KEEP: Literal["keep"] = "keep"
 """Leave the cluster's work exactly as it is (it predates revisions)."""
@@ -151,7 +168,7 @@ def _fresh(previous: RolloutStatus | None, target: int) -> RolloutStatus:
     stable = previous.stable_revision if previous else None
     if previous is not None and previous.target_revision == target:
         return previous.model_copy(deep=True)
-    return RolloutStatus(phase="Progressing", stable_revision=stable, target_revision=target)
+    return RolloutStatus(phase=_P.PROGRESSING, stable_revision=stable, target_revision=target)
 
 
 def decide(inp: Inputs) -> Decision:
@@ -164,10 +181,10 @@ def decide(inp: Inputs) -> Decision:
     if inp.undo is not None and inp.undo in inp.known:
         out.assign = {c.cluster: inp.undo for c in inp.clusters}
         if (st.phase, st.stable_revision, st.failed_revision) != (
-                "RolledBack", inp.undo, target):
+                _P.ROLLED_BACK, inp.undo, target):
             out.events.append(("Normal", "RolloutUndone", f"revision {target} undone: every "
                                f"cluster goes back to revision {inp.undo}"))
-        st.phase, st.stable_revision, st.failed_revision = "RolledBack", inp.undo, target
+        st.phase, st.stable_revision, st.failed_revision = _P.ROLLED_BACK, inp.undo, target
         st.step_clusters, st.step_started, st.step_ready_since = [], None, None
         st.message = f"undone to revision {inp.undo}; held there until the spec changes"
         _count(st, inp)
@@ -181,7 +198,7 @@ def decide(inp: Inputs) -> Decision:
                       else _keep_or_stable(c, inp, None) for c in inp.clusters}
         _count(st, inp)
         return out
-    if st.phase == "Halted":  # a failed step under Pause: held until the spec changes
+    if st.phase == _P.HALTED:  # a failed step under Pause: held until the spec changes
         _assign(out, inp, [n for n in st.step_clusters if n in by_name])
         _count(st, inp)
         return out
@@ -196,10 +213,10 @@ def decide(inp: Inputs) -> Decision:
                 return out
             wanted = f"{target}/{st.step + 1}"
             if inp.paused:
-                st.phase, st.message = "Paused", "paused by annotation: no step starts"
+                st.phase, st.message = _P.PAUSED, "paused by annotation: no step starts"
                 break
             if inp.settings.manual_approval and st.step >= 1 and inp.approved != wanted:
-                st.phase = "WaitingForApproval"
+                st.phase = _P.WAITING_FOR_APPROVAL
                 st.message = (f"step {st.step + 1} waits for approval (annotate "
                               f"rollout.modelserving.opendatahub.io/approve={wanted})")
                 break
@@ -214,7 +231,7 @@ def decide(inp: Inputs) -> Decision:
             _count(st, inp)
             return out
         if verdict == "Pending":
-            st.phase = "Paused" if inp.paused else "Progressing"
+            st.phase = _P.PAUSED if inp.paused else _P.PROGRESSING
             st.message = f"revision {target} step {st.step}: " + "; ".join(
                 f"{g.gate} {g.message}" for g in st.gates if g.state != "Passed")
             break
@@ -266,8 +283,9 @@ def _gates(st: RolloutStatus, inp: Inputs, step: Sequence[ClusterState],
         st.step_ready_since = since
         held, need = (now - since).total_seconds(), seconds(settings.min_success_time)
         if held < need:
-            gates.append(GateResult(gate="MinSuccessTime", state="Pending",
-                                    message=f"Ready for {held:.0f}s of {need:.0f}s"))
+            gates.append(GateResult(
+                gate="MinSuccessTime", state="Pending",
+                message=f"all Ready since {since:%H:%M:%S}Z; passes after {need:.0f}s"))
             waits.append(need - held)
             verdict = "Pending"
         else:
@@ -309,12 +327,12 @@ def _fail(st: RolloutStatus, inp: Inputs, out: Decision, in_step: Sequence[str])
     stable = st.stable_revision
     if inp.settings.failure_policy == "Rollback" and stable is not None:
         out.assign = {c.cluster: stable for c in inp.clusters}
-        st.phase, st.failed_revision = "RolledBack", inp.target
+        st.phase, st.failed_revision = _P.ROLLED_BACK, inp.target
         st.message = f"{what}; every cluster goes back to revision {stable}"
         out.events.append(("Warning", "RolloutRolledBack", st.message))
         return
     _assign(out, inp, in_step)
-    st.phase = "Halted"
+    st.phase = _P.HALTED
     why = ("no earlier revision to return to" if inp.settings.failure_policy == "Rollback"
            else "failurePolicy Pause")
     st.message = f"{what}; halted ({why}) until the spec changes"
@@ -322,10 +340,10 @@ def _fail(st: RolloutStatus, inp: Inputs, out: Decision, in_step: Sequence[str])
 
 
 def _complete(st: RolloutStatus, inp: Inputs, out: Decision) -> None:
-    if st.phase != "Complete" or st.stable_revision != inp.target:
+    if st.phase != _P.COMPLETE or st.stable_revision != inp.target:
         out.events.append(("Normal", "RolloutComplete",
                            f"revision {inp.target} is on every cluster"))
-    st.phase, st.stable_revision, st.failed_revision = "Complete", inp.target, None
+    st.phase, st.stable_revision, st.failed_revision = _P.COMPLETE, inp.target, None
     st.step_clusters, st.step_started, st.step_ready_since, st.gates = [], None, None, []
     st.message = f"revision {inp.target} on every selected cluster"
     _count(st, inp)
@@ -336,5 +354,5 @@ def _count(st: RolloutStatus, inp: Inputs) -> None:
     in_step = set(st.step_clusters)
     left = _steps_left(inp.settings, [c for c in inp.clusters if c.cluster not in in_step],
                        inp.target)
-    st.steps = st.step + left if st.phase in ("Progressing", "Paused",
-                                              "WaitingForApproval") else st.step
+    st.steps = st.step + left if st.phase in (_P.PROGRESSING, _P.PAUSED,
+                                              _P.WAITING_FOR_APPROVAL) else st.step

@@ -17,7 +17,8 @@ from addon_api.conditions import condition
 from addon_api.reasons import ClusterPhase as Phase
 from addon_api.reasons import ClusterReason as Reason
 from addon_api.reasons import IntentConditionType as ConditionType
-from addon_api.reasons import IntentPhase, IntentReason, ServingPlatformPhase
+from addon_api.reasons import IntentPhase, IntentReason, RolloutPhase, ServingPlatformPhase
+from addon_api.rollout import RolloutStatus
 from addon_manager.facts import WAITING_FOR_SPOKE, ClusterFact, WorkFact
 from addon_manager.kinds import spec_of
 from addon_manager.ordering import REASON_INTENTS_ON_CLUSTER, REASON_PLATFORM_REMOVING, Wait
@@ -365,6 +366,28 @@ def aggregate(
         clusters=kept,
         clusters_omitted=max(0, desired - len(kept)),
     )
+
+
+def with_rollout(status: IntentStatus, rollout: RolloutStatus, previous: IntentStatus | None,
+                 generation: int | None, now: datetime) -> IntentStatus:
+    """The status with ``rollout`` and its RolledOut condition.
+
+    A rollout that halted or rolled back means the spec is not in effect: the intent is
+    Degraded and not Ready, whatever its clusters report (they serve an earlier revision).
+    """
+    prev = previous.conditions if previous else []
+    reason = RolloutPhase(rollout.phase)  # the condition's reason is the rollout's phase
+    done = reason == RolloutPhase.COMPLETE
+    conds = [*status.conditions, condition(
+        ConditionType.ROLLED_OUT, done, reason, rollout.message, previous=prev,
+        generation=generation, now=now)]
+    phase = status.phase
+    if reason in (RolloutPhase.HALTED, RolloutPhase.ROLLED_BACK):
+        conds = [condition(ConditionType.READY, False, reason, rollout.message, previous=prev,
+                           generation=generation, now=now) if x.type == ConditionType.READY
+                 else x for x in conds]
+        phase = IntentPhase.DEGRADED.value
+    return status.model_copy(update={"conditions": conds, "phase": phase, "rollout": rollout})
 
 
 def deletion_blocked(clusters: Sequence[str], generation: int | None, now: datetime) -> Condition:

@@ -11,6 +11,7 @@ from typing import Protocol
 
 from addon_manager import conflicts
 from addon_manager.facts import ClusterFact, WorkFact
+from addon_manager.revisions import RevisionFact
 from addon_manager.secrets import SecretAccess, SecretFact
 
 
@@ -22,6 +23,9 @@ class World(Protocol):
 
     def placement_clusters(self, namespace: str, name: str) -> frozenset[str]:
         """Clusters the Placement's decisions select."""
+
+    def placement_groups(self, namespace: str, name: str) -> dict[str, tuple[str, int]]:
+        """The decision group (name, index) of every cluster of the Placement."""
 
     def cluster_labels(self, cluster: str) -> dict[str, str]:
         """Labels of a ManagedCluster."""
@@ -52,6 +56,9 @@ class World(Protocol):
 
     def addon_exists(self, cluster: str) -> bool:
         """Whether the ManagedClusterAddOn model-serving exists in the cluster namespace."""
+
+    def revisions_of(self, kind: str, namespace: str, name: str) -> list[RevisionFact]:
+        """The revisions kept for an intent (ControllerRevisions the manager wrote)."""
 
     def agent_namespace(self, cluster: str) -> str:
         """The agent's install namespace on a cluster (from its ManagedClusterAddOn)."""

@@ -12,6 +12,8 @@ from addon_manager import conflicts
 from addon_manager.apply import WriteError
 from addon_manager.facts import ClusterFact, WorkFact, parse_work
 from addon_manager.policy import Policy
+from addon_manager.revisions import RevisionFact
+from addon_manager.revisions import parse as parse_revision
 from addon_manager.secrets import (
     PENDING,
     READABLE,
@@ -50,6 +52,11 @@ class FakeHub:
 
     def placement_clusters(self, namespace: str, name: str) -> frozenset[str]:
         return self.placements.get((namespace, name), frozenset())
+
+    groups: dict[tuple[str, str], dict[str, tuple[str, int]]] = field(default_factory=dict)
+
+    def placement_groups(self, namespace: str, name: str) -> dict[str, tuple[str, int]]:
+        return self.groups.get((namespace, name), {})
 
     def cluster_labels(self, cluster: str) -> dict[str, str]:
         return self.labels.get(cluster, {})
@@ -108,7 +115,27 @@ class FakeHub:
     def agent_namespace(self, cluster: str) -> str:
         return self.agent_namespaces.get(cluster, c.AGENT_NAMESPACE)
 
+    revisions: dict[tuple[str, str, str], list[RevisionFact]] = field(default_factory=dict)
+    revision_bodies: dict[tuple[str, str], dict[str, Any]] = field(default_factory=dict)
+
+    def revisions_of(self, kind: str, namespace: str, name: str) -> list[RevisionFact]:
+        return list(self.revisions.get((kind, namespace, name), []))
+
     # Writer
+    async def create_revision(self, body: dict[str, Any]) -> None:
+        key = (body["metadata"]["namespace"], body["metadata"]["name"])
+        self.writes.append(("revision", "/".join(key)))
+        self.revision_bodies[key] = body
+        parsed = parse_revision(body)
+        assert parsed is not None
+        self.revisions.setdefault(parsed[0], []).append(parsed[1])
+
+    async def delete_revision(self, namespace: str, name: str) -> None:
+        self.writes.append(("delete-revision", f"{namespace}/{name}"))
+        self.revision_bodies.pop((namespace, name), None)
+        for facts in self.revisions.values():
+            facts[:] = [f for f in facts if f.name != name]
+
     async def apply_work(self, body: dict[str, Any], *, force: bool) -> None:
         key = (body["metadata"]["namespace"], body["metadata"]["name"])
         self.writes.append(("apply", "/".join(key)))

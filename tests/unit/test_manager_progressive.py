@@ -1,0 +1,144 @@
+"""A progressive rollout through the reconciler on the fake hub: revisions kept on the hub,
+each cluster's work renders its revision, a failure rolls back, status and Events say so."""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import replace
+from typing import Any
+
+from addon_api import constants as c
+from addon_manager import naming
+from addon_manager.reconcile import Reconciler
+from addon_manager.rollout import MetricAnswer
+from tests.unit.fake_hub import OPEN_POLICY, FakeHub
+from tests.unit.test_manager_reconcile import isvc_body, platform_ready
+
+KIND = c.KIND_INFERENCE_SERVICE
+WORK = naming.work_name(KIND, "ns", "iris")
+CLUSTERS = ("c1", "c2", "c3")
+
+
+def body(hub: FakeHub, uri: str, generation: int, **rollout: Any) -> dict[str, Any]:
+    out = isvc_body(hub.statuses.get("iris"), template={"predictor": {"model": {
+        "modelFormat": {"name": "sklearn"}, "storageUri": uri}}},
+        rollout={"strategy": "Progressive", **rollout})
+    out["metadata"] |= {"generation": generation, "uid": "uid-iris"}
+    return out
+
+
+def revisions_on(hub: FakeHub) -> dict[str, int | None]:
+    return {cl: hub.works[(cl, WORK)].revision if (cl, WORK) in hub.works else None
+            for cl in CLUSTERS}
+
+
+def settle(hub: FakeHub, ready: bool = True, failed: str = "") -> None:
+    """The work agents report: every work Ready, or ``failed`` failing to load its model."""
+    for key, work in list(hub.works.items()):
+        if work.kind != KIND:
+            continue
+        feedback: tuple[tuple[str, Any], ...] = (("ready", "True" if ready else "False"),)
+        if work.cluster == failed:
+            feedback = (("failureReason", "ModelLoadFailed"), ("failureMessage", "no such model"),
+                        ("ready", "False"))
+        hub.works[key] = replace(work, applied="True", available="True", feedback=feedback)
+
+
+def step(reconciler: Reconciler, hub: FakeHub, b: dict[str, Any]) -> Any:
+    b["status"] = hub.statuses.get("iris")
+    return asyncio.run(reconciler.reconcile(KIND, b))
+
+
+def test_a_change_reaches_one_cluster_at_a_time_then_a_bad_one_rolls_back() -> None:
+    hub = FakeHub(placements={("ns", "p"): frozenset(CLUSTERS)})
+    platform_ready(hub, *CLUSTERS)
+    rec = Reconciler(hub, hub, admin=OPEN_POLICY)
+    good = "s3://models/v1"
+    out = step(rec, hub, body(hub, good, 1))
+    # Revision 1 is kept on the hub (owned by the intent), and only c1 gets it.
+    [fact] = hub.revisions[(KIND, "ns", "iris")]
+    assert [w for w in hub.writes if w[0] == "revision"] == [
+        ("revision", f"ns/iris-{fact.digest[:10]}")]
+    rev = next(iter(hub.revision_bodies.values()))
+    assert rev["revision"] == 1 and rev["metadata"]["ownerReferences"][0]["uid"] == "uid-iris"
+    assert revisions_on(hub) == {"c1": 1, "c2": None, "c3": None}
+    status = hub.statuses["iris"]
+    assert status["rollout"]["phase"] == "Progressing" and status["rollout"]["step"] == 1
+    entries = {e["cluster"]: e for e in status["clusters"]}
+    assert entries["c2"]["reason"] == "WaitingForRollout"
+    assert [e[1] for e in out.events] == ["RolloutStep"]
+    # c1 Ready: c2 next, then c3, then complete.
+    for expected in ({"c1": 1, "c2": 1, "c3": None}, {"c1": 1, "c2": 1, "c3": 1}):
+        settle(hub)
+        step(rec, hub, body(hub, good, 1))
+        assert revisions_on(hub) == expected
+    settle(hub)
+    out = step(rec, hub, body(hub, good, 1))
+    status = hub.statuses["iris"]
+    assert (status["rollout"]["phase"], status["rollout"]["stableRevision"]) == ("Complete", 1)
+    assert status["phase"] == "Ready"
+    conds = {x["type"]: x for x in status["conditions"]}
+    assert (conds["RolledOut"]["status"], conds["RolledOut"]["reason"]) == ("True", "Complete")
+    # A bad model: revision 2 goes to c1 only, fails there, and every cluster is back on 1.
+    step(rec, hub, body(hub, "s3://models/missing", 2))
+    assert revisions_on(hub) == {"c1": 2, "c2": 1, "c3": 1}
+    settle(hub, failed="c1")
+    out = step(rec, hub, body(hub, "s3://models/missing", 2))
+    assert revisions_on(hub) == {"c1": 1, "c2": 1, "c3": 1}
+    c1 = hub.bodies[("c1", WORK)]
+    manifest = c1["spec"]["workload"]["manifests"][0]
+    assert manifest["spec"]["predictor"]["model"]["storageUri"] == good
+    status = hub.statuses["iris"]
+    assert status["rollout"]["phase"] == "RolledBack"
+    assert status["rollout"]["failedRevision"] == 2
+    assert "on cluster c1: Ready: ModelLoadFailed" in status["rollout"]["message"]
+    conds = {x["type"]: x for x in status["conditions"]}
+    assert (conds["Ready"]["status"], conds["Ready"]["reason"]) == ("False", "RolledBack")
+    assert status["phase"] == "Degraded"
+    assert [e[:2] for e in out.events] == [("Warning", "RolloutRolledBack")]
+    # Held: nothing is written again for the same spec.
+    settle(hub)
+    writes = len(hub.writes)
+    step(rec, hub, body(hub, "s3://models/missing", 2))
+    assert [w for w in hub.writes[writes:] if w[0] != "status"] == []
+
+
+def test_old_revisions_beyond_the_limit_are_pruned() -> None:
+    hub = FakeHub(placements={("ns", "p"): frozenset({"c1"})})
+    platform_ready(hub, "c1")
+    rec = Reconciler(hub, hub, admin=OPEN_POLICY)
+    for n in range(1, 5):
+        step(rec, hub, body(hub, f"s3://models/v{n}", n, revisionHistoryLimit=2))
+        settle(hub)
+        step(rec, hub, body(hub, f"s3://models/v{n}", n, revisionHistoryLimit=2))
+    assert hub.statuses["iris"]["rollout"]["stableRevision"] == 4
+    assert sorted(f.number for f in hub.revisions[(KIND, "ns", "iris")]) == [3, 4]
+    assert any(w[0] == "delete-revision" for w in hub.writes)
+
+
+def test_the_metric_gate_is_asked_and_its_answer_decides() -> None:
+    asked: list[tuple[str, ...]] = []
+
+    class Gate:
+        async def evaluate(self, gate: Any, clusters: tuple[str, ...]) -> MetricAnswer:
+            asked.append(clusters)
+            return MetricAnswer(clusters, "Failed", "0.5 is not <= 0.1", "c1")
+
+    hub = FakeHub(placements={("ns", "p"): frozenset(CLUSTERS)})
+    platform_ready(hub, *CLUSTERS)
+    rec = Reconciler(hub, hub, admin=OPEN_POLICY, gate=Gate())
+    gate = {"metricGate": {"query": 'errors{cluster=~"$clusters"}', "maxValue": 0.1}}
+    step(rec, hub, body(hub, "s3://models/v1", 1))
+    for _ in range(3):
+        settle(hub)
+        step(rec, hub, body(hub, "s3://models/v1", 1))
+    assert hub.statuses["iris"]["rollout"]["phase"] == "Complete"
+    step(rec, hub, body(hub, "s3://models/v2", 2, **gate))
+    settle(hub)
+    out = step(rec, hub, body(hub, "s3://models/v2", 2, **gate))
+    assert asked == [("c1",)] and out.recheck_after == 0.0
+    step(rec, hub, body(hub, "s3://models/v2", 2, **gate))
+    status = hub.statuses["iris"]
+    assert status["rollout"]["phase"] == "RolledBack"
+    assert "Metric: 0.5 is not <= 0.1" in status["rollout"]["message"]
+    assert revisions_on(hub) == {"c1": 1, "c2": 1, "c3": 1}
