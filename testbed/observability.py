@@ -98,22 +98,37 @@ def targets(objects: Iterable[Obj], processes: Mapping[tuple[str, str], str]) ->
         meta, spec = monitor["metadata"], monitor["spec"]
         selector = (spec.get("selector") or {}).get("matchLabels") or {}
         names = (spec.get("namespaceSelector") or {}).get("matchNames") or [meta["namespace"]]
-        for service in by_kind.get("Service", []):
-            smeta = service["metadata"]
-            if smeta.get("namespace") not in names or not _matches(selector, smeta.get("labels")):
-                continue
-            for deployment in by_kind.get("Deployment", []):
-                dmeta = deployment["metadata"]
-                key = (str(dmeta.get("namespace")), str(dmeta["name"]))
-                pod = deployment["spec"]["template"]
-                if key not in processes or dmeta.get("namespace") != smeta.get("namespace"):
+        for i, endpoint in enumerate(spec.get("endpoints") or []):
+            leads: list[tuple[Obj, Obj, str]] = []
+            for service in by_kind.get("Service", []):
+                smeta = service["metadata"]
+                if smeta.get("namespace") not in names or not _matches(
+                        selector, smeta.get("labels")):
                     continue
-                if not _matches(service["spec"].get("selector") or {}, pod["metadata"].get(
-                        "labels")):
-                    continue
-                for i, endpoint in enumerate(spec.get("endpoints") or []):
-                    out.append(_target(monitor, i, endpoint, service, pod, processes[key]))
+                for deployment in by_kind.get("Deployment", []):
+                    dmeta = deployment["metadata"]
+                    key = (str(dmeta.get("namespace")), str(dmeta["name"]))
+                    pod = deployment["spec"]["template"]
+                    if key not in processes or dmeta.get("namespace") != smeta.get("namespace"):
+                        continue
+                    if _matches(service["spec"].get("selector") or {},
+                                pod["metadata"].get("labels")):
+                        leads.append((service, pod, processes[key]))
+            # Like prometheus-operator: a selected Service without the endpoint's port is
+            # not scraped; one that has it must lead to the process's metrics.
+            named = [lead for lead in leads if _has_port(lead[0], endpoint.get("port"))]
+            if leads and not named:
+                raise TargetError(
+                    f"ServiceMonitor {meta['namespace']}/{meta['name']}: no selected Service "
+                    f"({', '.join(sorted(s['metadata']['name'] for s, _, _ in leads))}) has a "
+                    f"port named {endpoint.get('port')!r}")
+            out.extend(_target(monitor, i, endpoint, service, pod, address)
+                       for service, pod, address in named)
     return out
+
+
+def _has_port(service: Obj, name: Any) -> bool:
+    return any(p.get("name") == name for p in service["spec"].get("ports") or [])
 
 
 def _target(monitor: Obj, index: int, endpoint: Obj, service: Obj, pod: Obj,

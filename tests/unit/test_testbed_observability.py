@@ -42,7 +42,7 @@ def test_the_agents_monitor_leads_to_its_process() -> None:
 def test_a_wrong_port_name_or_target_port_fails() -> None:
     objs = _objects()
     objs[0]["spec"]["endpoints"][0]["port"] = "http"
-    with pytest.raises(obs.TargetError, match="no port named 'http'"):
+    with pytest.raises(obs.TargetError, match="has a port named 'http'"):
         obs.targets(objs, PROCESSES)
     with pytest.raises(obs.TargetError, match="neither the port the process serves"):
         obs.targets(_objects(port=9090), PROCESSES)  # not what the agent listens on
@@ -99,7 +99,11 @@ def test_an_https_endpoint_with_a_token_is_scraped_with_the_monitoring_token(tmp
     assert monitor is not None
     monitor["metadata"]["namespace"] = "kserve"
     processes = {("kserve", "kserve-controller-manager"): "127.0.0.1:25000"}
-    [target] = obs.targets([monitor, service, deployment], processes)
+    # The webhook Service has the same labels but no https port: skipped, as the operator does.
+    webhook = copy.deepcopy(service)
+    webhook["metadata"]["name"] = "kserve-controller-manager-service"
+    webhook["spec"]["ports"] = [{"name": "webhook", "port": 443, "targetPort": 9443}]
+    [target] = obs.targets([monitor, webhook, service, deployment], processes)
     assert (target.scheme, target.bearer_token_file) == ("https", planning.SA_TOKEN)
     with pytest.raises(obs.TargetError, match="no token for bearerTokenFile"):
         obs.scrape_configs([target])
