@@ -97,8 +97,10 @@ class Rollout(ApiModel):
     ("25%", at least one cluster)."""
     mandatory_groups: Annotated[list[DnsSubdomain], set_list(16)] = Field(default_factory=list)
     """Decision groups (by name) that go first, in this order (ProgressivePerGroup)."""
-    min_success_time: Duration = "0s"
-    """How long a step's clusters must all stay Ready before the step passes."""
+    min_success_time: Duration = "30s"
+    """How long a step's clusters must all stay Ready before the step passes. Keep it above
+    the OCM work agent's status sync interval (10s by default), so that KServe has reported
+    on the new revision at least once more before the next step starts."""
     progress_deadline: Duration = "10m"
     """How long a step may take (from its start to passing every gate) before it fails."""
     failure_policy: FailurePolicy = "Rollback"

@@ -23,6 +23,7 @@ from addon_api.rollout import Rollout, RolloutStatus
 from addon_manager import revisions, rollout
 from addon_manager import status as st
 from addon_manager.facts import ClusterFact, WorkFact
+from addon_manager.render import REVISION_FEEDBACK
 from addon_manager.revisions import RevisionFact
 from addon_manager.rollout import Assignment, ClusterState, MetricAnswer
 
@@ -74,9 +75,13 @@ def cluster_state(kind: str, cluster: str, work: WorkFact | None, health: Cluste
         return ClusterState(cluster, group=group[0], group_index=group[1])
     entry, category = st.cluster_status(kind, st.ClusterInput(cluster, work=work, health=health),
                                         now=now, stale_after=stale_after)
-    failure = f"{entry.reason}: {entry.message}" if category == "failed" else ""
-    return ClusterState(cluster, work.revision, has_work=True, ready=category == "ready",
-                        failure=failure, group=group[0], group_index=group[1])
+    # Only a report about the object as of the work's revision counts: until the work agent
+    # reports it, what it fed back describes the revision before.
+    fresh = work.revision is None or str(work.value(REVISION_FEEDBACK)) == str(work.revision)
+    failure = f"{entry.reason}: {entry.message}" if fresh and category == "failed" else ""
+    return ClusterState(cluster, work.revision, has_work=True,
+                        ready=fresh and category == "ready", failure=failure,
+                        group=group[0], group_index=group[1])
 
 
 def _intent_at(intent: Resource, body: Mapping[str, Any], spec: Mapping[str, Any]

@@ -276,13 +276,29 @@ def _work(
     return RenderedWork(wname, cluster, body, digest, seal_inputs, sealed_spec)
 
 
+REVISION_FEEDBACK = "revision"
+"""Feedback value: the revision annotation of the object the work agent last reported on."""
+REVISION_PATH = ".metadata.annotations." + c.ANNOTATION_REVISION.replace(".", "\\.")
+"""JSONPath of the revision annotation (dots of the key escaped)."""
+
+
 def with_revision(rw: RenderedWork, revision: int) -> RenderedWork:
     """``rw`` marked as rendering intent revision ``revision``.
 
-    The mark is hashed too, so a work whose content is unchanged still gets its new mark
-    written (the rollout reads which revision each cluster is on from it).
+    The work and the objects it carries are annotated with the revision, and the work feeds
+    back the annotation of the object it reports on: a report whose ``revision`` feedback is
+    the work's revision describes the object as of that revision, not a status left over from
+    the one before (the rollout's gates read only such reports). The mark is hashed too, so
+    a work whose content is unchanged still gets its new mark written.
     """
     body = copy.deepcopy(rw.body)
+    for manifest in body["spec"]["workload"]["manifests"]:
+        manifest.setdefault("metadata", {}).setdefault("annotations", {})[
+            c.ANNOTATION_REVISION] = str(revision)
+    for config in body["spec"].get("manifestConfigs") or []:
+        for rule in config.get("feedbackRules") or []:
+            if rule.get("type") == "JSONPaths":
+                rule["jsonPaths"].append({"name": REVISION_FEEDBACK, "path": REVISION_PATH})
     annotations = body["metadata"]["annotations"]
     annotations.pop(c.ANNOTATION_RENDER_HASH, None)
     annotations[c.ANNOTATION_REVISION] = str(revision)

@@ -85,16 +85,23 @@ def inference_service_report(work: WorkFact, removed: bool) -> tuple[ClusterStat
     state = _s(work.value("activeModelState"))
     failure = _s(work.value("failureReason"))
     transition = _s(work.value("transitionStatus"))
-    if work.value("ready") == "True":
+    # KServe keeps an InferenceService Ready on its previous model while it rejects a new spec
+    # (InvalidSpec) or fails to load the new model (BlockedByFailedLoad): the intent as it
+    # stands is not in effect there, so the cluster is Failed, and the message says the
+    # previous model still serves.
+    rejected = transition in FAILED_ISVC_TRANSITIONS
+    if work.value("ready") == "True" and not rejected:
         return ClusterStatus(
             cluster=cl, phase=ClusterPhase.READY, ready=True, reason=ClusterReason.READY, url=url,
             model_state=state,
         ), "ready"
-    if failure or transition in FAILED_ISVC_TRANSITIONS:
+    if failure or rejected:
+        message = _s(work.value("failureMessage")) or _s(work.value("readyMessage"))
+        if work.value("ready") == "True":
+            message = f"{message} (the previous model still serves)".strip()
         return ClusterStatus(
             cluster=cl, phase=ClusterPhase.FAILED, reason=failure or transition,
-            message=_s(work.value("failureMessage")) or _s(work.value("readyMessage")),
-            url=url, model_state=state,
+            message=message, url=url, model_state=state,
         ), "failed"
     return ClusterStatus(
         cluster=cl, phase=ClusterPhase.PROGRESSING,

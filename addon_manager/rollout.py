@@ -225,7 +225,7 @@ def decide(inp: Inputs) -> Decision:
             st.step_started, st.step_ready_since, st.gates = inp.now, None, []
             out.events.append(("Normal", "RolloutStep",
                                f"revision {target} step {st.step}: " + ", ".join(batch)))
-        verdict = _gates(st, inp, [by_name[n] for n in in_step], out)
+        verdict = _gates(st, inp, [by_name[n] for n in in_step], out, inp.clusters)
         if verdict == "Failed":
             _fail(st, inp, out, in_step)
             _count(st, inp)
@@ -260,12 +260,16 @@ def _assign(out: Decision, inp: Inputs, in_step: Sequence[str]) -> None:
 
 
 def _gates(st: RolloutStatus, inp: Inputs, step: Sequence[ClusterState],
-           out: Decision) -> Literal["Passed", "Pending", "Failed"]:
-    """Judge the step's gates into ``st.gates``."""
+           out: Decision, everyone: Sequence[ClusterState]) -> Literal["Passed", "Pending",
+                                                                      "Failed"]:
+    """Judge the step's gates into ``st.gates``.
+
+    A failure on any cluster on the target fails the step, also on one whose step passed.
+    """
     target, now, settings = inp.target, inp.now, inp.settings
     elapsed = (now - (st.step_started or now)).total_seconds()
     deadline = seconds(settings.progress_deadline)
-    failed = [c for c in step if c.revision == target and c.failure]
+    failed = [c for c in [*step, *everyone] if c.revision == target and c.failure]
     if failed:
         st.gates = [GateResult(gate="Ready", state="Failed", cluster=failed[0].cluster,
                                message=failed[0].failure)]

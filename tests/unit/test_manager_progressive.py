@@ -22,7 +22,7 @@ CLUSTERS = ("c1", "c2", "c3")
 def body(hub: FakeHub, uri: str, generation: int, **rollout: Any) -> dict[str, Any]:
     out = isvc_body(hub.statuses.get("iris"), template={"predictor": {"model": {
         "modelFormat": {"name": "sklearn"}, "storageUri": uri}}},
-        rollout={"strategy": "Progressive", **rollout})
+        rollout={"strategy": "Progressive", "minSuccessTime": "0s", **rollout})
     out["metadata"] |= {"generation": generation, "uid": "uid-iris"}
     return out
 
@@ -41,6 +41,8 @@ def settle(hub: FakeHub, ready: bool = True, failed: str = "") -> None:
         if work.cluster == failed:
             feedback = (("failureReason", "ModelLoadFailed"), ("failureMessage", "no such model"),
                         ("ready", "False"))
+        # The object reported on carries the work's revision (the report is fresh).
+        feedback = (*feedback, ("revision", str(work.revision)))
         hub.works[key] = replace(work, applied="True", available="True", feedback=feedback)
 
 
@@ -142,3 +144,29 @@ def test_the_metric_gate_is_asked_and_its_answer_decides() -> None:
     assert status["rollout"]["phase"] == "RolledBack"
     assert "Metric: 0.5 is not <= 0.1" in status["rollout"]["message"]
     assert revisions_on(hub) == {"c1": 1, "c2": 1, "c3": 1}
+
+
+def test_a_report_from_before_the_revision_neither_passes_nor_fails_the_step() -> None:
+    hub = FakeHub(placements={("ns", "p"): frozenset(CLUSTERS)})
+    platform_ready(hub, *CLUSTERS)
+    rec = Reconciler(hub, hub, admin=OPEN_POLICY)
+    step(rec, hub, body(hub, "s3://models/v1", 1))
+    # The work agent reports Ready, and a failure, from the object as it was before (no
+    # revision on it yet): neither counts.
+    for cl, failed in (("c1", False), ("c1", True)):
+        key = (cl, WORK)
+        work = hub.works[key]
+        feedback = (("ready", "True"),) if not failed else (
+            ("failureReason", "ModelLoadFailed"), ("ready", "False"))
+        hub.works[key] = replace(work, applied="True", available="True", feedback=feedback)
+        step(rec, hub, body(hub, "s3://models/v1", 1))
+        roll = hub.statuses["iris"]["rollout"]
+        assert (roll["phase"], roll["step"]) == ("Progressing", 1), roll
+    assert revisions_on(hub) == {"c1": 1, "c2": None, "c3": None}
+    # Rendered works carry the revision on the InferenceService and feed it back.
+    manifest = hub.bodies[("c1", WORK)]["spec"]["workload"]["manifests"][0]
+    assert manifest["metadata"]["annotations"][c.ANNOTATION_REVISION] == "1"
+    paths = hub.bodies[("c1", WORK)]["spec"]["manifestConfigs"][0]["feedbackRules"][0]
+    assert {"name": "revision",
+            "path": ".metadata.annotations.modelserving\\.opendatahub\\.io/revision"} in (
+        paths["jsonPaths"])

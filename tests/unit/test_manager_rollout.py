@@ -14,7 +14,7 @@ NAMES = ("c1", "c2", "c3", "c4")
 
 
 def progressive(**kw: object) -> Rollout:
-    return Rollout.model_validate({"strategy": "Progressive", **kw})
+    return Rollout.model_validate({"strategy": "Progressive", "minSuccessTime": "0s", **kw})
 
 
 def states(revs: dict[str, int | None], ready: Sequence[str] = (), failed: str = "",
@@ -219,3 +219,11 @@ def test_no_revision_to_return_to_halts_instead() -> None:
     assert d.status.phase == "Halted" and "no earlier revision to return to" in (
         d.status.message)
     assert d.assign == {"c1": 1, "c2": None, "c3": None, "c4": None}
+
+
+def test_a_failure_on_a_cluster_of_a_passed_step_fails_the_rollout() -> None:
+    st = RolloutStatus(phase="Progressing", stable_revision=1, target_revision=2, step=2,
+                       step_clusters=["c2"], step_started=T0)
+    revs = {"c1": 2, "c2": 2, "c3": 1, "c4": 1}
+    d = decide(progressive(), 2, states(revs, failed="c1"), st, at=5)
+    assert d.status.phase == "RolledBack" and "on cluster c1" in d.status.message

@@ -133,6 +133,16 @@ def test_cluster_status_per_kind() -> None:
     assert cat == "failed" and failed.reason == "ModelLoadFailed" and failed.message == "boom"
     _, cat = st.cluster_status(isvc, st.ClusterInput("c1", fact("c1", ready="False")))
     assert cat == "progressing"
+    # KServe keeps the previous model Ready while it rejects the new spec: not in effect.
+    rejected, cat = st.cluster_status(isvc, st.ClusterInput("c1", fact(
+        "c1", ready="True", transitionStatus="InvalidSpec", failureReason="NoSupportingRuntime",
+        failureMessage="No runtime found")))
+    assert (cat, rejected.phase, rejected.reason) == ("failed", "Failed", "NoSupportingRuntime")
+    assert rejected.message == "No runtime found (the previous model still serves)"
+    # An old failure with the model up to date and Ready is history.
+    _, cat = st.cluster_status(isvc, st.ClusterInput("c1", fact(
+        "c1", ready="True", transitionStatus="UpToDate", failureReason="ModelLoadFailed")))
+    assert cat == "ready"
     waiting, cat = st.cluster_status(
         isvc,
         st.ClusterInput(

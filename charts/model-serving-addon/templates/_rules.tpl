@@ -66,4 +66,11 @@
       annotations:
         summary: 'The manager fails to write ManifestWorks ({{ "{{ $labels.reason }}" }}).'
         description: 'See the manager log and the Degraded condition of the intents.'
+    - alert: ModelServingRolloutRolledBack
+      expr: max by (kind, namespace, name) (model_serving_rollout_phase{phase=~"RolledBack|Halted"}) == 1
+      for: 1m
+      labels: {severity: warning}
+      annotations:
+        summary: '{{ "{{ $labels.kind }} {{ $labels.namespace }}/{{ $labels.name }}" }}: its last change failed a rollout step and is not in effect.'
+        description: 'status.rollout.message names the cluster, the gate and what it saw; the clusters serve the last good revision (RolledBack) or stay where the rollout halted. Change the spec to try again.'
 {{- end -}}
