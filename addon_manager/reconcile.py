@@ -245,7 +245,7 @@ class Reconciler:
         if st.comparable(new_dict) == st.comparable(old):
             return
         await self.writer.patch_status(c.GROUP, c.VERSION, todo.spec.plural, todo.namespace,
-                                       todo.name, new_dict)
+                                       todo.name, st.merge_patch_of(new, new_dict, old))
         out.status_written = True
 
     async def write_deletion_blocked(

@@ -18,6 +18,9 @@ from addon_manager.facts import FeedbackValue, WorkFact
 
 Category = Literal["ready", "progressing", "failed", "stale"]
 FAILED_ISVC_TRANSITIONS = (ClusterReason.BLOCKED_BY_FAILED_LOAD, ClusterReason.INVALID_SPEC)
+MOVING_ISVC_TRANSITIONS = ("UpToDate", "InProgress")
+"""KServe's transitionStatus values that say the current spec is loaded or loading: a
+lastFailureInfo beside them is about an earlier spec."""
 """ModelMesh transition states of an InferenceService that mean it failed."""
 
 E = TypeVar("E", bound=StrEnum)
@@ -90,6 +93,8 @@ def inference_service_report(work: WorkFact, removed: bool) -> tuple[ClusterStat
     # stands is not in effect there, so the cluster is Failed, and the message says the
     # previous model still serves.
     rejected = transition in FAILED_ISVC_TRANSITIONS
+    if transition in MOVING_ISVC_TRANSITIONS:
+        failure = ""  # KServe keeps lastFailureInfo after the model it was about is gone
     if work.value("ready") == "True" and not rejected:
         return ClusterStatus(
             cluster=cl, phase=ClusterPhase.READY, ready=True, reason=ClusterReason.READY, url=url,

@@ -415,6 +415,21 @@ def deletion_refused(
     )
 
 
+def merge_patch_of(new: IntentStatus, new_dict: dict[str, Any],
+                   old: Mapping[str, Any] | None) -> dict[str, Any]:
+    """The status to merge-patch: ``new_dict``, with the rollout's unset fields as null.
+
+    A merge patch leaves a field it omits as it was (a new step would keep the last one's
+    timestamps); a rollout that no longer applies is removed.
+    """
+    out = dict(new_dict)
+    if new.rollout is not None:
+        out["rollout"] = new.rollout.model_dump(mode="json", by_alias=True)
+    elif old and "rollout" in old:
+        out["rollout"] = None
+    return out
+
+
 def comparable(status: dict[str, Any] | None) -> dict[str, Any]:
     """A status dict without timestamps, for deciding whether a write is needed."""
     if not status:

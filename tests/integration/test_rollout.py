@@ -242,13 +242,14 @@ def test_a_metric_gate_decides_and_a_killed_manager_resumes_without_double_write
     model["spec"]["rollout"]["metricGate"] = gate
     _apply(hub, model)  # revision 4: cluster1's error ratio fails the gate
 
-    def phase_is(phase: str) -> Callable[[], dict[str, Any] | None]:
+    def rolled_back(revision: int) -> Callable[[], dict[str, Any] | None]:
         def check() -> dict[str, Any] | None:
             roll = _rollout(hub)
-            return roll if roll.get("phase") == phase and roll.get("targetRevision") else None
+            ok = (roll.get("phase"), roll.get("failedRevision")) == ("RolledBack", revision)
+            return roll if ok else None
         return check
 
-    roll = _until(fleet, phase_is("RolledBack"))
+    roll = _until(fleet, rolled_back(4))
     print(f"metric gate: {roll['message']}")
     assert roll["failedRevision"] == 4 and "Metric" in roll["message"]
     assert "0.5 for cluster cluster1 is not <= 0.1" in roll["message"]

@@ -8,6 +8,7 @@ from typing import Any
 
 from addon_api import constants as c
 from addon_api import tenancy
+from addon_api.common import merge_patch
 from addon_manager import conflicts
 from addon_manager.apply import WriteError
 from addon_manager.facts import ClusterFact, WorkFact, parse_work
@@ -158,7 +159,8 @@ class FakeHub:
         status: dict[str, Any],
     ) -> None:
         self.writes.append(("status", name))
-        self.statuses[name] = status
+        # A merge patch, as the API server applies it (null removes a field).
+        self.statuses[name] = merge_patch(self.statuses.get(name) or {}, status)
 
     async def ensure_addon(self, cluster: str) -> None:
         self.writes.append(("addon", cluster))

@@ -74,6 +74,9 @@ def test_a_change_reaches_one_cluster_at_a_time_then_a_bad_one_rolls_back() -> N
         settle(hub)
         step(rec, hub, body(hub, good, 1))
         assert revisions_on(hub) == expected
+        roll = hub.statuses["iris"]["rollout"]
+        # The new step's clock starts afresh (the merge patch nulls the last step's).
+        assert "stepReadySince" not in roll and roll["stepStarted"]
     settle(hub)
     out = step(rec, hub, body(hub, good, 1))
     status = hub.statuses["iris"]

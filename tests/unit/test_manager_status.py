@@ -139,10 +139,13 @@ def test_cluster_status_per_kind() -> None:
         failureMessage="No runtime found")))
     assert (cat, rejected.phase, rejected.reason) == ("failed", "Failed", "NoSupportingRuntime")
     assert rejected.message == "No runtime found (the previous model still serves)"
-    # An old failure with the model up to date and Ready is history.
+    # An old failure with the model up to date (or loading) is history.
     _, cat = st.cluster_status(isvc, st.ClusterInput("c1", fact(
         "c1", ready="True", transitionStatus="UpToDate", failureReason="ModelLoadFailed")))
     assert cat == "ready"
+    _, cat = st.cluster_status(isvc, st.ClusterInput("c1", fact(
+        "c1", ready="False", transitionStatus="InProgress", failureReason="NoSupportingRuntime")))
+    assert cat == "progressing"
     waiting, cat = st.cluster_status(
         isvc,
         st.ClusterInput(
@@ -612,3 +615,16 @@ def test_status_written_from_the_enums_is_plain_json_strings() -> None:
     ]
     # The comparison that decides a status write sees no difference from what was read back.
     assert st.comparable(json.loads(json.dumps(wire))) == st.comparable(wire)
+
+
+def test_a_status_patch_nulls_what_the_rollout_no_longer_has() -> None:
+    from addon_api.common import IntentStatus
+    from addon_api.rollout import RolloutStatus
+
+    new = IntentStatus(rollout=RolloutStatus(phase="Progressing", step=2, target_revision=3))
+    patch = st.merge_patch_of(new, new.to_dict(), {"rollout": {"stepReadySince": "x"}})
+    assert patch["rollout"]["stepReadySince"] is None and patch["rollout"]["step"] == 2
+    assert "stepReadySince" not in new.to_dict()["rollout"]  # what is compared has no nulls
+    plain = IntentStatus()
+    assert st.merge_patch_of(plain, plain.to_dict(), {"rollout": {"step": 1}})["rollout"] is None
+    assert "rollout" not in st.merge_patch_of(plain, plain.to_dict(), {"phase": "Ready"})
