@@ -56,6 +56,7 @@ def test_default_render() -> None:
     assert "--unavailable-grace=86400" in args
     # A cluster whose work agent does not pick up a new spec within a minute shows Stale.
     assert "--stale-after=60" in args
+    assert not [a for a in args if a.startswith("--prometheus")]  # no metric gate endpoint
     env = {e["name"]: e["valueFrom"]["fieldRef"]["fieldPath"] for e in pod["containers"][0]["env"]}
     assert env == {"POD_NAME": "metadata.name", "POD_NAMESPACE": "metadata.namespace"}
     role = next(o for o in objs if o["kind"] == "Role")
@@ -114,6 +115,7 @@ def test_feature_flags(sets: tuple[str, ...], expect: str) -> None:
         (("manager.leaseDurationSeconds=1",), "leaseDurationSeconds"),
         (("manager.unavailableGraceSeconds=-1",), "unavailableGraceSeconds"),
         (("manager.staleAfterSeconds=soon",), "staleAfterSeconds"),
+        (("manager.prometheus.url=thanos:9090",), "url"),
         (("addon.installStrategy=Sometimes",), "installStrategy"),
         (("agent.installNamespace=Not_A_Label",), "installNamespace"),
         (("unknownKey=1",), "unknownKey"),
@@ -240,7 +242,9 @@ def test_rendered_args_parse_with_the_real_command_lines() -> None:
     from addon_manager.main import parse_args as parse_manager
 
     objs = render("manager.logLevel=debug", "manager.addonEnablement=false",
-                  "manager.unavailableGraceSeconds=3600", "manager.staleAfterSeconds=300")
+                  "manager.unavailableGraceSeconds=3600", "manager.staleAfterSeconds=300",
+                  "manager.prometheus.url=https://thanos.example:8443",
+                  "manager.prometheus.tokenFile=/var/run/secrets/kubernetes.io/serviceaccount/token")
     manager = next(o for o in objs if o["kind"] == "Deployment")
     args = manager["spec"]["template"]["spec"]["containers"][0]["args"]
     assert args[0] == "manager"
@@ -248,6 +252,9 @@ def test_rendered_args_parse_with_the_real_command_lines() -> None:
     assert parsed.log_level == "DEBUG" and parsed.no_addon_enablement
     assert parsed.leader_elect and parsed.lease_duration == 15
     assert parsed.unavailable_grace == 3600 and parsed.stale_after == 300
+    assert parsed.prometheus_url == "https://thanos.example:8443"
+    assert str(parsed.prometheus_token_file).endswith("serviceaccount/token")
+    assert parsed.prometheus_ca_file is None
 
     adc = next(o for o in objs if o["kind"] == "AddOnDeploymentConfig")
     variables = {v["name"]: v["value"] for v in adc["spec"]["customizedVariables"]}
