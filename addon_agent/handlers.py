@@ -254,7 +254,12 @@ class Agent:
                 if fields != {
                     k: v for k, v in (body.get("status") or {}).items() if k != "conditions"
                 }:
+                    log.info("%s: %s (%s)", platform_name, status.phase, status.message[:200])
                     self._write_platform_status(platform_name, status)
+                # The gauges follow the event too, not only the next resync (a component
+                # that went down is on the hub's dashboards and alerts within a scrape).
+                self._record_metrics(str(body["spec"].get("platform", "")), status,
+                                     plan.controllers())
 
     def delete_platform(self, body: kopf.Body) -> None:
         """Uninstall on deletion; raise TemporaryError while blocked or not finished."""
