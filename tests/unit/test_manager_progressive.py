@@ -173,3 +173,24 @@ def test_a_report_from_before_the_revision_neither_passes_nor_fails_the_step() -
     assert {"name": "revision",
             "path": ".metadata.annotations.modelserving\\.opendatahub\\.io/revision"} in (
         paths["jsonPaths"])
+
+
+def test_a_partitioned_cluster_in_the_step_counts_as_not_ready() -> None:
+    from datetime import UTC, datetime, timedelta
+
+    from addon_manager.facts import ClusterFact
+
+    hub = FakeHub(placements={("ns", "p"): frozenset(CLUSTERS)})
+    platform_ready(hub, *CLUSTERS)
+    rec = Reconciler(hub, hub, admin=OPEN_POLICY)
+    step(rec, hub, body(hub, "s3://models/v1", 1))
+    settle(hub)  # c1 reported Ready on revision 1 ...
+    hub.health["c1"] = ClusterFact(available="Unknown", name="c1",  # ... then went dark
+                                   since=datetime.now(UTC) - timedelta(minutes=5))
+    step(rec, hub, body(hub, "s3://models/v1", 1))
+    roll = hub.statuses["iris"]["rollout"]
+    assert (roll["phase"], roll["step"]) == ("Progressing", 1)
+    assert revisions_on(hub) == {"c1": 1, "c2": None, "c3": None}
+    del hub.health["c1"]  # back: its (unchanged) report counts again
+    step(rec, hub, body(hub, "s3://models/v1", 1))
+    assert revisions_on(hub)["c2"] == 1
