@@ -155,7 +155,8 @@ class RolloutStatus(ApiModel):
     steps: Annotated[int, Field(ge=0)] = 0
     """Steps the rollout has in all, as the clusters are selected now."""
     updated: Annotated[int, Field(ge=0)] = 0
-    """Clusters on targetRevision."""
+    """Clusters whose work carried targetRevision when this status was computed (before the
+    writes of the same reconcile: a rollback shows them until the next one)."""
     step_clusters: Annotated[list[DnsSubdomain], set_list(100)] = Field(default_factory=list)
     """The clusters of the step in progress (at most 100 listed)."""
     step_started: Timestamp | None = None

@@ -479,7 +479,7 @@ CANARY_WORK = naming.work_name(KIND, NS, CANARY)
 CLUSTERS = ("cluster1", "cluster2")
 
 
-def _model(**predictor: Any) -> dict[str, Any]:
+def _model(strategy: str = "Progressive", **predictor: Any) -> dict[str, Any]:
     base = yaml.safe_load((demo.REPO / "examples" / "inferenceservice.yaml").read_text())
     base["metadata"]["name"] = CANARY
     spec = base["spec"]
@@ -487,7 +487,7 @@ def _model(**predictor: Any) -> dict[str, Any]:
     spec.pop("storageConnections")
     spec["template"]["predictor"]["model"]["storageUri"] = "gs://kfserving-examples/models/sklearn/1.0/model"
     spec["template"]["predictor"].update(predictor)
-    spec["rollout"] = {"strategy": "Progressive", "maxConcurrency": 1, "minSuccessTime": "2s",
+    spec["rollout"] = {"strategy": strategy, "maxConcurrency": 1, "minSuccessTime": "2s",
                        "progressDeadline": "90s"}
     return base
 
@@ -556,22 +556,26 @@ def _complete_on(fleet: tuple[Testbed, Callable[[], None]], revision: int,
 
 def test_changes_reach_one_cluster_at_a_time(fleet: tuple[Testbed, Callable[[], None]]) -> None:
     hub = fleet[0].hub
-    _apply(hub, _model())
+    # Everywhere at once first (no revisions): both clusters Ready.
+    _apply(hub, _model("All"))
+    _until(fleet, lambda: len(intent_entries(hub)) == 2
+           and all(e["ready"] for e in intent_entries(hub).values()))
+    assert {cl: w.revision for cl, (w, _) in _works(hub).items()} == {
+        "cluster1": None, "cluster2": None}
+    # A good change, progressively: revision 1 reaches cluster1 first and cluster2 only after
+    # cluster1 is Ready on it; cluster2 keeps its work from before until then.
+    _apply(hub, _model(minReplicas=2))
     first = History()
     roll = _complete_on(fleet, 1, first)
     assert first.ever("cluster1", 1) and roll["steps"] == 2
+    assert any(s.get("cluster2", (0, False))[0] is None for s in first.samples)
     revisions = json.loads(hub.kubectl(
         "get", "controllerrevisions", "-n", NS, "-l", f"{c.LABEL_INTENT_NAME}={CANARY}",
         "-o", "json").stdout)["items"]
     assert [r["revision"] for r in revisions] == [1]
     assert revisions[0]["metadata"]["ownerReferences"][0]["kind"] == KIND
-    # A good change: revision 2, cluster1 first, cluster2 after cluster1 is Ready on it.
-    _apply(hub, _model(minReplicas=2))
-    second = History()
-    _complete_on(fleet, 2, second)
-    assert second.ever("cluster1", 2)
     works = _works(hub)
-    assert {cl: w.revision for cl, (w, _) in works.items()} == {"cluster1": 2, "cluster2": 2}
+    assert {cl: w.revision for cl, (w, _) in works.items()} == {"cluster1": 1, "cluster2": 1}
     intent = _canary(hub)
     conds = {x["type"]: x for x in intent["status"]["conditions"]}
     assert conds["RolledOut"]["status"] == "True" and intent["status"]["phase"] == "Ready"
@@ -589,19 +593,19 @@ def test_a_change_kserve_rejects_rolls_back_and_never_reaches_cluster2(
     history = History()
 
     def rolled_back() -> dict[str, Any] | None:
-        history.sample(hub, 3)
+        history.sample(hub, 2)
         roll = _rollout(hub)
         return roll if roll.get("phase") == "RolledBack" else None
 
     roll = _until(fleet, rolled_back)
     print(f"rolled back: {roll['message']}")
-    assert roll["failedRevision"] == 3 and roll["stableRevision"] == 2
+    assert roll["failedRevision"] == 2 and roll["stableRevision"] == 1
     assert "on cluster cluster1" in roll["message"]
     assert "no-such-format" in roll["message"] or "NoSupportingRuntime" in roll["message"]
-    assert history.ever("cluster1", 3) and not history.ever("cluster2", 3)
-    # cluster2's work was never written; cluster1's is back on revision 2.
+    assert history.ever("cluster1", 2) and not history.ever("cluster2", 2)
+    # cluster2's work was never written; cluster1's is back on revision 1.
     _until(fleet, lambda: {cl: w.revision for cl, (w, _) in _works(hub).items()}
-           == {"cluster1": 2, "cluster2": 2})
+           == {"cluster1": 1, "cluster2": 1})
     after = _works(hub)
     assert after["cluster2"][1] == before["cluster2"][1]
     intent = _canary(hub)
@@ -612,7 +616,7 @@ def test_a_change_kserve_rejects_rolls_back_and_never_reaches_cluster2(
                          f"involvedObject.name={CANARY},reason=RolloutRolledBack",
                          "-o", "name").stdout
     assert events.strip(), "no RolloutRolledBack Event"
-    # The model serves revision 2 again on both clusters.
+    # The model serves revision 1 again on both clusters.
     _until(fleet, lambda: all(e["ready"] for e in intent_entries(hub).values()))
 
 
@@ -659,7 +663,7 @@ def test_a_metric_gate_decides_and_a_killed_manager_resumes_without_double_write
             "maxValue": 0.1}
     model = _model(minReplicas=3)
     model["spec"]["rollout"]["metricGate"] = gate
-    _apply(hub, model)  # revision 4: cluster1's error ratio fails the gate
+    _apply(hub, model)  # revision 3: cluster1's error ratio fails the gate
 
     def rolled_back(revision: int) -> Callable[[], dict[str, Any] | None]:
         def check() -> dict[str, Any] | None:
@@ -668,51 +672,53 @@ def test_a_metric_gate_decides_and_a_killed_manager_resumes_without_double_write
             return roll if ok else None
         return check
 
-    roll = _until(fleet, rolled_back(4))
+    roll = _until(fleet, rolled_back(3))
     print(f"metric gate: {roll['message']}")
-    assert roll["failedRevision"] == 4 and "Metric" in roll["message"]
+    assert roll["failedRevision"] == 3 and "Metric" in roll["message"]
     assert "0.5 for cluster cluster1 is not <= 0.1" in roll["message"]
-    # Healthy now: revision 5 goes on. Kill the manager once cluster1 has it.
+    # Healthy now: revision 4 goes on. Kill the manager once cluster1 has it.
     errors.labels("cluster1").set(0.01)
     before = _works(hub)
     model = _model(minReplicas=4)
     model["spec"]["rollout"]["metricGate"] = gate
     model["spec"]["rollout"]["minSuccessTime"] = "6s"
     _apply(hub, model)
-    _until(fleet, lambda: _works(hub)["cluster1"][0].revision == 5)
+    _until(fleet, lambda: _works(hub)["cluster1"][0].revision == 4)
     manager.kill()
     killed = time.monotonic()
     time.sleep(0.5)
     manager.start()
-    roll = _complete_on(fleet, 5, History())
-    print(f"revision 5 complete {time.monotonic() - killed:.1f}s after the kill")
+    roll = _complete_on(fleet, 4, History())
+    print(f"revision 4 complete {time.monotonic() - killed:.1f}s after the kill")
     after = _works(hub)
-    for cl in CLUSTERS:  # one write per cluster for revision 5, across the restart
+    for cl in CLUSTERS:  # one write per cluster for revision 4, across the restart
         assert after[cl][1] == before[cl][1] + 1, (cl, before[cl][1], after[cl][1])
     assert any(g["gate"] == "Metric" for g in roll.get("gates", [])) or roll["phase"] == "Complete"
 
 
-def test_pause_holds_the_next_step_and_undo_returns_every_cluster(
+def test_pause_holds_resume_goes_on_and_undo_returns_every_cluster(
     fleet: tuple[Testbed, Callable[[], None]],
 ) -> None:
     hub = fleet[0].hub
     hub.kubectl("annotate", "mcisvc", CANARY, "-n", NS, f"{c.ANNOTATION_ROLLOUT_PAUSE}=true")
     model = copy.deepcopy(_model(minReplicas=5))
     model["spec"]["rollout"].pop("metricGate", None)
-    _apply(hub, model)  # revision 6
+    _apply(hub, model)  # revision 5
     _until(fleet, lambda: _rollout(hub).get("phase") == "Paused"
-           and _rollout(hub).get("targetRevision") == 6)
+           and _rollout(hub).get("targetRevision") == 5)
     # The reconcile that wrote this status wrote its works first: none moved.
-    assert {cl: w.revision for cl, (w, _) in _works(hub).items()} == {"cluster1": 5,
-                                                                       "cluster2": 5}
+    assert {cl: w.revision for cl, (w, _) in _works(hub).items()} == {"cluster1": 4,
+                                                                       "cluster2": 4}
+    # Resumed: the first step starts (cluster1 gets revision 5); then undone mid-step: every
+    # cluster goes to revision 1 and stays there.
     hub.kubectl("annotate", "mcisvc", CANARY, "-n", NS, f"{c.ANNOTATION_ROLLOUT_PAUSE}-")
-    _complete_on(fleet, 6, History())
-    hub.kubectl("annotate", "mcisvc", CANARY, "-n", NS, f"{c.ANNOTATION_ROLLOUT_UNDO}=6:2")
+    _until(fleet, lambda: _works(hub)["cluster1"][0].revision == 5)
+    hub.kubectl("annotate", "mcisvc", CANARY, "-n", NS, f"{c.ANNOTATION_ROLLOUT_UNDO}=5:1")
     _until(fleet, lambda: {cl: w.revision for cl, (w, _) in _works(hub).items()}
-           == {"cluster1": 2, "cluster2": 2})
+           == {"cluster1": 1, "cluster2": 1})
     roll = _rollout(hub)
     assert (roll["phase"], roll["stableRevision"], roll["failedRevision"]) == (
-        "RolledBack", 2, 6)
+        "RolledBack", 1, 5)
     hub.kubectl("delete", "mcisvc", CANARY, "-n", NS)
     _until(fleet, lambda: _works(hub) == {})
 
