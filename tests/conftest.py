@@ -202,7 +202,7 @@ def pytest_itemcollected(item: pytest.Item) -> None:
 
 
 LONGEST_GROUPS = (
-    "testbed-spokes", "testbed-hub", "testbed-stacks", "testbed-works", "test_e2e", "reliability"
+    "testbed-hub", "test_e2e", "testbed-works", "testbed-spokes", "testbed-stacks", "reliability"
 )
 """The worker groups that take minutes, longest first (``--durations`` of ``make test``).
 They run first, so that each parallel worker starts on one and the short files fill the gaps
