@@ -19,7 +19,7 @@ from pydantic import ValidationError
 
 from addon_api import constants as c
 from addon_api.common import Resource
-from addon_api.rollout import Rollout, RolloutStatus
+from addon_api.rollout import MetricGate, Rollout, RolloutStatus
 from addon_manager import revisions, rollout
 from addon_manager import status as st
 from addon_manager.facts import ClusterFact, WorkFact
@@ -48,6 +48,8 @@ class RolloutPlan:
     status: RolloutStatus
     events: list[tuple[str, str, str]] = field(default_factory=list)
     metric_for: tuple[str, ...] = ()
+    metric_gate: MetricGate | None = None
+    """The gate to query for ``metric_for`` (the settings the plan read)."""
     recheck_after: float | None = None
 
 
@@ -123,4 +125,4 @@ def plan_rollout(
     prune = revisions.to_prune(kept, in_use, settings.revision_history_limit)
     return RolloutPlan(revs.target, decision.assign, intents, revs.create, prune,
                        decision.status, decision.events, decision.metric_for,
-                       decision.recheck_after)
+                       settings.metric_gate, decision.recheck_after)

@@ -23,7 +23,7 @@ from addon_api.common import IntentStatus
 from addon_api.conditions import condition
 from addon_api.reasons import ClusterPhase, IntentConditionType, IntentPhase
 from addon_api.rollout import MetricGate
-from addon_manager import metrics, partition, policy, progressive, sealkeys, tenancy
+from addon_manager import metrics, partition, policy, sealkeys, tenancy
 from addon_manager import status as st
 from addon_manager.execute import Executor, Writer
 from addon_manager.kinds import KINDS, TENANT_KINDS, spec_of
@@ -156,15 +156,16 @@ class Reconciler:
                 ended = STEP_ENDS.get(reason)
                 if ended:
                     metrics.ROLLOUT_STEPS.labels(kind, ended).inc()
-            if todo.rollout.metric_for and await self._ask_gate(
-                    kind, todo.namespace, todo.name, body, todo.rollout.metric_for):
+            gate = todo.rollout.metric_gate
+            if gate is not None and todo.rollout.metric_for and await self._ask_gate(
+                    kind, todo.namespace, todo.name, gate, todo.rollout.metric_for):
                 out.recheck_after = 0.0  # judge the step again with the answer
         await self._write_status(todo, result.status, out, keep_blocked=not todo.deleting)
         self._observe(kind, todo.namespace, todo.name, result.status)
         metrics.RECONCILE_SECONDS.labels(kind).observe(time.monotonic() - started)
         return out
 
-    async def _ask_gate(self, kind: str, ns: str, name: str, body: Mapping[str, Any],
+    async def _ask_gate(self, kind: str, ns: str, name: str, gate: MetricGate,
                         clusters: tuple[str, ...]) -> bool:
         """Query the metric gate for a step's clusters unless a fresh answer exists.
 
@@ -175,15 +176,11 @@ class Reconciler:
         if known is not None and known[0].clusters == clusters and (
                 time.monotonic() - known[1] < GATE_REFRESH):
             return False
-        settings = progressive.settings_of(spec_of(kind).model.from_object(
-            {k: v for k, v in body.items() if k in ("apiVersion", "kind", "metadata", "spec")}))
-        if settings is None or settings.metric_gate is None:
-            return False
         if self.gate is None:
             answer = MetricAnswer(clusters, "Pending", "the manager has no --prometheus-url "
                                   "to evaluate metric gates with")
         else:
-            answer = await self.gate.evaluate(settings.metric_gate, clusters)
+            answer = await self.gate.evaluate(gate, clusters)
         metrics.ROLLOUT_METRIC_GATE.labels(kind, answer.state).inc()
         self.answers[key] = (answer, time.monotonic())
         return True
