@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
@@ -62,6 +62,10 @@ class WorkFact:
     reports applied (the executor may act there); empty for every other work."""
     revision: int | None = None
     """The intent revision the work renders (progressive rollouts; None: not marked)."""
+    resource_version: int = field(default=0, compare=False)
+    """metadata.resourceVersion as a number (0: unknown). Not part of equality: a write that
+    changes nothing the manager reads is no change. The store uses it to never take an older
+    view of a work over a newer one (see :meth:`addon_manager.workwatch.WorkStore.put`)."""
 
     @property
     def unobserved(self) -> bool:
@@ -289,7 +293,18 @@ def parse_work(work: Mapping[str, Any]) -> WorkFact | None:
         granted=(granted_namespaces(status) if owner[0] == tenancy.ACCESS_KIND
                  else frozenset()),
         revision=_revision((meta.get("annotations") or {}).get(c.ANNOTATION_REVISION)),
+        resource_version=resource_version(meta),
     )
+
+
+def resource_version(meta: Mapping[str, Any]) -> int:
+    """An object's ``metadata.resourceVersion`` as a number; 0 when absent or not a number.
+
+    The API server's versions are etcd revisions (decimal numbers, growing with every write);
+    one object's versions only grow, which is all that is compared.
+    """
+    value = meta.get("resourceVersion")
+    return int(value) if isinstance(value, str) and value.isdigit() else 0
 
 
 def _revision(value: object) -> int | None:

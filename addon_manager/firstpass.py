@@ -54,6 +54,10 @@ class FirstPass:
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(self.settled.wait(), self.limit)
 
+    def first(self, key: IntentKey) -> bool:
+        """Whether ``key`` is a changed intent still before its first reconcile."""
+        return self.pending is not None and key in self.pending
+
     def reconciled(self, key: IntentKey) -> None:
         """Record that ``key`` made its first reconcile (successful or not)."""
         if self.pending is not None and key in self.pending:

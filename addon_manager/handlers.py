@@ -20,7 +20,7 @@ from typing import Any
 import kopf
 
 from addon_api import constants as c
-from addon_manager import conflicts, firstpass, kinds, metrics, partition, revisions
+from addon_manager import conflicts, firstpass, kinds, metrics, partition, revisions, workwatch
 from addon_manager.execute import Writer
 from addon_manager.facts import AddonFact, ClusterFact, WorkFact, agent_namespace
 from addon_manager.kinds import KINDS, KindSpec
@@ -122,6 +122,26 @@ class ManagerState:
         """Return once works, clusters and add-ons are listed (at once without informers)."""
         for informer in self.informers:
             await informer.synced.wait()
+
+    async def works_ready_for(self, key: firstpass.IntentKey) -> None:
+        """Return once intent ``key`` may be planned.
+
+        That is once every informer is synced or, for an intent of the first pass while the
+        works are still being listed, once clusters and add-ons are synced and the works its
+        plan reads are prefetched (:func:`kinds.works_read`).
+        """
+        works = next((i for i in self.informers if i.store is self.works), None)
+        selectors = []
+        if works is not None and not works.synced.is_set() and self.first_pass.first(key):
+            selectors = workwatch.prefetch_selectors(key, kinds.works_read(key[0]))
+        if works is None or not selectors:
+            await self.works_synced()
+            return
+        for informer in self.informers:
+            if informer is not works:
+                await informer.synced.wait()
+        count = await works.prefetch(selectors)
+        log.info("%s %s/%s: %d works prefetched ahead of the full list", *key, count)
 
     def mark_ready(self) -> None:
         """Record readiness once kopf's indexes and the works are both in memory."""
@@ -586,9 +606,9 @@ def _register_intent(spec: KindSpec) -> None:
         key = (kind, str(namespace), name)
         wake = state.wakeups.get(key)
         reconciler = _reconciler(state, kwargs)
-        await state.works_synced()  # never plan from an empty store
         world = _world(state, kwargs)
         await state.first_pass.turn(key, world.changed_intents)
+        await state.works_ready_for(key)  # never plan from an empty store
         while not stopped:
             wake.clear()
             if (spec.seals and settings.secrets is not None

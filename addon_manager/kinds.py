@@ -148,3 +148,23 @@ STACK_HOLDERS = tuple(spec.kind for spec in where(lambda s: s.holds_stack))
 """Kinds whose works hold the stack on their cluster."""
 STACK_OWNERS = tuple(spec.kind for spec in where(lambda s: s.owns_stack))
 """Kinds whose works install the stack."""
+
+
+def works_read(kind: str) -> frozenset[str]:
+    """The owner kinds of the works besides its own that planning an intent of ``kind`` reads.
+
+    Those it depends on, the stack's (its gates), the identity works (what seals), the
+    tenant's access works, and what holds a stack (a stack's removal rule).
+
+    An intent's plan is complete once its own works and these are known: what
+    :meth:`addon_manager.workwatch.WorkInformer.prefetch` lists first after a start.
+    """
+    spec = spec_of(kind)
+    read = {dep.kind for dep in spec.depends_on} | set(STACK_OWNERS)
+    if spec.owns_stack:
+        read |= set(STACK_HOLDERS)
+    if spec.seals:
+        read.add(IDENTITY)
+    if spec.tenant:
+        read.add(ACCESS)
+    return frozenset(read)

@@ -51,6 +51,23 @@ WORKS_PATH = "/apis/work.open-cluster-management.io/v1/manifestworks"
 """Every ManifestWork of the hub, in all namespaces."""
 SELECTOR = f"{c.LABEL_MANAGED_BY}={c.FIELD_MANAGER}"
 """Label selector the API server applies: only the add-on's works are listed and watched."""
+
+
+def prefetch_selectors(owner: tuple[str, str, str], kinds_read: Iterable[str]) -> list[str]:
+    """Label selectors of an intent's own works and of every work of ``kinds_read``.
+
+    ``kinds_read`` is what its plan reads (:func:`addon_manager.kinds.works_read`). [] when
+    that is every work of the intent's kind anyway (no gain over the full list).
+
+    ``owner`` is (kind, namespace, name).
+    """
+    kind, namespace, name = owner
+    others = sorted(set(kinds_read))
+    if kind in others:
+        return []
+    own = (f"{SELECTOR},{c.LABEL_INTENT_KIND}={kind},{c.LABEL_INTENT_NAMESPACE}={namespace},"
+           f"{c.LABEL_INTENT_NAME}={name}")
+    return [own, f"{SELECTOR},{c.LABEL_INTENT_KIND} in ({','.join(others)})"] if others else [own]
 PAGE_SIZE = 500
 """Works per list page."""
 WATCH_SECONDS = 300
@@ -166,9 +183,15 @@ class WorkStore:
         return {(w.cluster, w.name): w for w in self}
 
     def put(self, fact: WorkFact) -> Change | None:
-        """Store ``fact`` (replacing the work's previous one); the change, None if equal."""
+        """Store ``fact`` (replacing the work's previous one); the change, None if equal.
+
+        A fact older than the one kept (a smaller resourceVersion: a list that began before a
+        :meth:`WorkInformer.prefetch`, or the watch replaying what came before it) is no
+        change either: the store never goes back in a work's history.
+        """
         old = self.get(fact.cluster, fact.name)
-        if old == fact:
+        if old == fact or (old is not None and fact.resource_version
+                           and fact.resource_version < old.resource_version):
             return None
         if old is not None:
             self._unindex(old)
@@ -187,15 +210,24 @@ class WorkStore:
         self._unindex(old)
         return old, None
 
-    def replace_all(self, listed: Mapping[Key, WorkFact]) -> list[Change]:
-        """Make the store hold exactly ``listed`` (a relist); the changes, as :func:`diff`."""
-        changes = diff(self.snapshot(), listed)
-        for old, new in changes:
+    def replace_all(self, listed: Mapping[Key, WorkFact], version: int = 0) -> list[Change]:
+        """Make the store hold ``listed`` (a relist at ``version``); the changes, as :func:`diff`.
+
+        What the store learnt after the list's version stays: a fact newer than the listed
+        one (see :meth:`put`), and a work the list does not have but the store saw at a later
+        version (created after the list's snapshot).
+        """
+        changes: list[Change] = []
+        for old, new in diff(self.snapshot(), listed):
             if new is not None:
-                self.put(new)
-            elif old is not None:
-                self.remove(old.cluster, old.name)
-        return [(old, self.get(new.cluster, new.name) if new else None) for old, new in changes]
+                change = self.put(new)
+            elif old is not None and not (version and old.resource_version > version):
+                change = self.remove(old.cluster, old.name)
+            else:
+                change = None
+            if change is not None:
+                changes.append(change)
+        return changes
 
     def _unindex(self, fact: WorkFact) -> None:
         works = self._by_cluster[fact.cluster]
@@ -252,8 +284,13 @@ class KeyedStore(Generic[T]):
         old = self._items.pop((namespace, name), None)
         return None if old is None else (old, None)
 
-    def replace_all(self, listed: Mapping[Key, T]) -> list[tuple[T | None, T | None]]:
-        """Keep exactly ``listed`` (a relist); the changes, as :func:`diff`."""
+    def replace_all(self, listed: Mapping[Key, T], version: int = 0
+                    ) -> list[tuple[T | None, T | None]]:
+        """Keep exactly ``listed`` (a relist); the changes, as :func:`diff`.
+
+        ``version`` is not used: these stores are never prefetched.
+        """
+        del version
         changes = diff(self._items, listed)
         self._items = dict(listed)
         return changes
@@ -286,8 +323,11 @@ class Page:
 class WorkSource(Protocol):
     """Where the informer reads works from (the hub, or a fake in tests)."""
 
-    async def list_page(self, cont: str, limit: int) -> Page:
-        """One page of the add-on's works (``cont`` "" for the first)."""
+    async def list_page(self, cont: str, limit: int, selector: str | None = None) -> Page:
+        """One page of the add-on's works (``cont`` "" for the first).
+
+        ``selector``: a label selector to list by instead of the source's own (a prefetch's).
+        """
 
     def watch(self, resource_version: str, timeout: int) -> AsyncIterator[dict[str, Any]]:
         """Watch events (``type``, ``object``) after ``resource_version``, bookmarks included.
@@ -331,8 +371,9 @@ class HubSource:
         self.field_selector = field_selector
         self.path = path
 
-    def _selectors(self) -> dict[str, str]:
-        out = {"labelSelector": self.selector} if self.selector else {}
+    def _selectors(self, selector: str | None = None) -> dict[str, str]:
+        selector = self.selector if selector is None else selector
+        out = {"labelSelector": selector} if selector else {}
         if self.field_selector:
             out["fieldSelector"] = self.field_selector
         return out
@@ -341,9 +382,9 @@ class HubSource:
         """Close the HTTP session."""
         await self.http.close()
 
-    async def list_page(self, cont: str, limit: int) -> Page:
-        """One page of the add-on's works (``cont`` "" for the first)."""
-        params = {**self._selectors(), "limit": str(limit)}
+    async def list_page(self, cont: str, limit: int, selector: str | None = None) -> Page:
+        """One page of the add-on's works (see :meth:`WorkSource.list_page`)."""
+        params = {**self._selectors(selector), "limit": str(limit)}
         if cont:
             params["continue"] = cont
         timeout = aiohttp.ClientTimeout(total=None, sock_connect=15, sock_read=120)
@@ -411,6 +452,8 @@ class Stats:
     """Failed lists or watches (retried with backoff)."""
     changes: int = 0
     """Calls of ``on_change``."""
+    prefetched: int = 0
+    """Objects listed by :meth:`WorkInformer.prefetch`."""
 
 
 class WorkInformer:
@@ -484,12 +527,15 @@ class WorkInformer:
                 must_list = True
                 await asyncio.sleep(delay)
 
-    async def relist(self) -> None:
-        """List every object (all pages), make the store match, report the differences."""
+    async def _list(self, selector: str | None = None) -> tuple[dict[Key, Any], str]:
+        """Every object (all pages; by ``selector`` when given), parsed; the list's version."""
         listed: dict[Key, Any] = {}
         cont, version = "", ""
         while True:
-            page = await self.source.list_page(cont, self.page_size)
+            if selector is None:
+                page = await self.source.list_page(cont, self.page_size)
+            else:
+                page = await self.source.list_page(cont, self.page_size, selector)
             version = version or page.resource_version
             for item in page.items:
                 fact = self.parse(item)
@@ -498,8 +544,35 @@ class WorkInformer:
             if not page.cont:
                 break
             cont = page.cont
+        return listed, version
+
+    async def prefetch(self, selectors: Iterable[str]) -> int:
+        """Before the first list ends, list what ``selectors`` select into the store.
+
+        For a start at thousands of clusters: the works one intent's plan reads are a small
+        part of all works, and listing them first lets that intent reconcile seconds before
+        the full list is in. Each object is stored and reported as the watch would report
+        it; the full list then keeps what is newer (see :meth:`WorkStore.replace_all`).
+        Nothing is done once the informer is synced. Returns the objects listed.
+        """
+        count = 0
+        for selector in selectors:
+            if self.synced.is_set():
+                break
+            listed, _ = await self._list(selector)
+            count += len(listed)
+            self.stats.prefetched += len(listed)
+            for fact in listed.values():
+                change = self.store.put(fact)
+                if change is not None:
+                    self._emit(*change)
+        return count
+
+    async def relist(self) -> None:
+        """List every object (all pages), make the store match, report the differences."""
+        listed, version = await self._list()
         self.stats.lists += 1
-        changes = self.store.replace_all(listed)
+        changes = self.store.replace_all(listed, int(version) if version.isdigit() else 0)
         self.resource_version = version
         self.synced.set()
         log.info("%s listed: %d at resourceVersion %s, %d changed", self.what,

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
@@ -12,7 +13,7 @@ import pytest
 from aiohttp import web
 
 from addon_api import constants as c
-from addon_manager import workwatch
+from addon_manager import kinds, workwatch
 from addon_manager.facts import WorkFact, parse_work
 from addon_manager.workwatch import Backoff, Gone, Page, WorkInformer, WorkStore, diff
 
@@ -128,6 +129,47 @@ def test_replace_all_makes_the_store_match_the_list() -> None:
     assert store.snapshot() == listed
 
 
+def test_the_store_never_takes_an_older_view_of_a_work() -> None:
+    store = WorkStore()
+    newer = fact("c1", "w", rv=50, available="False")
+    assert store.put(newer) == (None, newer)
+    assert store.put(fact("c1", "w", rv=40)) is None  # e.g. a list that began earlier
+    assert store.get("c1", "w") == newer
+    assert store.put(fact("c1", "w", rv=60)) is not None
+    unknown = fact("c1", "w", available="False")
+    object.__setattr__(unknown, "resource_version", 0)
+    assert store.put(unknown) is not None  # no version to compare: taken
+
+
+def test_replace_all_keeps_what_the_store_saw_after_the_lists_version() -> None:
+    store = WorkStore()
+    store.put(fact("c1", "prefetched", rv=150, available="False"))
+    store.put(fact("c1", "created-after-the-list", rv=160))
+    store.put(fact("c1", "deleted-before-the-list", rv=90))
+    listed = workwatch.facts_by_key([fact("c1", "prefetched", rv=80), fact("c2", "new", rv=70)])
+    changes = store.replace_all(listed, 100)
+    assert {(o.name if o else None, n.name if n else None) for o, n in changes} == {
+        (None, "new"), ("deleted-before-the-list", None)}
+    kept = store.get("c1", "prefetched")
+    assert kept is not None and kept.available == "False" and kept.resource_version == 150
+    assert store.get("c1", "created-after-the-list") is not None
+    assert store.get("c1", "deleted-before-the-list") is None
+
+
+def test_what_a_plan_reads_is_its_own_works_and_the_kinds_it_depends_on() -> None:
+    assert kinds.works_read(ISVC) == {MS, c.KIND_STORAGE_CONNECTION, kinds.ACCESS}
+    assert kinds.IDENTITY in kinds.works_read(c.KIND_STORAGE_CONNECTION)
+    assert workwatch.prefetch_selectors((ISVC, "team", "iris"), kinds.works_read(ISVC)) == [
+        f"{workwatch.SELECTOR},{c.LABEL_INTENT_KIND}={ISVC},{c.LABEL_INTENT_NAMESPACE}=team,"
+        f"{c.LABEL_INTENT_NAME}=iris",
+        f"{workwatch.SELECTOR},{c.LABEL_INTENT_KIND} in "
+        f"({','.join(sorted(kinds.works_read(ISVC)))})",
+    ]
+    # A stack's plan reads every work that holds a stack, its own kind included: no gain.
+    assert MS in kinds.works_read(MS) and ISVC in kinds.works_read(MS)
+    assert workwatch.prefetch_selectors((MS, "team", "stack"), kinds.works_read(MS)) == []
+
+
 # The informer on a fake source -------------------------------------------------------------
 
 
@@ -145,15 +187,32 @@ class FakeSource:
         self.watch_calls: list[str] = []
         self.idle = asyncio.Event()
 
+        self.full_list_snapshot: dict[tuple[str, str], dict[str, Any]] | None = None
+        """What a held full list serves (taken at its first page)."""
+        self.hold_full_list: asyncio.Event | None = None
+        """Set: the full list waits for this event after its first request."""
+        self.selector_calls: list[str] = []
+
     def add(self, body: dict[str, Any]) -> None:
         self.works[(body["metadata"]["namespace"], body["metadata"]["name"])] = body
 
-    async def list_page(self, cont: str, limit: int) -> Page:
-        self.list_calls.append((cont, limit))
-        keys = sorted(self.works)
+    async def list_page(self, cont: str, limit: int, selector: str | None = None) -> Page:
+        works = self.works
+        if selector is not None:
+            self.selector_calls.append(selector)
+            works = {k: w for k, w in works.items()
+                     if selects(selector, w["metadata"].get("labels") or {})}
+        else:
+            self.list_calls.append((cont, limit))
+            if self.hold_full_list is not None:
+                if self.full_list_snapshot is None:
+                    self.full_list_snapshot = dict(self.works)
+                await self.hold_full_list.wait()
+                works = self.full_list_snapshot
+        keys = sorted(works)
         start = int(cont or 0)
         end = start + limit
-        return Page([self.works[k] for k in keys[start:end]], str(self.version),
+        return Page([works[k] for k in keys[start:end]], str(self.version),
                     str(end) if end < len(keys) else "")
 
     async def watch(self, resource_version: str, timeout: int) -> AsyncIterator[dict[str, Any]]:
@@ -167,6 +226,20 @@ class FakeSource:
             if isinstance(item, BaseException):
                 raise item
             yield item
+
+
+def selects(selector: str, labels: dict[str, str]) -> bool:
+    """Whether a label selector of ``k=v`` and ``k in (a,b)`` terms selects ``labels``."""
+    for term in re.findall(r"[^,()]+ in \([^)]*\)|[^,]+", selector):
+        if " in (" in term:
+            key, values = term.split(" in (")
+            if labels.get(key) not in values.rstrip(")").split(","):
+                return False
+        else:
+            key, value = term.split("=")
+            if labels.get(key) != value:
+                return False
+    return True
 
 
 def event(kind: str, body: dict[str, Any]) -> dict[str, Any]:
@@ -433,3 +506,83 @@ def test_an_unexpected_error_is_logged_and_the_informer_lists_again() -> None:
         assert len(inf.store) == 1
 
     run_informer(src, check)
+
+
+def test_prefetch_lists_what_one_intent_reads_while_the_full_list_is_still_running() -> None:
+    src = FakeSource()
+    for cl in ("c1", "c2"):
+        src.add(work(cl, "isvc-iris"))
+        src.add(work(cl, "isvc-other", intent="other"))
+        src.add(work(cl, "msv-stack", MS, "stack"))
+    src.add(work("c3", "foreign", ours=False))
+    src.hold_full_list = asyncio.Event()
+    seen: Changes = []
+
+    def on_change(old: WorkFact | None, new: WorkFact | None) -> None:
+        seen.append((f"{old.cluster}/{old.name}" if old else None,
+                     f"{new.cluster}/{new.name}:{new.available}" if new else None))
+
+    async def main() -> None:
+        inf = WorkInformer(src, on_change, page_size=2)
+        task = asyncio.create_task(inf.run())
+        while src.full_list_snapshot is None:  # the full list took its snapshot and waits
+            await asyncio.sleep(0)
+        # The hub moves on after the full list's snapshot: the prefetch sees the newer work.
+        src.add(work("c1", "isvc-iris", rv=120, available="False"))
+        selectors = workwatch.prefetch_selectors((ISVC, "team", "iris"), kinds.works_read(ISVC))
+        assert await inf.prefetch(selectors) == 4
+        assert not inf.synced.is_set()
+        assert {(w.cluster, w.name) for w in inf.store} == {
+            (cl, n) for cl in ("c1", "c2") for n in ("isvc-iris", "msv-stack")}
+        assert sorted(seen) == sorted([(None, "c1/isvc-iris:False"), (None, "c2/isvc-iris:True"),
+                                       (None, "c1/msv-stack:True"), (None, "c2/msv-stack:True")])
+        seen.clear()
+        src.hold_full_list.set()  # type: ignore[union-attr]
+        await asyncio.wait_for(inf.synced.wait(), 5)
+        # The full list adds what was not prefetched and keeps the newer view of iris on c1.
+        assert sorted(seen) == [(None, "c1/isvc-other:True"), (None, "c2/isvc-other:True")]
+        kept = inf.store.get("c1", "isvc-iris")
+        assert kept is not None and kept.available == "False"
+        assert len(inf.store) == 6 and inf.stats.prefetched == 4
+        assert await inf.prefetch(selectors) == 0  # synced: nothing more to do
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+
+    asyncio.run(main())
+
+
+def test_a_changed_intent_plans_from_a_prefetch_and_the_others_wait_for_the_full_list() -> None:
+    from addon_manager.handlers import ManagerState
+
+    changed, unchanged = (ISVC, "team", "iris"), (ISVC, "team", "other")
+    src = FakeSource()
+    for cl in ("c1", "c2"):
+        src.add(work(cl, "isvc-iris"))
+        src.add(work(cl, "isvc-other", intent="other"))
+        src.add(work(cl, "msv-stack", MS, "stack"))
+    src.hold_full_list = asyncio.Event()
+    clusters = FakeSource()  # stands for the clusters' informer: synced at once
+
+    async def main() -> None:
+        state = ManagerState()
+        state.informers = [WorkInformer(src, store=state.works),
+                           WorkInformer(clusters, store=WorkStore(), what="ManagedCluster")]
+        tasks = [asyncio.create_task(i.run()) for i in state.informers]
+        await state.first_pass.turn(changed, lambda: [changed])
+        await asyncio.wait_for(state.works_ready_for(changed), 5)
+        assert set(state.works.works_of(ISVC, "team", "iris")) == {"c1", "c2"}
+        assert state.works.works_of(ISVC, "team", "other") == {}
+        assert not state.informers[0].synced.is_set()
+        # An intent that did not change waits for the full list.
+        waiting = asyncio.create_task(state.works_ready_for(unchanged))
+        await asyncio.sleep(0.05)
+        assert not waiting.done()
+        src.hold_full_list.set()  # type: ignore[union-attr]
+        await asyncio.wait_for(waiting, 5)
+        assert set(state.works.works_of(ISVC, "team", "other")) == {"c1", "c2"}
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+
+    asyncio.run(main())
