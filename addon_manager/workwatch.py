@@ -490,6 +490,11 @@ class WorkInformer:
         self.synced = asyncio.Event()
         self.resource_version = ""
         self.stats = Stats()
+        self._prefetching = 0
+        self._full_list_may_go = asyncio.Event()
+        """Clear while a prefetch runs: the full list waits between its pages, so that the
+        prefetch has the API server to itself (it is what a changed intent waits for)."""
+        self._full_list_may_go.set()
 
     async def run(self) -> None:
         """List and watch until cancelled; never returns otherwise.
@@ -533,6 +538,7 @@ class WorkInformer:
         cont, version = "", ""
         while True:
             if selector is None:
+                await self._full_list_may_go.wait()
                 page = await self.source.list_page(cont, self.page_size)
             else:
                 page = await self.source.list_page(cont, self.page_size, selector)
@@ -552,20 +558,28 @@ class WorkInformer:
         For a start at thousands of clusters: the works one intent's plan reads are a small
         part of all works, and listing them first lets that intent reconcile seconds before
         the full list is in. Each object is stored and reported as the watch would report
-        it; the full list then keeps what is newer (see :meth:`WorkStore.replace_all`).
+        it. The full list waits between its pages meanwhile (the prefetch is what a changed
+        intent waits for), then keeps what is newer (see :meth:`WorkStore.replace_all`).
         Nothing is done once the informer is synced. Returns the objects listed.
         """
         count = 0
-        for selector in selectors:
-            if self.synced.is_set():
-                break
-            listed, _ = await self._list(selector)
-            count += len(listed)
-            self.stats.prefetched += len(listed)
-            for fact in listed.values():
-                change = self.store.put(fact)
-                if change is not None:
-                    self._emit(*change)
+        self._prefetching += 1
+        self._full_list_may_go.clear()
+        try:
+            for selector in selectors:
+                if self.synced.is_set():
+                    break
+                listed, _ = await self._list(selector)
+                count += len(listed)
+                self.stats.prefetched += len(listed)
+                for fact in listed.values():
+                    change = self.store.put(fact)
+                    if change is not None:
+                        self._emit(*change)
+        finally:
+            self._prefetching -= 1
+            if not self._prefetching:
+                self._full_list_may_go.set()
         return count
 
     async def relist(self) -> None:

@@ -188,7 +188,8 @@ def enable_addon(bed: Testbed, agent_namespace: str) -> dict[str, Path]:
 
 
 @contextmanager
-def fleet(phases: Phases, agent_namespace: str = c.AGENT_NAMESPACE) -> Iterator[Testbed]:
+def fleet(phases: Phases, agent_namespace: str = c.AGENT_NAMESPACE, spokes: int = 2
+          ) -> Iterator[Testbed]:
     """The testbed with the add-on installed, the manager and one agent per spoke running.
 
     Every long-running process has its production identity: the manager the chart's
@@ -198,10 +199,11 @@ def fleet(phases: Phases, agent_namespace: str = c.AGENT_NAMESPACE) -> Iterator[
     bundles = bundle_dir()
     phases.done("binaries and bundles ready (cached)")
     keep = os.environ.get("TESTBED_RUN_DIR")  # keep the fleet's files (logs) for a post-mortem
-    bed = Testbed(spokes=2, run_dir=Path(keep) / "demo" if keep else None)
+    run_dir = Path(keep) / ("demo" if spokes == 2 else f"demo-{spokes}") if keep else None
+    bed = Testbed(spokes=spokes, run_dir=run_dir)
     try:
         bed.start()
-        phases.done("hub + 2 managed clusters up")
+        phases.done(f"hub + {spokes} managed clusters up")
         install_chart(bed, agent_namespace)
         agent_kubeconfigs = enable_addon(bed, agent_namespace)
         phases.done("add-on installed and enabled on both clusters")

@@ -5,18 +5,12 @@ placement and work agents, our manager and agents, KServe's own controller (run 
 cluster, webhooks included). What is not: containers never run (kwok marks pods Running and
 Ready), so a model is "Ready" when KServe's controller says so, without loading any model.
 
-The progressive rollout tests (issue 17) use a model with ``maxConcurrency: 1``: every change
-reaches cluster1 first and cluster2 only once cluster1 passed its gates (read from the works
-on the hub: the revision each carries and the Ready KServe reports about it); a change KServe
-rejects rolls back without touching cluster2; a metric gate on a real Prometheus (scraping an
-exporter the test controls) decides; the manager SIGKILLed mid-step resumes without writing a
-cluster twice; pause and undo act.
+The progressive rollouts (issue 17) have their own fleet of four spokes: test_rollout.py.
 """
 
 from __future__ import annotations
 
 import base64
-import copy
 import json
 import ssl
 import subprocess
@@ -25,20 +19,14 @@ import urllib.error
 import urllib.request
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
-from prometheus_client import CollectorRegistry, Gauge, start_http_server
 
-from addon_api import constants as c
 from addon_api import tenancy
-from addon_manager import naming
-from addon_manager.facts import WorkFact, parse_work
 from testbed import demo, identities, observability
 from testbed.fleet import Testbed
-from testbed.processes import Process, free_port
 from testbed.support.waiting import eventually
 
 NS = demo.NAMESPACE
@@ -471,256 +459,6 @@ def test_bad_model_shows_kserve_failure_reason_per_cluster(
                        a["labels"].get("name")) for a in _firing(prometheus.hub)])
     bed.hub.kubectl("delete", "mcisvc", "bad-model", "-n", NS)
 
-
-# Progressive rollout (issue 17) -------------------------------------------------------------------
-CANARY = "canary"
-KIND = c.KIND_INFERENCE_SERVICE
-CANARY_WORK = naming.work_name(KIND, NS, CANARY)
-CLUSTERS = ("cluster1", "cluster2")
-
-
-def _model(strategy: str = "Progressive", **predictor: Any) -> dict[str, Any]:
-    base = yaml.safe_load((demo.REPO / "examples" / "inferenceservice.yaml").read_text())
-    base["metadata"]["name"] = CANARY
-    spec = base["spec"]
-    spec.pop("overrides")
-    spec.pop("storageConnections")
-    spec["template"]["predictor"]["model"]["storageUri"] = "gs://kfserving-examples/models/sklearn/1.0/model"
-    spec["template"]["predictor"].update(predictor)
-    spec["rollout"] = {"strategy": strategy, "maxConcurrency": 1, "minSuccessTime": "2s",
-                       "progressDeadline": "90s"}
-    return base
-
-
-def _apply(hub: Any, obj: dict[str, Any]) -> None:
-    hub.kubectl("apply", "-n", NS, "-f", "-", input=yaml.safe_dump(obj))
-
-
-def _canary(hub: Any) -> dict[str, Any]:
-    out: dict[str, Any] = json.loads(hub.kubectl(
-        "get", "mcisvc", CANARY, "-n", NS, "-o", "json").stdout)
-    return out
-
-
-def _rollout(hub: Any) -> dict[str, Any]:
-    return dict((_canary(hub).get("status") or {}).get("rollout") or {})
-
-
-def _works(hub: Any) -> dict[str, tuple[WorkFact, int]]:
-    """Each cluster's work of the model as the hub has it, with its metadata.generation."""
-    out: dict[str, tuple[WorkFact, int]] = {}
-    for cl in CLUSTERS:
-        got = hub.kubectl("get", "manifestwork", CANARY_WORK, "-n", cl, "-o", "json", check=False)
-        if got.returncode == 0:
-            body = json.loads(got.stdout)
-            fact = parse_work(body)
-            assert fact is not None
-            out[cl] = (fact, int(body["metadata"]["generation"]))
-    return out
-
-
-class History:
-    """Samples of both works' (revision, Ready) over a rollout, checked as they come."""
-
-    def __init__(self) -> None:
-        self.samples: list[dict[str, tuple[int | None, bool]]] = []
-
-    def sample(self, hub: Any, target: int) -> dict[str, tuple[int | None, bool]]:
-        now = {cl: (w.revision, w.value("ready") == "True" and not w.unobserved)
-               for cl, (w, _) in _works(hub).items()}
-        self.samples.append(now)
-        # cluster2 has the new revision only once cluster1 was Ready on it: never two
-        # clusters on it before the first passed its gates.
-        if now.get("cluster2", (None, False))[0] == target:
-            assert any(s.get("cluster1") == (target, True) for s in self.samples), self.samples
-        return now
-
-    def ever(self, cluster: str, revision: int) -> bool:
-        return any(s.get(cluster, (None, False))[0] == revision for s in self.samples)
-
-
-def _complete_on(fleet: tuple[Testbed, Callable[[], None]], revision: int,
-                 history: History | None = None) -> dict[str, Any]:
-    hub = fleet[0].hub
-
-    def done() -> dict[str, Any] | None:
-        if history is not None:
-            history.sample(hub, revision)
-        roll = _rollout(hub)
-        ok = (roll.get("phase"), roll.get("stableRevision")) == ("Complete", revision)
-        return roll if ok else None
-
-    out: dict[str, Any] = _until(fleet, done)
-    return out
-
-
-def test_changes_reach_one_cluster_at_a_time(fleet: tuple[Testbed, Callable[[], None]]) -> None:
-    hub = fleet[0].hub
-    # Everywhere at once first (no revisions): both clusters Ready.
-    _apply(hub, _model("All"))
-    _until(fleet, lambda: len(intent_entries(hub)) == 2
-           and all(e["ready"] for e in intent_entries(hub).values()))
-    assert {cl: w.revision for cl, (w, _) in _works(hub).items()} == {
-        "cluster1": None, "cluster2": None}
-    # A good change, progressively: revision 1 reaches cluster1 first and cluster2 only after
-    # cluster1 is Ready on it; cluster2 keeps its work from before until then.
-    _apply(hub, _model(minReplicas=2))
-    first = History()
-    roll = _complete_on(fleet, 1, first)
-    assert first.ever("cluster1", 1) and roll["steps"] == 2
-    assert any(s.get("cluster2", (0, False))[0] is None for s in first.samples)
-    revisions = json.loads(hub.kubectl(
-        "get", "controllerrevisions", "-n", NS, "-l", f"{c.LABEL_INTENT_NAME}={CANARY}",
-        "-o", "json").stdout)["items"]
-    assert [r["revision"] for r in revisions] == [1]
-    assert revisions[0]["metadata"]["ownerReferences"][0]["kind"] == KIND
-    works = _works(hub)
-    assert {cl: w.revision for cl, (w, _) in works.items()} == {"cluster1": 1, "cluster2": 1}
-    intent = _canary(hub)
-    conds = {x["type"]: x for x in intent["status"]["conditions"]}
-    assert conds["RolledOut"]["status"] == "True" and intent["status"]["phase"] == "Ready"
-
-
-def test_a_change_kserve_rejects_rolls_back_and_never_reaches_cluster2(
-    fleet: tuple[Testbed, Callable[[], None]],
-) -> None:
-    hub = fleet[0].hub
-    before = _works(hub)
-    bad = _model(minReplicas=2)
-    bad["spec"]["template"]["predictor"]["model"]["modelFormat"] = {"name": "no-such-format"}
-    bad["spec"]["template"]["predictor"]["model"].pop("runtime")
-    _apply(hub, bad)
-    history = History()
-
-    def rolled_back() -> dict[str, Any] | None:
-        history.sample(hub, 2)
-        roll = _rollout(hub)
-        return roll if roll.get("phase") == "RolledBack" else None
-
-    roll = _until(fleet, rolled_back)
-    print(f"rolled back: {roll['message']}")
-    assert roll["failedRevision"] == 2 and roll["stableRevision"] == 1
-    assert "on cluster cluster1" in roll["message"]
-    assert "no-such-format" in roll["message"] or "NoSupportingRuntime" in roll["message"]
-    assert history.ever("cluster1", 2) and not history.ever("cluster2", 2)
-    # cluster2's work was never written; cluster1's is back on revision 1.
-    _until(fleet, lambda: {cl: w.revision for cl, (w, _) in _works(hub).items()}
-           == {"cluster1": 1, "cluster2": 1})
-    after = _works(hub)
-    assert after["cluster2"][1] == before["cluster2"][1]
-    intent = _canary(hub)
-    conds = {x["type"]: x for x in intent["status"]["conditions"]}
-    assert (conds["Ready"]["status"], conds["Ready"]["reason"]) == ("False", "RolledBack")
-    assert intent["status"]["phase"] == "Degraded"
-    events = hub.kubectl("get", "events", "-n", NS, "--field-selector",
-                         f"involvedObject.name={CANARY},reason=RolloutRolledBack",
-                         "-o", "name").stdout
-    assert events.strip(), "no RolloutRolledBack Event"
-    # The model serves revision 1 again on both clusters.
-    _until(fleet, lambda: all(e["ready"] for e in intent_entries(hub).values()))
-
-
-def intent_entries(hub: Any) -> dict[str, dict[str, Any]]:
-    return {e["cluster"]: e for e in (_canary(hub).get("status") or {}).get("clusters") or []}
-
-
-@pytest.fixture(scope="module")
-def gate_prometheus(fleet: tuple[Testbed, Callable[[], None]], tmp_path_factory: Any
-                    ) -> Iterator[tuple[observability.Prometheus, Gauge]]:
-    """A real Prometheus scraping an exporter whose error ratio per cluster this test sets."""
-    bed, _ = fleet
-    registry = CollectorRegistry()
-    errors = Gauge("canary_error_ratio", "errors per request", ["cluster"], registry=registry)
-    port = free_port()
-    start_http_server(port, addr="127.0.0.1", registry=registry)
-    server = observability.Prometheus(
-        "gate-prometheus", Path(tmp_path_factory.mktemp("gate-prometheus")), bed.log_dir,
-        [{"job_name": "canary", "static_configs": [{"targets": [f"127.0.0.1:{port}"]}]}],
-    ).start()
-    yield server, errors
-    server.stop()
-
-
-def _manager(bed: Testbed) -> Process:
-    return next(p for p in bed.processes if p.name == "manager")
-
-
-def test_a_metric_gate_decides_and_a_killed_manager_resumes_without_double_writes(
-    fleet: tuple[Testbed, Callable[[], None]],
-    gate_prometheus: tuple[observability.Prometheus, Gauge],
-) -> None:
-    bed, _ = fleet
-    hub = bed.hub
-    server, errors = gate_prometheus
-    manager = _manager(bed)
-    manager.kill()  # (a clean stop waits for every daemon to finish: seconds for nothing)
-    manager.argv.append(f"--prometheus-url=http://{server.address}")
-    manager.start()
-    errors.labels("cluster1").set(0.5)
-    errors.labels("cluster2").set(0.0)
-    eventually(lambda: server.query("canary_error_ratio"), timeout=60)
-    gate = {"query": 'max by (cluster) (canary_error_ratio{cluster=~"$clusters"})',
-            "maxValue": 0.1}
-    model = _model(minReplicas=3)
-    model["spec"]["rollout"]["metricGate"] = gate
-    _apply(hub, model)  # revision 3: cluster1's error ratio fails the gate
-
-    def rolled_back(revision: int) -> Callable[[], dict[str, Any] | None]:
-        def check() -> dict[str, Any] | None:
-            roll = _rollout(hub)
-            ok = (roll.get("phase"), roll.get("failedRevision")) == ("RolledBack", revision)
-            return roll if ok else None
-        return check
-
-    roll = _until(fleet, rolled_back(3))
-    print(f"metric gate: {roll['message']}")
-    assert roll["failedRevision"] == 3 and "Metric" in roll["message"]
-    assert "0.5 for cluster cluster1 is not <= 0.1" in roll["message"]
-    # Healthy now: revision 4 goes on. Kill the manager once cluster1 has it.
-    errors.labels("cluster1").set(0.01)
-    before = _works(hub)
-    model = _model(minReplicas=4)
-    model["spec"]["rollout"]["metricGate"] = gate
-    model["spec"]["rollout"]["minSuccessTime"] = "6s"
-    _apply(hub, model)
-    _until(fleet, lambda: _works(hub)["cluster1"][0].revision == 4)
-    manager.kill()
-    killed = time.monotonic()
-    time.sleep(0.5)
-    manager.start()
-    roll = _complete_on(fleet, 4, History())
-    print(f"revision 4 complete {time.monotonic() - killed:.1f}s after the kill")
-    after = _works(hub)
-    for cl in CLUSTERS:  # one write per cluster for revision 4, across the restart
-        assert after[cl][1] == before[cl][1] + 1, (cl, before[cl][1], after[cl][1])
-    assert any(g["gate"] == "Metric" for g in roll.get("gates", [])) or roll["phase"] == "Complete"
-
-
-def test_pause_holds_resume_goes_on_and_undo_returns_every_cluster(
-    fleet: tuple[Testbed, Callable[[], None]],
-) -> None:
-    hub = fleet[0].hub
-    hub.kubectl("annotate", "mcisvc", CANARY, "-n", NS, f"{c.ANNOTATION_ROLLOUT_PAUSE}=true")
-    model = copy.deepcopy(_model(minReplicas=5))
-    model["spec"]["rollout"].pop("metricGate", None)
-    _apply(hub, model)  # revision 5
-    _until(fleet, lambda: _rollout(hub).get("phase") == "Paused"
-           and _rollout(hub).get("targetRevision") == 5)
-    # The reconcile that wrote this status wrote its works first: none moved.
-    assert {cl: w.revision for cl, (w, _) in _works(hub).items()} == {"cluster1": 4,
-                                                                       "cluster2": 4}
-    # Resumed: the first step starts (cluster1 gets revision 5); then undone mid-step: every
-    # cluster goes to revision 1 and stays there.
-    hub.kubectl("annotate", "mcisvc", CANARY, "-n", NS, f"{c.ANNOTATION_ROLLOUT_PAUSE}-")
-    _until(fleet, lambda: _works(hub)["cluster1"][0].revision == 5)
-    hub.kubectl("annotate", "mcisvc", CANARY, "-n", NS, f"{c.ANNOTATION_ROLLOUT_UNDO}=5:1")
-    _until(fleet, lambda: {cl: w.revision for cl, (w, _) in _works(hub).items()}
-           == {"cluster1": 1, "cluster2": 1})
-    roll = _rollout(hub)
-    assert (roll["phase"], roll["stableRevision"], roll["failedRevision"]) == (
-        "RolledBack", 1, 5)
-    hub.kubectl("delete", "mcisvc", CANARY, "-n", NS)
-    _until(fleet, lambda: _works(hub) == {})
 
 
 def test_cluster_leaving_the_placement_loses_the_model_there_only(

@@ -586,3 +586,37 @@ def test_a_changed_intent_plans_from_a_prefetch_and_the_others_wait_for_the_full
         await asyncio.gather(*tasks, return_exceptions=True)
 
     asyncio.run(main())
+
+
+def test_the_full_list_waits_between_its_pages_while_a_prefetch_runs() -> None:
+    src = FakeSource()
+    for cl in ("c1", "c2", "c3"):
+        src.add(work(cl, "isvc-iris"))
+        src.add(work(cl, "msv-stack", MS, "stack"))
+    release = asyncio.Event()
+    plain = src.list_page
+
+    async def list_page(cont: str, limit: int, selector: str | None = None) -> Page:
+        if selector is not None:
+            await release.wait()  # a slow prefetch
+        return await plain(cont, limit, selector)
+
+    src.list_page = list_page  # type: ignore[method-assign]
+
+    async def main() -> None:
+        inf = WorkInformer(src, page_size=2)
+        prefetch = asyncio.create_task(inf.prefetch([workwatch.SELECTOR]))
+        await asyncio.sleep(0)
+        task = asyncio.create_task(inf.run())
+        for _ in range(20):
+            await asyncio.sleep(0)
+        assert src.list_calls == [] and not inf.synced.is_set()
+        release.set()
+        assert await prefetch == 6
+        await asyncio.wait_for(inf.synced.wait(), 5)
+        assert len(src.list_calls) == 3
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+
+    asyncio.run(main())

@@ -1,0 +1,390 @@
+"""Progressive rollouts (issue 17) on a fleet of four spokes with KServe's real controller.
+
+A model with ``maxConcurrency: 1`` takes every change to one cluster at a time: a cluster gets
+the new revision only once every cluster before it was Ready on it (read from the works on the
+hub: the revision each carries and the Ready KServe reports about it, sampled as the rollout
+runs); a change KServe rejects rolls back at the first step and never reaches the others; a
+metric gate on a real Prometheus (scraping an exporter the test controls) decides; the manager
+SIGKILLed mid-step resumes without writing a cluster twice; pause, resume and undo act. A
+serving runtime rolls out per OCM Placement decision group, the mandatory canary group first.
+
+What is real: as in ``test_e2e`` (kube-apiservers, etcd, OCM's agents and controllers, the
+manager and agents with their production identities, KServe's controller); the pods kwok
+marks Running, so a model is Ready when KServe's controller says so.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from prometheus_client import CollectorRegistry, Gauge, start_http_server
+
+from addon_api import constants as c
+from addon_manager import naming
+from addon_manager.facts import WorkFact, parse_work
+from testbed import demo, observability
+from testbed.fleet import Testbed
+from testbed.processes import Process, free_port
+from testbed.support.waiting import eventually
+
+NS = demo.NAMESPACE
+AGENT_NS = "model-serving-agent"
+CLUSTERS = ("cluster1", "cluster2", "cluster3", "cluster4")
+CANARY = "canary"
+ISVC = c.KIND_INFERENCE_SERVICE
+RUNTIME = "rings-runtime"
+Fleet = tuple[Testbed, Callable[[], None]]
+
+
+@pytest.fixture(scope="module")
+def fleet(built_binaries: Callable[[str], Any]) -> Iterator[Fleet]:
+    """Four spokes with the add-on, the KServe stack on each (from the example ModelServing)."""
+    with demo.fleet(demo.Phases(), agent_namespace=AGENT_NS, spokes=len(CLUSTERS)) as bed:
+        bed.bind_clusterset(NS)
+        for name in ("placement.yaml", "modelserving-kserve.yaml"):
+            bed.hub.kubectl("apply", "-n", NS, "-f", str(demo.REPO / "examples" / name))
+        step = demo.start_kserve_when_stack_ready(bed)
+        _until((bed, step), lambda: all("kserve-controller" in s.processes for s in bed.spokes),
+               timeout=300)
+        yield bed, step
+        bed.cleanup()
+
+
+def _until(fleet: Fleet, check: Callable[[], Any], timeout: float = 240) -> Any:
+    bed, step = fleet
+
+    def poll() -> Any:
+        bed.check_processes()
+        step()
+        return check()
+
+    return eventually(poll, timeout=timeout, interval=1)
+
+
+def _model(strategy: str = "Progressive", **predictor: Any) -> dict[str, Any]:
+    base: dict[str, Any] = yaml.safe_load(
+        (demo.REPO / "examples" / "inferenceservice.yaml").read_text())
+    base["metadata"]["name"] = CANARY
+    spec = base["spec"]
+    spec.pop("overrides")
+    spec.pop("storageConnections")
+    spec["template"]["predictor"]["model"]["storageUri"] = (
+        "gs://kfserving-examples/models/sklearn/1.0/model")
+    spec["template"]["predictor"]["model"].pop("runtime")  # KServe's built-in runtime
+    spec["template"]["predictor"].update(predictor)
+    spec["rollout"] = {"strategy": strategy, "maxConcurrency": 1, "minSuccessTime": "3s",
+                       "progressDeadline": "90s"}
+    return base
+
+
+def _apply(hub: Any, obj: dict[str, Any]) -> None:
+    hub.kubectl("apply", "-n", NS, "-f", "-", input=yaml.safe_dump(obj))
+
+
+def _get(hub: Any, plural: str, name: str) -> dict[str, Any]:
+    out: dict[str, Any] = json.loads(hub.kubectl("get", plural, name, "-n", NS, "-o",
+                                                 "json").stdout)
+    return out
+
+
+def _rollout(hub: Any, plural: str = "mcisvc", name: str = CANARY) -> dict[str, Any]:
+    return dict((_get(hub, plural, name).get("status") or {}).get("rollout") or {})
+
+
+def _entries(hub: Any, plural: str = "mcisvc", name: str = CANARY) -> dict[str, dict[str, Any]]:
+    return {e["cluster"]: e for e in (_get(hub, plural, name).get("status") or {}).get(
+        "clusters") or []}
+
+
+def _works(hub: Any, work: str) -> dict[str, tuple[WorkFact, int]]:
+    """Each cluster's work ``work`` as the hub has it, with its metadata.generation."""
+    out: dict[str, tuple[WorkFact, int]] = {}
+    got = json.loads(hub.kubectl("get", "manifestworks", "-A", "--field-selector",
+                                 f"metadata.name={work}", "-o", "json").stdout)
+    for body in got["items"]:
+        fact = parse_work(body)
+        assert fact is not None
+        out[fact.cluster] = (fact, int(body["metadata"]["generation"]))
+    return out
+
+
+def _revisions(hub: Any, work: str) -> dict[str, int | None]:
+    return {cl: w.revision for cl, (w, _) in _works(hub, work).items()}
+
+
+class History:
+    """Samples of every cluster's (revision, ready) over a rollout, checked as they come.
+
+    A cluster may get the target revision only once every cluster that had it before was seen
+    ready on it, and at most ``step`` clusters get it at once: with ``maxConcurrency: 1``,
+    never two clusters on it before the first passed its gates. ``ready`` is what the gate
+    reads: KServe's Ready fed back about the work's current generation (for a runtime: the
+    work agent's Available).
+    """
+
+    def __init__(self, work: str, ready: Callable[[WorkFact], bool], step: int = 1) -> None:
+        self.work = work
+        self.ready = ready
+        self.step = step
+        """Clusters one step may move at once (``maxConcurrency``)."""
+        self.samples: list[dict[str, tuple[int | None, bool]]] = []
+
+    def sample(self, hub: Any, target: int) -> dict[str, tuple[int | None, bool]]:
+        now = {cl: (w.revision, self.ready(w) and not w.unobserved)
+               for cl, (w, _) in _works(hub, self.work).items()}
+        before = self.samples[-1] if self.samples else {}
+        arrived = [cl for cl, (rev, _) in now.items()
+                   if rev == target and before.get(cl, (None, False))[0] != target]
+        if arrived and self.samples:
+            had = [cl for cl, (rev, _) in before.items() if rev == target]
+            unproven = [cl for cl in had if not self.seen_ready(cl, target)]
+            assert not unproven, f"{arrived} got revision {target} before {unproven} was ready"
+        assert len(arrived) <= self.step or not self.samples, f"{arrived} at once: {self.samples}"
+        self.samples.append(now)
+        return now
+
+    def seen_ready(self, cluster: str, revision: int) -> bool:
+        return any(s.get(cluster) == (revision, True) for s in self.samples)
+
+    def ever(self, cluster: str, revision: int) -> bool:
+        return any(s.get(cluster, (None, False))[0] == revision for s in self.samples)
+
+    def order(self, revision: int) -> list[str]:
+        """Clusters in the order they got ``revision``."""
+        seen: list[str] = []
+        for s in self.samples:
+            seen += sorted(cl for cl, (rev, _) in s.items() if rev == revision and cl not in seen)
+        return seen
+
+
+def _isvc_ready(w: WorkFact) -> bool:
+    return w.value("ready") == "True"
+
+
+def _complete_on(fleet: Fleet, revision: int, history: History | None = None,
+                 plural: str = "mcisvc", name: str = CANARY) -> dict[str, Any]:
+    hub = fleet[0].hub
+
+    def done() -> dict[str, Any] | None:
+        if history is not None:
+            history.sample(hub, revision)
+        roll = _rollout(hub, plural, name)
+        ok = (roll.get("phase"), roll.get("stableRevision")) == ("Complete", revision)
+        return roll if ok else None
+
+    out: dict[str, Any] = _until(fleet, done)
+    return out
+
+
+CANARY_WORK = naming.work_name(ISVC, NS, CANARY)
+
+
+def test_a_good_change_reaches_four_clusters_one_at_a_time(fleet: Fleet) -> None:
+    hub = fleet[0].hub
+    # Everywhere at once first (no revisions): every cluster Ready.
+    _apply(hub, _model("All"))
+    _until(fleet, lambda: len(_entries(hub)) == 4 and all(e["ready"]
+                                                          for e in _entries(hub).values()))
+    assert _revisions(hub, CANARY_WORK) == dict.fromkeys(CLUSTERS)
+    # A good change, progressively: revision 1 reaches one cluster at a time, each only after
+    # the ones before were Ready on it; the others keep their work from before until then.
+    _apply(hub, _model(minReplicas=2))
+    history = History(CANARY_WORK, _isvc_ready)
+    roll = _complete_on(fleet, 1, history)
+    assert roll["steps"] == 4 and sorted(history.order(1)) == list(CLUSTERS)
+    assert any(s.get(CLUSTERS[-1], (0, False))[0] is None for s in history.samples)
+    revisions = json.loads(hub.kubectl(
+        "get", "controllerrevisions", "-n", NS, "-l", f"{c.LABEL_INTENT_NAME}={CANARY}",
+        "-o", "json").stdout)["items"]
+    assert [r["revision"] for r in revisions] == [1]
+    assert revisions[0]["metadata"]["ownerReferences"][0]["kind"] == ISVC
+    assert _revisions(hub, CANARY_WORK) == dict.fromkeys(CLUSTERS, 1)
+    intent = _get(hub, "mcisvc", CANARY)
+    conds = {x["type"]: x for x in intent["status"]["conditions"]}
+    assert conds["RolledOut"]["status"] == "True" and intent["status"]["phase"] == "Ready"
+
+
+def test_a_change_kserve_rejects_rolls_back_at_the_first_step(fleet: Fleet) -> None:
+    hub = fleet[0].hub
+    before = _works(hub, CANARY_WORK)
+    bad = _model(minReplicas=2)
+    bad["spec"]["template"]["predictor"]["model"]["modelFormat"] = {"name": "no-such-format"}
+    _apply(hub, bad)
+    history = History(CANARY_WORK, _isvc_ready)
+
+    def rolled_back() -> dict[str, Any] | None:
+        history.sample(hub, 2)
+        roll = _rollout(hub)
+        return roll if roll.get("phase") == "RolledBack" else None
+
+    roll = _until(fleet, rolled_back)
+    print(f"rolled back: {roll['message']}")
+    assert roll["failedRevision"] == 2 and roll["stableRevision"] == 1
+    first = history.order(2)
+    assert len(first) == 1 and f"on cluster {first[0]}" in roll["message"]
+    assert "no-such-format" in roll["message"] or "NoSupportingRuntime" in roll["message"]
+    # The other three works were never written; the first is back on revision 1.
+    _until(fleet, lambda: _revisions(hub, CANARY_WORK) == dict.fromkeys(CLUSTERS, 1))
+    after = _works(hub, CANARY_WORK)
+    for cl in set(CLUSTERS) - set(first):
+        assert after[cl][1] == before[cl][1], cl
+    intent = _get(hub, "mcisvc", CANARY)
+    conds = {x["type"]: x for x in intent["status"]["conditions"]}
+    assert (conds["Ready"]["status"], conds["Ready"]["reason"]) == ("False", "RolledBack")
+    assert intent["status"]["phase"] == "Degraded"
+    events = hub.kubectl("get", "events", "-n", NS, "--field-selector",
+                         f"involvedObject.name={CANARY},reason=RolloutRolledBack",
+                         "-o", "name").stdout
+    assert events.strip(), "no RolloutRolledBack Event"
+    # The model serves revision 1 again everywhere.
+    _until(fleet, lambda: all(e["ready"] for e in _entries(hub).values()))
+
+
+@pytest.fixture(scope="module")
+def gate_prometheus(fleet: Fleet, tmp_path_factory: Any
+                    ) -> Iterator[tuple[observability.Prometheus, Gauge]]:
+    """A real Prometheus scraping an exporter whose error ratio per cluster this test sets."""
+    bed, _ = fleet
+    registry = CollectorRegistry()
+    errors = Gauge("canary_error_ratio", "errors per request", ["cluster"], registry=registry)
+    port = free_port()
+    start_http_server(port, addr="127.0.0.1", registry=registry)
+    server = observability.Prometheus(
+        "gate-prometheus", Path(tmp_path_factory.mktemp("gate-prometheus")), bed.log_dir,
+        [{"job_name": "canary", "static_configs": [{"targets": [f"127.0.0.1:{port}"]}],
+          "scrape_interval": "1s"}],
+    ).start()
+    yield server, errors
+    server.stop()
+
+
+def _manager(bed: Testbed) -> Process:
+    return next(p for p in bed.processes if p.name == "manager")
+
+
+def test_a_metric_gate_decides_and_a_killed_manager_resumes_without_double_writes(
+    fleet: Fleet, gate_prometheus: tuple[observability.Prometheus, Gauge],
+) -> None:
+    bed, _ = fleet
+    hub = bed.hub
+    server, errors = gate_prometheus
+    manager = _manager(bed)
+    manager.kill()  # (a clean stop waits for every daemon to finish: seconds for nothing)
+    manager.argv.append(f"--prometheus-url=http://{server.address}")
+    manager.start()
+    for cl in CLUSTERS:
+        errors.labels(cl).set(0.5)  # whichever cluster goes first fails the gate
+    eventually(lambda: len(server.query("canary_error_ratio")) == 4, timeout=60)
+    gate = {"query": 'max by (cluster) (canary_error_ratio{cluster=~"$clusters"})',
+            "maxValue": 0.1}
+    model = _model(minReplicas=3)
+    model["spec"]["rollout"]["metricGate"] = gate
+    _apply(hub, model)  # revision 3: the first cluster's error ratio fails the gate
+
+    def rolled_back() -> dict[str, Any] | None:
+        roll = _rollout(hub)
+        ok = (roll.get("phase"), roll.get("failedRevision")) == ("RolledBack", 3)
+        return roll if ok else None
+
+    roll = _until(fleet, rolled_back)
+    print(f"metric gate: {roll['message']}")
+    assert "Metric" in roll["message"] and "is not <= 0.1" in roll["message"]
+    # Healthy now: revision 4 goes on. Kill the manager once the first cluster has it.
+    for cl in CLUSTERS:
+        errors.labels(cl).set(0.01)
+    before = _works(hub, CANARY_WORK)
+    model = _model(minReplicas=4)
+    model["spec"]["rollout"]["metricGate"] = gate
+    _apply(hub, model)
+    _until(fleet, lambda: 4 in _revisions(hub, CANARY_WORK).values())
+    manager.kill()
+    killed = time.monotonic()
+    time.sleep(0.5)
+    manager.start()
+    roll = _complete_on(fleet, 4, History(CANARY_WORK, _isvc_ready))
+    print(f"revision 4 complete {time.monotonic() - killed:.1f}s after the kill")
+    after = _works(hub, CANARY_WORK)
+    for cl in CLUSTERS:  # one write per cluster for revision 4, across the restart
+        assert after[cl][1] == before[cl][1] + 1, (cl, before[cl][1], after[cl][1])
+    assert any(g["gate"] == "Metric" for g in roll.get("gates", [])) or roll["phase"] == "Complete"
+
+
+def test_pause_holds_resume_goes_on_and_undo_returns_every_cluster(fleet: Fleet) -> None:
+    hub = fleet[0].hub
+    hub.kubectl("annotate", "mcisvc", CANARY, "-n", NS, f"{c.ANNOTATION_ROLLOUT_PAUSE}=true")
+    _apply(hub, _model(minReplicas=5))  # revision 5 (no metric gate)
+    _until(fleet, lambda: _rollout(hub).get("phase") == "Paused"
+           and _rollout(hub).get("targetRevision") == 5)
+    # The reconcile that wrote this status wrote its works first: none moved.
+    assert _revisions(hub, CANARY_WORK) == dict.fromkeys(CLUSTERS, 4)
+    # Resumed: the first step starts; then undone mid-rollout: every cluster goes to
+    # revision 1 and stays there.
+    hub.kubectl("annotate", "mcisvc", CANARY, "-n", NS, f"{c.ANNOTATION_ROLLOUT_PAUSE}-")
+    _until(fleet, lambda: 5 in _revisions(hub, CANARY_WORK).values())
+    hub.kubectl("annotate", "mcisvc", CANARY, "-n", NS, f"{c.ANNOTATION_ROLLOUT_UNDO}=5:1")
+    _until(fleet, lambda: _revisions(hub, CANARY_WORK) == dict.fromkeys(CLUSTERS, 1))
+    roll = _rollout(hub)
+    assert (roll["phase"], roll["stableRevision"], roll["failedRevision"]) == (
+        "RolledBack", 1, 5)
+    hub.kubectl("delete", "mcisvc", CANARY, "-n", NS)
+    _until(fleet, lambda: _works(hub, CANARY_WORK) == {})
+
+
+def _rings_placement() -> dict[str, Any]:
+    """A Placement of every cluster in two decision groups: ``canary`` (ring=canary), then
+    the rest."""
+    return {
+        "apiVersion": "cluster.open-cluster-management.io/v1beta1",
+        "kind": "Placement",
+        "metadata": {"name": "rings", "namespace": NS},
+        "spec": {
+            "clusterSets": ["default"],
+            "decisionStrategy": {"groupStrategy": {
+                "clustersPerDecisionGroup": "100%",
+                "decisionGroups": [{"groupName": "canary", "groupClusterSelector": {
+                    "labelSelector": {"matchLabels": {"ring": "canary"}}}}],
+            }},
+        },
+    }
+
+
+def _runtime(image: str) -> dict[str, Any]:
+    base: dict[str, Any] = yaml.safe_load(
+        (demo.REPO / "examples" / "servingruntime.yaml").read_text())
+    base["metadata"]["name"] = RUNTIME
+    base["spec"]["placementRef"] = {"name": "rings"}
+    base["spec"]["template"]["containers"][0]["image"] = image
+    base["spec"]["rollout"] = {"strategy": "ProgressivePerGroup", "mandatoryGroups": ["canary"],
+                               "maxConcurrency": 2, "minSuccessTime": "3s"}
+    return base
+
+
+def test_a_runtime_rolls_out_per_decision_group_the_canary_group_first(fleet: Fleet) -> None:
+    hub = fleet[0].hub
+    # The canary ring is the last two clusters by name: group order, not name order, decides.
+    for cl in CLUSTERS[2:]:
+        hub.kubectl("label", "managedcluster", cl, "ring=canary", "--overwrite")
+    hub.apply_objects([_rings_placement()])
+    work = naming.work_name(c.KIND_SERVING_RUNTIME, NS, RUNTIME)
+    _apply(hub, _runtime("docker.io/kserve/sklearnserver:v0.17.0"))
+    _complete_on(fleet, 1, None, "mcsr", RUNTIME)  # the first revision rolls out too
+    assert all(e["ready"] for e in _entries(hub, "mcsr", RUNTIME).values())
+    _apply(hub, _runtime("docker.io/kserve/sklearnserver:v0.17.1"))
+    history = History(work, lambda w: w.available == "True", step=2)
+    roll = _complete_on(fleet, 2, history, "mcsr", RUNTIME)
+    assert roll["steps"] == 2, roll
+    # Both canary clusters first (History: the others only once both were Available on it).
+    order = history.order(2)
+    assert set(order[:2]) == set(CLUSTERS[2:]) and set(order) == set(CLUSTERS), order
+    runtimes = [json.loads(s.kubectl("get", "servingruntime", RUNTIME, "-n", "models", "-o",
+                                     "json").stdout) for s in fleet[0].spokes]
+    assert {r["spec"]["containers"][0]["image"] for r in runtimes} == {
+        "docker.io/kserve/sklearnserver:v0.17.1"}
+    hub.kubectl("delete", "mcsr", RUNTIME, "-n", NS)
+    _until(fleet, lambda: _works(hub, work) == {})
