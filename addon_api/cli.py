@@ -2,7 +2,8 @@
 
 ``manager`` and ``agent`` hand the rest of the command line to their package's
 ``main(argv)``; each role is imported lazily so the manager never loads agent
-code and the other way round.
+code and the other way round. The fleet commands (``status``, ``explain``, ``clusters``,
+``rollout``) go to :mod:`addon_cli.main` the same way.
 """
 
 from __future__ import annotations
@@ -18,6 +19,15 @@ ROLES = {
 }
 
 
+FLEET = {
+    "status": "the fleet as a table: intents x clusters, phase, ready, URL, revision, why not",
+    "explain": "why an intent is (not) serving on one cluster, link by link",
+    "clusters": "managed clusters: add-on health, platform and version, intents, stale",
+    "rollout": "a progressive rollout: status, history, pause, resume, undo, approve",
+}
+"""The fleet commands (``addon_cli``): they read the hub with the user's kubeconfig."""
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the subcommand named on the command line."""
     args_in = list(sys.argv[1:] if argv is None else argv)
@@ -25,10 +35,16 @@ def main(argv: Sequence[str] | None = None) -> int:
         module = importlib.import_module(ROLES[args_in[0]][0])
         code: int = module.main(args_in[1:])
         return code
+    if args_in and args_in[0] in FLEET:
+        fleet = importlib.import_module("addon_cli.main")
+        fleet_code: int = fleet.main(args_in)
+        return fleet_code
     parser = argparse.ArgumentParser(prog="model-serving-addon")
     sub = parser.add_subparsers(dest="command", required=True)
     for role, (_, help_text) in ROLES.items():
         sub.add_parser(role, help=help_text, add_help=False)
+    for command, help_text in FLEET.items():
+        sub.add_parser(command, help=help_text, add_help=False)
     crds = sub.add_parser("crds", help="write crds/*.yaml (and docs/api.md) from the models")
     crds.add_argument("--out", default="crds", help="directory for the CRD files")
     crds.add_argument("--docs", default="docs/api.md", help="API reference to write")

@@ -334,6 +334,9 @@ class ClusterStatus(ApiModel):
     modelState keep their last reported values."""
     stale_since: Timestamp | None = None
     """Since when the report is out of date (only set while stale)."""
+    revision: Annotated[int, Field(ge=1)] | None = None
+    """The intent revision this cluster's ManifestWork renders (progressive rollouts only;
+    see status.rollout for the stable and target revisions)."""
     last_update_time: Timestamp | None = None
     """When this entry last changed (any field but this one)."""
 

@@ -146,10 +146,13 @@ def cluster_status(
     ``removed`` is true for a ModelServing with managementState Removed (done = Removed).
     With ``now``, an entry whose report is out of date (see :func:`staleness`) becomes phase
     ``Stale``: not ready, the reason and message say what is stale and since when, and the
-    last reported phase; url and modelState keep their last reported values. A cluster that
+    last reported phase; url and modelState keep their last reported values. The revision
+    is the one the cluster's work renders (progressive rollouts). A cluster that
     left the Placement while not Available and whose works are kept says so (``kept``).
     """
     entry, category = _reported_status(kind, item, removed)
+    if item.work is not None and item.work.revision is not None:
+        entry = entry.model_copy(update={"revision": item.work.revision})
     if now is None or item.conflict_with or item.error or item.blocked_by:
         # hub-side facts: current by nature
         return entry, category

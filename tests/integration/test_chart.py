@@ -138,10 +138,17 @@ def _rules(objs: list[dict[str, Any]]) -> list[dict[str, Any]]:
     roles = [o for o in objs if o["kind"] in ("ClusterRole", "Role")]
     roles += [m for m in _agent_manifests(objs) if m["kind"] in ("ClusterRole", "Role")]
     # manager ClusterRole, its Secrets ClusterRole (bound per namespace) and leader-election
-    # Role; the tenant ClusterRole (bound per tenant namespace by the hub admin); agent
-    # ClusterRole, work agent's aggregate
-    assert len(roles) == 6
+    # Role; the tenant ClusterRole (bound per tenant namespace by the hub admin); the fleet
+    # viewers' read-only ClusterRole; agent ClusterRole, work agent's aggregate
+    assert len(roles) == 7
     return [r for role in roles for r in role["rules"]]
+
+
+def test_the_viewer_role_reads_and_writes_nothing_and_no_secret() -> None:
+    viewer = next(o for o in render() if o["kind"] == "ClusterRole"
+                  and o["metadata"]["name"] == "model-serving-addon-viewer")
+    assert {v for rule in viewer["rules"] for v in rule["verbs"]} == {"get", "list", "watch"}
+    assert not any("secrets" in rule["resources"] for rule in viewer["rules"])
 
 
 def test_rbac_has_no_wildcards() -> None:

@@ -129,6 +129,6 @@ def test_no_stage_copies_the_test_harness() -> None:
     for stage in stages(text):
         sources = {s.rstrip("/") for c in stage.copies() if not c.from_stage for s in c.sources}
         assert sources <= {"pyproject.toml", "README.md", "addon_api", "addon_agent",
-                           "addon_manager"}, stage.base
+                           "addon_manager", "addon_cli"}, stage.base
     pyproject = (ROOT / "pyproject.toml").read_text()
     assert '"testbed*"' not in pyproject

@@ -82,6 +82,9 @@ def test_a_change_reaches_one_cluster_at_a_time_then_a_bad_one_rolls_back() -> N
     status = hub.statuses["iris"]
     assert (status["rollout"]["phase"], status["rollout"]["stableRevision"]) == ("Complete", 1)
     assert status["phase"] == "Ready"
+    # Each cluster's entry says which revision its work renders.
+    assert {e["cluster"]: e.get("revision") for e in status["clusters"]} == dict.fromkeys(
+        CLUSTERS, 1)
     conds = {x["type"]: x for x in status["conditions"]}
     assert (conds["RolledOut"]["status"], conds["RolledOut"]["reason"]) == ("True", "Complete")
     # A bad model: revision 2 goes to c1 only, fails there, and every cluster is back on 1.

@@ -1,0 +1,188 @@
+"""Reading (and, for rollout commands, annotating) the hub as the user, with clear failures.
+
+Every call goes through :class:`Hub`, which loads the user's kubeconfig and context the way
+kubectl does and turns the API's refusals into :class:`CliError` with an exit code a script
+can test: the hub unreachable, the user not allowed, the object not there.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from typing import Any
+
+import urllib3
+from kubernetes import client, config
+from kubernetes.client.exceptions import ApiException
+from kubernetes.config.config_exception import ConfigException
+
+from addon_api import constants as c
+from addon_cli.views import KINDS
+
+EXIT_NOT_READY = 1
+"""``--wait-ready`` timed out (or a check found what it looked for missing)."""
+EXIT_USAGE = 2
+"""Bad arguments (argparse's own code)."""
+EXIT_UNREACHABLE = 3
+"""No kubeconfig, or the hub did not answer."""
+EXIT_FORBIDDEN = 4
+"""The hub refused the user (401/403)."""
+EXIT_NOT_FOUND = 5
+"""The named object does not exist."""
+
+WORK = ("work.open-cluster-management.io", "v1", "manifestworks")
+CLUSTER = ("cluster.open-cluster-management.io", "v1", "managedclusters")
+ADDON = ("addon.open-cluster-management.io", "v1alpha1", "managedclusteraddons")
+PLACEMENT = ("cluster.open-cluster-management.io", "v1beta1", "placements")
+DECISION = ("cluster.open-cluster-management.io", "v1beta1", "placementdecisions")
+BINDING = ("cluster.open-cluster-management.io", "v1beta2", "managedclustersetbindings")
+
+
+class CliError(Exception):
+    """A failure to report in one line, with the exit code to end with."""
+
+    def __init__(self, code: int, message: str) -> None:
+        super().__init__(message)
+        self.code = code
+
+
+class Hub:
+    """The hub, as the user's kubeconfig (``KUBECONFIG`` or ``~/.kube/config``) reaches it."""
+
+    def __init__(self, kubeconfig: str | None = None, context: str | None = None,
+                 timeout: float = 15.0) -> None:
+        cfg = client.Configuration()
+        try:
+            config.load_kube_config(  # type: ignore[no-untyped-call]
+                config_file=kubeconfig, context=context, client_configuration=cfg)
+        except (ConfigException, OSError, TypeError) as err:
+            raise CliError(EXIT_UNREACHABLE, f"no usable kubeconfig: {err}") from err
+        cfg.retries = 0
+        self.host = str(cfg.host)
+        self.api = client.ApiClient(cfg)
+        self.custom = client.CustomObjectsApi(self.api)
+        self.core = client.CoreV1Api(self.api)
+        self.apps = client.AppsV1Api(self.api)
+        self.timeout = timeout
+
+    def _call(self, what: str, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+        try:
+            return fn(*args, _request_timeout=self.timeout, **kwargs)
+        except ApiException as err:
+            if err.status in (401, 403):
+                raise CliError(EXIT_FORBIDDEN, f"the hub refused to let you {what}: "
+                               f"{_message(err)}") from err
+            if err.status == 404:
+                raise CliError(EXIT_NOT_FOUND, f"not found: {what} ({_message(err)})") from err
+            raise CliError(EXIT_UNREACHABLE, f"could not {what}: HTTP {err.status} "
+                           f"{_message(err)}") from err
+        except (urllib3.exceptions.HTTPError, OSError) as err:
+            raise CliError(EXIT_UNREACHABLE,
+                           f"could not reach the hub at {self.host} to {what}: {err}") from err
+
+    # intents ----------------------------------------------------------------------------------
+
+    def intents(self, kind: str, namespace: str | None) -> list[dict[str, Any]]:
+        """Every intent of ``kind`` (in ``namespace``; None: all namespaces)."""
+        plural = KINDS[kind].plural
+        what = f"list {plural}" + (f" in namespace {namespace}" if namespace else "")
+        if namespace:
+            got = self._call(what, self.custom.list_namespaced_custom_object, c.GROUP,
+                             c.VERSION, namespace, plural)
+        else:
+            got = self._call(what, self.custom.list_cluster_custom_object, c.GROUP, c.VERSION,
+                             plural)
+        return [dict(i) for i in got.get("items") or []]
+
+    def intent(self, kind: str, namespace: str, name: str) -> dict[str, Any]:
+        """One intent."""
+        plural = KINDS[kind].plural
+        got: dict[str, Any] = self._call(
+            f"get {plural} {name} in namespace {namespace}",
+            self.custom.get_namespaced_custom_object, c.GROUP, c.VERSION, namespace, plural,
+            name)
+        return got
+
+    def annotate(self, kind: str, namespace: str, name: str,
+                 annotations: dict[str, str | None]) -> None:
+        """Set (or, for None, remove) annotations of one intent."""
+        plural = KINDS[kind].plural
+        self._call(f"annotate {plural} {name} in namespace {namespace}",
+                   self.custom.patch_namespaced_custom_object, c.GROUP, c.VERSION, namespace,
+                   plural, name, {"metadata": {"annotations": annotations}})
+
+    def revisions(self, kind: str, namespace: str, name: str) -> list[dict[str, Any]]:
+        """The ControllerRevisions the manager keeps for one intent, oldest first."""
+        got = self._call(
+            f"list controllerrevisions in namespace {namespace}",
+            self.apps.list_namespaced_controller_revision, namespace,
+            label_selector=f"{c.LABEL_INTENT_KIND}={kind},{c.LABEL_INTENT_NAME}={name}")
+        items = [self.api.sanitize_for_serialization(r)  # type: ignore[no-untyped-call]
+                 for r in got.items]
+        return sorted(items, key=lambda r: int(r.get("revision") or 0))
+
+    # the fleet --------------------------------------------------------------------------------
+
+    def _list(self, what: str, resource: tuple[str, str, str], namespace: str | None = None,
+              **kwargs: Any) -> list[dict[str, Any]]:
+        group, version, plural = resource
+        if namespace:
+            got = self._call(what, self.custom.list_namespaced_custom_object, group, version,
+                             namespace, plural, **kwargs)
+        else:
+            got = self._call(what, self.custom.list_cluster_custom_object, group, version,
+                             plural, **kwargs)
+        return [dict(i) for i in got.get("items") or []]
+
+    def _get(self, what: str, resource: tuple[str, str, str], namespace: str | None,
+             name: str) -> dict[str, Any]:
+        group, version, plural = resource
+        if namespace:
+            got: dict[str, Any] = self._call(
+                what, self.custom.get_namespaced_custom_object, group, version, namespace,
+                plural, name)
+        else:
+            got = self._call(what, self.custom.get_cluster_custom_object, group, version,
+                             plural, name)
+        return got
+
+    def clusters(self) -> list[dict[str, Any]]:
+        """Every ManagedCluster."""
+        return self._list("list managedclusters", CLUSTER)
+
+    def cluster(self, name: str) -> dict[str, Any]:
+        """One ManagedCluster."""
+        return self._get(f"get managedcluster {name}", CLUSTER, None, name)
+
+    def addons(self) -> list[dict[str, Any]]:
+        """The add-on's ManagedClusterAddOn on every cluster where it is enabled."""
+        return self._list("list managedclusteraddons", ADDON,
+                          field_selector=f"metadata.name={c.ADDON_NAME}")
+
+    def works(self, selector: str, namespace: str | None = None) -> list[dict[str, Any]]:
+        """The add-on's ManifestWorks that ``selector`` selects."""
+        return self._list("list manifestworks", WORK, namespace,
+                          label_selector=f"{c.LABEL_MANAGED_BY}={c.FIELD_MANAGER},{selector}")
+
+    def placement(self, namespace: str, name: str) -> dict[str, Any]:
+        """One Placement."""
+        return self._get(f"get placement {name} in namespace {namespace}", PLACEMENT,
+                         namespace, name)
+
+    def decisions(self, namespace: str, placement: str) -> list[dict[str, Any]]:
+        """The PlacementDecisions of one Placement."""
+        return self._list(f"list placementdecisions in namespace {namespace}", DECISION,
+                          namespace,
+                          label_selector=f"cluster.open-cluster-management.io/placement={placement}")
+
+    def bindings(self, namespace: str) -> list[dict[str, Any]]:
+        """The ManagedClusterSetBindings of a namespace."""
+        return self._list(f"list managedclustersetbindings in namespace {namespace}", BINDING,
+                          namespace)
+
+
+def _message(err: ApiException) -> str:
+    try:
+        return str(json.loads(err.body or "{}").get("message") or err.reason)
+    except ValueError:
+        return str(err.reason)

@@ -1,0 +1,291 @@
+"""``model-serving-addon status|explain|clusters|rollout`` and ``kubectl modelserving ...``.
+
+Reads the hub with the user's kubeconfig and context (``--kubeconfig``, ``--context``, else
+``KUBECONFIG`` or ``~/.kube/config``), as the user: a read-only identity is enough for every
+command but the rollout actions, which annotate the intent. Exit codes: 0 done (ready, for
+``--wait-ready``), 1 not ready when the wait ended, 2 bad arguments, 3 no kubeconfig or the
+hub unreachable, 4 refused by the hub, 5 no such object.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import yaml
+from kubernetes import config
+
+from addon_api import constants as c
+from addon_cli import explain as explaining
+from addon_cli import views
+from addon_cli.hub import EXIT_NOT_READY, EXIT_USAGE, CliError, Hub
+
+COMMANDS = ("status", "explain", "clusters", "rollout")
+"""The subcommands this module serves (``addon_api.cli`` hands them over)."""
+
+
+def _target(word: str | None) -> tuple[str | None, str | None]:
+    """(kind, name) of ``KIND`` or ``KIND/NAME`` (None, None for nothing)."""
+    if not word:
+        return None, None
+    kind, _, name = word.partition("/")
+    try:
+        return views.kind_of(kind), name or None
+    except ValueError as err:
+        raise CliError(EXIT_USAGE, str(err)) from err
+
+
+def _namespace(args: argparse.Namespace) -> str | None:
+    """The namespace to read: -n, none for -A, else the context's (as kubectl)."""
+    if getattr(args, "all_namespaces", False):
+        return None
+    if args.namespace:
+        return str(args.namespace)
+    try:
+        _, current = config.list_kube_config_contexts(  # type: ignore[no-untyped-call]
+            config_file=args.kubeconfig)
+        if args.context:
+            contexts, _ = config.list_kube_config_contexts(  # type: ignore[no-untyped-call]
+                config_file=args.kubeconfig)
+            current = next((x for x in contexts if x["name"] == args.context), current)
+        return str((current.get("context") or {}).get("namespace") or "default")
+    except Exception:
+        return "default"
+
+
+def _hub(args: argparse.Namespace) -> Hub:
+    return Hub(args.kubeconfig, args.context, args.request_timeout)
+
+
+def _colour(args: argparse.Namespace) -> bool:
+    return bool(args.colour == "always" or (args.colour == "auto" and sys.stdout.isatty()))
+
+
+def _print(text: str) -> None:
+    sys.stdout.write(text.rstrip("\n") + "\n")
+    sys.stdout.flush()
+
+
+# status ---------------------------------------------------------------------------------------
+
+
+def _read_intents(hub: Hub, kind: str | None, name: str | None, namespace: str | None
+                  ) -> list[dict[str, Any]]:
+    if kind and name:
+        if namespace is None:
+            found = [i for i in hub.intents(kind, None)
+                     if (i.get("metadata") or {}).get("name") == name]
+            if not found:
+                raise CliError(5, f"not found: {views.short(kind)}/{name} in any namespace")
+            return found
+        return [hub.intent(kind, namespace, name)]
+    out: list[dict[str, Any]] = []
+    for each in [kind] if kind else list(views.KINDS):
+        out += hub.intents(each, namespace)
+    return out
+
+
+def _status_text(args: argparse.Namespace, intents: list[dict[str, Any]]) -> str:
+    found = sorted(views.rows(intents, args.cluster), key=views.sort_key)
+    if args.output in ("json", "yaml"):
+        doc = {"items": [r.__dict__ for r in found]}
+        return json.dumps(doc, indent=2) if args.output == "json" else yaml.safe_dump(
+            doc, sort_keys=False)
+    if not found:
+        return "no intents found" + (f" on cluster {args.cluster}" if args.cluster else "")
+    return views.status_table(found, _colour(args))
+
+
+def cmd_status(args: argparse.Namespace) -> int:
+    """The fleet as a table of intents x clusters (or wait until it is Ready)."""
+    kind, name = _target(args.target)
+    namespace = _namespace(args)
+    hub = _hub(args)
+    if args.wait_ready:
+        deadline = time.monotonic() + args.timeout
+        while True:
+            intents = _read_intents(hub, kind, name, namespace)
+            missing = views.not_ready(intents) if intents else ["no intents found"]
+            if not missing:
+                _print(_status_text(args, intents))
+                return 0
+            if time.monotonic() >= deadline:
+                _print(_status_text(args, intents))
+                listed = "\n  ".join(missing)
+                sys.stderr.write(f"not ready after {args.timeout:.0f}s:\n  {listed}\n")
+                return EXIT_NOT_READY
+            time.sleep(args.interval)
+    shown = ""
+    while True:
+        text = _status_text(args, _read_intents(hub, kind, name, namespace))
+        if text != shown:
+            if shown:
+                _print(f"--- {time.strftime('%H:%M:%S')}")
+            _print(text)
+            shown = text
+        if not args.watch:
+            return 0
+        time.sleep(args.interval)
+
+
+# clusters -------------------------------------------------------------------------------------
+
+
+def cmd_clusters(args: argparse.Namespace) -> int:
+    """Each managed cluster: add-on health, platform and version, intents on it, stale."""
+    hub = _hub(args)
+    addons = {str((a.get("metadata") or {}).get("namespace")): a for a in hub.addons()}
+    platforms = explaining.platforms(hub.works(f"{c.LABEL_INTENT_KIND}={c.KIND_MODEL_SERVING}"))
+    intents = _read_intents(hub, None, None, None)
+    found = views.cluster_rows(hub.clusters(), addons, platforms, intents)
+    if args.output in ("json", "yaml"):
+        doc = {"items": [r.__dict__ for r in found]}
+        _print(json.dumps(doc, indent=2) if args.output == "json" else yaml.safe_dump(
+            doc, sort_keys=False))
+    else:
+        _print(views.clusters_table(found, _colour(args)) if found else "no managed clusters")
+    return 0
+
+
+# explain --------------------------------------------------------------------------------------
+
+
+def cmd_explain(args: argparse.Namespace) -> int:
+    """The chain from the intent to one cluster, each link with its evidence."""
+    kind, name = _target(args.target)
+    if not (kind and name):
+        raise CliError(EXIT_USAGE, "explain needs KIND/NAME (for example mcisvc/sklearn-iris)")
+    namespace = _namespace(args) or "default"
+    hub = _hub(args)
+    links = explaining.chain(hub, hub.intent(kind, namespace, name), args.cluster)
+    if args.output in ("json", "yaml"):
+        doc = {"links": [link.__dict__ for link in links]}
+        _print(json.dumps(doc, indent=2) if args.output == "json" else yaml.safe_dump(
+            doc, sort_keys=False))
+    else:
+        _print(explaining.render(links, _colour(args)))
+    return 0
+
+
+# rollout --------------------------------------------------------------------------------------
+
+
+def cmd_rollout(args: argparse.Namespace) -> int:
+    """Status, history and the manual actions of a progressive rollout."""
+    kind, name = _target(args.target)
+    if not (kind and name):
+        raise CliError(EXIT_USAGE, "rollout needs KIND/NAME (for example mcisvc/sklearn-iris)")
+    namespace = _namespace(args) or "default"
+    hub = _hub(args)
+    intent = hub.intent(kind, namespace, name)
+    roll = (intent.get("status") or {}).get("rollout") or {}
+    what = f"{views.short(kind)}/{name}"
+    if args.action == "status":
+        _print(explaining.rollout_text(intent))
+        return 0
+    if args.action == "history":
+        revisions = hub.revisions(kind, namespace, name)
+        _print(explaining.history_text(revisions, roll) if revisions
+               else f"{what} has no revisions (its rollout strategy is All)")
+        return 0
+    if args.action == "pause":
+        hub.annotate(kind, namespace, name, {c.ANNOTATION_ROLLOUT_PAUSE: "true"})
+        _print(f"{what}: paused (no further step starts)")
+    elif args.action == "resume":
+        hub.annotate(kind, namespace, name, {c.ANNOTATION_ROLLOUT_PAUSE: None})
+        _print(f"{what}: resumed")
+    elif args.action == "undo":
+        target = roll.get("targetRevision")
+        back = args.to_revision or roll.get("stableRevision")
+        if not target or not back:
+            raise CliError(EXIT_USAGE, f"{what} has no rollout to undo (status.rollout: "
+                           f"target {target}, stable {roll.get('stableRevision')})")
+        hub.annotate(kind, namespace, name, {c.ANNOTATION_ROLLOUT_UNDO: f"{target}:{back}"})
+        _print(f"{what}: every cluster returns to revision {back} (target was {target})")
+    elif args.action == "approve":
+        target, step = roll.get("targetRevision"), roll.get("step")
+        if roll.get("phase") != "WaitingForApproval":
+            raise CliError(EXIT_USAGE, f"{what} waits for no approval (phase "
+                           f"{roll.get('phase') or 'none'})")
+        hub.annotate(kind, namespace, name,
+                     {c.ANNOTATION_ROLLOUT_APPROVE: f"{target}/{int(step or 0) + 1}"})
+        _print(f"{what}: step {int(step or 0) + 1} of revision {target} approved")
+    return 0
+
+
+# the command line -----------------------------------------------------------------------------
+
+
+def _common(p: argparse.ArgumentParser, namespaced: bool = True) -> None:
+    p.add_argument("--kubeconfig", help="kubeconfig file (default: KUBECONFIG, ~/.kube/config)")
+    p.add_argument("--context", help="kubeconfig context (default: the current one)")
+    p.add_argument("--request-timeout", type=float, default=15.0, metavar="S",
+                   help="seconds one request to the hub may take (default 15)")
+    p.add_argument("-o", "--output", choices=("table", "json", "yaml"), default="table")
+    p.add_argument("--colour", "--color", choices=("auto", "always", "never"), default="auto",
+                   help="colour the phases (auto: when writing to a terminal)")
+    if namespaced:
+        p.add_argument("-n", "--namespace", help="the intents' namespace (default: the "
+                       "context's)")
+
+
+def parser(prog: str = "model-serving-addon") -> argparse.ArgumentParser:
+    """The fleet commands' parser."""
+    top = argparse.ArgumentParser(prog=prog, description="The model-serving fleet, from the hub.")
+    sub = top.add_subparsers(dest="command", required=True)
+
+    st = sub.add_parser("status", help="intents x clusters: phase, ready, URL, revision, why not")
+    _common(st)
+    st.add_argument("target", nargs="?", help="KIND or KIND/NAME (default: every intent)")
+    st.add_argument("-A", "--all-namespaces", action="store_true")
+    st.add_argument("--cluster", help="only this cluster's rows")
+    st.add_argument("--watch", "-w", action="store_true", help="print again on every change")
+    st.add_argument("--wait-ready", action="store_true",
+                    help="wait until every intent shown is Ready everywhere; exit 1 if not "
+                    "within --timeout")
+    st.add_argument("--timeout", type=float, default=300.0, metavar="S")
+    st.add_argument("--interval", type=float, default=2.0, metavar="S",
+                    help="seconds between reads for --watch and --wait-ready")
+    st.set_defaults(run=cmd_status)
+
+    ex = sub.add_parser("explain", help="why an intent is (not) serving on one cluster")
+    _common(ex)
+    ex.add_argument("target", help="KIND/NAME")
+    ex.add_argument("--cluster", required=True)
+    ex.set_defaults(run=cmd_explain)
+
+    cl = sub.add_parser("clusters", help="managed clusters: add-on, platform, intents, stale")
+    _common(cl, namespaced=False)
+    cl.set_defaults(run=cmd_clusters)
+
+    ro = sub.add_parser("rollout", help="a progressive rollout: status, history, actions")
+    ro.add_argument("action", choices=("status", "history", "pause", "resume", "undo",
+                                       "approve"))
+    ro.add_argument("target", help="KIND/NAME")
+    _common(ro)
+    ro.add_argument("--to-revision", type=int, help="undo: the revision to return to "
+                    "(default: the last good one)")
+    ro.set_defaults(run=cmd_rollout)
+    return top
+
+
+def main(argv: Sequence[str] | None = None, prog: str = "model-serving-addon") -> int:
+    """Run one fleet command; its exit code."""
+    args = parser(prog).parse_args(list(sys.argv[1:] if argv is None else argv))
+    run: Callable[[argparse.Namespace], int] = args.run
+    try:
+        return run(args)
+    except CliError as err:
+        sys.stderr.write(f"error: {err}\n")
+        return err.code
+    except KeyboardInterrupt:
+        return 130
+
+
+def kubectl_plugin() -> int:
+    """``kubectl modelserving ...`` (the ``kubectl-modelserving`` executable)."""
+    return main(prog="kubectl modelserving")
