@@ -3,7 +3,7 @@
 ``manager`` and ``agent`` hand the rest of the command line to their package's
 ``main(argv)``; each role is imported lazily so the manager never loads agent
 code and the other way round. The fleet commands (``status``, ``explain``, ``clusters``,
-``rollout``) go to :mod:`addon_cli.main` the same way.
+``rollout``, ``render``, ``diff``) go to :mod:`addon_cli.main` the same way.
 """
 
 from __future__ import annotations
@@ -24,6 +24,8 @@ FLEET = {
     "explain": "why an intent is (not) serving on one cluster, link by link",
     "clusters": "managed clusters: add-on health, platform and version, intents, stale",
     "rollout": "a progressive rollout: status, history, pause, resume, undo, approve",
+    "render": "the ManifestWorks the manager would write for an intent file (no hub needed)",
+    "diff": "what an intent file would change in the hub's works, per cluster",
 }
 """The fleet commands (``addon_cli``): they read the hub with the user's kubeconfig."""
 

@@ -2,8 +2,9 @@
 
 Reads the hub with the user's kubeconfig and context (``--kubeconfig``, ``--context``, else
 ``KUBECONFIG`` or ``~/.kube/config``), as the user: a read-only identity is enough for every
-command but the rollout actions, which annotate the intent. Exit codes: 0 done (ready, for
-``--wait-ready``), 1 not ready when the wait ended, 2 bad arguments, 3 no kubeconfig or the
+command but the rollout actions, which annotate the intent; ``render`` needs no hub at all.
+Exit codes: 0 done (ready, for ``--wait-ready``; no difference, for ``diff``), 1 not ready
+when the wait ended (or differences found), 2 bad arguments or input, 3 no kubeconfig or the
 hub unreachable, 4 refused by the hub, 5 no such object.
 """
 
@@ -14,6 +15,7 @@ import json
 import sys
 import time
 from collections.abc import Callable, Sequence
+from pathlib import Path
 from typing import Any
 
 import yaml
@@ -21,10 +23,10 @@ from kubernetes import config
 
 from addon_api import constants as c
 from addon_cli import explain as explaining
-from addon_cli import views
+from addon_cli import offline, views
 from addon_cli.hub import EXIT_NOT_READY, EXIT_USAGE, CliError, Hub
 
-COMMANDS = ("status", "explain", "clusters", "rollout")
+COMMANDS = ("status", "explain", "clusters", "rollout", "render", "diff")
 """The subcommands this module serves (``addon_api.cli`` hands them over)."""
 
 
@@ -217,6 +219,80 @@ def cmd_rollout(args: argparse.Namespace) -> int:
     return 0
 
 
+# render and diff ------------------------------------------------------------------------------
+
+
+def _intents_in(files: Sequence[str], namespace: str | None) -> list[Any]:
+    out = []
+    for path in files:
+        try:
+            text = sys.stdin.read() if path == "-" else Path(path).read_text()
+            docs = [d for d in yaml.safe_load_all(text) if isinstance(d, dict)]
+        except (OSError, yaml.YAMLError) as err:
+            raise CliError(EXIT_USAGE, f"cannot read {path}: {err}") from err
+        for doc in docs:
+            if doc.get("kind") not in offline.MODELS:
+                sys.stderr.write(f"{path}: skipping {doc.get('kind')} "
+                                 f"{(doc.get('metadata') or {}).get('name')} (not an intent)\n")
+                continue
+            try:
+                out.append(offline.intent_of(doc, namespace))
+            except offline.RenderFailed as err:
+                raise CliError(EXIT_USAGE, f"{path}: {err}") from err
+    if not out:
+        raise CliError(EXIT_USAGE, f"no intent in {', '.join(files)}")
+    return out
+
+
+def _dump(docs: list[dict[str, Any]], output: str) -> str:
+    if output == "json":
+        return json.dumps(docs[0] if len(docs) == 1 else {"items": docs}, indent=2)
+    return yaml.safe_dump_all(docs, sort_keys=False)
+
+
+def cmd_render(args: argparse.Namespace) -> int:
+    """The ManifestWorks the manager would write, offline."""
+    if not args.cluster:
+        raise CliError(EXIT_USAGE, "name at least one --cluster NAME[=KEY=VALUE,...]")
+    try:
+        clusters = [offline.parse_cluster(a) for a in args.cluster]
+        works = [w for intent in _intents_in(args.filename, args.namespace)
+                 for w in offline.render_all(intent, clusters, args.revision)]
+    except offline.RenderFailed as err:
+        raise CliError(EXIT_USAGE, str(err)) from err
+    _print(_dump(works, args.output))
+    return 0
+
+
+def cmd_diff(args: argparse.Namespace) -> int:
+    """Each cluster's difference between the hub's works and what the files render."""
+    hub = _hub(args)
+    labels = {str((m.get("metadata") or {}).get("name")): dict(
+        (m.get("metadata") or {}).get("labels") or {}) for m in hub.clusters()}
+    changed = False
+    for intent in _intents_in(args.filename, _namespace(args)):
+        kind, ns, name = type(intent).__name__, str(intent.metadata.namespace), str(
+            intent.metadata.name)
+        placement = intent.spec.placement_ref.name
+        selected = sorted({str(d.get("clusterName")) for pd in hub.decisions(ns, placement)
+                           for d in (pd.get("status") or {}).get("decisions") or []})
+        on_hub = {str((w.get("metadata") or {}).get("namespace")): w for w in hub.works(
+            f"{c.LABEL_INTENT_KIND}={kind},{c.LABEL_INTENT_NAMESPACE}={ns},"
+            f"{c.LABEL_INTENT_NAME}={name}")}
+        try:
+            diffs = offline.diff(intent, [(cl, labels.get(cl, {})) for cl in selected], on_hub)
+        except offline.RenderFailed as err:
+            raise CliError(EXIT_USAGE, str(err)) from err
+        what = f"{views.short(kind)}/{name} in {ns}"
+        if not any(diffs.values()):
+            _print(f"{what}: no difference on {len(diffs)} cluster(s)")
+        for cluster, text in diffs.items():
+            if text:
+                changed = True
+                _print(f"{what} on {cluster}:\n{text}")
+    return EXIT_NOT_READY if changed else 0
+
+
 # the command line -----------------------------------------------------------------------------
 
 
@@ -270,6 +346,22 @@ def parser(prog: str = "model-serving-addon") -> argparse.ArgumentParser:
     ro.add_argument("--to-revision", type=int, help="undo: the revision to return to "
                     "(default: the last good one)")
     ro.set_defaults(run=cmd_rollout)
+
+    rd = sub.add_parser("render", help="the ManifestWorks the manager would write (no hub)")
+    rd.add_argument("-f", "--filename", action="append", required=True,
+                    help="intent YAML (several documents allowed; - for stdin)")
+    rd.add_argument("--cluster", action="append", default=[], metavar="NAME[=K=V,...]",
+                    help="a cluster and its labels (repeat for more)")
+    rd.add_argument("-n", "--namespace", help="for intents that name none (default: default)")
+    rd.add_argument("--revision", type=int, help="mark the works with this rollout revision")
+    rd.add_argument("-o", "--output", choices=("yaml", "json"), default="yaml")
+    rd.set_defaults(run=cmd_render)
+
+    df = sub.add_parser("diff", help="what the files would change in the hub's works, per "
+                        "cluster (exit 1 when anything would)")
+    _common(df)
+    df.add_argument("-f", "--filename", action="append", required=True)
+    df.set_defaults(run=cmd_diff)
     return top
 
 

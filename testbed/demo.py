@@ -21,6 +21,8 @@ from pathlib import Path
 
 from addon_api import constants as c
 from addon_api import tenancy
+from addon_cli import hub as cli_hub
+from addon_cli import views
 from testbed import build, chart, identities, upstream
 from testbed.cluster import Cluster
 from testbed.fleet import Testbed
@@ -32,12 +34,6 @@ NAMESPACE = "model-serving-demo"
 TARGETS = {NAMESPACE: ["models", "modelmesh-models"]}
 """The namespace policy a hub admin sets for the demo (chart value
 ``manager.policy.targetNamespaces``): the examples' hub namespace serves into these."""
-INTENT_KINDS = {
-    "ModelServing": "modelservings",
-    "StorageConnection": "storageconnections",
-    "MultiClusterServingRuntime": "multiclusterservingruntimes",
-    "MultiClusterInferenceService": "multiclusterinferenceservices",
-}
 
 
 @dataclass
@@ -73,47 +69,27 @@ def bundle_dir() -> Path:
     return bundle_render.render_cached(cache_dir() / "bundles")
 
 
-def rows(hub: Cluster) -> list[tuple[str, str, str, str, str]]:
-    """(object, cluster, phase, ready, url-or-reason) for every intent's per-cluster status."""
-    table: list[tuple[str, str, str, str, str]] = []
-    for kind, plural in INTENT_KINDS.items():
-        out = hub.kubectl("get", plural, "-n", NAMESPACE, "-o", "json", check=False)
-        if out.returncode != 0:
-            continue
-        for item in json.loads(out.stdout)["items"]:
-            name = f"{kind}/{item['metadata']['name']}"
-            status = item.get("status") or {}
-            clusters = status.get("clusters") or []
-            if not clusters:
-                table.append((name, "-", status.get("phase", "Pending"), "-", ""))
-            for entry in sorted(clusters, key=lambda e: e["cluster"]):
-                detail = entry.get("url") or entry.get("waitingFor") or entry.get("reason", "")
-                table.append(
-                    (
-                        name,
-                        entry["cluster"],
-                        entry.get("phase", ""),
-                        "yes" if entry.get("ready") else "no",
-                        str(detail),
-                    )
-                )
-    return table
+def rows(hub: Cluster) -> list[views.Row]:
+    """Every intent's per-cluster status in the demo namespace.
+
+    Read as the fleet command line (``model-serving-addon status -n model-serving-demo``)
+    reads it.
+    """
+    reader = cli_hub.Hub(str(hub.kubeconfig))
+    intents = [i for kind in views.KINDS for i in reader.intents(kind, NAMESPACE)]
+    return sorted(views.rows(intents), key=views.sort_key)
 
 
-def render_table(table: list[tuple[str, str, str, str, str]]) -> str:
-    """The rows as aligned text."""
-    header = ("OBJECT", "CLUSTER", "PHASE", "READY", "URL / WAITING FOR")
-    widths = [max(len(r[i]) for r in [header, *table]) for i in range(5)]
-    return "\n".join(
-        "  ".join(cell.ljust(widths[i]) for i, cell in enumerate(row)) for row in [header, *table]
-    )
+def render_table(table: list[views.Row]) -> str:
+    """The rows as ``model-serving-addon status`` prints them."""
+    return views.status_table(table)
 
 
-def all_models_ready(table: list[tuple[str, str, str, str, str]], clusters: Sequence[str]) -> bool:
+def all_models_ready(table: list[views.Row], clusters: Sequence[str]) -> bool:
     """True when every MultiClusterInferenceService is ready, with a URL, on every cluster."""
-    isvc = [r for r in table if r[0].startswith("MultiClusterInferenceService/")]
-    ready = {(r[0], r[1]) for r in isvc if r[3] == "yes" and r[4].startswith("http")}
-    names = {r[0] for r in isvc}
+    isvc = [r for r in table if r.kind == c.KIND_INFERENCE_SERVICE]
+    ready = {(r.name, r.cluster) for r in isvc if r.ready and r.url.startswith("http")}
+    names = {r.name for r in isvc}
     return bool(names) and all((n, cl) in ready for n in names for cl in clusters)
 
 

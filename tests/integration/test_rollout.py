@@ -31,6 +31,7 @@ from addon_manager.facts import WorkFact, parse_work
 from testbed import demo, observability
 from testbed.fleet import Testbed
 from testbed.processes import Process, free_port
+from testbed.support import fleetcli
 from testbed.support.waiting import eventually
 
 NS = demo.NAMESPACE
@@ -316,22 +317,37 @@ def test_a_metric_gate_decides_and_a_killed_manager_resumes_without_double_write
 
 
 def test_pause_holds_resume_goes_on_and_undo_returns_every_cluster(fleet: Fleet) -> None:
+    """Through the fleet command line (``rollout pause|resume|undo|status|history``)."""
     hub = fleet[0].hub
-    hub.kubectl("annotate", "mcisvc", CANARY, "-n", NS, f"{c.ANNOTATION_ROLLOUT_PAUSE}=true")
+    admin = hub.kubeconfig
+
+    def rollout(*args: str) -> str:
+        out = fleetcli.run(admin, "rollout", *args, f"mcisvc/{CANARY}", "-n", NS)
+        assert out.returncode == 0, (args, out.returncode, out.stderr)
+        return out.stdout
+
+    assert "paused" in rollout("pause")
     _apply(hub, _model(minReplicas=5))  # revision 5 (no metric gate)
     _until(fleet, lambda: _rollout(hub).get("phase") == "Paused"
            and _rollout(hub).get("targetRevision") == 5)
     # The reconcile that wrote this status wrote its works first: none moved.
     assert _revisions(hub, CANARY_WORK) == dict.fromkeys(CLUSTERS, 4)
+    status = rollout("status")
+    print(status)
+    assert f"mcisvc/{CANARY}: Paused" in status and "stable 4, target 5" in status
     # Resumed: the first step starts; then undone mid-rollout: every cluster goes to
     # revision 1 and stays there.
-    hub.kubectl("annotate", "mcisvc", CANARY, "-n", NS, f"{c.ANNOTATION_ROLLOUT_PAUSE}-")
+    assert "resumed" in rollout("resume")
     _until(fleet, lambda: 5 in _revisions(hub, CANARY_WORK).values())
-    hub.kubectl("annotate", "mcisvc", CANARY, "-n", NS, f"{c.ANNOTATION_ROLLOUT_UNDO}=5:1")
+    assert "returns to revision 1" in rollout("undo", "--to-revision=1")
     _until(fleet, lambda: _revisions(hub, CANARY_WORK) == dict.fromkeys(CLUSTERS, 1))
     roll = _rollout(hub)
     assert (roll["phase"], roll["stableRevision"], roll["failedRevision"]) == (
         "RolledBack", 1, 5)
+    history = rollout("history")
+    print(history)
+    roles = {line.split()[0]: line.split()[2:] for line in history.splitlines()[1:]}
+    assert roles["1"] == ["stable"] and roles["5"] == ["failed"], history
     hub.kubectl("delete", "mcisvc", CANARY, "-n", NS)
     _until(fleet, lambda: _works(hub, CANARY_WORK) == {})
 

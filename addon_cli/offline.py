@@ -1,0 +1,153 @@
+"""``render`` and ``diff``: the ManifestWorks an intent makes for each cluster, without a hub.
+
+The works come from the manager's own rendering (:mod:`addon_manager.render`), so what
+``render`` prints is what the manager writes, byte for byte, for a cluster with those labels.
+Two things only the hub knows are shown as placeholders: a StorageConnection's sealed payload
+(sealed to each cluster's agent key with the manager's keys) and, for a progressive rollout,
+which revision a cluster is on (``render`` marks none unless ``--revision`` is given; ``diff``
+uses the revision the hub's work carries).
+"""
+
+from __future__ import annotations
+
+import difflib
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any, cast
+
+import yaml
+from pydantic import ValidationError
+
+from addon_api import constants as c
+from addon_api import sealing
+from addon_api.hub import (
+    ModelServing,
+    MultiClusterInferenceService,
+    MultiClusterServingRuntime,
+    StorageConnection,
+)
+from addon_manager import naming, render
+
+SEALED_SHOWN = "<sealed on the hub to this cluster's agent key>"
+"""What stands in for a StorageConnection's sealed payload (and its keyed render hash)."""
+
+MODELS = {m.__name__: m for m in (
+    ModelServing, StorageConnection, MultiClusterServingRuntime, MultiClusterInferenceService)}
+
+
+class RenderFailed(ValueError):
+    """The intent cannot be rendered (not an intent, invalid, or invalid on a cluster)."""
+
+
+def parse_cluster(arg: str) -> tuple[str, dict[str, str]]:
+    """``NAME`` or ``NAME=KEY=VALUE,KEY=VALUE`` (the cluster's labels) as (name, labels)."""
+    name, _, rest = arg.partition("=")
+    labels: dict[str, str] = {}
+    for pair in filter(None, rest.split(",")):
+        key, sep, value = pair.partition("=")
+        if not sep or not key:
+            raise RenderFailed(f"--cluster {arg}: labels are KEY=VALUE pairs separated by commas")
+        labels[key] = value
+    if not name:
+        raise RenderFailed(f"--cluster {arg}: no cluster name")
+    return name, labels
+
+
+def intent_of(doc: Mapping[str, Any], namespace: str | None = None) -> Any:
+    """The intent model of a YAML document (``namespace`` when it names none)."""
+    kind = str(doc.get("kind"))
+    model = MODELS.get(kind)
+    if model is None:
+        raise RenderFailed(f"kind {kind!r} is not an intent: one of {', '.join(MODELS)}")
+    body = {k: v for k, v in doc.items() if k in ("apiVersion", "kind", "metadata", "spec")}
+    meta = dict(body.get("metadata") or {})
+    meta.setdefault("namespace", namespace or "default")
+    body["metadata"] = meta
+    try:
+        return model.from_object(body)
+    except ValidationError as err:
+        problems = "; ".join(f"{'.'.join(str(p) for p in e['loc'])}: {e['msg']}"
+                             for e in err.errors())
+        raise RenderFailed(f"{kind} {meta.get('name')} is invalid: {problems}") from err
+
+
+def work_for(intent: Any, cluster: str, labels: dict[str, str],
+             agent_namespace: str = c.AGENT_NAMESPACE, revision: int | None = None
+             ) -> dict[str, Any]:
+    """The ManifestWork body the manager writes for ``intent`` on one cluster."""
+    try:
+        if isinstance(intent, ModelServing):
+            rw = render.render_model_serving(intent, cluster, labels)
+        elif isinstance(intent, MultiClusterServingRuntime):
+            rw = render.render_serving_runtime(intent, cluster, labels)
+        elif isinstance(intent, MultiClusterInferenceService):
+            rw = render.render_inference_service(intent, cluster, labels)
+        else:
+            return _sealed_work(cast(StorageConnection, intent), cluster, labels,
+                                agent_namespace)
+    except render.RenderError as err:
+        raise RenderFailed(f"{cluster}: {err}") from err
+    if revision is not None:
+        rw = render.with_revision(rw, revision)
+    return rw.body
+
+
+def _sealed_work(intent: StorageConnection, cluster: str, labels: dict[str, str],
+                 agent_namespace: str) -> dict[str, Any]:
+    ns, name = str(intent.metadata.namespace), str(intent.metadata.name)
+    inputs = render.SealInputs(
+        public_key="", key_id="<the agent's key id>",
+        binding=sealing.binding_for(agent_namespace, naming.sealed_name(ns, name)),
+        secret_digest="", hash_key=b"offline")
+    body = render.render_storage_connection(intent, cluster, labels, inputs,
+                                            namespace=agent_namespace).body
+    body["spec"]["workload"]["manifests"][0]["spec"]["sealed"] = SEALED_SHOWN
+    body["spec"]["workload"]["manifests"][0]["spec"]["keyId"] = SEALED_SHOWN
+    body["metadata"]["annotations"][c.ANNOTATION_RENDER_HASH] = SEALED_SHOWN
+    return body
+
+
+def render_all(intent: Any, clusters: Sequence[tuple[str, dict[str, str]]],
+               revision: int | None = None) -> list[dict[str, Any]]:
+    """Every cluster's work, in the order given."""
+    return [work_for(intent, name, labels, revision=revision) for name, labels in clusters]
+
+
+def comparable(work: Mapping[str, Any]) -> dict[str, Any]:
+    """What of a work the manager decides: name, namespace, labels, annotations, spec."""
+    meta = work.get("metadata") or {}
+    return {
+        "apiVersion": work.get("apiVersion"), "kind": work.get("kind"),
+        "metadata": {k: meta[k] for k in ("name", "namespace", "labels", "annotations")
+                     if k in meta},
+        "spec": work.get("spec") or {},
+    }
+
+
+def revision_of(work: Mapping[str, Any]) -> int | None:
+    """The revision annotation of a work on the hub (progressive rollouts), if any."""
+    value = ((work.get("metadata") or {}).get("annotations") or {}).get(c.ANNOTATION_REVISION)
+    return int(value) if isinstance(value, str) and value.isdigit() else None
+
+
+def diff(intent: Any, clusters: Iterable[tuple[str, dict[str, str]]],
+         on_hub: Mapping[str, Mapping[str, Any]]) -> dict[str, str]:
+    """Per cluster, the unified diff from the hub's work to what ``intent`` renders there.
+
+    "" when equal; a work the hub lacks is all additions; a work on a cluster the intent no
+    longer selects is all removals (the manager deletes it).
+    """
+    out: dict[str, str] = {}
+    selected = dict(clusters)
+    for name in sorted(set(selected) | set(on_hub)):
+        have = on_hub.get(name)
+        want = (work_for(intent, name, selected[name],
+                         revision=revision_of(have) if have is not None else None)
+                if name in selected else None)
+        work = str(((want or have or {}).get("metadata") or {}).get("name"))
+        old = yaml.safe_dump(comparable(have), sort_keys=True) if have is not None else ""
+        new = yaml.safe_dump(comparable(want), sort_keys=True) if want is not None else ""
+        out[name] = "".join(difflib.unified_diff(
+            old.splitlines(keepends=True), new.splitlines(keepends=True),
+            f"hub: {name}/{work}" if have is not None else "/dev/null",
+            f"render: {name}/{work}" if want is not None else "/dev/null"))
+    return out
