@@ -115,6 +115,8 @@ class ManagerState:
     informers_started: bool = False
     first_pass: firstpass.FirstPass = field(default_factory=firstpass.FirstPass)
     """Changed intents reconcile first after a start or takeover."""
+    held: set[firstpass.IntentKey] = field(default_factory=set)
+    """Intents whose prefetch holds the works' full list until their first reconcile."""
     kopf_seen: bool = False
     """kopf called a handler (every kopf index is populated)."""
 
@@ -140,8 +142,27 @@ class ManagerState:
         for informer in self.informers:
             if informer is not works:
                 await informer.synced.wait()
-        count = await works.prefetch(selectors)
+        works.hold()  # until this intent's first reconcile has written (see reconciled())
+        self.held.add(key)
+        try:
+            count = await works.prefetch(selectors)
+        except Exception as err:  # the full list still comes: wait for it instead
+            log.warning("%s %s/%s: prefetching its works failed (%s); waiting for the full "
+                        "list", *key, err)
+            self.held.discard(key)
+            works.release()
+            await self.works_synced()
+            return
         log.info("%s %s/%s: %d works prefetched ahead of the full list", *key, count)
+
+    def reconciled(self, key: firstpass.IntentKey) -> None:
+        """Record an intent's reconcile: the first pass moves on, a hold on the list ends."""
+        self.first_pass.reconciled(key)
+        if key in self.held:
+            self.held.discard(key)
+            for informer in self.informers:
+                if informer.store is self.works:
+                    informer.release()
 
     def mark_ready(self) -> None:
         """Record readiness once kopf's indexes and the works are both in memory."""
@@ -621,7 +642,7 @@ def _register_intent(spec: KindSpec) -> None:
                 await asyncio.sleep(5)
                 continue
             finally:
-                state.first_pass.reconciled(key)
+                state.reconciled(key)
             if outcome.phase_after and outcome.phase_after != outcome.phase_before:
                 kopf.event(
                     body, type="Warning" if outcome.phase_after == "Degraded" else "Normal",

@@ -73,6 +73,8 @@ PAGE_SIZE = 500
 WATCH_SECONDS = 300
 """Seconds one watch request lasts at most (``timeoutSeconds``, jittered down by up to 20 %);
 the informer then watches again from where it was."""
+HOLD_LIMIT = 30.0
+"""Seconds the first full list waits at most for a prefetch and its intent's first writes."""
 READ_SLACK = 60.0
 """Seconds of silence beyond ``timeoutSeconds`` after which a watch counts as dead (an API
 server that vanished without closing the connection)."""
@@ -490,10 +492,11 @@ class WorkInformer:
         self.synced = asyncio.Event()
         self.resource_version = ""
         self.stats = Stats()
-        self._prefetching = 0
+        self.hold_limit = HOLD_LIMIT
+        """Longest the full list waits for holds (:meth:`hold`) before it goes on anyway."""
+        self._holds = 0
         self._full_list_may_go = asyncio.Event()
-        """Clear while a prefetch runs: the full list waits between its pages, so that the
-        prefetch has the API server to itself (it is what a changed intent waits for)."""
+        """Clear while held: the full list waits between its pages."""
         self._full_list_may_go.set()
 
     async def run(self) -> None:
@@ -538,7 +541,7 @@ class WorkInformer:
         cont, version = "", ""
         while True:
             if selector is None:
-                await self._full_list_may_go.wait()
+                await self._wait_for_holds()
                 page = await self.source.list_page(cont, self.page_size)
             else:
                 page = await self.source.list_page(cont, self.page_size, selector)
@@ -558,13 +561,12 @@ class WorkInformer:
         For a start at thousands of clusters: the works one intent's plan reads are a small
         part of all works, and listing them first lets that intent reconcile seconds before
         the full list is in. Each object is stored and reported as the watch would report
-        it. The full list waits between its pages meanwhile (the prefetch is what a changed
-        intent waits for), then keeps what is newer (see :meth:`WorkStore.replace_all`).
+        it. The full list waits between its pages meanwhile (see :meth:`hold`), then keeps
+        what is newer (see :meth:`WorkStore.replace_all`).
         Nothing is done once the informer is synced. Returns the objects listed.
         """
         count = 0
-        self._prefetching += 1
-        self._full_list_may_go.clear()
+        self.hold()
         try:
             for selector in selectors:
                 if self.synced.is_set():
@@ -577,10 +579,34 @@ class WorkInformer:
                     if change is not None:
                         self._emit(*change)
         finally:
-            self._prefetching -= 1
-            if not self._prefetching:
-                self._full_list_may_go.set()
+            self.release()
         return count
+
+    def hold(self) -> None:
+        """Make the first full list wait between its pages until :meth:`release`.
+
+        While a changed intent prefetches and then writes, the API server and this process
+        serve it alone: on two cores, overlapping them with the full list made both slower
+        than one after the other. A hold lasts at most :attr:`hold_limit` seconds.
+        """
+        self._holds += 1
+        self._full_list_may_go.clear()
+
+    def release(self) -> None:
+        """End one :meth:`hold`."""
+        self._holds = max(0, self._holds - 1)
+        if not self._holds:
+            self._full_list_may_go.set()
+
+    async def _wait_for_holds(self) -> None:
+        if self._full_list_may_go.is_set():
+            return
+        try:
+            await asyncio.wait_for(self._full_list_may_go.wait(), self.hold_limit)
+        except TimeoutError:
+            log.warning("%s list held for %.0fs; going on", self.what, self.hold_limit)
+            self._holds = 0
+            self._full_list_may_go.set()
 
     async def relist(self) -> None:
         """List every object (all pages), make the store match, report the differences."""

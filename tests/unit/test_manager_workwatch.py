@@ -566,7 +566,7 @@ def test_a_changed_intent_plans_from_a_prefetch_and_the_others_wait_for_the_full
 
     async def main() -> None:
         state = ManagerState()
-        state.informers = [WorkInformer(src, store=state.works),
+        state.informers = [WorkInformer(src, store=state.works, page_size=2),
                            WorkInformer(clusters, store=WorkStore(), what="ManagedCluster")]
         tasks = [asyncio.create_task(i.run()) for i in state.informers]
         await state.first_pass.turn(changed, lambda: [changed])
@@ -574,11 +574,13 @@ def test_a_changed_intent_plans_from_a_prefetch_and_the_others_wait_for_the_full
         assert set(state.works.works_of(ISVC, "team", "iris")) == {"c1", "c2"}
         assert state.works.works_of(ISVC, "team", "other") == {}
         assert not state.informers[0].synced.is_set()
-        # An intent that did not change waits for the full list.
+        # An intent that did not change waits for the full list, which waits until the
+        # changed intent's first reconcile (its writes) is done.
         waiting = asyncio.create_task(state.works_ready_for(unchanged))
-        await asyncio.sleep(0.05)
-        assert not waiting.done()
         src.hold_full_list.set()  # type: ignore[union-attr]
+        await asyncio.sleep(0.05)
+        assert not waiting.done() and len(src.list_calls) == 1
+        state.reconciled(changed)
         await asyncio.wait_for(waiting, 5)
         assert set(state.works.works_of(ISVC, "team", "other")) == {"c1", "c2"}
         for task in tasks:
@@ -615,6 +617,24 @@ def test_the_full_list_waits_between_its_pages_while_a_prefetch_runs() -> None:
         assert await prefetch == 6
         await asyncio.wait_for(inf.synced.wait(), 5)
         assert len(src.list_calls) == 3
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+
+    asyncio.run(main())
+
+
+def test_a_hold_on_the_full_list_ends_by_itself_after_its_limit() -> None:
+    src = FakeSource()
+    src.add(work("c1", "isvc-iris"))
+
+    async def main() -> None:
+        inf = WorkInformer(src, page_size=2)
+        inf.hold_limit = 0.05
+        inf.hold()  # never released (say the intent went before its first reconcile)
+        task = asyncio.create_task(inf.run())
+        await asyncio.wait_for(inf.synced.wait(), 5)
+        assert len(inf.store) == 1
         task.cancel()
         with pytest.raises(asyncio.CancelledError):
             await task
