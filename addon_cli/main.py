@@ -257,7 +257,8 @@ def cmd_render(args: argparse.Namespace) -> int:
     try:
         clusters = [offline.parse_cluster(a) for a in args.cluster]
         works = [w for intent in _intents_in(args.filename, args.namespace)
-                 for w in offline.render_all(intent, clusters, args.revision)]
+                 for w in offline.render_all(intent, clusters, args.revision,
+                                             args.target_namespaces, args.agent_namespace)]
     except offline.RenderFailed as err:
         raise CliError(EXIT_USAGE, str(err)) from err
     _print(_dump(works, args.output))
@@ -354,6 +355,13 @@ def parser(prog: str = "model-serving-addon") -> argparse.ArgumentParser:
                     help="a cluster and its labels (repeat for more)")
     rd.add_argument("-n", "--namespace", help="for intents that name none (default: default)")
     rd.add_argument("--revision", type=int, help="mark the works with this rollout revision")
+    rd.add_argument("--target-namespaces", default="", metavar="POLICY",
+                    help="the manager's --target-namespaces (chart: manager.policy."
+                    "targetNamespaces): a tenant's works are applied as its executor unless "
+                    "it may target any namespace (default: empty, as the manager's)")
+    rd.add_argument("--agent-namespace", default=c.AGENT_NAMESPACE,
+                    help="the clusters' agent namespace (where executors and sealed "
+                    f"connections live; default {c.AGENT_NAMESPACE})")
     rd.add_argument("-o", "--output", choices=("yaml", "json"), default="yaml")
     rd.set_defaults(run=cmd_render)
 

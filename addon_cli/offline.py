@@ -19,13 +19,15 @@ from pydantic import ValidationError
 
 from addon_api import constants as c
 from addon_api import sealing
+from addon_api import tenancy as api_tenancy
 from addon_api.hub import (
     ModelServing,
     MultiClusterInferenceService,
     MultiClusterServingRuntime,
     StorageConnection,
 )
-from addon_manager import naming, render
+from addon_manager import naming, render, tenancy
+from addon_manager.kinds import spec_of
 
 SEALED_SHOWN = "<sealed on the hub to this cluster's agent key>"
 """What stands in for a StorageConnection's sealed payload (and its keyed render hash)."""
@@ -70,10 +72,28 @@ def intent_of(doc: Mapping[str, Any], namespace: str | None = None) -> Any:
         raise RenderFailed(f"{kind} {meta.get('name')} is invalid: {problems}") from err
 
 
+def executor_of(intent: Any, policy: str) -> str | None:
+    """The executor ServiceAccount the manager applies ``intent``'s works as (None: none).
+
+    ``policy`` is the namespace policy, as the manager's ``--target-namespaces``.
+    """
+    if not spec_of(type(intent).__name__).tenant:
+        return None
+    try:
+        return api_tenancy.parse(policy).executor(str(intent.metadata.namespace))
+    except ValueError as err:
+        raise RenderFailed(f"--target-namespaces: {err}") from err
+
+
 def work_for(intent: Any, cluster: str, labels: dict[str, str],
-             agent_namespace: str = c.AGENT_NAMESPACE, revision: int | None = None
-             ) -> dict[str, Any]:
-    """The ManifestWork body the manager writes for ``intent`` on one cluster."""
+             agent_namespace: str = c.AGENT_NAMESPACE, revision: int | None = None,
+             executor: str | None = None) -> dict[str, Any]:
+    """The ManifestWork body the manager writes for ``intent`` on one cluster.
+
+    As the manager builds it: rendered, applied as the tenant's ``executor`` (a
+    ServiceAccount in the cluster's ``agent_namespace``) when there is one, then marked with
+    its rollout ``revision`` when it has one.
+    """
     try:
         if isinstance(intent, ModelServing):
             rw = render.render_model_serving(intent, cluster, labels)
@@ -83,23 +103,28 @@ def work_for(intent: Any, cluster: str, labels: dict[str, str],
             rw = render.render_inference_service(intent, cluster, labels)
         else:
             return _sealed_work(cast(StorageConnection, intent), cluster, labels,
-                                agent_namespace)
+                                agent_namespace, executor)
     except render.RenderError as err:
         raise RenderFailed(f"{cluster}: {err}") from err
+    if executor is not None:
+        rw = tenancy.with_executor(rw, agent_namespace, executor)
     if revision is not None:
         rw = render.with_revision(rw, revision)
     return rw.body
 
 
 def _sealed_work(intent: StorageConnection, cluster: str, labels: dict[str, str],
-                 agent_namespace: str) -> dict[str, Any]:
+                 agent_namespace: str, executor: str | None) -> dict[str, Any]:
     ns, name = str(intent.metadata.namespace), str(intent.metadata.name)
     inputs = render.SealInputs(
         public_key="", key_id="<the agent's key id>",
         binding=sealing.binding_for(agent_namespace, naming.sealed_name(ns, name)),
         secret_digest="", hash_key=b"offline")
-    body = render.render_storage_connection(intent, cluster, labels, inputs,
-                                            namespace=agent_namespace).body
+    rw = render.render_storage_connection(intent, cluster, labels, inputs,
+                                          namespace=agent_namespace)
+    if executor is not None:
+        rw = tenancy.with_executor(rw, agent_namespace, executor)
+    body = rw.body
     body["spec"]["workload"]["manifests"][0]["spec"]["sealed"] = SEALED_SHOWN
     body["spec"]["workload"]["manifests"][0]["spec"]["keyId"] = SEALED_SHOWN
     body["metadata"]["annotations"][c.ANNOTATION_RENDER_HASH] = SEALED_SHOWN
@@ -107,9 +132,12 @@ def _sealed_work(intent: StorageConnection, cluster: str, labels: dict[str, str]
 
 
 def render_all(intent: Any, clusters: Sequence[tuple[str, dict[str, str]]],
-               revision: int | None = None) -> list[dict[str, Any]]:
-    """Every cluster's work, in the order given."""
-    return [work_for(intent, name, labels, revision=revision) for name, labels in clusters]
+               revision: int | None = None, policy: str = "",
+               agent_namespace: str = c.AGENT_NAMESPACE) -> list[dict[str, Any]]:
+    """Every cluster's work, in the order given (``policy``: see :func:`executor_of`)."""
+    executor = executor_of(intent, policy)
+    return [work_for(intent, name, labels, agent_namespace, revision, executor)
+            for name, labels in clusters]
 
 
 def comparable(work: Mapping[str, Any]) -> dict[str, Any]:
@@ -129,19 +157,34 @@ def revision_of(work: Mapping[str, Any]) -> int | None:
     return int(value) if isinstance(value, str) and value.isdigit() else None
 
 
+def executor_subject(work: Mapping[str, Any]) -> tuple[str, str | None] | None:
+    """(agent namespace, executor) a work on the hub is applied as; None: no executor."""
+    account = (((work.get("spec") or {}).get("executor") or {}).get("subject") or {}).get(
+        "serviceAccount") or {}
+    if not account.get("name"):
+        return None
+    return str(account.get("namespace")), str(account["name"])
+
+
 def diff(intent: Any, clusters: Iterable[tuple[str, dict[str, str]]],
          on_hub: Mapping[str, Mapping[str, Any]]) -> dict[str, str]:
     """Per cluster, the unified diff from the hub's work to what ``intent`` renders there.
 
     "" when equal; a work the hub lacks is all additions; a work on a cluster the intent no
-    longer selects is all removals (the manager deletes it).
+    longer selects is all removals (the manager deletes it). The executor and the revision
+    are the admin's and the rollout's, not the file's: they are taken from the hub's work
+    (for a cluster without one, the executor from another cluster's).
     """
     out: dict[str, str] = {}
     selected = dict(clusters)
+    applied_as = {cl: subject for cl, w in on_hub.items()
+                  if (subject := executor_subject(w)) is not None}
+    fallback = next(iter(applied_as.values()), None)
     for name in sorted(set(selected) | set(on_hub)):
         have = on_hub.get(name)
-        want = (work_for(intent, name, selected[name],
-                         revision=revision_of(have) if have is not None else None)
+        agent_ns, executor = applied_as.get(name, fallback) or (c.AGENT_NAMESPACE, None)
+        want = (work_for(intent, name, selected[name], agent_ns,
+                         revision_of(have) if have is not None else None, executor)
                 if name in selected else None)
         work = str(((want or have or {}).get("metadata") or {}).get("name"))
         old = yaml.safe_dump(comparable(have), sort_keys=True) if have is not None else ""

@@ -31,6 +31,7 @@ from testbed import demo, identities, observability
 from testbed.fleet import Testbed
 from testbed.processes import free_port
 from testbed.support import fleetcli
+from testbed.support.manager import differences
 from testbed.support.waiting import eventually
 
 NS = demo.NAMESPACE
@@ -465,6 +466,127 @@ def test_bad_model_shows_kserve_failure_reason_per_cluster(
 
 
 
+def _fleet_viewer(bed: Testbed) -> Path:
+    """A kubeconfig of a ServiceAccount bound to the chart's read-only viewer ClusterRole."""
+    hub = bed.hub
+    hub.kubectl("create", "serviceaccount", "fleet-viewer", "-n", "default")
+    hub.kubectl("create", "clusterrolebinding", "fleet-viewer",
+                "--clusterrole=model-serving-addon-viewer",
+                "--serviceaccount=default:fleet-viewer")
+    return identities.token_kubeconfig(hub, "default", "fleet-viewer",
+                                       hub.directory / "fleet-viewer.kubeconfig")
+
+
+def test_the_fleet_command_line_shows_where_a_model_serves_and_why_not(
+    fleet: tuple[Testbed, Callable[[], None]], tmp_path: Path,
+) -> None:
+    bed, _ = fleet
+    admin = bed.hub.kubeconfig
+    # A model that cannot run on cluster2 (its override names a runtime that does not exist
+    # there), and one on a Placement that selects cluster1 only (by a label).
+    half = yaml.safe_load((demo.REPO / "examples" / "inferenceservice.yaml").read_text())
+    half["metadata"]["name"] = "half"
+    half["spec"].pop("storageConnections")
+    half["spec"]["template"]["predictor"]["model"]["storageUri"] = "gs://models/iris"
+    half["spec"]["overrides"] = [{"clusterNames": ["cluster2"], "patch": {"template": {
+        "predictor": {"model": {"runtime": "no-such-runtime"}}}}}]
+    bed.hub.kubectl("label", "managedcluster", "cluster1", "cli-pick=yes", "--overwrite")
+    bed.hub.apply_objects([{
+        "apiVersion": "cluster.open-cluster-management.io/v1beta1", "kind": "Placement",
+        "metadata": {"name": "cli-pick", "namespace": NS},
+        "spec": {"clusterSets": ["default"], "predicates": [{"requiredClusterSelector": {
+            "labelSelector": {"matchLabels": {"cli-pick": "yes"}}}}]}}])
+    picky = copy.deepcopy(half)
+    picky["metadata"]["name"] = "picky"
+    picky["spec"]["placementRef"] = {"name": "cli-pick"}
+    picky["spec"].pop("overrides")
+    for obj in (half, picky):
+        bed.hub.kubectl("apply", "-n", NS, "-f", "-", input=yaml.safe_dump(obj))
+    # --wait-ready gives up with exit code 1 and says why.
+    waited = fleetcli.run(admin, "status", "mcisvc/half", "-n", NS, "--wait-ready",
+                          "--timeout=3", "--interval=1")
+    assert waited.returncode == 1, waited
+    assert "mcisvc/half in model-serving-demo" in waited.stderr
+
+    def settled() -> dict[str, dict[str, Any]] | None:
+        rows = fleetcli.json_of(admin, "status", "mcisvc/half", "-n", NS)["items"]
+        by = {r["cluster"]: r for r in rows}
+        ok = (by.get("cluster1", {}).get("ready") and by.get("cluster2", {}).get("phase")
+              == "Failed")
+        return by if ok else None
+
+    by = _until(fleet, settled)
+    # KServe's own reason for cluster2 (it does not name the runtime it looked for).
+    assert by["cluster1"]["url"] and "RuntimeNotRecognized" in by["cluster2"]["detail"], by
+    table = fleetcli.run(admin, "status", "-A")
+    assert table.returncode == 0 and "\033[" not in table.stdout  # piped: no colour
+    print(table.stdout)
+    lines = table.stdout.splitlines()
+    assert lines[0].split()[:5] == ["KIND", "NAMESPACE", "NAME", "CLUSTER", "PHASE"]
+    assert any(line.split()[:4] == ["mcisvc", NS, "half", "cluster2"] for line in lines)
+    # explain names KServe's reason on cluster2, and what keeps picky off cluster2.
+    why = fleetcli.run(admin, "explain", "mcisvc/half", "--cluster", "cluster2", "-n", NS)
+    print(why.stdout)
+    assert why.returncode == 0 and "[ok] placement" in why.stdout
+    assert "[NO] status" in why.stdout and "RuntimeNotRecognized" in why.stdout
+    assert "ManifestWork cluster2/" in why.stdout
+    off = fleetcli.run(admin, "explain", "mcisvc/picky", "--cluster", "cluster2", "-n", NS)
+    print(off.stdout)
+    assert "[NO] placement" in off.stdout and "it lacks cli-pick=yes" in off.stdout
+    # render (no hub) gives exactly the hub's work for cluster1's labels; diff shows only what
+    # a change would do.
+    source = tmp_path / "half.yaml"
+    source.write_text(yaml.safe_dump(half))
+    labels = json.loads(bed.hub.kubectl("get", "managedcluster", "cluster1", "-o",
+                                        "json").stdout)["metadata"]["labels"]
+    # The manager's --target-namespaces (the demo's policy): tenants' works have an executor.
+    policy = tenancy.NamespacePolicy(
+        {hub: frozenset(spokes) for hub, spokes in demo.TARGETS.items()}).render()
+    rendered = json.loads(fleetcli.run(
+        None, "render", "-f", str(source), "-n", NS, "-o", "json",
+        f"--target-namespaces={policy}", f"--agent-namespace={AGENT_NS}",
+        "--cluster", "cluster1=" + ",".join(f"{k}={v}" for k, v in labels.items())).stdout)
+    assert rendered["spec"]["executor"]  # a tenant's work, applied as its executor
+    on_hub = json.loads(bed.hub.kubectl("get", "manifestwork", rendered["metadata"]["name"],
+                                        "-n", "cluster1", "-o", "json").stdout)
+    # The render hash is the manager's hash of the body it wrote: equal, the bodies were
+    # byte-identical (the hub's copy may carry the API server's defaults on top).
+    assert rendered["metadata"]["annotations"] == on_hub["metadata"]["annotations"]
+    assert rendered["metadata"]["labels"] == on_hub["metadata"]["labels"]
+    assert differences(rendered["spec"], on_hub["spec"]) == []
+    same = fleetcli.run(admin, "diff", "-f", str(source), "-n", NS)
+    assert same.returncode == 0 and "no difference on 2 cluster(s)" in same.stdout, same
+    half["spec"]["template"]["predictor"]["minReplicas"] = 2
+    source.write_text(yaml.safe_dump(half))
+    changes = fleetcli.run(admin, "diff", "-f", str(source), "-n", NS)
+    print(changes.stdout)
+    assert changes.returncode == 1 and changes.stdout.count("+          minReplicas: 2") == 2
+    # clusters: both, with the add-on healthy and the KServe stack's version.
+    clusters = fleetcli.json_of(admin, "clusters")["items"]
+    assert [(r["name"], r["addon"], r["platform"]) for r in clusters] == [
+        ("cluster1", "True", "KServe Available"), ("cluster2", "True", "KServe Available")]
+    assert all(r["version"] not in ("", "-") for r in clusters), clusters
+    # A read-only identity reads everything and changes nothing.
+    viewer = _fleet_viewer(bed)
+    assert fleetcli.run(viewer, "status", "-A").returncode == 0
+    assert fleetcli.run(viewer, "clusters").returncode == 0
+    assert "[NO] status" in fleetcli.run(viewer, "explain", "mcisvc/half", "--cluster",
+                                         "cluster2", "-n", NS).stdout
+    refused = fleetcli.run(viewer, "rollout", "pause", "mcisvc/half", "-n", NS)
+    assert refused.returncode == 4 and "refused" in refused.stderr, refused
+    # No such object, and no hub at all: their own exit codes.
+    missing = fleetcli.run(admin, "status", "mcisvc/nope", "-n", NS)
+    assert missing.returncode == 5 and "not found" in missing.stderr
+    nowhere = tmp_path / "nowhere.kubeconfig"
+    config = yaml.safe_load(admin.read_text())
+    config["clusters"][0]["cluster"]["server"] = f"https://127.0.0.1:{free_port()}"
+    nowhere.write_text(yaml.safe_dump(config))
+    unreachable = fleetcli.run(nowhere, "status", "-A", "--request-timeout=3")
+    assert unreachable.returncode == 3 and "could not reach the hub" in unreachable.stderr
+    for name in ("half", "picky"):
+        bed.hub.kubectl("delete", "mcisvc", name, "-n", NS)
+
+
 def test_cluster_leaving_the_placement_loses_the_model_there_only(
     fleet: tuple[Testbed, Callable[[], None]],
 ) -> None:
@@ -625,119 +747,6 @@ def test_hub_reports_through_kubectl(fleet: tuple[Testbed, Callable[[], None]]) 
     assert "kserve" in out and "demo-s3" in out
     with pytest.raises(subprocess.CalledProcessError):
         bed.hub.kubectl("get", "msv", "does-not-exist", "-n", NS)
-
-
-def _fleet_viewer(bed: Testbed) -> Path:
-    """A kubeconfig of a ServiceAccount bound to the chart's read-only viewer ClusterRole."""
-    hub = bed.hub
-    hub.kubectl("create", "serviceaccount", "fleet-viewer", "-n", "default")
-    hub.kubectl("create", "clusterrolebinding", "fleet-viewer",
-                "--clusterrole=model-serving-addon-viewer",
-                "--serviceaccount=default:fleet-viewer")
-    return identities.token_kubeconfig(hub, "default", "fleet-viewer",
-                                       hub.directory / "fleet-viewer.kubeconfig")
-
-
-def test_the_fleet_command_line_shows_where_a_model_serves_and_why_not(
-    fleet: tuple[Testbed, Callable[[], None]], tmp_path: Path,
-) -> None:
-    bed, _ = fleet
-    admin = bed.hub.kubeconfig
-    # A model that cannot run on cluster2 (its override names a runtime that does not exist
-    # there), and one on a Placement that selects cluster1 only (by a label).
-    half = yaml.safe_load((demo.REPO / "examples" / "inferenceservice.yaml").read_text())
-    half["metadata"]["name"] = "half"
-    half["spec"].pop("storageConnections")
-    half["spec"]["template"]["predictor"]["model"]["storageUri"] = "gs://models/iris"
-    half["spec"]["overrides"] = [{"clusterNames": ["cluster2"], "patch": {"template": {
-        "predictor": {"model": {"runtime": "no-such-runtime"}}}}}]
-    bed.hub.kubectl("label", "managedcluster", "cluster1", "cli-pick=yes", "--overwrite")
-    bed.hub.apply_objects([{
-        "apiVersion": "cluster.open-cluster-management.io/v1beta1", "kind": "Placement",
-        "metadata": {"name": "cli-pick", "namespace": NS},
-        "spec": {"clusterSets": ["default"], "predicates": [{"requiredClusterSelector": {
-            "labelSelector": {"matchLabels": {"cli-pick": "yes"}}}}]}}])
-    picky = copy.deepcopy(half)
-    picky["metadata"]["name"] = "picky"
-    picky["spec"]["placementRef"] = {"name": "cli-pick"}
-    picky["spec"].pop("overrides")
-    for obj in (half, picky):
-        bed.hub.kubectl("apply", "-n", NS, "-f", "-", input=yaml.safe_dump(obj))
-    # --wait-ready gives up with exit code 1 and says why.
-    waited = fleetcli.run(admin, "status", "mcisvc/half", "-n", NS, "--wait-ready",
-                          "--timeout=3", "--interval=1")
-    assert waited.returncode == 1, waited
-    assert "mcisvc/half in model-serving-demo" in waited.stderr
-
-    def settled() -> dict[str, dict[str, Any]] | None:
-        rows = fleetcli.json_of(admin, "status", "mcisvc/half", "-n", NS)["items"]
-        by = {r["cluster"]: r for r in rows}
-        ok = (by.get("cluster1", {}).get("ready") and by.get("cluster2", {}).get("phase")
-              == "Failed")
-        return by if ok else None
-
-    by = _until(fleet, settled)
-    assert by["cluster1"]["url"] and "no-such-runtime" in by["cluster2"]["detail"], by
-    table = fleetcli.run(admin, "status", "-A")
-    assert table.returncode == 0 and "\033[" not in table.stdout  # piped: no colour
-    print(table.stdout)
-    lines = table.stdout.splitlines()
-    assert lines[0].split()[:5] == ["KIND", "NAMESPACE", "NAME", "CLUSTER", "PHASE"]
-    assert any(line.split()[:4] == ["mcisvc", NS, "half", "cluster2"] for line in lines)
-    # explain names KServe's reason on cluster2, and what keeps picky off cluster2.
-    why = fleetcli.run(admin, "explain", "mcisvc/half", "--cluster", "cluster2", "-n", NS)
-    print(why.stdout)
-    assert why.returncode == 0 and "[ok] placement" in why.stdout
-    assert "[NO] status" in why.stdout and "no-such-runtime" in why.stdout
-    assert "ManifestWork cluster2/" in why.stdout
-    off = fleetcli.run(admin, "explain", "mcisvc/picky", "--cluster", "cluster2", "-n", NS)
-    print(off.stdout)
-    assert "[NO] placement" in off.stdout and "it lacks cli-pick=yes" in off.stdout
-    # render (no hub) gives exactly the hub's work for cluster1's labels; diff shows only what
-    # a change would do.
-    source = tmp_path / "half.yaml"
-    source.write_text(yaml.safe_dump(half))
-    labels = json.loads(bed.hub.kubectl("get", "managedcluster", "cluster1", "-o",
-                                        "json").stdout)["metadata"]["labels"]
-    rendered = json.loads(fleetcli.run(
-        None, "render", "-f", str(source), "-n", NS, "-o", "json",
-        "--cluster", "cluster1=" + ",".join(f"{k}={v}" for k, v in labels.items())).stdout)
-    on_hub = json.loads(bed.hub.kubectl("get", "manifestwork", rendered["metadata"]["name"],
-                                        "-n", "cluster1", "-o", "json").stdout)
-    assert rendered["spec"] == on_hub["spec"]
-    assert rendered["metadata"]["annotations"] == on_hub["metadata"]["annotations"]
-    assert rendered["metadata"]["labels"] == on_hub["metadata"]["labels"]
-    same = fleetcli.run(admin, "diff", "-f", str(source), "-n", NS)
-    assert same.returncode == 0 and "no difference on 2 cluster(s)" in same.stdout, same
-    half["spec"]["template"]["predictor"]["minReplicas"] = 2
-    source.write_text(yaml.safe_dump(half))
-    changes = fleetcli.run(admin, "diff", "-f", str(source), "-n", NS)
-    print(changes.stdout)
-    assert changes.returncode == 1 and changes.stdout.count("+          minReplicas: 2") == 2
-    # clusters: both, with the add-on healthy and the KServe stack's version.
-    clusters = fleetcli.json_of(admin, "clusters")["items"]
-    assert [(r["name"], r["addon"], r["platform"]) for r in clusters] == [
-        ("cluster1", "True", "KServe Available"), ("cluster2", "True", "KServe Available")]
-    assert all(r["version"] not in ("", "-") for r in clusters), clusters
-    # A read-only identity reads everything and changes nothing.
-    viewer = _fleet_viewer(bed)
-    assert fleetcli.run(viewer, "status", "-A").returncode == 0
-    assert fleetcli.run(viewer, "clusters").returncode == 0
-    assert "[NO] status" in fleetcli.run(viewer, "explain", "mcisvc/half", "--cluster",
-                                         "cluster2", "-n", NS).stdout
-    refused = fleetcli.run(viewer, "rollout", "pause", "mcisvc/half", "-n", NS)
-    assert refused.returncode == 4 and "refused" in refused.stderr, refused
-    # No such object, and no hub at all: their own exit codes.
-    missing = fleetcli.run(admin, "status", "mcisvc/nope", "-n", NS)
-    assert missing.returncode == 5 and "not found" in missing.stderr
-    nowhere = tmp_path / "nowhere.kubeconfig"
-    config = yaml.safe_load(admin.read_text())
-    config["clusters"][0]["cluster"]["server"] = f"https://127.0.0.1:{free_port()}"
-    nowhere.write_text(yaml.safe_dump(config))
-    unreachable = fleetcli.run(nowhere, "status", "-A", "--request-timeout=3")
-    assert unreachable.returncode == 3 and "could not reach the hub" in unreachable.stderr
-    for name in ("half", "picky"):
-        bed.hub.kubectl("delete", "mcisvc", name, "-n", NS)
 
 
 def test_modelmesh_variant_installs_and_reports_its_inference_service(

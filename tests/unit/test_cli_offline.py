@@ -108,3 +108,21 @@ def test_a_sealed_payload_is_shown_as_a_placeholder() -> None:
     work = offline.work_for(offline.intent_of(conn), "c1", {})
     sealed = work["spec"]["workload"]["manifests"][0]["spec"]
     assert sealed["sealed"] == offline.SEALED_SHOWN and sealed["keyId"] == offline.SEALED_SHOWN
+
+
+def test_a_tenants_works_are_rendered_as_its_executor_and_diff_keeps_the_hubs() -> None:
+    intent = offline.intent_of(_intent())
+    # The manager's default policy: each hub namespace its own spoke namespace, an executor.
+    [work] = offline.render_all(intent, [("c1", {})], policy="", agent_namespace="agents")
+    account = work["spec"]["executor"]["subject"]["serviceAccount"]
+    assert account == {"namespace": "agents", "name": "model-serving-tenant-ns"}
+    [open_work] = offline.render_all(intent, [("c1", {})], policy="*=*")
+    assert "executor" not in open_work["spec"]
+    assert work["metadata"]["annotations"] != open_work["metadata"]["annotations"]
+    # diff takes the executor from the hub's work: no difference for the same intent, and a
+    # new cluster gets the same executor.
+    assert offline.diff(intent, [("c1", {}), ("c2", {})], {"c1": work})["c1"] == ""
+    assert "name: model-serving-tenant-ns" in offline.diff(
+        intent, [("c1", {}), ("c2", {})], {"c1": work})["c2"]
+    with pytest.raises(offline.RenderFailed, match="--target-namespaces"):
+        offline.executor_of(intent, "bad entry without equals")
