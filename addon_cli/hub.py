@@ -31,6 +31,7 @@ EXIT_NOT_FOUND = 5
 """The named object does not exist."""
 
 WORK = ("work.open-cluster-management.io", "v1", "manifestworks")
+WORK_CRD = "manifestworks.work.open-cluster-management.io"
 CLUSTER = ("cluster.open-cluster-management.io", "v1", "managedclusters")
 ADDON = ("addon.open-cluster-management.io", "v1alpha1", "managedclusteraddons")
 PLACEMENT = ("cluster.open-cluster-management.io", "v1beta1", "placements")
@@ -163,6 +164,18 @@ class Hub:
         """The add-on's ManifestWorks that ``selector`` selects."""
         return self._list("list manifestworks", WORK, namespace,
                           label_selector=f"{c.LABEL_MANAGED_BY}={c.FIELD_MANAGER},{selector}")
+
+    def work_schema(self) -> dict[str, Any]:
+        """The hub's ManifestWork schema (its OpenAPI v3 schema, served version v1)."""
+        api = client.ApiextensionsV1Api(self.api)
+        crd = self._call(f"get customresourcedefinition {WORK_CRD}",
+                         api.read_custom_resource_definition, WORK_CRD)
+        for version in crd.spec.versions:
+            if version.name == WORK[1] and version.schema is not None:
+                schema: dict[str, Any] = self.api.sanitize_for_serialization(  # type: ignore[no-untyped-call]
+                    version.schema.open_apiv3_schema)
+                return schema
+        raise CliError(EXIT_NOT_FOUND, f"{WORK_CRD} serves no {WORK[1]} schema")
 
     def placement(self, namespace: str, name: str) -> dict[str, Any]:
         """One Placement."""

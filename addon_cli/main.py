@@ -271,6 +271,7 @@ def cmd_diff(args: argparse.Namespace) -> int:
     labels = {str((m.get("metadata") or {}).get("name")): dict(
         (m.get("metadata") or {}).get("labels") or {}) for m in hub.clusters()}
     changed = False
+    schema = hub.work_schema()
     for intent in _intents_in(args.filename, _namespace(args)):
         kind, ns, name = type(intent).__name__, str(intent.metadata.namespace), str(
             intent.metadata.name)
@@ -281,7 +282,8 @@ def cmd_diff(args: argparse.Namespace) -> int:
             f"{c.LABEL_INTENT_KIND}={kind},{c.LABEL_INTENT_NAMESPACE}={ns},"
             f"{c.LABEL_INTENT_NAME}={name}")}
         try:
-            diffs = offline.diff(intent, [(cl, labels.get(cl, {})) for cl in selected], on_hub)
+            diffs = offline.diff(intent, [(cl, labels.get(cl, {})) for cl in selected], on_hub,
+                                 schema)
         except offline.RenderFailed as err:
             raise CliError(EXIT_USAGE, str(err)) from err
         what = f"{views.short(kind)}/{name} in {ns}"

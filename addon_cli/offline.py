@@ -157,6 +157,26 @@ def revision_of(work: Mapping[str, Any]) -> int | None:
     return int(value) if isinstance(value, str) and value.isdigit() else None
 
 
+def with_defaults(value: Any, schema: Mapping[str, Any]) -> Any:
+    """``value`` with the default of every absent property its OpenAPI ``schema`` gives.
+
+    As the API server fills them in when it stores an object (structural defaulting).
+    """
+    if isinstance(value, dict):
+        props = schema.get("properties") or {}
+        out = dict(value)
+        for key, sub in props.items():
+            if key not in out and "default" in sub:
+                out[key] = sub["default"]
+        for key, item in list(out.items()):
+            if key in props:
+                out[key] = with_defaults(item, props[key])
+        return out
+    if isinstance(value, list) and isinstance(schema.get("items"), Mapping):
+        return [with_defaults(item, schema["items"]) for item in value]
+    return value
+
+
 def executor_subject(work: Mapping[str, Any]) -> tuple[str, str | None] | None:
     """(agent namespace, executor) a work on the hub is applied as; None: no executor."""
     account = (((work.get("spec") or {}).get("executor") or {}).get("subject") or {}).get(
@@ -167,13 +187,16 @@ def executor_subject(work: Mapping[str, Any]) -> tuple[str, str | None] | None:
 
 
 def diff(intent: Any, clusters: Iterable[tuple[str, dict[str, str]]],
-         on_hub: Mapping[str, Mapping[str, Any]]) -> dict[str, str]:
+         on_hub: Mapping[str, Mapping[str, Any]], schema: Mapping[str, Any] | None = None
+         ) -> dict[str, str]:
     """Per cluster, the unified diff from the hub's work to what ``intent`` renders there.
 
     "" when equal; a work the hub lacks is all additions; a work on a cluster the intent no
     longer selects is all removals (the manager deletes it). The executor and the revision
     are the admin's and the rollout's, not the file's: they are taken from the hub's work
-    (for a cluster without one, the executor from another cluster's).
+    (for a cluster without one, the executor from another cluster's). ``schema``: the hub's
+    ManifestWork schema, whose defaults the rendered work gets before it is compared (the
+    hub's copy has them).
     """
     out: dict[str, str] = {}
     selected = dict(clusters)
@@ -188,6 +211,8 @@ def diff(intent: Any, clusters: Iterable[tuple[str, dict[str, str]]],
                 if name in selected else None)
         work = str(((want or have or {}).get("metadata") or {}).get("name"))
         old = yaml.safe_dump(comparable(have), sort_keys=True) if have is not None else ""
+        if want is not None and schema is not None:
+            want = with_defaults(want, schema)
         new = yaml.safe_dump(comparable(want), sort_keys=True) if want is not None else ""
         out[name] = "".join(difflib.unified_diff(
             old.splitlines(keepends=True), new.splitlines(keepends=True),

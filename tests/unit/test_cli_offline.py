@@ -126,3 +126,19 @@ def test_a_tenants_works_are_rendered_as_its_executor_and_diff_keeps_the_hubs() 
         intent, [("c1", {}), ("c2", {})], {"c1": work})["c2"]
     with pytest.raises(offline.RenderFailed, match="--target-namespaces"):
         offline.executor_of(intent, "bad entry without equals")
+
+
+def test_diff_fills_in_the_hubs_defaults_before_it_compares() -> None:
+    schema = {"type": "object", "properties": {"spec": {"type": "object", "properties": {
+        "manifestConfigs": {"type": "array", "items": {"type": "object", "properties": {
+            "feedbackScrapeType": {"type": "string", "default": "Poll"}}}},
+        "deleteOption": {"type": "object", "default": {"propagationPolicy": "Foreground"}}}}}}
+    assert offline.with_defaults({"spec": {"manifestConfigs": [{}, {"feedbackScrapeType": "x"}]}},
+                                 schema) == {"spec": {
+        "manifestConfigs": [{"feedbackScrapeType": "Poll"}, {"feedbackScrapeType": "x"}],
+        "deleteOption": {"propagationPolicy": "Foreground"}}}
+    intent = offline.intent_of(_intent())
+    [work] = offline.render_all(intent, [("c1", {})], policy="*=*")
+    stored = offline.with_defaults(work, schema)  # the hub's copy, defaults filled in
+    assert offline.diff(intent, [("c1", {})], {"c1": stored})["c1"] != ""
+    assert offline.diff(intent, [("c1", {})], {"c1": stored}, schema)["c1"] == ""
