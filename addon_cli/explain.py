@@ -215,11 +215,13 @@ def chain(hub: Hub, intent: Mapping[str, Any], cluster: str) -> list[Link]:
     entry_link, entry = _entry_link(intent, cluster)
     links.append(entry_link)
     links.append(_work_link(hub, kind, namespace, name, cluster))
-    hint = views.advice(str(entry.get("reason") or "")) if entry else None
+    value = str(entry.get("reason") or "") if entry else ""
+    hint = views.advice(value) if value else None
     if hint is None and entry:
-        hint = views.advice(str(entry.get("phase") or ""))
+        value = str(entry.get("phase") or "")
+        hint = views.advice(value)
     if hint is not None and not entry.get("ready"):
-        links.append(Link("next", None, hint.todo or "see docs/troubleshooting.md",
+        links.append(Link("next", None, hint.todo or f"docs/troubleshooting.md, {value}",
                           [hint.means] if hint.means else []))
     return links
 

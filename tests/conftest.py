@@ -202,7 +202,8 @@ def pytest_itemcollected(item: pytest.Item) -> None:
 
 
 LONGEST_GROUPS = (
-    "testbed-hub", "test_e2e", "testbed-works", "testbed-spokes", "testbed-stacks", "reliability"
+    "testbed-hub", "testbed-works", "testbed-spokes", "test_e2e", "testbed-stacks",
+    "test_rollout", "reliability",
 )
 """The worker groups that take minutes, longest first (``--durations`` of ``make test``).
 They run first, so that each parallel worker starts on one and the short files fill the gaps

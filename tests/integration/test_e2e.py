@@ -505,6 +505,7 @@ def test_the_fleet_command_line_shows_where_a_model_serves_and_why_not(
     # --wait-ready gives up with exit code 1 and says why.
     waited = fleetcli.run(admin, "status", "mcisvc/half", "-n", NS, "--wait-ready",
                           "--timeout=3", "--interval=1")
+    print(waited.stdout, waited.stderr)
     assert waited.returncode == 1, waited
     assert "mcisvc/half in model-serving-demo" in waited.stderr
 
@@ -547,6 +548,8 @@ def test_the_fleet_command_line_shows_where_a_model_serves_and_why_not(
         f"--target-namespaces={policy}", f"--agent-namespace={AGENT_NS}",
         "--cluster", "cluster1=" + ",".join(f"{k}={v}" for k, v in labels.items())).stdout)
     assert rendered["spec"]["executor"]  # a tenant's work, applied as its executor
+    print(fleetcli.run(None, "render", "-f", str(source), "-n", NS, "--cluster", "cluster1",
+                       f"--target-namespaces={policy}", f"--agent-namespace={AGENT_NS}").stdout)
     on_hub = json.loads(bed.hub.kubectl("get", "manifestwork", rendered["metadata"]["name"],
                                         "-n", "cluster1", "-o", "json").stdout)
     # The render hash is the manager's hash of the body it wrote: equal, the bodies were
@@ -562,6 +565,7 @@ def test_the_fleet_command_line_shows_where_a_model_serves_and_why_not(
     print(changes.stdout)
     assert changes.returncode == 1 and changes.stdout.count("+          minReplicas: 2") == 2
     # clusters: both, with the add-on healthy and the KServe stack's version.
+    print(fleetcli.run(admin, "clusters").stdout)
     clusters = fleetcli.json_of(admin, "clusters")["items"]
     assert [(r["name"], r["addon"], r["platform"]) for r in clusters] == [
         ("cluster1", "True", "KServe Available"), ("cluster2", "True", "KServe Available")]

@@ -1,7 +1,9 @@
-"""Fan-out to many clusters, kill -9 in the middle, restart, converge exactly.
+"""The manager against a fleet of spoke-less clusters: status writes coalesced under churn.
 
 ManagedClusters here have no spoke (no agent): the hub's ManifestWorks are what counts.
-The fan-out benchmark is ``python -m bench.fanout`` (see docs/benchmarks.md).
+A manager SIGKILLed in the middle of a fan-out, with clusters leaving while it is down, is
+tests/reliability/test_manager_killed.py; the fan-out benchmark is ``python -m bench.fanout``
+(see docs/benchmarks.md).
 """
 
 from __future__ import annotations
@@ -16,14 +18,12 @@ import pytest
 from kubernetes import client
 
 from addon_api import constants as c
-from addon_api.hub import ModelServing
 from addon_manager import naming
 from testbed.fleet import Testbed
 from testbed.support.fake_fleet import (
     PLATFORM_META,
     FakeFleet,
     decided,
-    exact,
     fake_fleet,
     fleet_placement,
     intent_works,
@@ -44,64 +44,6 @@ def fleet(testbed: Testbed) -> Iterator[FakeFleet]:
     prepare(testbed)
     with fake_fleet(testbed) as f:
         yield f
-
-
-def test_kill_during_fan_out_then_converge_exactly(
-    testbed: Testbed, hub_namespace: str, fleet: FakeFleet, tmp_path: Any
-) -> None:
-    hub, ns = testbed.hub, hub_namespace
-    custom = client.CustomObjectsApi(fleet.api)
-    names = fleet.create(50, f"f{uuid.uuid4().hex[:4]}")
-    hub.apply_objects([fleet_placement(ns, fleet.label)])
-    eventually(lambda: decided(custom, ns) == set(names), timeout=90)
-
-    # A slow first manager (one write at a time), killed with -9 in the middle of the fan-out.
-    mgr = Manager(
-        manager_identity(testbed),
-        tmp_path / "manager.log",
-        "--no-addon-enablement",
-        "--concurrency=1",
-    ).start()
-    try:
-        eventually(mgr.metrics, timeout=30, interval=0.2)
-        hub.apply_objects([model_serving("fleet", ns, "fleet")])
-        eventually(
-            lambda: mgr.total("model_serving_manifestwork_applies_total") >= 5,
-            timeout=60,
-            interval=0.02,
-        )
-        mgr.kill()
-        partial = len(intent_works(custom, ns, "fleet"))
-        assert 0 < partial < 50, f"{partial} works at the kill: not in the middle"
-
-        # While it is down, ten clusters leave the placement: their works become leftovers.
-        leaving = names[-10:]
-        fleet.relabel(leaving, "no")
-        eventually(lambda: decided(custom, ns) == set(names[:-10]), timeout=60)
-
-        started = time.monotonic()
-        mgr.start()
-        intent = ModelServing.from_object(
-            json.loads(hub.kubectl("get", "msv", "fleet", "-n", ns, "-o", "json").stdout)
-        )
-        eventually(lambda: exact(custom, intent, set(names[:-10])), timeout=120)
-        converged = time.monotonic() - started
-        print(f"restart converged to 40 works (from {partial}) in {converged:.1f}s")
-
-        # And stays exact: nothing more is written.
-        mgr.wait_quiet(window=5)
-        exact(custom, intent, set(names[:-10]))
-
-        hub.kubectl("delete", "msv", "fleet", "-n", ns, "--wait=false")
-        eventually(lambda: intent_works(custom, ns, "fleet") == [], timeout=120)
-        eventually(
-            lambda: hub.kubectl("get", "msv", "fleet", "-n", ns, check=False).returncode != 0,
-            timeout=60,
-        )
-    finally:
-        hub.kubectl("delete", "msv", "--all", "-n", ns, "--wait=false", check=False)
-        mgr.stop()
-        mgr.print_tail()
 
 
 def _status_writes(mgr: Manager, plural: str) -> float:
