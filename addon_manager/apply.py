@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import random
+import re
 from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 
@@ -120,21 +121,23 @@ class HubWriter:
             raise HttpStatus(response)
         return response
 
-    async def apply_work(self, body: dict[str, Any], *, force: bool) -> None:
+    async def apply_work(self, body: dict[str, Any], *, force: bool) -> int | None:
         """Server-side apply one ManifestWork as field manager ``model-serving-addon``.
 
         ``force`` only for works already known to be ours: a work someone else manages
-        makes a non-forced apply fail with a conflict instead of being taken over.
+        makes a non-forced apply fail with a conflict instead of being taken over. Returns
+        the work's resourceVersion after the write (None when the answer has none).
         """
         meta = body["metadata"]
         path = _path(WORK_GROUP, WORK_VERSION, meta["namespace"], WORK_PLURAL, meta["name"])
         params = {"fieldManager": c.FIELD_MANAGER, "force": "true" if force else "false"}
-        await self._call(
+        response = await self._call(
             "apply", WORK_PLURAL,
             lambda: self._send("PATCH", path, params=params, body=body,
                                content_type=APPLY_CONTENT_TYPE),
             retry_conflict=force,
         )
+        return resource_version_of(response.body)
 
     async def delete_work(self, namespace: str, name: str) -> None:
         """Delete one ManifestWork; one already gone is fine.
@@ -218,3 +221,16 @@ class HubWriter:
             return {str(k): str(v) for k, v in data.items()}
 
         return await self._call("get", "secrets", call, write=False)
+
+
+_RESOURCE_VERSION = re.compile(rb'"resourceVersion":"(\d+)"')
+
+
+def resource_version_of(body: bytes) -> int | None:
+    """metadata.resourceVersion of an object the API server answered with, without decoding it.
+
+    The API server writes ``metadata`` before ``spec``, so the first match is the object's
+    own (the manifests inside come later).
+    """
+    found = _RESOURCE_VERSION.search(body, 0, 4096)
+    return int(found[1]) if found else None

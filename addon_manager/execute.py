@@ -31,7 +31,7 @@ log = logging.getLogger(__name__)
 class Writer(Protocol):
     """What the executor writes with (see :class:`~addon_manager.apply.HubWriter`)."""
 
-    def apply_work(self, body: dict[str, Any], *, force: bool) -> Awaitable[None]:
+    def apply_work(self, body: dict[str, Any], *, force: bool) -> Awaitable[int | None]:
         """Server-side apply a ManifestWork."""
 
     def delete_work(self, namespace: str, name: str) -> Awaitable[None]:
@@ -99,7 +99,7 @@ class Executor:
     def __init__(self, writer: Writer, sealer: sealkeys.Sealer) -> None:
         self.writer = writer
         self.sealer = sealer
-        self.applied: dict[tuple[str, str], tuple[str, float]] = {}
+        self.applied: dict[tuple[str, str], tuple[str, float, int]] = {}
         self.deleted: dict[tuple[str, str], float] = {}
         self.addons: dict[str, float] = {}
         self.grant_retries: dict[tuple[str, str], float] = {}
@@ -184,8 +184,8 @@ class Executor:
                 rw.seal_inputs.public_key, render.binding_of(rw), sequence, payload,
                 self.sealer.keys.signing_key,
             ))
-        await self.writer.apply_work(body, force=item.have is not None)
-        self.applied[(rw.cluster, rw.name)] = (rw.render_hash, time.monotonic())
+        version = await self.writer.apply_work(body, force=item.have is not None)
+        self.applied[(rw.cluster, rw.name)] = (rw.render_hash, time.monotonic(), version or 0)
         metrics.WORK_APPLIES.labels(item.kind).inc()
 
     async def delete(self, work: WorkFact, *, send: bool = True) -> bool:

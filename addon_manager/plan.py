@@ -53,8 +53,9 @@ class Recent:
     reconcile woken meanwhile does not write the same thing again.
     """
 
-    applied: Mapping[tuple[str, str], tuple[str, float]]
-    """(cluster, work) -> (render hash, when) of the last apply."""
+    applied: Mapping[tuple[str, str], tuple[str, float, int]]
+    """(cluster, work) -> (render hash, when, resourceVersion after it; 0: unknown) of the
+    last apply."""
     deleted: Mapping[tuple[str, str], float]
     """(cluster, work) -> when its delete was sent."""
     addons: Mapping[str, float]
@@ -67,16 +68,27 @@ class Recent:
         default_factory=dict)
     """Revisions created by this manager (the index may not show them yet), by intent."""
 
-    def recently_applied(self, cluster: str, name: str, digest: str) -> bool:
-        """Whether exactly this render of the work was applied within the watch grace."""
+    def recently_applied(self, cluster: str, name: str, digest: str,
+                         have: WorkFact | None = None) -> bool:
+        """Whether exactly this render of the work was applied and the facts cannot show it yet.
+
+        That is, the work as last seen (``have``) is older than our write (its
+        resourceVersion), or, where versions cannot tell, the write is within the watch
+        grace. After a start the works are listed while the first writes go out: the list's
+        view predates them for as long as the list takes, which may exceed any grace.
+        """
         seen = self.applied.get((cluster, name))
-        return seen is not None and seen[0] == digest and self.now - seen[1] < WATCH_GRACE
+        if seen is None or seen[0] != digest:
+            return False
+        if have is not None and seen[2] and have.resource_version:
+            return have.resource_version < seen[2]
+        return self.now - seen[1] < WATCH_GRACE
 
     def needs_write(self, rw: render.RenderedWork, have: WorkFact | None) -> bool:
         """Whether the work on the hub (as last seen) differs from ``rw`` and was not just sent."""
         if have is not None and (have.render_hash == rw.render_hash or have.deleting):
             return False
-        return not self.recently_applied(rw.cluster, rw.name, rw.render_hash)
+        return not self.recently_applied(rw.cluster, rw.name, rw.render_hash, have)
 
     def delete_due(self, work: WorkFact) -> bool:
         """Whether a delete of ``work`` is to be sent (not deleting, not just sent)."""

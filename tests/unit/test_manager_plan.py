@@ -252,3 +252,30 @@ def test_clusters_the_same_overrides_select_share_one_validated_spec() -> None:
     assert "minReplicas" not in specs["c1"]["predictor"]
     hashes = {a.work.cluster: a.work.render_hash for a in out.applies}
     assert len(set(hashes.values())) == 3  # each cluster's work is its own
+
+
+def test_a_write_is_trusted_until_the_facts_show_a_version_at_least_as_new() -> None:
+    from addon_manager import render
+    from addon_manager.apply import resource_version_of
+    from addon_manager.plan import WATCH_GRACE, Recent
+
+    work = WorkFact(name="w", cluster="c1", kind=c.KIND_INFERENCE_SERVICE,
+                    intent_namespace="ns", intent_name="iris", render_hash="old",
+                    resource_version=100)
+    rw = render.RenderedWork("w", "c1", {}, "new")
+    later = 1000.0 + WATCH_GRACE * 4  # long after the write: the grace alone has run out
+
+    def recent(version: int) -> Recent:
+        return Recent({("c1", "w"): ("new", 1000.0, version)}, {}, {}, {}, later)
+
+    # The facts predate our write (a list that began before it): no second write.
+    assert not recent(150).needs_write(rw, work)
+    # The facts show a newer version that still differs (someone changed it back): write.
+    assert recent(150).needs_write(rw, replace(work, resource_version=160))
+    # No version known: the watch grace decides, as before.
+    assert recent(0).needs_write(rw, work)
+    assert not Recent({("c1", "w"): ("new", later - 1, 0)}, {}, {}, {}, later).needs_write(
+        rw, work)
+    body = (b'{"kind":"ManifestWork","metadata":{"name":"w","resourceVersion":"4711",'
+            b'"generation":2},"spec":{"x":{"resourceVersion":"1"}}}')
+    assert resource_version_of(body) == 4711 and resource_version_of(b"{}") is None
