@@ -140,3 +140,41 @@ def test_rollout_texts_say_where_a_rollout_stands() -> None:
         obj["status"]["rollout"]).splitlines()
     assert history[1].split() == ["1", "t1", "stable"]
     assert history[2].split() == ["2", "t2", "failed"]
+
+
+class _FakeHub:
+    """What the status command reads, changing on every read."""
+
+    def __init__(self) -> None:
+        self.reads = 0
+
+    def intents(self, kind: str, namespace: str | None) -> list[dict[str, Any]]:
+        if kind != ISVC:
+            return []
+        self.reads += 1
+        ready = self.reads >= 2
+        return [intent("iris", entry("c1", ready), phase="Ready" if ready else "Progressing")]
+
+
+def test_status_watch_prints_on_change_and_wait_ready_exits_by_readiness(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str],
+) -> None:
+    from addon_cli import main as cli
+
+    fake = _FakeHub()
+    monkeypatch.setattr(cli, "_hub", lambda args: fake)
+    sleeps: list[float] = []
+
+    def sleep(seconds: float) -> None:
+        sleeps.append(seconds)
+        if len(sleeps) == 3:
+            raise KeyboardInterrupt
+
+    monkeypatch.setattr(cli.time, "sleep", sleep)
+    assert cli.main(["status", "-n", "team", "--watch", "--interval=0.5"]) == 130
+    out = capsys.readouterr().out
+    assert out.count("KIND") == 2 and "--- " in out  # printed again when it changed, once
+    assert "Failed" in out.split("--- ")[0] and "Ready" in out.split("--- ")[1]
+    fake.reads, sleeps[:] = 0, []
+    assert cli.main(["status", "-n", "team", "--wait-ready", "--interval=0.5"]) == 0
+    assert sleeps == [0.5]  # not ready on the first read, ready on the second
