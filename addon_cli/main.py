@@ -94,9 +94,7 @@ def _read_intents(hub: Hub, kind: str | None, name: str | None, namespace: str |
 def _status_text(args: argparse.Namespace, intents: list[dict[str, Any]]) -> str:
     found = sorted(views.rows(intents, args.cluster), key=views.sort_key)
     if args.output in ("json", "yaml"):
-        doc = {"items": [r.__dict__ for r in found]}
-        return json.dumps(doc, indent=2) if args.output == "json" else yaml.safe_dump(
-            doc, sort_keys=False)
+        return _document({"items": [r.__dict__ for r in found]}, args.output)
     if not found:
         return "no intents found" + (f" on cluster {args.cluster}" if args.cluster else "")
     return views.status_table(found, _colour(args))
@@ -145,9 +143,7 @@ def cmd_clusters(args: argparse.Namespace) -> int:
     intents = _read_intents(hub, None, None, None)
     found = views.cluster_rows(hub.clusters(), addons, platforms, intents)
     if args.output in ("json", "yaml"):
-        doc = {"items": [r.__dict__ for r in found]}
-        _print(json.dumps(doc, indent=2) if args.output == "json" else yaml.safe_dump(
-            doc, sort_keys=False))
+        _print(_document({"items": [r.__dict__ for r in found]}, args.output))
     else:
         _print(views.clusters_table(found, _colour(args)) if found else "no managed clusters")
     return 0
@@ -156,18 +152,25 @@ def cmd_clusters(args: argparse.Namespace) -> int:
 # explain --------------------------------------------------------------------------------------
 
 
-def cmd_explain(args: argparse.Namespace) -> int:
-    """The chain from the intent to one cluster, each link with its evidence."""
+def _named(args: argparse.Namespace, verb: str) -> tuple[Hub, str, str, str]:
+    """(hub, kind, namespace, name) of a command about one intent (``KIND/NAME``)."""
     kind, name = _target(args.target)
     if not (kind and name):
-        raise CliError(EXIT_USAGE, "explain needs KIND/NAME (for example mcisvc/sklearn-iris)")
-    namespace = _namespace(args) or "default"
-    hub = _hub(args)
+        raise CliError(EXIT_USAGE, f"{verb} needs KIND/NAME (for example mcisvc/sklearn-iris)")
+    return _hub(args), kind, _namespace(args) or "default", name
+
+
+def _document(doc: dict[str, Any], output: str) -> str:
+    """``doc`` as ``-o json`` or ``-o yaml`` prints it."""
+    return json.dumps(doc, indent=2) if output == "json" else yaml.safe_dump(doc, sort_keys=False)
+
+
+def cmd_explain(args: argparse.Namespace) -> int:
+    """The chain from the intent to one cluster, each link with its evidence."""
+    hub, kind, namespace, name = _named(args, "explain")
     links = explaining.chain(hub, hub.intent(kind, namespace, name), args.cluster)
     if args.output in ("json", "yaml"):
-        doc = {"links": [link.__dict__ for link in links]}
-        _print(json.dumps(doc, indent=2) if args.output == "json" else yaml.safe_dump(
-            doc, sort_keys=False))
+        _print(_document({"links": [link.__dict__ for link in links]}, args.output))
     else:
         _print(explaining.render(links, _colour(args)))
     return 0
@@ -178,11 +181,7 @@ def cmd_explain(args: argparse.Namespace) -> int:
 
 def cmd_rollout(args: argparse.Namespace) -> int:
     """Status, history and the manual actions of a progressive rollout."""
-    kind, name = _target(args.target)
-    if not (kind and name):
-        raise CliError(EXIT_USAGE, "rollout needs KIND/NAME (for example mcisvc/sklearn-iris)")
-    namespace = _namespace(args) or "default"
-    hub = _hub(args)
+    hub, kind, namespace, name = _named(args, "rollout")
     intent = hub.intent(kind, namespace, name)
     roll = (intent.get("status") or {}).get("rollout") or {}
     what = f"{views.short(kind)}/{name}"

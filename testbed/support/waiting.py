@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from typing import TypeVar
+from typing import Any, TypeVar
 
 T = TypeVar("T")
 
@@ -29,3 +29,19 @@ def eventually(fn: Callable[[], T], timeout: float = 60, interval: float = 0.5) 
     if last_exc is not None:
         raise AssertionError(f"not true after {timeout}s: {last_exc!r}") from last_exc
     raise AssertionError(f"not true after {timeout}s; last value: {value!r}")
+
+
+def on_fleet(bed: Any, step: Callable[[], None], check: Callable[[], Any],
+             timeout: float = 240) -> Any:
+    """:func:`eventually` ``check`` on a running fleet, one poll a second.
+
+    Each poll first checks that none of the fleet's processes died and runs ``step`` (say,
+    starting KServe's controller once its stack is there).
+    """
+
+    def poll() -> Any:
+        bed.check_processes()
+        step()
+        return check()
+
+    return eventually(poll, timeout=timeout, interval=1)

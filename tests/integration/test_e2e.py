@@ -32,7 +32,7 @@ from testbed.fleet import Testbed
 from testbed.processes import free_port
 from testbed.support import fleetcli
 from testbed.support.manager import differences
-from testbed.support.waiting import eventually
+from testbed.support.waiting import eventually, on_fleet
 
 NS = demo.NAMESPACE
 GROUP = "modelserving.opendatahub.io"
@@ -98,14 +98,7 @@ def _firing(server: observability.Prometheus) -> list[dict[str, Any]]:
 def _until(
     fleet: tuple[Testbed, Callable[[], None]], check: Callable[[], Any], timeout: float = 240
 ) -> Any:
-    bed, step = fleet
-
-    def poll() -> Any:
-        bed.check_processes()
-        step()
-        return check()
-
-    return eventually(poll, timeout=timeout, interval=1)
+    return on_fleet(*fleet, check, timeout)
 
 
 def _intent(hub: Any, plural: str, name: str) -> dict[str, Any]:

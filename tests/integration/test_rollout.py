@@ -32,7 +32,7 @@ from testbed import demo, observability
 from testbed.fleet import Testbed
 from testbed.processes import Process, free_port
 from testbed.support import fleetcli
-from testbed.support.waiting import eventually
+from testbed.support.waiting import eventually, on_fleet
 
 NS = demo.NAMESPACE
 AGENT_NS = "model-serving-agent"
@@ -58,14 +58,7 @@ def fleet(built_binaries: Callable[[str], Any]) -> Iterator[Fleet]:
 
 
 def _until(fleet: Fleet, check: Callable[[], Any], timeout: float = 240) -> Any:
-    bed, step = fleet
-
-    def poll() -> Any:
-        bed.check_processes()
-        step()
-        return check()
-
-    return eventually(poll, timeout=timeout, interval=1)
+    return on_fleet(*fleet, check, timeout)
 
 
 def _model(strategy: str = "Progressive", **predictor: Any) -> dict[str, Any]:

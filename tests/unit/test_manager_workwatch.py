@@ -617,11 +617,15 @@ def test_the_full_list_waits_between_its_pages_while_a_prefetch_runs() -> None:
         assert await prefetch == 6
         await asyncio.wait_for(inf.synced.wait(), 5)
         assert len(src.list_calls) == 3
-        task.cancel()
-        with pytest.raises(asyncio.CancelledError):
-            await task
+        await _stopped(task)
 
     asyncio.run(main())
+
+
+async def _stopped(task: asyncio.Task[None]) -> None:
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
 
 
 def test_a_hold_on_the_full_list_ends_by_itself_after_its_limit() -> None:
@@ -635,8 +639,6 @@ def test_a_hold_on_the_full_list_ends_by_itself_after_its_limit() -> None:
         task = asyncio.create_task(inf.run())
         await asyncio.wait_for(inf.synced.wait(), 5)
         assert len(inf.store) == 1
-        task.cancel()
-        with pytest.raises(asyncio.CancelledError):
-            await task
+        await _stopped(task)
 
     asyncio.run(main())
