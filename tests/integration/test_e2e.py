@@ -565,7 +565,9 @@ def test_the_fleet_command_line_shows_where_a_model_serves_and_why_not(
     assert all(r["version"] not in ("", "-") for r in clusters), clusters
     # A read-only identity reads everything and changes nothing.
     viewer = _fleet_viewer(bed)
-    assert fleetcli.run(viewer, "status", "-A").returncode == 0
+    # (as the kubectl plugin too: kubectl runs kubectl-modelserving from PATH)
+    plugin = fleetcli.kubectl_plugin(viewer, "status", "-A")
+    assert plugin.returncode == 0 and "sklearn-iris" in plugin.stdout, plugin
     assert fleetcli.run(viewer, "clusters").returncode == 0
     assert "[NO] status" in fleetcli.run(viewer, "explain", "mcisvc/half", "--cluster",
                                          "cluster2", "-n", NS).stdout

@@ -23,6 +23,7 @@ from typing import Any
 
 import pytest
 import yaml
+from kubernetes import client
 from prometheus_client import CollectorRegistry, Gauge, start_http_server
 
 from addon_api import constants as c
@@ -81,9 +82,24 @@ def _apply(hub: Any, obj: dict[str, Any]) -> None:
     hub.kubectl("apply", "-n", NS, "-f", "-", input=yaml.safe_dump(obj))
 
 
+_CLIENTS: dict[str, Any] = {}
+
+
+def _api(hub: Any) -> client.CustomObjectsApi:
+    """A client of the hub kept for the module: the rollout samples read every second, and a
+    kubectl process each time cost the loaded machine more than the reads themselves."""
+    key = str(hub.kubeconfig)
+    if key not in _CLIENTS:
+        _CLIENTS[key] = client.CustomObjectsApi(hub.api_client())
+    return _CLIENTS[key]
+
+
+PLURALS = {"mcisvc": "multiclusterinferenceservices", "mcsr": "multiclusterservingruntimes"}
+
+
 def _get(hub: Any, plural: str, name: str) -> dict[str, Any]:
-    out: dict[str, Any] = json.loads(hub.kubectl("get", plural, name, "-n", NS, "-o",
-                                                 "json").stdout)
+    out: dict[str, Any] = _api(hub).get_namespaced_custom_object(
+        c.GROUP, c.VERSION, NS, PLURALS[plural], name)
     return out
 
 
@@ -99,8 +115,9 @@ def _entries(hub: Any, plural: str = "mcisvc", name: str = CANARY) -> dict[str, 
 def _works(hub: Any, work: str) -> dict[str, tuple[WorkFact, int]]:
     """Each cluster's work ``work`` as the hub has it, with its metadata.generation."""
     out: dict[str, tuple[WorkFact, int]] = {}
-    got = json.loads(hub.kubectl("get", "manifestworks", "-A", "--field-selector",
-                                 f"metadata.name={work}", "-o", "json").stdout)
+    got = _api(hub).list_cluster_custom_object(
+        "work.open-cluster-management.io", "v1", "manifestworks",
+        field_selector=f"metadata.name={work}")
     for body in got["items"]:
         fact = parse_work(body)
         assert fact is not None
