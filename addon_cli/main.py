@@ -26,9 +26,6 @@ from addon_cli import explain as explaining
 from addon_cli import offline, views
 from addon_cli.hub import EXIT_NOT_READY, EXIT_USAGE, CliError, Hub
 
-COMMANDS = ("status", "explain", "clusters", "rollout", "render", "diff")
-"""The subcommands this module serves (``addon_api.cli`` hands them over)."""
-
 
 def _target(word: str | None) -> tuple[str | None, str | None]:
     """(kind, name) of ``KIND`` or ``KIND/NAME`` (None, None for nothing)."""
@@ -230,7 +227,7 @@ def _intents_in(files: Sequence[str], namespace: str | None) -> list[Any]:
         except (OSError, yaml.YAMLError) as err:
             raise CliError(EXIT_USAGE, f"cannot read {path}: {err}") from err
         for doc in docs:
-            if doc.get("kind") not in offline.MODELS:
+            if doc.get("kind") not in views.MODELS:
                 sys.stderr.write(f"{path}: skipping {doc.get('kind')} "
                                  f"{(doc.get('metadata') or {}).get('name')} (not an intent)\n")
                 continue

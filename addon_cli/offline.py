@@ -26,14 +26,13 @@ from addon_api.hub import (
     MultiClusterServingRuntime,
     StorageConnection,
 )
+from addon_cli.views import MODELS
 from addon_manager import naming, render, tenancy
 from addon_manager.kinds import spec_of
 
 SEALED_SHOWN = "<sealed on the hub to this cluster's agent key>"
 """What stands in for a StorageConnection's sealed payload (and its keyed render hash)."""
 
-MODELS = {m.__name__: m for m in (
-    ModelServing, StorageConnection, MultiClusterServingRuntime, MultiClusterInferenceService)}
 
 
 class RenderFailed(ValueError):

@@ -11,7 +11,6 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from addon_api import constants as c
 from addon_api import reasons
 from addon_api.hub import (
     ModelServing,
@@ -20,8 +19,10 @@ from addon_api.hub import (
     StorageConnection,
 )
 
-KINDS = {m.__name__: m.crd for m in (
+MODELS = {m.__name__: m for m in (
     ModelServing, StorageConnection, MultiClusterServingRuntime, MultiClusterInferenceService)}
+"""Every hub kind's model, by kind."""
+KINDS = {kind: model.crd for kind, model in MODELS.items()}
 """Every hub kind's CRD names, by kind."""
 
 GOOD = {"Ready", "Available", "Delivered", "Complete", "True"}
@@ -244,5 +245,3 @@ def sort_key(row: Row) -> tuple[int, str, str, str]:
     return (list(KINDS).index(row.kind) if row.kind in KINDS else len(KINDS),
             row.namespace, row.name, row.cluster)
 
-
-HUB_GROUP = c.GROUP

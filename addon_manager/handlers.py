@@ -132,11 +132,11 @@ class ManagerState:
         works are still being listed, once clusters and add-ons are synced and the works its
         plan reads are prefetched (:func:`kinds.works_read`).
         """
-        works = next((i for i in self.informers if i.store is self.works), None)
+        works = self._works_informer()
         selectors = []
         if works is not None and not works.synced.is_set() and self.first_pass.first(key):
             selectors = workwatch.prefetch_selectors(key, kinds.works_read(key[0]))
-        if works is None or not selectors:
+        if works is None or not selectors:  # (None: planned from the fake hub in tests)
             await self.works_synced()
             return
         for informer in self.informers:
@@ -158,11 +158,14 @@ class ManagerState:
     def reconciled(self, key: firstpass.IntentKey) -> None:
         """Record an intent's reconcile: the first pass moves on, a hold on the list ends."""
         self.first_pass.reconciled(key)
-        if key in self.held:
+        works = self._works_informer()
+        if key in self.held and works is not None:
             self.held.discard(key)
-            for informer in self.informers:
-                if informer.store is self.works:
-                    informer.release()
+            works.release()
+
+    def _works_informer(self) -> WorkInformer | None:
+        """The informer that keeps :attr:`works` (None without informers)."""
+        return next((i for i in self.informers if i.store is self.works), None)
 
     def mark_ready(self) -> None:
         """Record readiness once kopf's indexes and the works are both in memory."""

@@ -52,22 +52,6 @@ WORKS_PATH = "/apis/work.open-cluster-management.io/v1/manifestworks"
 SELECTOR = f"{c.LABEL_MANAGED_BY}={c.FIELD_MANAGER}"
 """Label selector the API server applies: only the add-on's works are listed and watched."""
 
-
-def prefetch_selectors(owner: tuple[str, str, str], kinds_read: Iterable[str]) -> list[str]:
-    """Label selectors of an intent's own works and of every work of ``kinds_read``.
-
-    ``kinds_read`` is what its plan reads (:func:`addon_manager.kinds.works_read`). [] when
-    that is every work of the intent's kind anyway (no gain over the full list).
-
-    ``owner`` is (kind, namespace, name).
-    """
-    kind, namespace, name = owner
-    others = sorted(set(kinds_read))
-    if kind in others:
-        return []
-    own = (f"{SELECTOR},{c.LABEL_INTENT_KIND}={kind},{c.LABEL_INTENT_NAMESPACE}={namespace},"
-           f"{c.LABEL_INTENT_NAME}={name}")
-    return [own, f"{SELECTOR},{c.LABEL_INTENT_KIND} in ({','.join(others)})"] if others else [own]
 PAGE_SIZE = 500
 """Works per list page."""
 WATCH_SECONDS = 300
@@ -87,6 +71,23 @@ Change = tuple[WorkFact | None, WorkFact | None]
 """(old, new): None as old for a work that appeared, None as new for one that went."""
 OnChange = Callable[[WorkFact | None, WorkFact | None], None]
 T = TypeVar("T")
+
+
+def prefetch_selectors(owner: tuple[str, str, str], kinds_read: Iterable[str]) -> list[str]:
+    """Label selectors of an intent's own works and of every work of ``kinds_read``.
+
+    ``kinds_read`` is what its plan reads (:func:`addon_manager.kinds.works_read`). [] when
+    that is every work of the intent's kind anyway (no gain over the full list).
+
+    ``owner`` is (kind, namespace, name).
+    """
+    kind, namespace, name = owner
+    others = sorted(set(kinds_read))
+    if kind in others:
+        return []
+    own = (f"{SELECTOR},{c.LABEL_INTENT_KIND}={kind},{c.LABEL_INTENT_NAMESPACE}={namespace},"
+           f"{c.LABEL_INTENT_NAME}={name}")
+    return [own, f"{SELECTOR},{c.LABEL_INTENT_KIND} in ({','.join(others)})"] if others else [own]
 
 
 # The store ---------------------------------------------------------------------------------------
