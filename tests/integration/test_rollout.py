@@ -355,9 +355,12 @@ def test_pause_holds_resume_goes_on_and_undo_returns_every_cluster(fleet: Fleet)
     _until(fleet, lambda: 5 in _revisions(hub, CANARY_WORK).values())
     assert "returns to revision 1" in rollout("undo", "--to-revision=1")
     _until(fleet, lambda: _revisions(hub, CANARY_WORK) == dict.fromkeys(CLUSTERS, 1))
+    # The works are written before the status that records them: wait for the status.
+    _until(fleet, lambda: _rollout(hub).get("phase") == "RolledBack")
     roll = _rollout(hub)
-    assert (roll["phase"], roll["stableRevision"], roll["failedRevision"]) == (
+    assert (roll["phase"], roll["stableRevision"], roll.get("failedRevision")) == (
         "RolledBack", 1, 5)
+    assert _revisions(hub, CANARY_WORK) == dict.fromkeys(CLUSTERS, 1)
     history = rollout("history")
     print(history)
     roles = {line.split()[0]: line.split()[2:] for line in history.splitlines()[1:]}
