@@ -574,9 +574,11 @@ def work_changed(state: ManagerState, old: WorkFact | None, new: WorkFact | None
     kind, owner_ns = fact.kind, fact.intent_namespace
     if kind in KINDS:
         state.wakeups.poke([fact.owner])
-    for dependent, same_namespace in kinds.dependents(kind, gone=new is None):
-        state.wakeups.poke([key for key in world.intents_of_kind(dependent)
-                            if not same_namespace or key[1] == owner_ns])
+    for dependent, dep in kinds.dependents(kind, gone=new is None):
+        state.wakeups.poke([
+            key for key in world.intents_of_kind(dependent)
+            if (not dep.same_namespace or key[1] == owner_ns)
+            and (not dep.gone_only or fact.cluster in reconciler.removal_waits.get(key, ()))])
     if kind == kinds.IDENTITY and new is not None and fact.cluster not in (
             world.storage_clusters()):  # e.g. left over from before a restart
         task = asyncio.get_running_loop().create_task(_collect_identity(reconciler))
@@ -709,6 +711,7 @@ def _register_intent(spec: KindSpec) -> None:
         metrics.forget_intent(kind, str(namespace), name)
         reconciler.stale.forget((kind, str(namespace), name))
         state.wakeups.events.pop((kind, str(namespace), name), None)
+        reconciler.removal_waits.pop((kind, str(namespace), name), None)
         if spec.owns_stack:
             state.wakeups.poke(_world(state, kwargs).intents_of_kind(kind))
 

@@ -39,8 +39,9 @@ class Dependency:
     same_namespace: bool = False
     """Only intents in the namespace of the work's owner depend on it (a tenant's access)."""
     gone_only: bool = False
-    """Only the work's disappearance matters (what holds a stack: its removal waits for the
-    works to go, and nothing else about them)."""
+    """Only the work's disappearance matters, and only to intents whose removal waits on the
+    work's cluster (what holds a stack: its removal waits for the works to go, and nothing
+    else about them)."""
 
 
 @dataclass(frozen=True)
@@ -133,12 +134,12 @@ def where(predicate: Callable[[KindSpec], bool]) -> list[KindSpec]:
     return [spec for spec in KINDS.values() if predicate(spec)]
 
 
-def dependents(work_kind: str, *, gone: bool = False) -> list[tuple[str, bool]]:
-    """(kind, same namespace only) of the intents a change of a ``work_kind`` work may wake.
+def dependents(work_kind: str, *, gone: bool = False) -> list[tuple[str, Dependency]]:
+    """(kind, dependency) of the intents a change of a ``work_kind`` work may wake.
 
     ``gone``: the work went (else it appeared or changed).
     """
-    return [(spec.kind, dep.same_namespace) for spec in KINDS.values()
+    return [(spec.kind, dep) for spec in KINDS.values()
             for dep in spec.depends_on if dep.kind == work_kind and (gone or not dep.gone_only)]
 
 

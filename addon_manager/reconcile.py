@@ -104,6 +104,10 @@ class Reconciler:
         self.executor = Executor(writer, self.sealer)
         self.stale = metrics.StaleClusters()
         """The clusters each intent shows as Stale (``model_serving_cluster_stale``)."""
+        self.removal_waits: dict[tuple[str, str, str], frozenset[str]] = {}
+        """The clusters where each intent's removal of its works waits for what holds them,
+        as of its last plan: only the disappearance of a holding work there wakes it (a
+        fan-out's deletes of thousands of model works do not replan the stack's owner)."""
 
     def snapshot(self) -> Snapshot:
         """The facts a plan is computed from, now."""
@@ -130,6 +134,12 @@ class Reconciler:
         """
         started = time.monotonic()
         todo = self.plan(kind, body, overdue=overdue)
+        # Recorded before any await: a holding work that goes after this plan wakes it.
+        key = (kind, todo.namespace, todo.name)
+        if todo.blocked:
+            self.removal_waits[key] = frozenset(todo.blocked)
+        else:
+            self.removal_waits.pop(key, None)
         out = Outcome(phase_before=todo.previous.phase if todo.previous else "")
         for reason in todo.errors:
             metrics.WORK_ERRORS.labels(kind, reason).inc()

@@ -103,7 +103,8 @@ def test_every_hub_kind_has_one_spec_named_from_its_crd() -> None:
 
 
 def test_what_a_change_of_each_kind_of_work_wakes() -> None:
-    woken = {k: sorted(kinds.dependents(k, gone=True)) for k in
+    woken = {k: sorted((kind, dep.same_namespace) for kind, dep in kinds.dependents(k, gone=True))
+             for k in
              (*c.HUB_KINDS, kinds.IDENTITY, kinds.ACCESS)}
     assert woken[c.KIND_MODEL_SERVING] == [(c.KIND_INFERENCE_SERVICE, False),
                                            (c.KIND_SERVING_RUNTIME, False)]

@@ -583,7 +583,10 @@ def test_removed_is_refused_on_a_cluster_whose_stack_add_on_intents_use() -> Non
     _model_on(hub, "c1")
     before = hub.works[("c1", name)]
     hub.writes.clear()
-    out = run(hub, c.KIND_MODEL_SERVING, _removed_body())
+    reconciler = Reconciler(hub, hub, admin=OPEN_POLICY)
+    out = asyncio.run(reconciler.reconcile(c.KIND_MODEL_SERVING, _removed_body()))
+    # What wakes it when the holding work goes: its removal waits on c1 only.
+    assert reconciler.removal_waits == {(c.KIND_MODEL_SERVING, "ns", "kserve"): {"c1"}}
     # c1: the work is left exactly as it was; c2 (no intents) gets managementState Removed.
     assert [w for w in hub.writes if w[0] == "apply"] == [("apply", f"c2/{name}")]
     assert hub.works[("c1", name)] == before
@@ -604,8 +607,9 @@ def test_removed_is_refused_on_a_cluster_whose_stack_add_on_intents_use() -> Non
     assert [w for w in hub.writes if w[0] == "apply"] == []
     del hub.works[("c1", wname)]
     # ... then the removal proceeds on its own.
-    out = run(hub, c.KIND_MODEL_SERVING, _removed_body())
+    out = asyncio.run(reconciler.reconcile(c.KIND_MODEL_SERVING, _removed_body()))
     assert out.blocked == {} and ("apply", f"c1/{name}") in hub.writes
+    assert reconciler.removal_waits == {}
     assert hub.works[("c1", name)].render_hash != before.render_hash
 
 

@@ -31,9 +31,12 @@ def _state() -> handlers.ManagerState:
     return state
 
 
-def _woken(kind: str, namespace: str, name: str, *, gone: bool = False
+def _woken(kind: str, namespace: str, name: str, *, gone: bool = False,
+           waits: dict[tuple[str, str, str], frozenset[str]] | None = None,
            ) -> set[tuple[str, str, str]]:
     state = _state()
+    assert state.reconciler is not None
+    state.reconciler.removal_waits.update(waits or {})
     fact = WorkFact(name="w", cluster="c1", kind=kind, intent_namespace=namespace,
                     intent_name=name, render_hash="x")
     handlers.work_changed(state, fact if gone else None, None if gone else fact)
@@ -48,8 +51,15 @@ def test_a_stack_work_wakes_its_owner_and_what_it_gates() -> None:
 
 
 def test_a_model_work_that_goes_wakes_the_stack_whose_removal_waits_for_it() -> None:
-    assert _woken(c.KIND_INFERENCE_SERVICE, "team-b", "iris", gone=True) == {
-        (c.KIND_INFERENCE_SERVICE, "team-b", "iris"), (c.KIND_MODEL_SERVING, "team-a", "kserve")}
+    stack = (c.KIND_MODEL_SERVING, "team-a", "kserve")
+    assert _woken(c.KIND_INFERENCE_SERVICE, "team-b", "iris", gone=True,
+                  waits={stack: frozenset({"c1", "c2"})}) == {
+        (c.KIND_INFERENCE_SERVICE, "team-b", "iris"), stack}
+    # a stack whose removal waits elsewhere, or nowhere, sleeps on (a model's delete fan-out
+    # to thousands of clusters does not replan it once per second)
+    for waits in ({stack: frozenset({"c2"})}, {}):
+        assert _woken(c.KIND_INFERENCE_SERVICE, "team-b", "iris", gone=True, waits=waits) == {
+            (c.KIND_INFERENCE_SERVICE, "team-b", "iris")}
     # one that appears or changes (a fan-out, status feedback) wakes its owner only
     assert _woken(c.KIND_INFERENCE_SERVICE, "team-b", "iris") == {
         (c.KIND_INFERENCE_SERVICE, "team-b", "iris")}
