@@ -2,10 +2,10 @@
 
 ``python -m addon_agent.bundle_render --out DIR`` writes
 ``DIR/<platform>/<version>/bundle.yaml`` and ``DIR/<platform>/<version>/manifest.json``
-for every stack in :mod:`addon_agent.stacks`, and ``runtimes.yaml`` (the built-in serving
-runtimes) for a stack that ships them; ``--cache DIR`` renders into ``DIR/<render key>``
-once (what the tests and the demo use). Bundles are build/test artefacts and are never
-committed.
+for every stack in :mod:`addon_agent.stacks` at every version the agent carries, and
+``runtimes.yaml`` (the built-in serving runtimes) for a stack that ships them; ``--cache
+DIR`` renders into ``DIR/<render key>`` once (what the tests and the demo use). Bundles are
+build/test artefacts and are never committed.
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ import tempfile
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from addon_agent.stacks import KSERVE, MODELMESH, STACKS, Stack
+from addon_agent.stacks import CARRIED, KSERVE, MODELMESH, Stack
 
 BUNDLE_FILE = "bundle.yaml"
 MANIFEST_FILE = "manifest.json"
@@ -140,8 +140,8 @@ def bundle_path(root: Path, stack: Stack) -> Path:
     return root / stack.platform / stack.version
 
 
-def render(out: Path, stacks: Sequence[Stack] = tuple(STACKS.values())) -> list[Path]:
-    """Render every stack into ``out``; return the bundle directories written."""
+def render(out: Path, stacks: Sequence[Stack] = CARRIED) -> list[Path]:
+    """Render every stack at every carried version into ``out``; return the directories."""
     written = []
     for stack in stacks:
         source = module_dir(stack.module, stack.version)
@@ -174,7 +174,7 @@ def render_key() -> str:
     (:func:`render_cached`) never serves a bundle rendered the old way.
     """
     digest = hashlib.sha256(Path(__file__).read_bytes())
-    for stack in sorted(STACKS.values(), key=lambda s: s.platform):
+    for stack in sorted(CARRIED, key=lambda s: (s.platform, s.version)):
         digest.update(repr(stack).encode())
     return digest.hexdigest()[:16]
 
@@ -187,7 +187,7 @@ def render_cached(cache: Path) -> Path:
     checkouts rendering differently never share (or overwrite) each other's bundles.
     """
     root = cache / render_key()
-    if all((bundle_path(root, s) / MANIFEST_FILE).is_file() for s in STACKS.values()):
+    if all((bundle_path(root, s) / MANIFEST_FILE).is_file() for s in CARRIED):
         return root
     cache.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=".render-", dir=cache))

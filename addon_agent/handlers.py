@@ -24,10 +24,11 @@ from addon_agent import (
 from addon_agent import status as st
 from addon_agent.bundle_source import BundleError
 from addon_agent.config import AgentConfig
-from addon_agent.installer import ISVC_API, Installer, NotReady
+from addon_agent.installer import ISVC_API, Installer, NotReady, Upgrading
 from addon_agent.kube import Kube, api_client_for
 from addon_agent.login import connection_info
 from addon_agent.planning import Plan
+from addon_agent.stacks import UnknownVersion
 from addon_api import constants as c
 from addon_api.base import plain
 from addon_api.reasons import SEALED_WAITS, SealedReason
@@ -66,6 +67,8 @@ class Agent:
         self.ledger = ledger.Ledger(self.kube, config.namespace)
         self.plans: dict[str, tuple[int | None, Plan]] = {}
         """Last applied plan (and the generation it was made for) per ServingPlatform."""
+        self.upgrading: set[str] = set()
+        """ServingPlatforms whose version change waits for its controllers to roll out."""
         self.waits = namespace_waits.NamespaceWaits()
         """Sealed connections Pending until a target namespace exists."""
         self.delivery_lock = threading.Lock()
@@ -102,7 +105,25 @@ class Agent:
                 return
             try:
                 plan = self.installer.build_plan(spec)
+                self.upgrading.discard(name)
                 self.installer.install(plan)
+            except UnknownVersion as err:
+                self._write_platform_status(
+                    name,
+                    st.simple_status(
+                        Phase.DEGRADED, Reason.VERSION_NOT_CARRIED, str(err), generation,
+                        previous,
+                    ),
+                )
+                return
+            except Upgrading as err:
+                # The controllers' rollout events (deployment_changed) carry the upgrade on.
+                self.upgrading.add(name)
+                self.plans[name] = (generation, plan)
+                status = self.installer.read_upgrade_status(plan, err, generation, previous)
+                log.info("%s: %s (%s)", name, status.phase, status.message[:200])
+                self._write_platform_status(name, status)
+                return
             except BundleError as err:
                 metrics.RECONCILE_ERRORS.labels(kind="ServingPlatform").inc()
                 self._write_platform_status(
@@ -230,6 +251,13 @@ class Agent:
         """A stack Deployment changed: refresh the status now; re-create it if it was deleted."""
         for platform_name, (generation, plan) in list(self.plans.items()):
             if (namespace, name) not in plan.controllers():
+                continue
+            if platform_name in self.upgrading:  # the rollout may let the upgrade go on
+                body = self.kube.get(
+                    f"{c.GROUP}/{c.VERSION}", c.KIND_SERVING_PLATFORM, platform_name
+                )
+                if body is not None:
+                    self.reconcile_platform(kopf.Body(cast(kopf.RawBody, body)))
                 continue
             with self.lock:
                 body = self.kube.get(

@@ -19,7 +19,7 @@ from addon_agent import labels as lb
 from addon_agent.crd_cache import CrdCache
 from addon_agent.kube import Kube
 from addon_agent.planning import ClusterFacts, Plan
-from addon_agent.stacks import STACKS
+from addon_agent.stacks import release, select
 from addon_api.spoke import ServingPlatformSpec, ServingPlatformStatus
 
 log = logging.getLogger(__name__)
@@ -33,6 +33,21 @@ ISVC_API = "serving.kserve.io/v1beta1"
 
 class NotReady(RuntimeError):
     """The install cannot go on yet (e.g. CRDs not Established); retry later."""
+
+
+class Upgrading(NotReady):
+    """A version change waits for the controllers to roll out before the configuration.
+
+    The CRDs and the controllers (with what they need to start) of the new version are
+    applied by then.
+    """
+
+    def __init__(self, source: str, target: str, message: str) -> None:
+        super().__init__(message)
+        self.source = source
+        """The version the cluster ran before."""
+        self.target = target
+        """The version being installed."""
 
 
 @dataclass(frozen=True)
@@ -102,7 +117,7 @@ class Installer:
         """The desired objects for ``spec`` (webhook certificates included)."""
         manifests = spec.dev_flags.manifests if spec.dev_flags else None
         text, stack = bundle_source.load(
-            STACKS[spec.platform], self.bundle_root, manifests, self.cache
+            select(spec.platform, spec.version), self.bundle_root, manifests, self.cache
         )
         digest = hashlib.sha256(text.encode()).hexdigest()
         if self._parsed[0] != digest:
@@ -220,6 +235,13 @@ class Installer:
         existing = self.crds.get(obj["metadata"]["name"], cached=False)
         live = (self.crds.resource_version(obj["metadata"]["name"]) or "") if existing else ""
         if existing is None or lb.is_ours(existing):
+            labels = obj["metadata"].get("labels") or {}
+            have = planning.version_of(existing, str(labels.get(lb.LABEL_PLATFORM)))
+            want = str(labels.get(lb.LABEL_STACK_VERSION) or "")
+            if release(have) > release(want) and release(want):
+                # A downgrade keeps the newer schema: the older one would prune the fields
+                # only the newer version has from every stored object of the kind.
+                return True
             self._apply_if_changed(obj, live)
             return True
         ref = Ref.of(obj)
@@ -300,15 +322,47 @@ class Installer:
         self.kube.dyn.resources.invalidate_cache()
 
     def install(self, the_plan: Plan) -> None:
-        """Apply the plan in order, then remove what an earlier plan had and this one has not."""
+        """Apply the plan in order, then remove what an earlier plan had and this one has not.
+
+        A version change of the same platform (:meth:`upgrade_source`) goes in two steps:
+        the CRDs and the controllers with what they need to start first; the configuration
+        (and the removal of what the new version no longer has) only once the controllers
+        have rolled out at the new version (until then :class:`Upgrading` is raised). CRDs
+        are never removed by a version change, nor replaced by an older version's.
+        """
         the_plan.runtime_errors.clear()
         the_plan.conflicts.clear()
         the_plan.runtime_conflicts.clear()
         previous = self.inventory()
-        applied: list[Ref] = []
         self._save_inventory(previous + [Ref.of(o) for o in the_plan.objects])
+        source = self.upgrade_source(the_plan)
+        if source:
+            self._apply_objects([o for o in the_plan.objects if planning.upgrade_first(o)],
+                                the_plan)
+            pending = [name for ns, name in the_plan.controllers()
+                       if not status.deployment_rolled_out(
+                           self.kube.get("apps/v1", "Deployment", name, ns))]
+            if pending:
+                raise Upgrading(source, the_plan.stack.version, (
+                    f"upgrading {the_plan.stack.platform} {source} -> {the_plan.stack.version}: "
+                    f"CRDs applied; waiting for {', '.join(pending)} to roll out before the "
+                    "configuration"))
+        applied = self._apply_objects(the_plan.objects, the_plan)
+        keep = set(applied)
+        stale = [r for r in previous if r not in keep]
+        kept_crds = [r for r in stale if r.kind == "CustomResourceDefinition"
+                     and self._same_platform_crd(r.name, the_plan.stack.platform)]
+        self._delete([r for r in stale if r not in kept_crds])
+        self._save_inventory(applied + kept_crds)
+
+    def _apply_objects(self, objects: list[Obj], the_plan: Plan) -> list[Ref]:
+        """Apply ``objects`` in order; return the Refs of those that are the agent's.
+
+        CRDs are Established before anything else is applied.
+        """
+        applied: list[Ref] = []
         crds_done = False
-        for obj in the_plan.objects:
+        for obj in objects:
             if obj["kind"] != "CustomResourceDefinition" and not crds_done:
                 self.wait_established(the_plan.crd_names())
                 crds_done = True
@@ -326,10 +380,31 @@ class Installer:
                 continue
             if self._apply_owned(obj, the_plan):
                 applied.append(Ref.of(obj))
-        keep = set(applied)
-        stale = [r for r in previous if r not in keep]
-        self._delete(stale)
-        self._save_inventory(applied)
+        return applied
+
+    def upgrade_source(self, the_plan: Plan) -> str:
+        """The other version of the plan's platform the cluster still runs, if any.
+
+        Read from the labels of the live controller Deployments and ConfigMaps: "" for a
+        first install, the same version, or another platform's stack being replaced.
+        """
+        stack = the_plan.stack
+        if not release(stack.version):
+            return ""  # a custom bundle: no order of versions to follow
+        for obj in the_plan.objects:
+            if obj["kind"] not in ("Deployment", "ConfigMap"):
+                continue
+            meta = obj["metadata"]
+            live = self.kube.metadata(obj["apiVersion"], obj["kind"], meta["name"],
+                                      meta.get("namespace"))
+            version = planning.version_of({"metadata": live} if live else None, stack.platform)
+            if version and version != stack.version:
+                return version
+        return ""
+
+    def _same_platform_crd(self, name: str, platform: str) -> bool:
+        """Whether a CRD the agent applied is of ``platform`` (kept across its versions)."""
+        return bool(planning.version_of(self.crds.get(name, cached=False), platform))
 
     def _apply_if_changed(self, obj: Obj, live: str | None = None) -> None:
         """Apply ``obj`` unless this agent applied the same content and nobody changed it since.
@@ -388,6 +463,18 @@ class Installer:
             runtime_errors=the_plan.runtime_errors,
             conflicts=the_plan.conflicts,
             runtime_conflicts=the_plan.runtime_conflicts,
+            previous=previous,
+        )
+
+    def read_upgrade_status(
+        self, the_plan: Plan, upgrade: Upgrading, generation: int | None, previous: list[Obj]
+    ) -> ServingPlatformStatus:
+        """Status of a version change waiting for its controllers."""
+        return status.upgrading_status(
+            generation=generation, source=upgrade.source, target=upgrade.target,
+            message=str(upgrade),
+            deployments={name: self.kube.get("apps/v1", "Deployment", name, ns)
+                         for ns, name in the_plan.controllers()},
             previous=previous,
         )
 

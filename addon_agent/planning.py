@@ -144,6 +144,35 @@ def runtimes_wanted(spec: ServingPlatformSpec, stack: Stack) -> bool:
     return True
 
 
+UPGRADE_FIRST = frozenset({
+    "CustomResourceDefinition", "Namespace", "ServiceAccount", "Secret", "Service",
+    "ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding", "Certificate", "Issuer",
+    "Deployment", "StatefulSet", "DaemonSet",
+})
+"""What a version change applies before the configuration: the CRDs, then the controllers
+with what they need to start (identity, RBAC, Services, certificates)."""
+
+
+def upgrade_first(obj: Obj) -> bool:
+    """Whether a version change applies ``obj`` before its controllers roll out.
+
+    The rest (ConfigMaps, webhooks, serving runtimes, storage containers, NetworkPolicies:
+    the configuration) follows once the controllers run the new version.
+    """
+    return str(obj.get("kind")) in UPGRADE_FIRST
+
+
+def version_of(obj: Obj | None, platform: str) -> str:
+    """The stack version an object of the agent's says it came from.
+
+    "" when the object is missing, not the agent's or of another platform.
+    """
+    labels = ((obj or {}).get("metadata") or {}).get("labels") or {}
+    if not lb.is_ours(obj or {}) or labels.get(lb.LABEL_PLATFORM) != platform:
+        return ""
+    return str(labels.get(lb.LABEL_STACK_VERSION) or "")
+
+
 def phase_of(obj: Obj) -> int:
     """Apply order: CRDs, namespaces, config/RBAC/custom resources, webhooks, controllers.
 

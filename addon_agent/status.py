@@ -57,6 +57,17 @@ def deployment_available(deployment: Obj | None) -> bool:
     return condition_true(deployment, "Available")
 
 
+def deployment_rolled_out(deployment: Obj | None) -> bool:
+    """Available for its current generation with every replica updated and no old one left."""
+    if not deployment_available(deployment):
+        return False
+    assert deployment is not None
+    want = (deployment.get("spec") or {}).get("replicas", 1)
+    status = deployment.get("status") or {}
+    return bool(status.get("updatedReplicas", 0) >= want
+                and status.get("replicas", 0) == status.get("updatedReplicas", 0))
+
+
 def deployment_rolling_out(deployment: Obj | None) -> bool:
     """Whether a Deployment is still rolling out (not yet failed: no progress deadline hit)."""
     if not deployment:
@@ -141,6 +152,7 @@ def platform_status(
         ready_components=len(ready),
         total_components=len(deployments),
         stack_version=version,
+        target_version="",
         conditions=[
             condition(PlatformCondition.AVAILABLE, available, reason, message, **kept),
             condition(PlatformCondition.PROGRESSING, progressing, reason, message, **kept),
@@ -154,6 +166,40 @@ def platform_status(
                 message,
                 **kept,
             ),
+        ],
+    )
+
+
+def upgrading_status(
+    *,
+    generation: int | None,
+    source: str,
+    target: str,
+    message: str,
+    deployments: dict[str, Obj | None],
+    previous: Sequence[Obj] = (),
+) -> ServingPlatformStatus:
+    """Status while a version change waits for the controllers to roll out at ``target``.
+
+    ``stackVersion`` stays ``source`` (what the cluster ran) and ``targetVersion`` says where
+    it is going; Available says whether the controllers serve meanwhile.
+    """
+    ready = sorted(n for n, d in deployments.items() if deployment_available(d))
+    kept: dict[str, Any] = {"previous": previous, "max_message": MAX_MESSAGE}
+    reason = Reason.UPGRADING_CONTROLLERS
+    return ServingPlatformStatus(
+        phase=Phase.UPGRADING,
+        message=message[:MAX_MESSAGE],
+        observed_generation=generation,
+        ready_components=len(ready),
+        total_components=len(deployments),
+        stack_version=source,
+        target_version=target,
+        conditions=[
+            condition(PlatformCondition.AVAILABLE, len(ready) == len(deployments), reason,
+                      message, **kept),
+            condition(PlatformCondition.PROGRESSING, True, reason, message, **kept),
+            condition(PlatformCondition.DEGRADED, False, reason, message, **kept),
         ],
     )
 

@@ -321,6 +321,9 @@ class ClusterStatus(ApiModel):
     """Where the model is served on that cluster (InferenceServices only)."""
     model_state: Annotated[str, Field(max_length=64)] = ""
     """Active model state reported by KServe (InferenceServices only), e.g. Loaded."""
+    version: Annotated[str, Field(max_length=64)] = ""
+    """The serving stack's version on that cluster (ModelServings only); while the phase
+    is Upgrading, the version it ran before (the message names the target)."""
     waiting_for: Annotated[list[Annotated[str, Field(max_length=256)]], Field(max_length=16)] = (
         Field(default_factory=list)
     )

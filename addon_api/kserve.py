@@ -91,6 +91,10 @@ class PredictorTemplate(ApiModel):
     """Worker pods of a multi-node predictor."""
     storage_uris: ObjectList | None = None
     """Further storage locations mounted into the predictor."""
+    name: ShortText | None = None
+    """Name of the predictor component (KServe v0.20.0 and later)."""
+    storage_container_name: ShortText | None = None
+    """ClusterStorageContainer that downloads the model (KServe v0.20.0 and later)."""
     sklearn: Object | None = None
     """Older form of model with format sklearn."""
     xgboost: Object | None = None
@@ -206,8 +210,10 @@ KSERVE_ONLY_PREDICTOR_FIELDS: tuple[str, ...] = (
     "autoScaling",
     "deploymentStrategy",
     "hostnameOverride",
+    "name",
     "resources",
     "scaleMetricType",
+    "storageContainerName",
     "storageUris",
     "workerSpec",
 )
@@ -229,6 +235,10 @@ class InferenceServiceTemplate(ApiModel):
     """An explainer of the predictor's predictions."""
     transformer: Object | None = None
     """A transformer run before and after the predictor."""
+    canary: ObjectList | None = None
+    """Canary predictors of a Standard-mode canary (KServe v0.20.0 and later): each a
+    ``predictor`` and its ``trafficPercent``. A cluster still on an older KServe release
+    drops the field (its CRD does not declare it)."""
 
 
 # ServingRuntime (serving.kserve.io/v1alpha1) -----------------------------------------------------

@@ -27,6 +27,13 @@ from addon_api.base import (
 )
 
 Platform = Literal["KServe", "ModelMesh"]
+
+MODELMESH_DEPRECATED = (
+    "platform ModelMesh is deprecated: ModelMesh Serving is archived upstream and its last "
+    "release is v0.12.0; use platform KServe"
+)
+"""The warning at admission (the chart's ValidatingAdmissionPolicy) and the message of a
+ModelServing's Deprecated condition."""
 ManagementState = Literal["Managed", "Removed"]
 
 # Components --------------------------------------------------------------------------------------
@@ -378,7 +385,14 @@ class PlatformSettings(ApiModel):
     )
 
     platform: Platform = "KServe"
-    """Serving stack: KServe (Standard deployment mode, no Knative) or ModelMesh Serving."""
+    """Serving stack: KServe (Standard deployment mode, no Knative) or ModelMesh Serving
+    (deprecated: archived upstream, its last release is v0.12.0)."""
+    version: Annotated[str, Field(max_length=32, pattern=r"^v[0-9]+\.[0-9]+\.[0-9]+$")] | None = (
+        None)
+    """Release of the stack to install (e.g. v0.17.0); default: the newest the agent
+    carries (KServe v0.20.0, ModelMesh v0.12.0). Changing it upgrades or downgrades each
+    cluster's stack in place; a release the agent has no bundle of is refused on the cluster
+    (reason VersionNotCarried, naming those it has)."""
     management_state: ManagementState = "Managed"
     """Managed installs and keeps the stack; Removed uninstalls it."""
     components: Annotated[

@@ -33,6 +33,7 @@ class IntentConditionType(StrEnum):
     DEGRADED = "Degraded"
     DELETION_BLOCKED = "DeletionBlocked"
     ROLLED_OUT = "RolledOut"
+    DEPRECATED = "Deprecated"
 
 
 class IntentPhase(StrEnum):
@@ -70,6 +71,7 @@ class IntentReason(StrEnum):
     NO_FAILURES = "NoFailures"
     WORKS_REMAIN = "WorksRemain"
     INTENTS_ON_CLUSTER = "IntentsOnCluster"
+    PLATFORM_DEPRECATED = "PlatformDeprecated"
 
 
 class RolloutPhase(StrEnum):
@@ -163,6 +165,7 @@ class ServingPlatformPhase(StrEnum):
     REMOVING = "Removing"
     REMOVED = "Removed"
     REMOVAL_BLOCKED = "RemovalBlocked"
+    UPGRADING = "Upgrading"
 
 
 class ServingPlatformConditionType(StrEnum):
@@ -190,6 +193,8 @@ class ServingPlatformReason(StrEnum):
     REMOVING = "Removing"
     REMOVED = "Removed"
     REMOVED_WITH_LEFTOVERS = "RemovedWithLeftovers"
+    UPGRADING_CONTROLLERS = "UpgradingControllers"
+    VERSION_NOT_CARRIED = "VersionNotCarried"
 
 
 class SealedPhase(StrEnum):
@@ -643,6 +648,26 @@ INTENT_DELETION = Group(
             todo=(
                 "delete the named intents (or take the cluster out of their Placements); the "
                 "deletion then proceeds by itself."
+            ),
+        ),
+        Entry(
+            (IC.DEPRECATED, IR.PLATFORM_DEPRECATED,),
+            title="`Deprecated` (condition) / `PlatformDeprecated`",
+            seen=(
+                "Condition `Deprecated` = True, reason **PlatformDeprecated**, on a ModelServing "
+                "with `platform: ModelMesh`; `kubectl apply` of it prints a `Warning:` with the "
+                "same message."
+            ),
+            means=(
+                "ModelMesh Serving is archived upstream; its last release is v0.12.0 and the "
+                "add-on carries no newer one. It still installs and serves as before; the "
+                "condition says nothing is wrong on the clusters, only that the platform has no "
+                "future."
+            ),
+            todo=(
+                "plan a move to `platform: KServe` (Standard mode serves the same model "
+                "formats); the condition goes when the ModelServing no longer asks for "
+                "ModelMesh."
             ),
         ),
     ),
@@ -1270,6 +1295,45 @@ PLATFORM = Group(
                 "if it stays: on the cluster, look at the Deployments it names (`kubectl -n kserve "
                 "get deploy,pods` or `-n modelmesh-serving`): image pulls, scheduling, resources "
                 "from `spec.components`."
+            ),
+        ),
+        Entry(
+            (PP.UPGRADING, PR.UPGRADING_CONTROLLERS,),
+            seen=(
+                "Phase `Upgrading`, reason **UpgradingControllers**, message `upgrading KServe "
+                "FROM -> TO: CRDs applied; waiting for kserve-controller-manager to roll out "
+                "before the configuration`; `stackVersion` is still FROM, `targetVersion` TO."
+            ),
+            means=(
+                "`spec.version` changed (an upgrade or a downgrade of the same platform). The "
+                "agent applied the new version's CRDs (never removing one, and never replacing a "
+                "newer version's CRD by an older one: the older schema would prune fields from "
+                "stored objects) and its controllers with their RBAC, and waits for the "
+                "controllers to roll out; then it applies the configuration (ConfigMaps, "
+                "webhooks, serving runtimes) and removes what the new version no longer has. "
+                "InferenceServices keep serving throughout. The hub shows the cluster "
+                "`Upgrading`, not ready, and new models wait for it; models already there are "
+                "not touched."
+            ),
+            todo=(
+                "if it stays: the controller Deployment's rollout on the cluster (`kubectl -n "
+                "kserve rollout status deploy/kserve-controller-manager`): image pulls, crash "
+                "loops of the new version. Setting `spec.version` back returns the same way."
+            ),
+        ),
+        Entry(
+            (PR.VERSION_NOT_CARRIED,),
+            seen=(
+                "Phase `Degraded`, reason `VersionNotCarried`, message `KServe VERSION is not a "
+                "version this agent carries; it has v0.17.0, v0.20.0`."
+            ),
+            means=(
+                "`spec.version` names a release the agent image has no bundle of. Nothing is "
+                "applied; the installed stack is left as it is."
+            ),
+            todo=(
+                "set `spec.version` to one of the versions the message lists (or leave it out "
+                "for the newest), or upgrade the add-on to an agent that carries the version."
             ),
         ),
         Entry(

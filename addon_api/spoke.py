@@ -50,9 +50,10 @@ class ServingPlatformStatus(ApiModel):
     """State of the serving stack on this cluster, as the agent sees it."""
 
     phase: Annotated[ServingPlatformPhase, LaxPhase] | None = None
-    """Installing, Available, Degraded, Removing, Removed or RemovalBlocked (uninstall
-    refused while force is false: objects the add-on did not create exist under a CRD it
-    would delete, or InferenceServices still use the stack)."""
+    """Installing, Available, Degraded, Upgrading (a change of spec.version: the controllers
+    roll out at the new version before the configuration follows), Removing, Removed or
+    RemovalBlocked (uninstall refused while force is false: objects the add-on did not create
+    exist under a CRD it would delete, or InferenceServices still use the stack)."""
     message: Annotated[str, Field(max_length=1024)] = ""
     """Human-readable details of the phase."""
     observed_generation: Annotated[int, Field(ge=0)] | None = None
@@ -62,7 +63,10 @@ class ServingPlatformStatus(ApiModel):
     total_components: Annotated[int, Field(ge=0)] = 0
     """Deployments of the stack."""
     stack_version: Annotated[str, Field(max_length=64)] = ""
-    """Version of the installed stack (e.g. v0.17.0)."""
+    """Version of the installed stack (e.g. v0.20.0); during an upgrade or downgrade, the
+    version the cluster ran before it."""
+    target_version: Annotated[str, Field(max_length=64)] = ""
+    """The version being installed while phase is Upgrading; empty otherwise."""
     conditions: Conditions = Field(default_factory=list)
     """Available, Progressing and Degraded."""
 

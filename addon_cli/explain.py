@@ -36,7 +36,10 @@ class Link:
 
 
 def platforms(works: Iterable[Mapping[str, Any]]) -> dict[str, tuple[str, str, str]]:
-    """(platform, phase, stack version) by cluster, from the ModelServing works' feedback."""
+    """(platform, phase, stack version) by cluster, from the ModelServing works' feedback.
+
+    During an upgrade or downgrade the version reads ``FROM -> TO``.
+    """
     out: dict[str, tuple[str, str, str]] = {}
     for body in works:
         fact = parse_work(body)
@@ -45,8 +48,10 @@ def platforms(works: Iterable[Mapping[str, Any]]) -> dict[str, tuple[str, str, s
         manifests = ((body.get("spec") or {}).get("workload") or {}).get("manifests") or []
         platform = next((str((m.get("spec") or {}).get("platform", "")) for m in manifests
                          if m.get("kind") == c.KIND_SERVING_PLATFORM), "")
+        version = str(fact.value("stackVersion") or "")
+        target = str(fact.value("targetVersion") or "")
         out[fact.cluster] = (platform, str(fact.value("phase") or ""),
-                             str(fact.value("stackVersion") or ""))
+                             f"{version} -> {target}" if target else version)
     return out
 
 

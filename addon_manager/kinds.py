@@ -24,6 +24,7 @@ from addon_api.hub import (
     MultiClusterServingRuntime,
     StorageConnection,
 )
+from addon_api.platform import MODELMESH_DEPRECATED
 from addon_manager import naming, prepare, reports
 from addon_manager.facts import WorkFact
 
@@ -70,6 +71,8 @@ class KindSpec:
     reads hub Secrets (see ``secrets_named``)."""
     removed_state: Callable[[Any], bool] = lambda spec: False
     """Whether the spec asks for the stack to be removed (the entry is done when Removed)."""
+    deprecation: Callable[[Any], str] = lambda spec: ""
+    """Why what the spec asks for is deprecated ("" when it is not): a Deprecated condition."""
 
     @property
     def kind(self) -> str:
@@ -102,6 +105,7 @@ KINDS: dict[str, KindSpec] = {spec.kind: spec for spec in (
                     Dependency(c.KIND_INFERENCE_SERVICE, gone_only=True)),
         owns_stack=True,
         removed_state=lambda spec: spec.management_state == "Removed",
+        deprecation=lambda spec: MODELMESH_DEPRECATED if spec.platform == "ModelMesh" else "",
     ),
     KindSpec(
         StorageConnection, prepare.prepare_storage_connection, reports.storage_report,

@@ -192,6 +192,8 @@ class Plan:
     """The ManagedCluster of every cluster with an entry, as last seen."""
     rollout: progressive.RolloutPlan | None = None
     """The progressive rollout's decision (None: the change goes everywhere at once)."""
+    deprecated: str = ""
+    """Why what the intent asks for is deprecated (its Deprecated condition), if it is."""
 
 
 @dataclass
@@ -272,6 +274,7 @@ def _plan_clusters(out: Plan, intent: Resource, body: Mapping[str, Any], snap: S
     out.placement = st.PlacementState(placement, found, clusters)
     out.existing = existing = world.works_of(spec.kind, ns, name)
     out.removed = spec.removed_state(intent_spec)
+    out.deprecated = spec.deprecation(intent_spec)
     wanted = frozenset() if out.deleting else clusters
     lost: dict[str, tuple[str, str]] = {}
     if spec.owns_stack:
@@ -522,6 +525,8 @@ def finish(out: Plan, done: Executed, now: datetime, stale_after: float) -> Fini
         extra.append(st.deletion_refused(out.blocked, out.generation, now))
     elif out.deleting and out.overdue and out.existing:
         extra.append(st.deletion_blocked(sorted(out.existing), out.generation, now))
+    if out.deprecated:
+        extra.append(st.deprecated(out.deprecated, out.previous, out.generation, now))
     status = st.aggregate(
         entries, out.placement, out.generation, out.previous, now,
         extra_conditions=extra, platform=out.spec.owns_stack, deleting=out.deleting,

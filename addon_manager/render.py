@@ -206,6 +206,8 @@ SERVING_PLATFORM_FEEDBACK = [
     ("readyComponents", ".status.readyComponents"),
     ("totalComponents", ".status.totalComponents"),
     ("stackVersion", ".status.stackVersion"),
+    ("targetVersion", ".status.targetVersion"),
+    ("generation", ".metadata.generation"),
 ]
 SEALED_FEEDBACK = [
     ("phase", ".status.phase"),

@@ -46,8 +46,19 @@ def platform_report(work: WorkFact, removed: bool) -> tuple[ClusterStatus, Categ
     if reported in (ServingPlatformPhase.DEGRADED, ServingPlatformPhase.REMOVAL_BLOCKED):
         return ClusterStatus(cluster=work.cluster, phase=phase, reason=phase, message=msg), "failed"
     ok = reported is (ServingPlatformPhase.REMOVED if removed else ServingPlatformPhase.AVAILABLE)
+    seen, wanted = work.value("observedGeneration"), work.value("generation")
+    if ok and isinstance(seen, int) and isinstance(wanted, int) and seen < wanted:
+        # The work agent applied a newer spec than the one the agent's status describes (a
+        # version change, say): what it reports is about the spec before.
+        return ClusterStatus(
+            cluster=work.cluster, phase=ClusterPhase.APPLIED, reason=ClusterReason.APPLIED,
+            message=f"the agent has not reported on generation {wanted} yet (its status is of "
+                    f"generation {seen}: {phase})",
+            version=_s(work.value("stackVersion")),
+        ), "progressing"
     return ClusterStatus(
-        cluster=work.cluster, phase=phase, ready=ok, reason=phase, message=msg
+        cluster=work.cluster, phase=phase, ready=ok, reason=phase, message=msg,
+        version=_s(work.value("stackVersion")),
     ), ("ready" if ok else "progressing")
 
 

@@ -393,6 +393,14 @@ def with_rollout(status: IntentStatus, rollout: RolloutStatus, previous: IntentS
     return status.model_copy(update={"conditions": conds, "phase": phase, "rollout": rollout})
 
 
+def deprecated(message: str, previous: IntentStatus | None, generation: int | None,
+               now: datetime) -> Condition:
+    """Deprecated (reason PlatformDeprecated): what the intent asks for has no future."""
+    return condition(ConditionType.DEPRECATED, True, IntentReason.PLATFORM_DEPRECATED,
+                     message, previous=previous.conditions if previous else (),
+                     generation=generation, now=now)
+
+
 def deletion_blocked(clusters: Sequence[str], generation: int | None, now: datetime) -> Condition:
     """The DeletionBlocked condition naming the clusters whose works do not go away."""
     return condition(

@@ -125,12 +125,15 @@ TOOLS: tuple[Tool, ...] = (
         },
     ),
     Tool("helm", "helm.sh/helm/v3", versions.HELM, {"helm": "helm.sh/helm/v3/cmd/helm"}),
-    Tool(
-        "kserve",
-        "github.com/kserve/kserve",
-        versions.KSERVE,
-        {"kserve-manager": "github.com/kserve/kserve/cmd/manager"},
-        replaces=_pinned_replaces("github.com/kserve/kserve", versions.KSERVE),
+    *(  # every KServe release the agent carries: an upgrade runs each in turn
+        Tool(
+            "kserve",
+            "github.com/kserve/kserve",
+            version,
+            {"kserve-manager": "github.com/kserve/kserve/cmd/manager"},
+            replaces=_pinned_replaces("github.com/kserve/kserve", version),
+        )
+        for version in versions.KSERVE_ALL
     ),
     Tool(
         "prometheus",
@@ -235,15 +238,24 @@ def build_tool(tool: Tool, log: Callable[[str], None] = print) -> float:
     return time.monotonic() - start
 
 
-def binary(name: str) -> Path:
-    """Path of a cached binary by name; raises BuildError when it is not built."""
+def binary(name: str, version: str | None = None) -> Path:
+    """Path of a cached binary by name; raises BuildError when it is not built.
+
+    ``version`` picks one of several versions of a tool (KServe's controller); by default
+    the pin in :mod:`testbed.versions`.
+    """
     for tool in TOOLS:
-        if name in tool.packages:
+        if name in tool.packages and (version or _pinned(tool)) == tool.version:
             path = tool.bin_dir / name
             if not path.exists():
                 raise BuildError(f"{name} is not built yet: run `make binaries`")
             return path
     raise KeyError(name)
+
+
+def _pinned(tool: Tool) -> str:
+    """The version of ``tool`` used when none is asked for."""
+    return versions.KSERVE if tool.name == "kserve" else tool.version
 
 
 def agent_runtime_env() -> dict[str, str]:

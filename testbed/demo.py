@@ -19,11 +19,12 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from addon_agent.stacks import KSERVE
 from addon_api import constants as c
 from addon_api import tenancy
 from addon_cli import hub as cli_hub
 from addon_cli import views
-from testbed import build, chart, identities, upstream
+from testbed import build, chart, identities, upstream, versions
 from testbed.cluster import Cluster
 from testbed.fleet import Testbed
 from testbed.paths import cache_dir
@@ -280,19 +281,43 @@ def apply_examples(hub: Cluster, testbed: Testbed) -> None:
 
 
 def start_kserve_when_stack_ready(testbed: Testbed) -> Callable[[], None]:
-    """A poll step starting KServe's controller on each cluster once its stack is Available."""
+    """A poll step starting KServe's controller on each cluster once its stack is Available.
+
+    Once started, the controller follows the release of its Deployment's image (an upgrade
+    or downgrade of the stack replaces it, as a kubelet replaces the pod).
+    """
+    running: dict[str, str] = {}
 
     def step() -> None:
         for spoke in testbed.spokes:
             if "kserve-controller" in spoke.processes:
+                version = kserve_release(spoke)
+                if version and version != running.get(spoke.name):
+                    testbed.start_kserve_controller(spoke, version)
+                    running[spoke.name] = version
+                    print(f"[demo] KServe controller {version} runs for {spoke.name}", flush=True)
                 continue
             out = spoke.kubectl("get", "servingplatforms", "-o", "json", check=False)
             items = json.loads(out.stdout)["items"] if out.returncode == 0 else []
             if any((i.get("status") or {}).get("phase") == "Available" for i in items):
-                testbed.start_kserve_controller(spoke)
+                version = kserve_release(spoke) or versions.KSERVE
+                testbed.start_kserve_controller(spoke, version)
+                running[spoke.name] = version
                 print(f"[demo] KServe controller started for {spoke.name}", flush=True)
 
     return step
+
+
+def kserve_release(spoke: Cluster) -> str:
+    """The KServe release of the spoke's controller Deployment image.
+
+    "" when there is none, or its tag is not a release the testbed builds.
+    """
+    out = spoke.kubectl("get", "deployment", "-n", KSERVE.namespace, KSERVE.controller, "-o",
+                        'jsonpath={.spec.template.spec.containers[?(@.name=="manager")].image}',
+                        check=False)
+    tag = out.stdout.strip().rpartition(":")[2] if out.returncode == 0 else ""
+    return tag if tag in versions.KSERVE_ALL else ""
 
 
 def watch_until_ready(

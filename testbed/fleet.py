@@ -589,14 +589,22 @@ class Testbed:
         self._kserve[spoke.name] = controller
         return controller
 
-    def start_kserve_controller(self, spoke: Cluster) -> KServeController:
+    def start_kserve_controller(
+        self, spoke: Cluster, version: str | None = None
+    ) -> KServeController:
         """Run KServe's real controller manager for ``spoke`` outside the cluster (idempotent).
 
         The process is what the stack's controller pod would run, with that pod's
         ServiceAccount; the agent still installs the stack (the controller needs its
-        ``inferenceservice-config`` and its ServiceAccount and RBAC to start).
+        ``inferenceservice-config`` and its ServiceAccount and RBAC to start). ``version``
+        (default: the pin) is the release to run: a running controller of another release is
+        replaced, as a kubelet replaces the pod when the Deployment's image changes.
         """
         controller = self.kserve_controller(spoke)
+        wanted = str(binary("kserve-manager", version))
+        if controller.process.argv[0] != wanted:
+            controller.process.stop()
+            controller.process.argv[0] = wanted
         if not controller.process.alive():
             # The ServiceAccount and RBAC that the stack's bundle gives the controller's pod.
             spoke.identities["kserve-controller"] = identities.token_kubeconfig(

@@ -8,7 +8,7 @@ here rebuilds exactly what changed and nothing else.
 
 from __future__ import annotations
 
-from addon_agent.stacks import KSERVE_VERSION, MODELMESH_VERSION
+from addon_agent.stacks import KSERVE_VERSION, KSERVE_VERSIONS, MODELMESH_VERSION
 
 KUBERNETES = "v1.34.4"
 """kube-apiserver, kube-controller-manager, kube-scheduler (k8s.io/kubernetes)."""
@@ -30,6 +30,10 @@ HELM = "v3.19.0"
 
 KSERVE = KSERVE_VERSION
 """github.com/kserve/kserve: CRDs, controller manager (the agent's pin, not repeated here)."""
+
+KSERVE_ALL = KSERVE_VERSIONS
+"""Every KServe release the agent carries: the testbed builds each one's controller (an
+upgrade runs them in turn)."""
 
 MODELMESH = MODELMESH_VERSION
 """github.com/kserve/modelmesh-serving: CRDs (the agent's pin: the last release)."""

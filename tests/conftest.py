@@ -42,7 +42,7 @@ toolchain and its module cache (also behind the rendered bundles), or the runnin
 
 
 @pytest.fixture(scope="session")
-def built_binaries() -> Callable[[str], Path]:
+def built_binaries() -> Callable[..., Path]:
     """Path of a Go-built testbed binary by name (``built_binaries("helm")``).
 
     The binaries come from ``make binaries``; a missing one raises, naming that target.

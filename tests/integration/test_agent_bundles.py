@@ -240,10 +240,12 @@ def test_kind_off_the_allowlist_refuses_the_bundle(
 def test_pinned_bundles_hold_only_allowed_kinds(bundles: Path) -> None:
     from addon_agent import planning
     from addon_agent.bundle_render import RUNTIMES_FILE
-    from addon_agent.stacks import STACKS
+    from addon_agent.stacks import CARRIED
 
     seen = set()
-    for stack in STACKS.values():
+    assert {(s.platform, s.version) for s in CARRIED} == {
+        ("KServe", "v0.17.0"), ("KServe", "v0.20.0"), ("ModelMesh", "v0.12.0")}
+    for stack in CARRIED:  # every version the agent carries
         for name in (BUNDLE_FILE, RUNTIMES_FILE):
             path = bundle_path(bundles, stack) / name
             if path.is_file():

@@ -66,7 +66,7 @@ def test_install_to_available(spoke: Any, agent: AgentProcess) -> None:
     spoke.apply_objects([platform(NAME, SPEC)])
     status, seconds = timed(lambda: wait_phase(spoke, NAME, "Available", timeout=180))
     print(f"KServe install to Available: {seconds:.1f}s")
-    assert status["stackVersion"] == "v0.17.0"
+    assert status["stackVersion"] == KSERVE.version
     assert status["readyComponents"] == status["totalComponents"] == 1
     conditions = {c["type"]: c["status"] for c in status["conditions"]}
     assert conditions["Available"] == "True"

@@ -285,3 +285,16 @@ def test_default_policy_refuses_dev_flags_and_allows_every_namespace() -> None:
                and o["spec"]["template"]["spec"]["containers"][0]["args"][0] == "manager")
     args = " ".join(dep["spec"]["template"]["spec"]["containers"][0]["args"])
     assert "--allow-dev-flags" not in args and "--stack-owner-namespaces" not in args
+
+
+def test_modelmesh_is_warned_about_at_admission_with_the_apis_message() -> None:
+    from addon_api.platform import MODELMESH_DEPRECATED
+
+    objs = render()
+    policy = next(o for o in objs if o["kind"] == "ValidatingAdmissionPolicy")
+    binding = next(o for o in objs if o["kind"] == "ValidatingAdmissionPolicyBinding")
+    assert binding["spec"] == {"policyName": policy["metadata"]["name"],
+                               "validationActions": ["Warn"]}  # warns, refuses nothing
+    (rule,) = policy["spec"]["validations"]
+    assert rule["message"] == MODELMESH_DEPRECATED
+    assert policy["spec"]["failurePolicy"] == "Ignore"

@@ -49,6 +49,19 @@ def test_install_and_enable_on_cluster1(testbed: Testbed) -> None:
             == "Manual"
         )
 
+        # Asking for ModelMesh is admitted, with the chart's deprecation warning (once the
+        # API server has loaded the new policy).
+        def dry_run(platform: str) -> str:
+            return hub.kubectl(
+                "apply", "--dry-run=server", "-n", "default", "-f", "-", input=json.dumps({
+                    "apiVersion": c.API_VERSION, "kind": c.KIND_MODEL_SERVING,
+                    "metadata": {"name": platform.lower()},
+                    "spec": {"platform": platform, "placementRef": {"name": "p"}}})).stderr
+
+        warned = eventually(lambda: "Warning: platform ModelMesh is deprecated" in dry_run(
+            "ModelMesh"), timeout=30)
+        assert warned and "deprecated" not in dry_run("KServe")
+
         testbed.ensure_hub_controller("addon-manager")
         hub.apply_objects(
             [

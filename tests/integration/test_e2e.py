@@ -26,6 +26,7 @@ from typing import Any
 import pytest
 import yaml
 
+from addon_agent.stacks import KSERVE
 from addon_api import tenancy
 from testbed import demo, identities, observability
 from testbed.fleet import Testbed
@@ -315,7 +316,7 @@ def test_kserve_documented_sklearn_sample_runs_on_the_builtin_runtime(
         )["items"]
         pods = [d["spec"]["template"]["spec"] for d in predictor]
         images = {c["image"] for pod in pods for c in pod["containers"]}
-        assert "kserve/sklearnserver:v0.17.0" in images, images
+        assert f"kserve/sklearnserver:{KSERVE.version}" in images, images
         # The hub shows what KServe's controller reports, in the form the user guide gives.
         assert entries[spoke.name]["url"] == isvc["status"]["url"]
         assert isvc["status"]["url"] == f"http://{name}-models.example.com"

@@ -405,7 +405,7 @@ def test_a_runtime_rolls_out_per_decision_group_the_canary_group_first(fleet: Fl
         hub.kubectl("label", "managedcluster", cl, "ring=canary", "--overwrite")
     hub.apply_objects([_rings_placement()])
     work = naming.work_name(c.KIND_SERVING_RUNTIME, NS, RUNTIME)
-    _apply(hub, _runtime("docker.io/kserve/sklearnserver:v0.17.0"))
+    _apply(hub, _runtime("docker.io/kserve/sklearnserver:v0.20.0"))
     _complete_on(fleet, 1, None, "mcsr", RUNTIME)  # the first revision rolls out too
     assert all(e["ready"] for e in _entries(hub, "mcsr", RUNTIME).values())
     _apply(hub, _runtime("docker.io/kserve/sklearnserver:v0.17.1"))

@@ -115,7 +115,7 @@ def test_render_cache_is_keyed_by_how_bundles_are_rendered(
 
     def fake_render(out: Path) -> list[Path]:
         renders.append(out)
-        for stack in bundle_render.STACKS.values():
+        for stack in bundle_render.CARRIED:
             target = bundle_path(out, stack)
             target.mkdir(parents=True)
             (target / MANIFEST_FILE).write_text("{}")
@@ -126,9 +126,9 @@ def test_render_cache_is_keyed_by_how_bundles_are_rendered(
     assert first == tmp_path / bundle_render.render_key()
     assert (bundle_path(first, KSERVE) / MANIFEST_FILE).is_file()
     assert bundle_render.render_cached(tmp_path) == first and len(renders) == 1
-    changed = dict(bundle_render.STACKS)
-    changed["KServe"] = dataclasses.replace(KSERVE, runtimes="")
-    monkeypatch.setattr(bundle_render, "STACKS", changed)
+    changed = tuple(dataclasses.replace(s, runtimes="") if s.platform == "KServe" else s
+                    for s in bundle_render.CARRIED)
+    monkeypatch.setattr(bundle_render, "CARRIED", changed)
     second = bundle_render.render_cached(tmp_path)
     assert second != first and len(renders) == 2
     assert (bundle_path(first, KSERVE) / MANIFEST_FILE).is_file()

@@ -147,8 +147,9 @@ def test_platform_status_is_the_model_and_patches_every_field() -> None:
     assert isinstance(out, ServingPlatformStatus) and out.phase is Phase.AVAILABLE
     patch = out.to_patch()
     assert set(patch) == {"phase", "message", "observedGeneration", "readyComponents",
-                          "totalComponents", "stackVersion", "conditions"}
+                          "totalComponents", "stackVersion", "targetVersion", "conditions"}
     assert patch["phase"] == "Available" and type(patch["phase"]) is str
+    assert patch["targetVersion"] == ""  # written: clears an upgrade's target once done
     assert [c["type"] for c in patch["conditions"]] == ["Available", "Progressing", "Degraded"]
     assert {c["reason"] for c in patch["conditions"]} == {"AllComponentsAvailable"}
     assert ServingPlatformStatus.from_object(patch) == out  # what kopf reads back
@@ -202,3 +203,31 @@ def test_sealed_status_phase_and_conditions_follow_the_reason(
     degraded = "False" if delivered == "True" else "True"
     assert conds == {"Delivered": (delivered, str(reason)), "Degraded": (degraded, str(reason))}
     assert SealedStorageConnectionStatus.from_object(patch) == out
+
+
+def test_an_upgrade_waiting_for_its_controllers_says_from_where_to_where() -> None:
+    out = status.upgrading_status(
+        generation=4, source="v0.17.0", target="v0.20.0",
+        message="upgrading KServe v0.17.0 -> v0.20.0: CRDs applied; waiting for a",
+        deployments={"a": dep(True)},
+    )
+    assert (out.phase, out.stack_version, out.target_version) == (
+        Phase.UPGRADING, "v0.17.0", "v0.20.0")
+    conds = {c.type: (c.status, c.reason) for c in out.conditions}
+    assert conds == {"Available": ("True", "UpgradingControllers"),
+                     "Progressing": ("True", "UpgradingControllers"),
+                     "Degraded": ("False", "UpgradingControllers")}
+    # the old controller gone and the new one not yet up: not Available meanwhile
+    down = status.upgrading_status(generation=4, source="v0.17.0", target="v0.20.0",
+                                   message="m", deployments={"a": dep(False)})
+    assert {c.type: c.status for c in down.conditions}["Available"] == "False"
+
+
+def test_a_rollout_is_done_when_every_replica_is_new_and_available() -> None:
+    done = dep(True)
+    done["spec"] = {"replicas": 1}
+    done["status"].update(replicas=1, updatedReplicas=1)
+    assert status.deployment_rolled_out(done)
+    surge = {**done, "status": {**done["status"], "replicas": 2}}  # the old pod still there
+    assert not status.deployment_rolled_out(surge)
+    assert not status.deployment_rolled_out(dep(False)) and not status.deployment_rolled_out(None)

@@ -178,3 +178,26 @@ def test_status_watch_prints_on_change_and_wait_ready_exits_by_readiness(
     fake.reads, sleeps[:] = 0, []
     assert cli.main(["status", "-n", "team", "--wait-ready", "--interval=0.5"]) == 0
     assert sleeps == [0.5]  # not ready on the first read, ready on the second
+
+
+def test_a_cluster_mid_upgrade_shows_from_and_to() -> None:
+    from addon_manager.render import owner_labels
+
+    def work(cluster: str, **values: str) -> dict[str, Any]:
+        return {
+            "metadata": {"name": "w", "namespace": cluster, "annotations": {
+                c.ANNOTATION_RENDER_HASH: "h"},
+                "labels": owner_labels(c.KIND_MODEL_SERVING, "ns", "kserve")},
+            "spec": {"workload": {"manifests": [
+                {"kind": c.KIND_SERVING_PLATFORM, "spec": {"platform": "KServe"}}]}},
+            "status": {"resourceStatus": {"manifests": [{"statusFeedback": {"values": [
+                {"name": k, "fieldValue": {"type": "String", "string": v}}
+                for k, v in values.items()]}}]}},
+        }
+
+    got = explain.platforms([
+        work("c1", phase="Upgrading", stackVersion="v0.17.0", targetVersion="v0.20.0"),
+        work("c2", phase="Available", stackVersion="v0.20.0", targetVersion=""),
+    ])
+    assert got == {"c1": ("KServe", "Upgrading", "v0.17.0 -> v0.20.0"),
+                   "c2": ("KServe", "Available", "v0.20.0")}

@@ -13,6 +13,7 @@ import pytest
 
 from addon_api import constants as c
 from addon_api import sealing
+from addon_api.platform import MODELMESH_DEPRECATED
 from addon_manager import conflicts, naming
 from addon_manager.facts import ClusterFact, WorkFact, parse_work
 from addon_manager.reconcile import Reconciler
@@ -1042,3 +1043,23 @@ def test_a_changed_agent_key_stops_sealing_until_approved() -> None:
     reconcile()
     manifest = _sealed_manifest(hub, "c1")[0]
     assert open_sealed(reconciler, second, manifest)["access_key_id"] == "AK2"
+
+
+def test_a_modelmesh_stack_says_it_is_deprecated_and_keeps_working() -> None:
+    hub = FakeHub(placements={("ns", "p"): frozenset({"c1"})})
+    body = msv_body("mm", "2026-01-01T00:00:00Z")
+    body["spec"]["platform"] = "ModelMesh"
+    out = run(hub, c.KIND_MODEL_SERVING, body)
+    assert out.applied == 1  # installed as before
+    conds = {x["type"]: x for x in hub.statuses["mm"]["conditions"]}
+    assert (conds["Deprecated"]["status"], conds["Deprecated"]["reason"]) == (
+        "True", "PlatformDeprecated")
+    assert conds["Deprecated"]["message"] == MODELMESH_DEPRECATED
+    # Its time stays while it stays deprecated; a KServe stack has no such condition.
+    since = conds["Deprecated"]["lastTransitionTime"]
+    body["status"] = hub.statuses["mm"]
+    run(hub, c.KIND_MODEL_SERVING, body)
+    again = {x["type"]: x for x in hub.statuses["mm"]["conditions"]}
+    assert again["Deprecated"]["lastTransitionTime"] == since
+    run(hub, c.KIND_MODEL_SERVING, msv_body("kserve", "2026-01-01T00:00:00Z"))
+    assert "Deprecated" not in {x["type"] for x in hub.statuses["kserve"]["conditions"]}

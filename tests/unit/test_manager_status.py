@@ -628,3 +628,28 @@ def test_a_status_patch_nulls_what_the_rollout_no_longer_has() -> None:
     plain = IntentStatus()
     assert st.merge_patch_of(plain, plain.to_dict(), {"rollout": {"step": 1}})["rollout"] is None
     assert "rollout" not in st.merge_patch_of(plain, plain.to_dict(), {"phase": "Ready"})
+
+
+def test_a_stack_is_ready_only_once_the_agent_reported_on_the_latest_spec() -> None:
+    from addon_manager.reports import platform_report
+
+    kind = c.KIND_MODEL_SERVING
+    # the work agent applied generation 3 (spec.version changed); the agent's status is
+    # still the Available of generation 2
+    old = fact("c1", kind, phase="Available", observedGeneration=2, generation=3,
+               stackVersion="v0.17.0")
+    entry, category = platform_report(old, False)
+    assert category == "progressing" and not entry.ready
+    assert entry.message.startswith("the agent has not reported on generation 3 yet")
+    assert entry.version == "v0.17.0"
+    # the agent's upgrade in progress, then done
+    upgrading = fact("c1", kind, phase="Upgrading", observedGeneration=3, generation=3,
+                     stackVersion="v0.17.0", targetVersion="v0.20.0")
+    entry, category = platform_report(upgrading, False)
+    assert (entry.phase, entry.ready, category) == ("Upgrading", False, "progressing")
+    done = fact("c1", kind, phase="Available", observedGeneration=3, generation=3,
+                stackVersion="v0.20.0")
+    entry, category = platform_report(done, False)
+    assert (entry.ready, category, entry.version) == (True, "ready", "v0.20.0")
+    # an agent that reports no generation (older) is judged as before
+    assert platform_report(fact("c1", kind, phase="Available"), False)[1] == "ready"

@@ -1,0 +1,239 @@
+"""KServe upgraded and downgraded in place under a serving model (issue 19).
+
+One spoke with the add-on; its ModelServing first asks for the previous KServe pin
+(``spec.version: v0.17.0``) and a model serves on it. Changing ``spec.version`` to v0.20.0
+upgrades the stack in place: the CRDs first, then the controller (the testbed runs the
+release of the Deployment's image, as a kubelet would), then the configuration. Throughout,
+sampled every few hundred milliseconds, the InferenceService stays Ready on the cluster (as
+KServe's real controller reports it) and on the hub. Then the same back to v0.17.0, which
+keeps the newer CRDs (the older schema would prune fields); a version the agent does not carry
+is refused with a reason naming those it has, and leaves the stack and the model alone.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable, Iterator
+from typing import Any, cast
+
+import pytest
+import yaml
+from kubernetes import client
+
+from addon_agent.stacks import KSERVE
+from addon_api import constants as c
+from testbed import demo
+from testbed.fleet import Testbed
+from testbed.support.waiting import on_fleet
+
+NS = demo.NAMESPACE
+AGENT_NS = "model-serving-agent"
+MODEL = "iris-upgrade"
+PREVIOUS, CURRENT = KSERVE.versions[-2], KSERVE.version
+Fleet = tuple[Testbed, Callable[[], None]]
+ISVC_CRD = "inferenceservices.serving.kserve.io"
+STACK_VERSION = f"{c.GROUP}/stack-version"
+
+
+def _modelserving(version: str | None) -> dict[str, Any]:
+    body: dict[str, Any] = yaml.safe_load(
+        (demo.REPO / "examples" / "modelserving-kserve.yaml").read_text())
+    body["spec"].pop("overrides")
+    if version is not None:
+        body["spec"]["version"] = version
+    return body
+
+
+def _model() -> dict[str, Any]:
+    base: dict[str, Any] = yaml.safe_load(
+        (demo.REPO / "examples" / "inferenceservice.yaml").read_text())
+    base["metadata"]["name"] = MODEL
+    spec = base["spec"]
+    spec.pop("overrides")
+    spec.pop("storageConnections")
+    spec["template"]["predictor"]["model"]["storageUri"] = (
+        "gs://kfserving-examples/models/sklearn/1.0/model")
+    spec["template"]["predictor"]["model"].pop("runtime")  # KServe's built-in runtime
+    return base
+
+
+_CLIENTS: dict[str, Any] = {}
+
+
+def _client(cluster: Any) -> Any:
+    """One API client per cluster for the module (the samples read several times a second)."""
+    key = str(cluster.kubeconfig)
+    if key not in _CLIENTS:
+        _CLIENTS[key] = cluster.api_client()
+    return _CLIENTS[key]
+
+
+def _apply(bed: Testbed, obj: dict[str, Any]) -> None:
+    bed.hub.kubectl("apply", "-n", NS, "-f", "-", input=yaml.safe_dump(obj))
+
+
+@pytest.fixture(scope="module")
+def fleet(built_binaries: Callable[..., Any]) -> Iterator[Fleet]:
+    """One spoke; KServe at the previous pin; a model Ready on it."""
+    for version in KSERVE.versions:
+        built_binaries("kserve-manager", version)  # both controllers, or say which is missing
+    with demo.fleet(demo.Phases(), agent_namespace=AGENT_NS, spokes=1) as bed:
+        bed.bind_clusterset(NS)
+        bed.hub.kubectl("apply", "-n", NS, "-f", str(demo.REPO / "examples" / "placement.yaml"))
+        _apply(bed, _modelserving(PREVIOUS))
+        step = demo.start_kserve_when_stack_ready(bed)
+        on_fleet(bed, step, lambda: "kserve-controller" in bed.spokes[0].processes, 300)
+        _apply(bed, _model())
+        on_fleet(bed, step, lambda: _hub_model(bed).get("ready") and _spoke_model_ready(bed), 300)
+        yield bed, step
+        bed.cleanup()
+
+
+def _hub_entry(bed: Testbed, plural: str, name: str) -> dict[str, Any]:
+    body = cast(dict[str, Any], client.CustomObjectsApi(
+        _client(bed.hub)).get_namespaced_custom_object(c.GROUP, c.VERSION, NS, plural, name))
+    entries = (body.get("status") or {}).get("clusters") or []
+    return dict(entries[0]) if entries else {}
+
+
+def _hub_model(bed: Testbed) -> dict[str, Any]:
+    return _hub_entry(bed, "multiclusterinferenceservices", MODEL)
+
+
+def _hub_stack(bed: Testbed) -> dict[str, Any]:
+    return _hub_entry(bed, "modelservings", "kserve")
+
+
+def _spoke_model_ready(bed: Testbed) -> bool:
+    """KServe's Ready condition of the model's InferenceService on the spoke."""
+    isvc = cast(dict[str, Any], client.CustomObjectsApi(
+        _client(bed.spokes[0])).get_namespaced_custom_object(
+        "serving.kserve.io", "v1beta1", "models", "inferenceservices", MODEL))
+    conds = {x["type"]: x["status"] for x in (isvc.get("status") or {}).get("conditions") or []}
+    return conds.get("Ready") == "True"
+
+
+def _spoke_stack(bed: Testbed) -> dict[str, Any]:
+    """What the spoke runs: the platform's status, the controller's image and rollout, the
+    configuration's and the CRD's version labels, the model's serving image."""
+    spoke = bed.spokes[0]
+    apps = client.AppsV1Api(_client(spoke))
+    dep = apps.read_namespaced_deployment(KSERVE.controller, KSERVE.namespace).to_dict()
+    cm = client.CoreV1Api(_client(spoke)).read_namespaced_config_map(
+        "inferenceservice-config", KSERVE.namespace).to_dict()
+    crd = json.loads(spoke.kubectl("get", "crd", ISVC_CRD, "-o", "json").stdout)
+    platform = json.loads(spoke.kubectl("get", "servingplatforms", "-o", "json").stdout)["items"]
+    st = dep["status"]
+    model = apps.read_namespaced_deployment(f"{MODEL}-predictor", "models").to_dict()
+    return {
+        "model_image": next(x["image"] for x in model["spec"]["template"]["spec"]["containers"]
+                            if x["name"] == "kserve-container"),
+        "platform": (platform[0].get("status") or {}) if platform else {},
+        "image": next(x["image"] for x in dep["spec"]["template"]["spec"]["containers"]
+                      if x["name"] == "manager"),
+        "rolled_out": (st.get("observed_generation") == dep["metadata"]["generation"]
+                       and st.get("updated_replicas") == st.get("replicas")
+                       and (st.get("available_replicas") or 0) >= 1),
+        "config": (cm["metadata"]["labels"] or {}).get(STACK_VERSION),
+        "crd": crd["metadata"]["labels"].get(STACK_VERSION),
+        "canary_field": "canary" in crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"][
+            "properties"]["spec"]["properties"],
+    }
+
+
+def _change_version(fleet: Fleet, version: str | None, target: str,
+                    timeout: float = 300) -> list[dict[str, Any]]:
+    """Set ``spec.version``; sample until the cluster runs ``target`` everywhere the hub and
+    the spoke can tell, asserting at every sample that the model is Ready on the spoke (as
+    KServe's controller reports it) and on the hub, and that the configuration does not carry
+    the target version before the controller has rolled out at it."""
+    bed, step = fleet
+    _apply(bed, _modelserving(version))
+    samples: list[dict[str, Any]] = []
+    deadline = time.monotonic() + timeout
+    while True:
+        bed.check_processes()
+        step()  # the controller follows its Deployment's image, as a kubelet would
+        now = _spoke_stack(bed)
+        now["hub_stack"], now["hub_model"] = _hub_stack(bed), _hub_model(bed)
+        now["spoke_model_ready"] = _spoke_model_ready(bed)
+        samples.append(now)
+        assert now["spoke_model_ready"], f"KServe's Ready left the model: {samples[-3:]}"
+        assert now["hub_model"].get("ready"), f"the hub saw the model not ready: {samples[-3:]}"
+        if now["config"] == target:
+            assert now["image"].endswith(f":{target}") and now["rolled_out"], (
+                f"the configuration moved before the controller rolled out: {now}")
+        if _at(target, now):
+            return samples
+        assert time.monotonic() < deadline, f"not done in {timeout}s: {samples[-3:]}"
+        time.sleep(0.3)
+
+
+def _at(version: str, now: dict[str, Any]) -> bool:
+    """Whether a sample shows the stack at ``version`` on the spoke and on the hub."""
+    platform, hub = now["platform"], now["hub_stack"]
+    return bool(now["image"].endswith(f":{version}") and now["config"] == version
+                # the model's own Deployment rolled to the release's runtime image, by the
+                # release's controller
+                and now["model_image"] == f"kserve/sklearnserver:{version}"
+                and platform.get("phase") == "Available"
+                and platform.get("stackVersion") == version
+                and not platform.get("targetVersion")
+                and hub.get("ready") and hub.get("version") == version)
+
+
+def _agent_log(bed: Testbed) -> str:
+    return (bed.log_dir / f"{bed.spokes[0].name}-agent.log").read_text(errors="replace")
+
+
+def test_upgrade_to_the_current_pin_keeps_the_model_ready_throughout(fleet: Fleet) -> None:
+    bed, _ = fleet
+    before = _spoke_stack(bed)
+    assert before["image"].endswith(f":{PREVIOUS}") and before["crd"] == PREVIOUS
+    assert before["model_image"] == f"kserve/sklearnserver:{PREVIOUS}"
+    assert not before["canary_field"]  # the previous pin's schema
+    assert _hub_stack(bed).get("version") == PREVIOUS
+    samples = _change_version(fleet, CURRENT, CURRENT)
+    print(f"upgrade {PREVIOUS} -> {CURRENT}: {len(samples)} samples, model Ready in each")
+    after = samples[-1]
+    assert after["crd"] == CURRENT and after["canary_field"]
+    # The agent went through the controllers' step and said so.
+    assert f"upgrading KServe {PREVIOUS} -> {CURRENT}: CRDs applied" in _agent_log(bed)
+    # The controller now running is the new release's (started from its Deployment's image).
+    proc = bed.spokes[0].processes["kserve-controller"]
+    assert f"kserve-{CURRENT}" in proc.argv[0] and proc.alive()
+
+
+def test_downgrade_keeps_the_newer_crds_and_the_model_ready(fleet: Fleet) -> None:
+    bed, _ = fleet
+    samples = _change_version(fleet, PREVIOUS, PREVIOUS)
+    print(f"downgrade {CURRENT} -> {PREVIOUS}: {len(samples)} samples, model Ready in each")
+    after = samples[-1]
+    # The CRD keeps the newer schema: the older one would prune spec.canary from stored
+    # InferenceServices.
+    assert after["crd"] == CURRENT and after["canary_field"]
+    assert f"upgrading KServe {CURRENT} -> {PREVIOUS}" in _agent_log(bed)
+
+
+def test_a_version_the_agent_does_not_carry_is_refused_and_changes_nothing(
+    fleet: Fleet,
+) -> None:
+    bed, step = fleet
+    before = _spoke_stack(bed)
+    _apply(bed, _modelserving("v0.19.0"))
+
+    def refused() -> dict[str, Any] | None:
+        entry = _hub_stack(bed)
+        return entry if entry.get("phase") == "Degraded" else None
+
+    entry = on_fleet(bed, step, refused, 120)
+    assert "KServe v0.19.0 is not a version this agent carries" in entry["message"]
+    assert f"it has {', '.join(KSERVE.versions)}" in entry["message"]
+    assert not entry["ready"]
+    now = _spoke_stack(bed)
+    assert (now["image"], now["config"], now["crd"]) == (
+        before["image"], before["config"], before["crd"])
+    assert _spoke_model_ready(bed) and _hub_model(bed)["ready"]
+    # Back to the default (the current pin): an upgrade again, the model still serving.
+    _change_version(fleet, None, CURRENT)
