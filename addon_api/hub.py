@@ -90,6 +90,11 @@ class IntentSpec(ApiModel):
 class ModelServingSpec(PlatformSettings, IntentSpec):
     """Which serving platform runs on the clusters of a Placement, and how."""
 
+    rollout: Rollout | None = None
+    """How a change (a new spec.version, say) reaches the clusters (default: all at once).
+    A step passes once its clusters have the stack Available and every model on them
+    Ready; a step that fails rolls every cluster back to the stable revision."""
+
 
 class ModelServing(Resource):
     """A model serving platform (KServe or ModelMesh) for the clusters of a Placement.
@@ -114,6 +119,8 @@ class ModelServing(Resource):
             ),
             _READY,
             _PHASE,
+            _REVISION,
+            _ROLLOUT,
             AGE_COLUMN,
         ),
     )

@@ -11,7 +11,7 @@ executor reports into the intent's status. What each kind does differently comes
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any, cast
@@ -285,11 +285,12 @@ def _plan_clusters(out: Plan, intent: Resource, body: Mapping[str, Any], snap: S
     if settings is not None and not out.deleting:
         key = (spec.kind, ns, name)
         kept = {f.name: f for f in [*world.revisions_of(*key), *snap.recent.revisions.get(key, ())]}
+        health = {cl: world.cluster_health(cl) for cl in wanted}
         out.rollout = progressive.plan_rollout(
             spec.kind, intent, body, settings, wanted, existing, kept.values(),
-            world.placement_groups(ns, placement),
-            {cl: world.cluster_health(cl) for cl in wanted}, snap.now, snap.stale_after,
-            snap.gates.get(key))
+            world.placement_groups(ns, placement), health, snap.now, snap.stale_after,
+            snap.gates.get(key),
+            held_back=_models_not_ready(world, wanted, health, snap) if spec.owns_stack else None)
     desired: dict[str, render.RenderedWork] = {}
     contexts: dict[int, prepare.Context] = {}
     for cl in sorted(wanted):
@@ -370,6 +371,32 @@ def _plan_cluster(
         going = ordering.platform_going(_stack_works(snap.world, cl))
     out.inputs[cl] = st.ClusterInput(cl, work=work, platform_going=going)
     return rw
+
+
+def _models_not_ready(world: World, clusters: Iterable[str],
+                      health: Mapping[str, ClusterFact | None], snap: Snapshot
+                      ) -> dict[str, str]:
+    """Per cluster, the first model (or runtime) on it that is not Ready.
+
+    A stack's rollout step waits for every intent that holds the stack there, not only for
+    the stack itself.
+    """
+    out: dict[str, str] = {}
+    for cl in clusters:
+        for kind in STACK_HOLDERS:
+            for work in world.works_on(cl, kind):
+                if work.deleting:
+                    continue
+                _, category = st.cluster_status(
+                    kind, st.ClusterInput(cl, work=work, health=health.get(cl)),
+                    now=snap.now, stale_after=snap.stale_after)
+                if category != "ready":
+                    out[cl] = (f"{kind} {work.intent_namespace}/{work.intent_name} is not "
+                               "Ready on the cluster")
+                    break
+            if cl in out:
+                break
+    return out
 
 
 def _plan_revision(

@@ -71,8 +71,13 @@ def _undo(annotations: Mapping[str, str], target: int) -> int | None:
 
 
 def cluster_state(kind: str, cluster: str, work: WorkFact | None, health: ClusterFact | None,
-                  group: tuple[str, int], now: datetime, stale_after: float) -> ClusterState:
-    """One cluster as the rollout sees it: its work's revision, Ready, or its failure."""
+                  group: tuple[str, int], now: datetime, stale_after: float,
+                  held_back: str = "") -> ClusterState:
+    """One cluster as the rollout sees it: its work's revision, Ready, or its failure.
+
+    ``held_back`` says why the cluster is not Ready although its own work is (a stack's
+    step also waits for every model on the cluster to be Ready).
+    """
     if work is None or work.deleting:
         return ClusterState(cluster, group=group[0], group_index=group[1])
     entry, category = st.cluster_status(kind, st.ClusterInput(cluster, work=work, health=health),
@@ -82,7 +87,7 @@ def cluster_state(kind: str, cluster: str, work: WorkFact | None, health: Cluste
     fresh = work.revision is None or str(work.value(REVISION_FEEDBACK)) == str(work.revision)
     failure = f"{entry.reason}: {entry.message}" if fresh and category == "failed" else ""
     return ClusterState(cluster, work.revision, has_work=True,
-                        ready=fresh and category == "ready", failure=failure,
+                        ready=fresh and category == "ready" and not held_back, failure=failure,
                         group=group[0], group_index=group[1])
 
 
@@ -103,12 +108,17 @@ def plan_rollout(
     clusters: Iterable[str], existing: Mapping[str, WorkFact], kept: Iterable[RevisionFact],
     groups: Mapping[str, tuple[str, int]], health: Mapping[str, ClusterFact | None],
     now: datetime, stale_after: float, metric: MetricAnswer | None = None,
+    held_back: Mapping[str, str] | None = None,
 ) -> RolloutPlan:
-    """Decide the rollout of one intent over ``clusters`` (see the module docstring)."""
+    """Decide the rollout of one intent over ``clusters`` (see the module docstring).
+
+    ``held_back``: per cluster, why it is not Ready although the intent's own work is.
+    """
     kept = list(kept)
     revs = revisions.resolve(kind, body, kept)
+    held = held_back or {}
     states = [cluster_state(kind, cl, existing.get(cl), health.get(cl), groups.get(cl, ("", 0)),
-                            now, stale_after) for cl in sorted(clusters)]
+                            now, stale_after, held.get(cl, "")) for cl in sorted(clusters)]
     annotations = (body.get("metadata") or {}).get("annotations") or {}
     decision = rollout.decide(rollout.Inputs(
         settings, revs.target, states, now, _previous(body), frozenset(revs.known),

@@ -111,14 +111,18 @@ def _invalid_after_overrides(cluster: str, err: ValidationError) -> RenderError:
 def cluster_spec(
     spec: dict[str, Any], overrides: list[Override], cluster: str, labels: dict[str, str]
 ) -> dict[str, Any]:
-    """The intent spec as sent to ``cluster``: overrides applied in order, routing removed."""
+    """The intent spec as sent to ``cluster``: overrides applied in order, routing removed.
+
+    Routing is which clusters (placementRef, overrides) and how a change reaches them
+    (rollout).
+    """
     out: dict[str, Any] = copy.deepcopy(spec)
     for override in overrides:
         if override.selects(cluster, labels):
             patched = merge_patch(out, override.patch)
             out = patched if isinstance(patched, dict) else {}
-    out.pop("placementRef", None)
-    out.pop("overrides", None)
+    for routing in ("placementRef", "overrides", "rollout"):
+        out.pop(routing, None)
     return out
 
 

@@ -26,6 +26,7 @@ import yaml
 from kubernetes import client
 from prometheus_client import CollectorRegistry, Gauge, start_http_server
 
+from addon_agent.stacks import KSERVE
 from addon_api import constants as c
 from addon_manager import naming
 from addon_manager.facts import WorkFact, parse_work
@@ -94,7 +95,8 @@ def _api(hub: Any) -> client.CustomObjectsApi:
     return _CLIENTS[key]
 
 
-PLURALS = {"mcisvc": "multiclusterinferenceservices", "mcsr": "multiclusterservingruntimes"}
+PLURALS = {"mcisvc": "multiclusterinferenceservices", "mcsr": "multiclusterservingruntimes",
+           "msv": "modelservings"}
 
 
 def _get(hub: Any, plural: str, name: str) -> dict[str, Any]:
@@ -194,6 +196,7 @@ def _complete_on(fleet: Fleet, revision: int, history: History | None = None,
 
 
 CANARY_WORK = naming.work_name(ISVC, NS, CANARY)
+STACK_WORK = naming.work_name(c.KIND_MODEL_SERVING, NS, "kserve")
 
 
 def test_a_good_change_reaches_four_clusters_one_at_a_time(fleet: Fleet) -> None:
@@ -421,3 +424,52 @@ def test_a_runtime_rolls_out_per_decision_group_the_canary_group_first(fleet: Fl
         "docker.io/kserve/sklearnserver:v0.17.1"}
     hub.kubectl("delete", "mcsr", RUNTIME, "-n", NS)
     _until(fleet, lambda: _works(hub, work) == {})
+
+
+def test_a_stack_upgrade_goes_one_cluster_at_a_time_while_the_models_stay_ready(
+    fleet: Fleet,
+) -> None:
+    """ModelServing rollouts (issue 19): the stack at the previous KServe pin everywhere at
+    once, then back to the current pin progressively: a cluster's stack moves only once every
+    cluster before it has its stack Available on the new version and its model Ready, and the
+    model stays Ready on the hub throughout."""
+    hub = fleet[0].hub
+    previous, current = KSERVE.versions[-2], KSERVE.version
+    model = _model("All")
+    model["metadata"]["name"] = "steady"
+    _apply(hub, model)
+    _until(fleet, lambda: len(_entries(hub, name="steady")) == 4 and all(
+        e["ready"] for e in _entries(hub, name="steady").values()))
+    stack: dict[str, Any] = yaml.safe_load(
+        (demo.REPO / "examples" / "modelserving-kserve.yaml").read_text())
+    stack["spec"]["version"] = previous
+    _apply(hub, stack)  # all at once: no rollout yet
+
+    def versions() -> dict[str, str]:
+        return {cl: str(w.value("stackVersion") or "") for cl, (w, _) in
+                _works(hub, STACK_WORK).items() if w.value("phase") == "Available"}
+
+    _until(fleet, lambda: versions() == dict.fromkeys(CLUSTERS, previous), timeout=300)
+    stack["spec"]["version"] = current
+    stack["spec"]["rollout"] = {"strategy": "Progressive", "maxConcurrency": 1,
+                                "minSuccessTime": "3s", "progressDeadline": "180s"}
+    _apply(hub, stack)
+
+    def stack_ready(w: WorkFact) -> bool:
+        return w.value("phase") == "Available" and w.value("stackVersion") == current
+
+    history = History(STACK_WORK, stack_ready)
+
+    def done() -> dict[str, Any] | None:
+        history.sample(hub, 1)
+        models = _entries(hub, name="steady")
+        assert all(e["ready"] for e in models.values()), f"a model left Ready: {models}"
+        roll = _rollout(hub, "msv", "kserve")
+        return roll if (roll.get("phase"), roll.get("stableRevision")) == ("Complete", 1) else None
+
+    roll = _until(fleet, done, timeout=400)
+    assert roll["steps"] == 4 and sorted(history.order(1)) == list(CLUSTERS)
+    assert versions() == dict.fromkeys(CLUSTERS, current)
+    entries = _entries(hub, "msv", "kserve")
+    assert {e["version"] for e in entries.values()} == {current}
+    hub.kubectl("delete", "mcisvc", "steady", "-n", NS)

@@ -197,3 +197,61 @@ def test_a_partitioned_cluster_in_the_step_counts_as_not_ready() -> None:
     del hub.health["c1"]  # back: its (unchanged) report counts again
     step(rec, hub, body(hub, "s3://models/v1", 1))
     assert revisions_on(hub)["c2"] == 1
+
+
+def _stack_body(hub: FakeHub, version: str, generation: int) -> dict[str, Any]:
+    return {
+        "apiVersion": c.API_VERSION, "kind": c.KIND_MODEL_SERVING,
+        "metadata": {"name": "kserve", "namespace": "ns", "generation": generation,
+                     "uid": "uid-kserve", "creationTimestamp": "2026-01-01T00:00:00Z"},
+        "spec": {"platform": "KServe", "placementRef": {"name": "p"}, "version": version,
+                 "rollout": {"strategy": "Progressive", "minSuccessTime": "0s"}},
+        "status": hub.statuses.get("kserve"),
+    }
+
+
+def test_a_stack_upgrade_steps_on_only_once_the_models_on_the_cluster_are_ready() -> None:
+    """ModelServing rollouts: a step's cluster needs its stack Available on the new revision
+    and every model on it Ready; a model that went not Ready holds the rollout there."""
+    hub = FakeHub(placements={("ns", "p"): frozenset(CLUSTERS)})
+    rec = Reconciler(hub, hub, admin=OPEN_POLICY)
+    stack = naming.work_name(c.KIND_MODEL_SERVING, "ns", "kserve")
+
+    def report(version: str, models_ready: dict[str, bool]) -> None:
+        for (cl, name), work in list(hub.works.items()):
+            if name == stack:
+                hub.works[(cl, name)] = replace(work, applied="True", feedback=(
+                    ("phase", "Available"), ("revision", str(work.revision)),
+                    ("stackVersion", version)))
+        for cl, ok in models_ready.items():
+            hub.works[(cl, WORK)] = replace(
+                hub.works[(cl, WORK)], applied="True", available="True",
+                feedback=(("ready", "True" if ok else "False"),))
+
+    def on(version: int) -> list[str]:
+        return sorted(cl for cl in CLUSTERS if hub.works[(cl, stack)].revision == version)
+
+    asyncio.run(rec.reconcile(c.KIND_MODEL_SERVING, _stack_body(hub, "v0.17.0", 1)))
+    for _ in CLUSTERS:  # revision 1 everywhere, one step at a time
+        report("v0.17.0", {})
+        asyncio.run(rec.reconcile(c.KIND_MODEL_SERVING, _stack_body(hub, "v0.17.0", 1)))
+    assert on(1) == list(CLUSTERS)
+    # A model on every cluster.
+    asyncio.run(rec.reconcile(KIND, body(hub, "s3://models/v1", 1, strategy="All")))
+    report("v0.17.0", dict.fromkeys(CLUSTERS, True))
+    # The upgrade: revision 2 reaches c1 only.
+    asyncio.run(rec.reconcile(c.KIND_MODEL_SERVING, _stack_body(hub, "v0.20.0", 2)))
+    assert on(2) == ["c1"]
+    # c1's stack is Available on it, but the model there is not Ready: the step holds.
+    report("v0.20.0", {"c1": False})
+    asyncio.run(rec.reconcile(c.KIND_MODEL_SERVING, _stack_body(hub, "v0.20.0", 2)))
+    assert on(2) == ["c1"]
+    assert hub.statuses["kserve"]["rollout"]["phase"] == "Progressing"
+    # The model Ready again: c2 next.
+    report("v0.20.0", {"c1": True})
+    asyncio.run(rec.reconcile(c.KIND_MODEL_SERVING, _stack_body(hub, "v0.20.0", 2)))
+    assert on(2) == ["c1", "c2"]
+    assert hub.bodies[("c2", stack)]["spec"]["workload"]["manifests"][0]["spec"][
+        "version"] == "v0.20.0"
+    assert hub.bodies[("c3", stack)]["spec"]["workload"]["manifests"][0]["spec"][
+        "version"] == "v0.17.0"
