@@ -58,9 +58,11 @@ def test_install_and_enable_on_cluster1(testbed: Testbed) -> None:
                     "metadata": {"name": platform.lower()},
                     "spec": {"platform": platform, "placementRef": {"name": "p"}}})).stderr
 
-        warned = eventually(lambda: "Warning: platform ModelMesh is deprecated" in dry_run(
-            "ModelMesh"), timeout=30)
-        assert warned and "deprecated" not in dry_run("KServe")
+        warned = eventually(lambda: (lambda err: err if "Warning:" in err and (
+            "platform ModelMesh is deprecated" in err) else None)(dry_run("ModelMesh")),
+            timeout=30)
+        assert "model-serving-modelmesh-deprecated" in warned, warned
+        assert "deprecated" not in dry_run("KServe")
 
         testbed.ensure_hub_controller("addon-manager")
         hub.apply_objects(
