@@ -311,12 +311,16 @@ def start_kserve_when_stack_ready(testbed: Testbed) -> Callable[[], None]:
 def kserve_release(spoke: Cluster) -> str:
     """The KServe release of the spoke's controller Deployment image.
 
-    "" when there is none, or its tag is not a release the testbed builds.
+    "" when there is none, or its tag is not a release the testbed builds. Read in process
+    (``get -o json``): the fleet's poll steps call this for every spoke on every poll.
     """
     out = spoke.kubectl("get", "deployment", "-n", KSERVE.namespace, KSERVE.controller, "-o",
-                        'jsonpath={.spec.template.spec.containers[?(@.name=="manager")].image}',
-                        check=False)
-    tag = out.stdout.strip().rpartition(":")[2] if out.returncode == 0 else ""
+                        "json", check=False)
+    if out.returncode != 0:
+        return ""
+    containers = json.loads(out.stdout)["spec"]["template"]["spec"]["containers"]
+    image = next((str(x.get("image", "")) for x in containers if x.get("name") == "manager"), "")
+    tag = image.rpartition(":")[2]
     return tag if tag in versions.KSERVE_ALL else ""
 
 
