@@ -178,6 +178,8 @@ def test_printer_columns(clusters: dict[str, Cluster], hub_namespace: str) -> No
         "STATE",
         "READY",
         "PHASE",
+        "REVISION",
+        "ROLLOUT",
         "AGE",
     ]
     assert header(hub, "sconn", "-n", hub_namespace) == ["NAME", "TYPE", "READY", "PHASE", "AGE"]
