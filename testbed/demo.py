@@ -18,6 +18,9 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
+
+import yaml
 
 from addon_agent.stacks import KSERVE
 from addon_api import constants as c
@@ -264,6 +267,22 @@ def wait_verify_key(bed: Testbed, timeout: float = 90) -> str:
                 f"the manager did not publish its seal verify key within {timeout:.0f} s"
             )
         time.sleep(0.5)
+
+
+def public_model(name: str) -> dict[str, Any]:
+    """The example MultiClusterInferenceService as ``name``, on KServe's public sklearn sample.
+
+    KServe's built-in runtime serves it; no overrides, no StorageConnection.
+    """
+    base: dict[str, Any] = yaml.safe_load((REPO / "examples" / "inferenceservice.yaml").read_text())
+    base["metadata"]["name"] = name
+    spec = base["spec"]
+    spec.pop("overrides")
+    spec.pop("storageConnections")
+    model = spec["template"]["predictor"]["model"]
+    model["storageUri"] = "gs://kfserving-examples/models/sklearn/1.0/model"
+    model.pop("runtime")
+    return base
 
 
 def apply_examples(hub: Cluster, testbed: Testbed) -> None:

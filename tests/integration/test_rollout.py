@@ -64,15 +64,8 @@ def _until(fleet: Fleet, check: Callable[[], Any], timeout: float = 240) -> Any:
 
 
 def _model(strategy: str = "Progressive", **predictor: Any) -> dict[str, Any]:
-    base: dict[str, Any] = yaml.safe_load(
-        (demo.REPO / "examples" / "inferenceservice.yaml").read_text())
-    base["metadata"]["name"] = CANARY
+    base = demo.public_model(CANARY)
     spec = base["spec"]
-    spec.pop("overrides")
-    spec.pop("storageConnections")
-    spec["template"]["predictor"]["model"]["storageUri"] = (
-        "gs://kfserving-examples/models/sklearn/1.0/model")
-    spec["template"]["predictor"]["model"].pop("runtime")  # KServe's built-in runtime
     spec["template"]["predictor"].update(predictor)
     spec["rollout"] = {"strategy": strategy, "maxConcurrency": 1, "minSuccessTime": "3s",
                        "progressDeadline": "90s"}

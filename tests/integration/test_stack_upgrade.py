@@ -45,19 +45,6 @@ def _modelserving(version: str | None) -> dict[str, Any]:
     return body
 
 
-def _model() -> dict[str, Any]:
-    base: dict[str, Any] = yaml.safe_load(
-        (demo.REPO / "examples" / "inferenceservice.yaml").read_text())
-    base["metadata"]["name"] = MODEL
-    spec = base["spec"]
-    spec.pop("overrides")
-    spec.pop("storageConnections")
-    spec["template"]["predictor"]["model"]["storageUri"] = (
-        "gs://kfserving-examples/models/sklearn/1.0/model")
-    spec["template"]["predictor"]["model"].pop("runtime")  # KServe's built-in runtime
-    return base
-
-
 _CLIENTS: dict[str, Any] = {}
 
 
@@ -84,7 +71,7 @@ def fleet(built_binaries: Callable[..., Any]) -> Iterator[Fleet]:
         _apply(bed, _modelserving(PREVIOUS))
         step = demo.start_kserve_when_stack_ready(bed)
         on_fleet(bed, step, lambda: "kserve-controller" in bed.spokes[0].processes, 300)
-        _apply(bed, _model())
+        _apply(bed, demo.public_model(MODEL))
         on_fleet(bed, step, lambda: _hub_model(bed).get("ready") and _spoke_model_ready(bed), 300)
         yield bed, step
         bed.cleanup()
