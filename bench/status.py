@@ -31,6 +31,7 @@ from bench.common import (
     log,
     parallel,
     quiesce,
+    scrape,
     settled,
     summary,
     table,
@@ -53,6 +54,7 @@ def change(
     """Report ``values`` on every work; wait until every summary counts N in ``field``."""
     custom = client.CustomObjectsApi(api)
     before = writes(mgr, "patch-status")
+    spent_before, count_before = reconciles(mgr)
     jobs = [(cl, name) for name in isvcs for cl in clusters]
 
     def one(job: tuple[str, str]) -> None:
@@ -68,13 +70,28 @@ def change(
     wait_for(done, 900, f"all {field}", interval=0.2)
     reflected = time.monotonic() - start
     status_writes = writes(mgr, "patch-status") - before
+    spent, count = (a - b for a, b in zip(reconciles(mgr), (spent_before, count_before),
+                                          strict=True))
+    mean = spent / count if count else 0.0
     log(f"{field}: patches {patched:.1f}s, reflected {reflected:.1f}s, "
-        f"{status_writes:.0f} status writes")
+        f"{status_writes:.0f} status writes, {count:.0f} reconciles of {mean:.2f}s on average")
     return [
         f"{len(clusters):,}", str(len(isvcs)), f"all {field}", f"{len(jobs):,}",
         f"{patched:.1f}", f"{reflected:.1f}", f"{reflected - patched:.1f}",
-        f"{status_writes:.0f}", f"{status_writes / len(isvcs):.1f}",
+        f"{status_writes:.0f}", f"{status_writes / len(isvcs):.1f}", f"{count:.0f}",
+        f"{mean:.2f}",
     ]
+
+
+def reconciles(mgr: Manager) -> tuple[float, float]:
+    """(seconds, count) of the manager's MultiClusterInferenceService reconciles so far.
+
+    What the status's delay after the last feedback is made of: at most ``--min-interval``
+    (1 s) of the daemon's pause after its last write, then one such reconcile.
+    """
+    kind = 'kind="MultiClusterInferenceService"'
+    return (scrape(mgr, "model_serving_reconcile_duration_seconds_sum", kind),
+            scrape(mgr, "model_serving_reconcile_duration_seconds_count", kind))
 
 
 def main() -> None:
@@ -93,7 +110,7 @@ def main() -> None:
     print("\n" + table(
         ["clusters", "intents", "change", "work status patches", "patching s",
          "reflected s (from first patch)", "after last patch s", "status writes",
-         "status writes per intent"],
+         "status writes per intent", "reconciles", "mean reconcile s"],
         rows,
     ), flush=True)
 
