@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from addon_agent.stacks import KSERVE_VERSION, KSERVE_VERSIONS, MODELMESH_VERSION
 
-KUBERNETES = "v1.34.4"
+KUBERNETES = "v1.34.12"
 """kube-apiserver, kube-controller-manager, kube-scheduler (k8s.io/kubernetes)."""
 
 ETCD = "v3.6.6"
