@@ -15,6 +15,7 @@ from typing import Any
 import yaml
 
 from addon_agent import labels as lb
+from addon_agent import pod_security
 from addon_agent.stacks import KSERVE, MODELMESH, Stack
 from addon_api import constants as c
 from addon_api.platform import ComponentSpec, KServeOptions, ModelMeshOptions
@@ -36,6 +37,8 @@ CLUSTER_SCOPED_KINDS = frozenset(
     }
 )
 WEBHOOK_KINDS = frozenset({"MutatingWebhookConfiguration", "ValidatingWebhookConfiguration"})
+POD_OWNERS = frozenset({"Deployment", "StatefulSet", "DaemonSet"})
+"""Kinds whose pod template the agent makes Pod Security ``restricted``."""
 SERVING_GROUP = "serving.kserve.io"
 RUNTIME_KINDS = frozenset({"ServingRuntime", "ClusterServingRuntime"})
 CERT_MANAGER_GROUP = "cert-manager.io"
@@ -513,6 +516,10 @@ def plan(
             and stack.platform == KSERVE.platform
         ):
             configure_kserve(obj, spec)
+        if obj["kind"] in POD_OWNERS:
+            pod_security.restrict(obj["spec"]["template"]["spec"])
+        if obj["kind"] == "Namespace":
+            meta["labels"] = {**(meta.get("labels") or {}), **pod_security.NAMESPACE_LABELS}
         if obj["kind"] == "Deployment":
             name = meta["name"]
             component = spec.components.get(name)

@@ -256,6 +256,33 @@ def test_pinned_bundles_hold_only_allowed_kinds(bundles: Path) -> None:
     assert bundle_source.ALLOWED_KINDS - seen == {("serving.kserve.io", "ServingRuntime")}
 
 
+def test_every_pod_of_every_carried_stack_passes_pod_security_restricted(bundles: Path) -> None:
+    """What OpenShift's restricted-v2 and Pod Security ``restricted`` admit: every pod template
+    the agent installs, of every stack and version it carries, with the default settings."""
+    from addon_agent import planning, pod_security
+    from addon_agent.bundle_render import RUNTIMES_FILE
+    from addon_agent.stacks import CARRIED
+    from addon_api.spoke import ServingPlatformSpec
+
+    for stack in CARRIED:
+        directory = bundle_path(bundles, stack)
+        text = (directory / BUNDLE_FILE).read_text()
+        objects = planning.parse_bundle(text)
+        if (directory / RUNTIMES_FILE).is_file():
+            objects += planning.parse_bundle((directory / RUNTIMES_FILE).read_text())
+        spec = ServingPlatformSpec.model_validate({"platform": stack.platform,
+                                                   "version": stack.version})
+        plan = planning.plan(objects, spec, stack, planning.ClusterFacts())
+        pods = {o["metadata"]["name"]: o["spec"]["template"]["spec"] for o in plan.objects
+                if o["kind"] in planning.POD_OWNERS}
+        assert pods, stack
+        assert {n: pod_security.violations(p) for n, p in pods.items()} == {
+            n: [] for n in pods}, (stack.platform, stack.version)
+        namespaces = [o for o in plan.objects if o["kind"] == "Namespace"]
+        assert namespaces and all(o["metadata"]["labels"].get(
+            "pod-security.kubernetes.io/enforce") == "restricted" for o in namespaces), stack
+
+
 def test_bad_uri_is_reported(spoke: Any, agent: AgentProcess) -> None:
     spoke.apply_objects([with_manifests("file:///does/not/exist")])
     status = wait_phase(spoke, NAME, "Degraded", timeout=60)

@@ -72,6 +72,18 @@ def test_install_to_available(spoke: Any, agent: AgentProcess) -> None:
     assert conditions["Available"] == "True"
 
 
+def test_the_stack_namespace_enforces_restricted_pods(spoke: Any, agent: AgentProcess) -> None:
+    """The controller's pod was admitted under Pod Security ``restricted`` (the Deployment is
+    Available, above); an unsafe pod in the same namespace is refused by the API server."""
+    ns = get(spoke, "namespace", "kserve")
+    assert ns["metadata"]["labels"]["pod-security.kubernetes.io/enforce"] == "restricted"
+    refused = spoke.kubectl("run", "unsafe", "-n", "kserve", "--image=busybox",
+                            "--privileged", "--restart=Never", check=False)
+    assert refused.returncode != 0
+    assert 'violates PodSecurity "restricted:latest"' in refused.stderr, refused.stderr
+    assert "privileged" in refused.stderr
+
+
 def test_builtin_runtimes_installed_as_rendered(
     spoke: Any, bundles: Path, agent: AgentProcess
 ) -> None:

@@ -298,3 +298,16 @@ def test_modelmesh_is_warned_about_at_admission_with_the_apis_message() -> None:
     (rule,) = policy["spec"]["validations"]
     assert rule["message"] == MODELMESH_DEPRECATED
     assert policy["spec"]["failurePolicy"] == "Ignore"
+
+
+def test_the_manager_and_agent_pods_pass_pod_security_restricted() -> None:
+    from addon_agent import pod_security
+
+    objs = render()
+    pods = {o["metadata"]["name"]: o["spec"]["template"]["spec"] for o in objs
+            if o["kind"] == "Deployment"}
+    pods |= {f"agent/{m['metadata']['name']}": m["spec"]["template"]["spec"]
+             for m in _agent_manifests(objs) if m["kind"] == "Deployment"}
+    assert len(pods) == 2, sorted(pods)
+    assert {name: pod_security.violations(pod) for name, pod in pods.items()} == {
+        name: [] for name in pods}
