@@ -43,6 +43,11 @@ CANARY = "canary"
 ISVC = c.KIND_INFERENCE_SERVICE
 RUNTIME = "rings-runtime"
 Fleet = tuple[Testbed, Callable[[], None]]
+SAMPLED_SUCCESS = "10s"
+"""minSuccessTime of the rollouts whose every step the tests sample (History): a step's
+clusters stay Ready this long before the next step starts, longer than the gaps between two
+samples on a loaded machine (with 3s, a CI run once saw a whole step pass between two samples,
+and the test could not tell that it had waited)."""
 
 
 @pytest.fixture(scope="module")
@@ -390,7 +395,7 @@ def _runtime(image: str) -> dict[str, Any]:
     base["spec"]["placementRef"] = {"name": "rings"}
     base["spec"]["template"]["containers"][0]["image"] = image
     base["spec"]["rollout"] = {"strategy": "ProgressivePerGroup", "mandatoryGroups": ["canary"],
-                               "maxConcurrency": 2, "minSuccessTime": "3s"}
+                               "maxConcurrency": 2, "minSuccessTime": SAMPLED_SUCCESS}
     return base
 
 
@@ -445,7 +450,7 @@ def test_a_stack_upgrade_goes_one_cluster_at_a_time_while_the_models_stay_ready(
     _until(fleet, lambda: versions() == dict.fromkeys(CLUSTERS, previous), timeout=300)
     stack["spec"]["version"] = current
     stack["spec"]["rollout"] = {"strategy": "Progressive", "maxConcurrency": 1,
-                                "minSuccessTime": "3s", "progressDeadline": "180s"}
+                                "minSuccessTime": SAMPLED_SUCCESS, "progressDeadline": "240s"}
     _apply(hub, stack)
 
     def stack_ready(w: WorkFact) -> bool:
