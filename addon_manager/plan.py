@@ -381,22 +381,14 @@ def _models_not_ready(world: World, clusters: Iterable[str],
     A stack's rollout step waits for every intent that holds the stack there, not only for
     the stack itself.
     """
-    out: dict[str, str] = {}
-    for cl in clusters:
-        for kind in STACK_HOLDERS:
-            for work in world.works_on(cl, kind):
-                if work.deleting:
-                    continue
-                _, category = st.cluster_status(
-                    kind, st.ClusterInput(cl, work=work, health=health.get(cl)),
-                    now=snap.now, stale_after=snap.stale_after)
-                if category != "ready":
-                    out[cl] = (f"{kind} {work.intent_namespace}/{work.intent_name} is not "
-                               "Ready on the cluster")
-                    break
-            if cl in out:
-                break
-    return out
+    def first_not_ready(cl: str) -> str | None:
+        return next((f"{kind} {w.intent_namespace}/{w.intent_name} is not Ready on the cluster"
+                     for kind in STACK_HOLDERS for w in world.works_on(cl, kind)
+                     if not w.deleting and st.cluster_status(
+                         kind, st.ClusterInput(cl, work=w, health=health.get(cl)),
+                         now=snap.now, stale_after=snap.stale_after)[1] != "ready"), None)
+
+    return {cl: why for cl in clusters if (why := first_not_ready(cl))}
 
 
 def _plan_revision(
