@@ -13,6 +13,7 @@ import asyncio
 import contextlib
 import datetime
 import logging
+import time
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -637,6 +638,7 @@ def _register_intent(spec: KindSpec) -> None:
         await state.works_ready_for(key)  # never plan from an empty store
         while not stopped:
             wake.clear()
+            started = time.monotonic()
             if (spec.seals and settings.secrets is not None
                     and kinds.secrets_named(body.get("spec") or {})):
                 await settings.secrets.settled(str(namespace))  # its namespace's watch
@@ -659,7 +661,7 @@ def _register_intent(spec: KindSpec) -> None:
             if outcome.conflicts and outcome.status_written:
                 kopf.event(body, type="Warning", reason="Conflict",
                            message="another ModelServing serves " + ", ".join(outcome.conflicts))
-            await asyncio.sleep(settings.min_interval)
+            await asyncio.sleep(outcome.pause(started, settings.min_interval, time.monotonic()))
             # A work waiting for its work agent turns stale by the clock alone, and the grace of
             # a cluster that left while unavailable ends by the clock: look again then.
             timeout = min(settings.resync, (outcome.recheck_after or settings.resync) + 1)

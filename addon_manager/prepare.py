@@ -37,7 +37,7 @@ class Context:
     """Pins, approvals and the hash key (read only: a new pin is returned, not recorded)."""
     namespace: str
     name: str
-    specs: render.SpecMemo = field(default_factory=dict)
+    specs: render.SpecMemo = field(default_factory=render.SpecMemo)
     """The intent's cluster specs, by the overrides that select a cluster (this plan's)."""
 
 

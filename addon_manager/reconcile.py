@@ -42,6 +42,8 @@ class Outcome:
     deleted: int = 0
     errors: int = 0
     status_written: bool = False
+    status_sent_at: float | None = None
+    """Monotonic time the status write was sent (None: nothing written)."""
     phase_before: str = ""
     phase_after: str = ""
     conflicts: list[str] = field(default_factory=list)
@@ -57,6 +59,17 @@ class Outcome:
     they go if nothing changes."""
     events: list[tuple[str, str, str]] = field(default_factory=list)
     """(type, reason, message) of Events to post on the intent (rollout steps)."""
+
+    def pause(self, started: float, min_interval: float, now: float) -> float:
+        """Seconds to wait before the intent's next reconcile (monotonic times).
+
+        ``min_interval`` from when this reconcile sent its status write, or from its start
+        when it wrote none: at most one status write (and one reconcile) per interval, while
+        feedback that came during the write or the plan is not kept waiting a whole interval
+        more.
+        """
+        since = self.status_sent_at if self.status_sent_at is not None else started
+        return max(0.0, since + min_interval - now)
 
 
 STEP_ENDS = {"RolloutStepPassed": "Passed", "RolloutRolledBack": "RolledBack",
@@ -251,8 +264,10 @@ class Reconciler:
         out.phase_after = new.phase
         if st.comparable(new_dict) == st.comparable(old):
             return
+        patch = st.merge_patch_of(new, new_dict, old)
+        out.status_sent_at = time.monotonic()
         await self.writer.patch_status(c.GROUP, c.VERSION, todo.spec.plural, todo.namespace,
-                                       todo.name, st.merge_patch_of(new, new_dict, old))
+                                       todo.name, patch)
         out.status_written = True
 
     async def write_deletion_blocked(

@@ -14,7 +14,7 @@ from __future__ import annotations
 import copy
 import json
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from pydantic import ValidationError
@@ -126,22 +126,49 @@ def cluster_spec(
     return out
 
 
-SpecMemo = dict[tuple[int, ...], dict[str, Any]]
-"""One intent's validated cluster specs by the overrides that select a cluster: clusters that
-the same overrides select get the same spec, validated once (a memo for one plan; the specs
-in it are shared by the works rendered from them and never modified)."""
+Selection = tuple[int, ...]
+"""Which of an intent's overrides select a cluster (their indexes, in order)."""
+
+
+@dataclass(frozen=True)
+class WorkTemplate:
+    """The work of every cluster that one selection of overrides gives, but its namespace.
+
+    ``prefix`` and ``suffix`` are the canonical JSON of the work (as hashed) around the
+    cluster's name, so a cluster's render hash costs one SHA-256, not a JSON encoding.
+    """
+
+    body: dict[str, Any]
+    manifests_bytes: int
+    prefix: bytes
+    suffix: bytes
+
+
+@dataclass
+class SpecMemo:
+    """One plan's memo for one intent: what clusters the same overrides select share.
+
+    ``specs``: the validated cluster spec, computed once; ``works``: the work template (see
+    :class:`WorkTemplate`). Both are shared by the works rendered from them and never
+    modified.
+    """
+
+    specs: dict[Selection, dict[str, Any]] = field(default_factory=dict)
+    works: dict[Selection, WorkTemplate | None] = field(default_factory=dict)
+    """None: the work cannot be templated (its content holds the placeholder itself)."""
 
 
 def _memoized(
     memo: SpecMemo | None, overrides: list[Override], cluster: str, labels: dict[str, str],
     compute: Callable[[], dict[str, Any]],
-) -> dict[str, Any]:
+) -> tuple[Selection | None, dict[str, Any]]:
+    """(the cluster's selection, its spec); no selection without a memo."""
     if memo is None:
-        return compute()
+        return None, compute()
     key = tuple(i for i, o in enumerate(overrides) if o.selects(cluster, labels))
-    if key not in memo:
-        memo[key] = compute()  # a RenderError (it names the cluster) is not kept
-    return memo[key]
+    if key not in memo.specs:
+        memo.specs[key] = compute()  # a RenderError (it names the cluster) is not kept
+    return key, memo.specs[key]
 
 
 def validated_cluster_spec(
@@ -158,7 +185,7 @@ def validated_cluster_spec(
     of clusters the same overrides select is computed once.
     """
     return _memoized(memo, intent.spec.overrides, cluster, labels,
-                     lambda: _validated_cluster_spec(intent, cluster, labels))
+                     lambda: _validated_cluster_spec(intent, cluster, labels))[1]
 
 
 def _validated_cluster_spec(
@@ -254,15 +281,80 @@ def _work(
     sealed_spec: StorageConnectionSpec | None = None,
     field: str = "spec",
     hash_key: bytes = b"",
+    shared: tuple[SpecMemo, Selection] | None = None,
 ) -> RenderedWork:
-    size = len(json.dumps(manifests, separators=(",", ":")).encode())
+    """The work carrying ``manifests`` to ``cluster``, hashed.
+
+    With ``shared`` (the plan's memo and the cluster's selection of overrides; only for works
+    whose manifests depend on nothing else of the cluster), the work is built from the
+    selection's :class:`WorkTemplate`: the same body and hash, without encoding it again.
+    """
+    wname = work_name or naming.work_name(kind, namespace, name)
+    if shared is not None and not hash_key:
+        memo, key = shared
+        if key not in memo.works:
+            memo.works[key] = _template(kind, namespace, name, wname, manifests, configs)
+        templated = _from_template(shared, cluster, field)
+        if templated is not None:
+            return templated
+    _check_size(len(json.dumps(manifests, separators=(",", ":")).encode()), cluster, field)
+    body = _work_body(kind, namespace, name, wname, cluster, manifests, configs)
+    digest = keyed_canonical_hash(hash_key, body) if hash_key else canonical_hash(body)
+    body["metadata"]["annotations"][c.ANNOTATION_RENDER_HASH] = digest
+    return RenderedWork(wname, cluster, body, digest, seal_inputs, sealed_spec)
+
+
+def _from_template(shared: tuple[SpecMemo, Selection] | None, cluster: str,
+                  field: str = "spec") -> RenderedWork | None:
+    """The work of ``cluster`` from its selection's template.
+
+    None: no template yet, or none possible; the caller renders the work in full (which makes
+    the template).
+    """
+    if shared is None:
+        return None
+    memo, key = shared
+    template = memo.works.get(key)
+    if template is None:
+        return None
+    _check_size(template.manifests_bytes, cluster, field)
+    digest = short_hash(template.prefix + json.dumps(cluster).encode() + template.suffix,
+                        length=32)
+    meta = {**template.body["metadata"], "namespace": cluster,
+            "annotations": {c.ANNOTATION_RENDER_HASH: digest}}
+    return RenderedWork(meta["name"], cluster, {**template.body, "metadata": meta}, digest)
+
+
+_CLUSTER_PLACEHOLDER = "\x00cluster\x00"
+"""Stands for the cluster's name in a :class:`WorkTemplate` (NUL bytes: no cluster name and
+hardly any spec has them; a template whose content does is not made)."""
+
+
+def _template(kind: str, namespace: str, name: str, wname: str,
+              manifests: list[dict[str, Any]], configs: list[dict[str, Any]],
+              ) -> WorkTemplate | None:
+    body = _work_body(kind, namespace, name, wname, _CLUSTER_PLACEHOLDER, manifests, configs)
+    canonical = json.dumps(body, sort_keys=True, separators=(",", ":")).encode()
+    parts = canonical.split(json.dumps(_CLUSTER_PLACEHOLDER).encode())
+    if len(parts) != 2:
+        return None
+    del body["metadata"]["namespace"]
+    return WorkTemplate(body, len(json.dumps(manifests, separators=(",", ":")).encode()),
+                        parts[0], parts[1])
+
+
+def _check_size(size: int, cluster: str, field: str) -> None:
     if size > MAX_MANIFESTS_BYTES:
         raise RenderError(
             f"{field}: the ManifestWork for {cluster} would carry {size} bytes of manifests,"
             f" more than the {MAX_MANIFESTS_BYTES} OCM accepts"
         )
-    wname = work_name or naming.work_name(kind, namespace, name)
-    body: dict[str, Any] = {
+
+
+def _work_body(kind: str, namespace: str, name: str, wname: str, cluster: str,
+               manifests: list[dict[str, Any]], configs: list[dict[str, Any]],
+               ) -> dict[str, Any]:
+    return {
         "apiVersion": WORK_API_VERSION,
         "kind": "ManifestWork",
         "metadata": {
@@ -277,9 +369,6 @@ def _work(
             "manifestConfigs": configs,
         },
     }
-    digest = keyed_canonical_hash(hash_key, body) if hash_key else canonical_hash(body)
-    body["metadata"]["annotations"][c.ANNOTATION_RENDER_HASH] = digest
-    return RenderedWork(wname, cluster, body, digest, seal_inputs, sealed_spec)
 
 
 REVISION_FEEDBACK = "revision"
@@ -327,7 +416,10 @@ def render_model_serving(
         except ValidationError as err:
             raise _invalid_after_overrides(cluster, err) from err
 
-    spec = _memoized(memo, intent.spec.overrides, cluster, labels, platform_spec)
+    key, spec = _memoized(memo, intent.spec.overrides, cluster, labels, platform_spec)
+    templated = _from_template(_shared(memo, key), cluster)
+    if templated is not None:
+        return templated
     platform = {
         "apiVersion": c.API_VERSION,
         "kind": c.KIND_SERVING_PLATFORM,
@@ -340,7 +432,8 @@ def render_model_serving(
     config = _ssa_config(
         c.GROUP, "servingplatforms", naming.SERVING_PLATFORM_NAME, "", SERVING_PLATFORM_FEEDBACK
     )
-    return _work(c.KIND_MODEL_SERVING, ns, name, cluster, [platform], [config])
+    return _work(c.KIND_MODEL_SERVING, ns, name, cluster, [platform], [config],
+                 shared=_shared(memo, key))
 
 
 def render_serving_runtime(
@@ -349,7 +442,11 @@ def render_serving_runtime(
 ) -> RenderedWork:
     """The KServe ServingRuntime work of a MultiClusterServingRuntime for one cluster."""
     ns, name = str(intent.metadata.namespace), str(intent.metadata.name)
-    spec = validated_cluster_spec(intent, cluster, labels, memo)
+    key, spec = _memoized(memo, intent.spec.overrides, cluster, labels,
+                          lambda: _validated_cluster_spec(intent, cluster, labels))
+    templated = _from_template(_shared(memo, key), cluster, "spec.template")
+    if templated is not None:
+        return templated
     target = str(spec["targetNamespace"])
     runtime = {
         "apiVersion": "serving.kserve.io/v1alpha1",
@@ -365,7 +462,8 @@ def render_serving_runtime(
         "serving.kserve.io", "servingruntimes", name, target, SERVING_RUNTIME_FEEDBACK
     )
     return _work(
-        c.KIND_SERVING_RUNTIME, ns, name, cluster, [runtime], [config], field="spec.template"
+        c.KIND_SERVING_RUNTIME, ns, name, cluster, [runtime], [config], field="spec.template",
+        shared=_shared(memo, key),
     )
 
 
@@ -375,7 +473,11 @@ def render_inference_service(
 ) -> RenderedWork:
     """The KServe InferenceService work of a MultiClusterInferenceService for one cluster."""
     ns, name = str(intent.metadata.namespace), str(intent.metadata.name)
-    spec = validated_cluster_spec(intent, cluster, labels, memo)
+    key, spec = _memoized(memo, intent.spec.overrides, cluster, labels,
+                          lambda: _validated_cluster_spec(intent, cluster, labels))
+    templated = _from_template(_shared(memo, key), cluster, "spec.template")
+    if templated is not None:
+        return templated
     target = str(spec["targetNamespace"])
     mode = str(spec["deploymentMode"])
     isvc = {
@@ -393,8 +495,13 @@ def render_inference_service(
         "serving.kserve.io", "inferenceservices", name, target, INFERENCE_SERVICE_FEEDBACK
     )
     return _work(
-        c.KIND_INFERENCE_SERVICE, ns, name, cluster, [isvc], [config], field="spec.template"
+        c.KIND_INFERENCE_SERVICE, ns, name, cluster, [isvc], [config], field="spec.template",
+        shared=_shared(memo, key),
     )
+
+
+def _shared(memo: SpecMemo | None, key: Selection | None) -> tuple[SpecMemo, Selection] | None:
+    return (memo, key) if memo is not None and key is not None else None
 
 
 def seal_placeholder(inputs: SealInputs, spec: StorageConnectionSpec) -> str:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import json
+import time
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -16,7 +17,7 @@ from addon_api import sealing
 from addon_api.platform import MODELMESH_DEPRECATED
 from addon_manager import conflicts, naming
 from addon_manager.facts import ClusterFact, WorkFact, parse_work
-from addon_manager.reconcile import Reconciler
+from addon_manager.reconcile import Outcome, Reconciler
 from addon_manager.secrets import parse_secret
 from tests.unit.fake_hub import OPEN_POLICY, FakeHub
 
@@ -1063,3 +1064,29 @@ def test_a_modelmesh_stack_says_it_is_deprecated_and_keeps_working() -> None:
     assert again["Deprecated"]["lastTransitionTime"] == since
     run(hub, c.KIND_MODEL_SERVING, msv_body("kserve", "2026-01-01T00:00:00Z"))
     assert "Deprecated" not in {x["type"] for x in hub.statuses["kserve"]["conditions"]}
+
+
+def test_the_pause_counts_from_the_status_write_or_from_the_start_without_one() -> None:
+    """At most one status write per interval, counted from when the write was sent: feedback
+    that came while the status was being written waits the rest of the interval, no more."""
+    wrote = Outcome(status_written=True, status_sent_at=100.4)
+    assert wrote.pause(started=100.0, min_interval=1.0, now=100.5) == pytest.approx(0.9)
+    assert wrote.pause(started=100.0, min_interval=1.0, now=101.6) == 0.0
+    idle = Outcome()
+    assert idle.pause(started=100.0, min_interval=1.0, now=100.3) == pytest.approx(0.7)
+
+
+def test_a_status_write_records_when_it_was_sent() -> None:
+    hub = FakeHub(placements={("ns", "p"): frozenset({"c1"})})
+    platform_ready(hub, "c1")
+    reconciler = Reconciler(hub, hub, admin=OPEN_POLICY)
+    before = time.monotonic()
+    out = asyncio.run(reconciler.reconcile(c.KIND_INFERENCE_SERVICE, isvc_body()))
+    assert out.status_written and out.status_sent_at is not None
+    assert before <= out.status_sent_at <= time.monotonic()
+    again = asyncio.run(reconciler.reconcile(c.KIND_INFERENCE_SERVICE,
+                                             isvc_body(hub.statuses["iris"])))
+    asyncio.run(reconciler.reconcile(c.KIND_INFERENCE_SERVICE, isvc_body(hub.statuses["iris"])))
+    still = asyncio.run(reconciler.reconcile(c.KIND_INFERENCE_SERVICE,
+                                             isvc_body(hub.statuses["iris"])))
+    assert again.status_written and not still.status_written and still.status_sent_at is None

@@ -452,3 +452,58 @@ def test_render_hash_of_a_sealed_work_is_keyed() -> None:
     assert render.canonical_hash(unkeyed) != a.render_hash
     with pytest.raises(render.RenderError, match="render-hash key"):
         render.render_storage_connection(sconn(), "c1", {}, _inputs(key, hash_key=b""))
+
+
+OVERRIDDEN = [
+    {"clusterNames": ["cluster2"], "patch": {"template": {"predictor": {"minReplicas": 2}}}},
+    {"clusterSelector": {"matchLabels": {"env": "prod"}}, "patch": {"targetNamespace": "prod"}},
+]
+CLUSTERS: list[tuple[str, dict[str, str]]] = [
+    ("cluster1", {}), ("cluster2", {}), ("cluster3", {"env": "prod"}), ("cluster4", {}),
+    ('odd"name\\ü', {"env": "prod"}), ("cluster2", {"env": "prod"}),
+]
+
+
+@pytest.mark.parametrize("make", [
+    lambda: render.render_inference_service, lambda: render.render_serving_runtime,
+    lambda: render.render_model_serving,
+])
+def test_works_from_a_shared_memo_equal_those_rendered_alone(make: Any) -> None:
+    """A plan renders each cluster's work from its overrides' template: the same body and hash
+    as a work rendered on its own, for every selection of overrides and any cluster name."""
+    fn = make()
+    intent = {render.render_inference_service: isvc, render.render_serving_runtime: mcsr,
+              render.render_model_serving: msv}[fn]
+    overrides = [{**o, "patch": {}} if fn is not render.render_inference_service else o
+                 for o in OVERRIDDEN]
+    subject = intent(overrides=overrides)
+    memo = render.SpecMemo()
+    for cluster, labels in CLUSTERS:
+        alone = fn(subject, cluster, labels)
+        shared = fn(subject, cluster, labels, memo)
+        assert (shared.body, shared.render_hash) == (alone.body, alone.render_hash)
+        assert shared.body["metadata"]["namespace"] == cluster
+    assert len(memo.works) == len({tuple(i for i, o in enumerate(subject.spec.overrides)
+                                         if o.selects(cl, lb)) for cl, lb in CLUSTERS})
+    assert all(t is not None for t in memo.works.values())
+
+
+def test_a_spec_holding_the_template_placeholder_is_rendered_alone_and_the_same() -> None:
+    subject = isvc(template={"predictor": {"minReplicas": 1, "annotations": {
+        "x": render._CLUSTER_PLACEHOLDER}}})
+    memo = render.SpecMemo()
+    shared = render.render_inference_service(subject, "c1", {}, memo)
+    alone = render.render_inference_service(subject, "c1", {})
+    assert memo.works == {(): None}
+    assert (shared.body, shared.render_hash) == (alone.body, alone.render_hash)
+
+
+def test_an_oversized_template_is_a_render_error_from_a_shared_memo_too() -> None:
+    big = mcsr(template={
+        "containers": [{"name": "c", "image": "img:1", "args": ["x" * 600_000]}],
+        "supportedModelFormats": [{"name": "sklearn"}],
+    })
+    memo = render.SpecMemo()
+    for cluster in ("c1", "c2"):
+        with pytest.raises(render.RenderError, match=f"for {cluster} would carry"):
+            render.render_serving_runtime(big, cluster, {}, memo)
