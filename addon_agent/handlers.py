@@ -18,6 +18,7 @@ from addon_agent import (
     metrics,
     namespace_waits,
     namespaces,
+    ownership,
     removal,
     tenancy,
 )
@@ -28,7 +29,7 @@ from addon_agent.installer import ISVC_API, Installer, NotReady, Upgrading
 from addon_agent.kube import Kube, api_client_for
 from addon_agent.login import connection_info
 from addon_agent.planning import Plan
-from addon_agent.stacks import UnknownVersion
+from addon_agent.stacks import STACKS, UnknownVersion
 from addon_api import constants as c
 from addon_api.base import plain
 from addon_api.reasons import SEALED_WAITS, SealedReason
@@ -103,9 +104,19 @@ class Agent:
             if spec.management_state == "Removed":
                 self._remove(name, spec.force, generation, previous)
                 return
+            if spec.management_state == "Unmanaged":
+                self._serve_unmanaged(name, spec, generation, previous)
+                return
             try:
                 plan = self.installer.build_plan(spec)
                 self.upgrading.discard(name)
+                found = self.installer.find_installation(plan.stack)
+                mark = found.owner()
+                if mark is not None:  # another operator's stack: nothing is changed
+                    refused = ownership.refused_status(found, mark, generation, previous)
+                    log.info("%s: %s", name, refused.message)
+                    self._write_platform_status(name, refused)
+                    return
                 self.installer.install(plan)
             except UnknownVersion as err:
                 self._write_platform_status(
@@ -166,6 +177,29 @@ class Agent:
             log.info("%s: %s (%s)", name, status.phase, status.message[:200])
             self._write_platform_status(name, status)
             self._record_metrics(spec.platform, status, plan.controllers())
+
+    def _serve_unmanaged(self, name: str, spec: ServingPlatformSpec, generation: int | None,
+                         previous: list[dict[str, Any]]) -> None:
+        """``Unmanaged``: check the stack someone else installed; change nothing of it.
+
+        The serving namespaces are still the agent's to enable. What an earlier Managed
+        install of the agent left is kept as it is (not reconciled, not removed).
+        """
+        found = self.installer.find_installation(STACKS[spec.platform])
+        check = ownership.unmanaged_status(found, generation, previous)
+        namespaces.reconcile(
+            self.kube,
+            spec.serving_namespaces,
+            spec.platform,
+            spec.monitoring.prometheus_subject()
+            if spec.monitoring and spec.monitoring.enabled
+            else None,
+        )
+        self.plans.pop(name, None)
+        log.info("%s: %s (%s)", name, check.status.phase, check.status.message[:200])
+        self._write_platform_status(name, check.status)
+        metrics.record_platform(spec.platform, check.status.phase is Phase.AVAILABLE,
+                                check.components)
 
     def _owner(self) -> str | None:
         return st.owning_platform(self.kube.list(f"{c.GROUP}/{c.VERSION}", c.KIND_SERVING_PLATFORM))

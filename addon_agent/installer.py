@@ -14,12 +14,12 @@ from typing import Any
 
 from kubernetes.client.exceptions import ApiException
 
-from addon_agent import bundle_source, certs, planning, removal, status
+from addon_agent import bundle_source, certs, ownership, planning, removal, status
 from addon_agent import labels as lb
 from addon_agent.crd_cache import CrdCache
 from addon_agent.kube import Kube
 from addon_agent.planning import ClusterFacts, Plan
-from addon_agent.stacks import release, select
+from addon_agent.stacks import Stack, release, select
 from addon_api.spoke import ServingPlatformSpec, ServingPlatformStatus
 
 log = logging.getLogger(__name__)
@@ -107,11 +107,27 @@ class Installer:
         return ClusterFacts(
             cert_manager=self._crd_established("certificates.cert-manager.io"),
             prometheus_operator=self._crd_established("servicemonitors.monitoring.coreos.com"),
+            service_ca=self._crd_established("servicecas.operator.openshift.io"),
         )
 
     def _crd_established(self, name: str) -> bool:
         # A GET of the CRD, not discovery: the discovery cache may lag behind CRD changes.
         return status.condition_true(self.crds.get(name), "Established")
+
+    def find_installation(self, stack: Stack) -> ownership.Installation:
+        """What of ``stack`` the cluster runs, whoever installed it.
+
+        Its key CRD, its controller Deployments in any namespace and their namespace's
+        configuration ConfigMap (see :mod:`addon_agent.ownership`).
+        """
+        crd = self.kube.get("apiextensions.k8s.io/v1", "CustomResourceDefinition",
+                            ownership.KEY_CRDS[stack.platform])
+        deployments = self.kube.list("apps/v1", "Deployment",
+                                     field_selector=f"metadata.name={stack.controller}")
+        configs = [cm for ns in sorted({d["metadata"].get("namespace") for d in deployments})
+                   if (cm := self.kube.get("v1", "ConfigMap", ownership.CONFIGS[stack.platform],
+                                           ns)) is not None]
+        return ownership.installation(stack, [crd] if crd else [], deployments, configs)
 
     def build_plan(self, spec: ServingPlatformSpec) -> Plan:
         """The desired objects for ``spec`` (webhook certificates included)."""

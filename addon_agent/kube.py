@@ -142,12 +142,15 @@ class Kube:
         *,
         namespace: str | None = None,
         label_selector: str | None = None,
+        field_selector: str | None = None,
     ) -> list[Obj]:
         """Objects of a kind (all namespaces unless ``namespace``)."""
         res = self.resource(api_version, kind)
         kwargs: dict[str, Any] = {}
         if label_selector:
             kwargs["label_selector"] = label_selector
+        if field_selector:
+            kwargs["field_selector"] = field_selector
         if res.namespaced and namespace:
             kwargs["namespace"] = namespace
         try:

@@ -15,7 +15,7 @@ from typing import Any
 import yaml
 
 from addon_agent import labels as lb
-from addon_agent import pod_security
+from addon_agent import pod_security, profiles
 from addon_agent.stacks import KSERVE, MODELMESH, Stack
 from addon_api import constants as c
 from addon_api.platform import ComponentSpec, KServeOptions, ModelMeshOptions
@@ -60,6 +60,9 @@ class ClusterFacts:
     """cert-manager's Certificate CRD is served."""
     prometheus_operator: bool = False
     """prometheus-operator's ServiceMonitor CRD is served."""
+    service_ca: bool = False
+    """OpenShift's service CA operator runs (its ServiceCA CRD is served): webhook serving
+    certificates come from it when cert-manager is not there (:func:`use_service_ca`)."""
 
 
 @dataclass(frozen=True)
@@ -322,7 +325,7 @@ def configure_kserve(config_map: Obj, spec: ServingPlatformSpec) -> Obj:
 def modelmesh_extras(spec: ServingPlatformSpec, namespace: str) -> list[Obj]:
     """``model-serving-config`` and, for the built-in etcd, etcd plus its connection Secret."""
     options = spec.modelmesh
-    pods = options.pods_per_runtime if options else 2
+    pods = profiles.pods_per_runtime(spec)
     config = {
         "apiVersion": "v1",
         "kind": "ConfigMap",
@@ -498,17 +501,17 @@ def plan(
     if not runtimes_wanted(spec, stack):
         objects = [o for o in objects if not is_runtime(o)]
     extra: list[Obj] = []
+    served: list[CertRequest] = []
     for obj in objects:
         meta = obj.setdefault("metadata", {})
         if group_of(obj) == CERT_MANAGER_GROUP and not facts.cert_manager:
             if obj["kind"] == "Certificate":
-                result.certificates.append(
-                    CertRequest(
-                        namespace=meta.get("namespace", stack.namespace),
-                        secret_name=obj["spec"]["secretName"],
-                        dns_names=tuple(obj["spec"].get("dnsNames") or [obj["spec"]["commonName"]]),
-                    )
+                request = CertRequest(
+                    namespace=meta.get("namespace", stack.namespace),
+                    secret_name=obj["spec"]["secretName"],
+                    dns_names=tuple(obj["spec"].get("dnsNames") or [obj["spec"]["commonName"]]),
                 )
+                (served if facts.service_ca else result.certificates).append(request)
             continue
         if (
             obj["kind"] == "ConfigMap"
@@ -516,8 +519,12 @@ def plan(
             and stack.platform == KSERVE.platform
         ):
             configure_kserve(obj, spec)
+            if profiles.single_node(spec):
+                profiles.fit_kserve_config(obj.setdefault("data", {}))
         if obj["kind"] in POD_OWNERS:
             pod_security.restrict(obj["spec"]["template"]["spec"])
+            if profiles.single_node(spec):
+                profiles.fit_workload(obj, spec.components.get(meta.get("name", "")))
         if obj["kind"] == "Namespace":
             meta["labels"] = {**(meta.get("labels") or {}), **pod_security.NAMESPACE_LABELS}
         if obj["kind"] == "Deployment":
@@ -552,8 +559,44 @@ def plan(
             extra.append(monitor)
         if agent_metrics is not None:
             extra += agent_monitoring(*agent_metrics)
+    if served:
+        result.objects = use_service_ca(result.objects, served)
     result.objects = order(label(o, stack) for o in result.objects + extra)
     return result
+
+
+SERVING_CERT_ANNOTATION = "service.beta.openshift.io/serving-cert-secret-name"
+INJECT_CA_ANNOTATION = "service.beta.openshift.io/inject-cabundle"
+
+
+def use_service_ca(objects: list[Obj], requests: list[CertRequest]) -> list[Obj]:
+    """Webhook certificates from OpenShift's service CA instead of cert-manager or the agent.
+
+    Each certificate's Service (the first DNS name, ``NAME.NAMESPACE.svc``) asks the service
+    CA for a serving certificate in the certificate's Secret (which the service CA creates, so
+    a Secret of that name in the bundle is left out); every webhook configuration and CRD
+    with a conversion webhook asks for the service CA's bundle to be injected.
+    """
+    wanted: dict[tuple[str, str], str] = {}
+    for request in requests:
+        name, _, rest = request.dns_names[0].partition(".")
+        namespace = rest.split(".", 1)[0] or request.namespace
+        wanted[(namespace, name)] = request.secret_name
+    secrets = {(r.namespace, r.secret_name) for r in requests}
+    out: list[Obj] = []
+    for obj in objects:
+        meta = obj.setdefault("metadata", {})
+        where = (meta.get("namespace", ""), meta.get("name", ""))
+        if obj["kind"] == "Secret" and where in secrets:
+            continue
+        if obj["kind"] == "Service" and where in wanted:
+            meta.setdefault("annotations", {})[SERVING_CERT_ANNOTATION] = wanted[where]
+        if obj["kind"] in WEBHOOK_KINDS or (
+                obj["kind"] == "CustomResourceDefinition"
+                and ((obj.get("spec") or {}).get("conversion") or {}).get("strategy") == "Webhook"):
+            meta.setdefault("annotations", {})[INJECT_CA_ANNOTATION] = "true"
+        out.append(obj)
+    return out
 
 
 def inject_ca_bundle(objects: list[Obj], ca_bundle_b64: str) -> list[Obj]:

@@ -319,6 +319,9 @@ class ClusterStatus(ApiModel):
     """Human-readable details."""
     url: Annotated[str, Field(max_length=2048)] = ""
     """Where the model is served on that cluster (InferenceServices only)."""
+    external_url: Annotated[str, Field(max_length=2048)] = ""
+    """Where callers outside the cluster reach the model (InferenceServices with
+    spec.exposure, once the cluster's router admitted the Route)."""
     model_state: Annotated[str, Field(max_length=64)] = ""
     """Active model state reported by KServe (InferenceServices only), e.g. Loaded."""
     version: Annotated[str, Field(max_length=64)] = ""

@@ -366,6 +366,35 @@ def _modelmesh_field_rule(name: str) -> Cel:
     )
 
 
+RouteTermination = Literal["Edge", "None"]
+
+
+class Exposure(ApiModel):
+    """How callers outside a cluster reach the model (its InferenceService is internal)."""
+
+    cel_rules = (
+        Cel(
+            "self.type != 'None' || (!has(self.host) && !has(self.tls))",
+            "spec.exposure.host and tls are only allowed with type Route",
+            lambda s: s.type != "None" or (s.host is None and s.tls is None),
+            field_path=".host",
+            reason="FieldValueForbidden",
+        ),
+    )
+
+    type: Literal["Route", "None"] = "Route"
+    """Route: an OpenShift Route (route.openshift.io/v1) next to the InferenceService, to its
+    predictor Service; a cluster without the Route API reports the Route as not created
+    (reason RouteNotCreated) while the model still serves inside the cluster. None: no
+    exposure (for an override to turn it off on some clusters)."""
+    host: DnsSubdomain | None = None
+    """Host name of the Route; default: the one the cluster's router assigns. Setting it
+    needs the right to create routes/custom-host, which the add-on's identities have."""
+    tls: RouteTermination | None = None
+    """Edge (the default): the router terminates TLS and redirects plain HTTP; None: plain
+    HTTP."""
+
+
 class MultiClusterInferenceServiceSpec(IntentSpec):
     """A KServe InferenceService to create on the selected clusters."""
 
@@ -385,6 +414,9 @@ class MultiClusterInferenceServiceSpec(IntentSpec):
     ModelMesh needs platform ModelMesh."""
     rollout: Rollout | None = None
     """How a change reaches the clusters (default: all at once)."""
+    exposure: Exposure | None = None
+    """Expose the model outside each cluster (default: not exposed); the external URL is
+    reported per cluster beside the internal one."""
 
 
 class MultiClusterInferenceService(Resource):

@@ -34,7 +34,8 @@ MODELMESH_DEPRECATED = (
 )
 """The warning at admission (the chart's ValidatingAdmissionPolicy) and the message of a
 ModelServing's Deprecated condition."""
-ManagementState = Literal["Managed", "Removed"]
+ManagementState = Literal["Managed", "Unmanaged", "Removed"]
+Profile = Literal["Default", "SingleNode"]
 
 # Components --------------------------------------------------------------------------------------
 
@@ -394,7 +395,19 @@ class PlatformSettings(ApiModel):
     cluster's stack in place; a release the agent has no bundle of is refused on the cluster
     (reason VersionNotCarried, naming those it has)."""
     management_state: ManagementState = "Managed"
-    """Managed installs and keeps the stack; Removed uninstalls it."""
+    """Managed installs and keeps the stack (refused, changing nothing, where another operator
+    such as Open Data Hub manages it: reason OwnedByAnotherOperator); Unmanaged serves with
+    the stack already on the cluster, whoever installed it, and installs and changes nothing
+    of it (the agent checks it is there, of a supported version and available, and still
+    manages serving namespaces and credentials; runtimes and models go to it as usual);
+    Removed uninstalls what the agent installed."""
+    profile: Profile = "Default"
+    """How the stack is sized. Default keeps each release's own settings. SingleNode is for
+    clusters of one node (single-node OpenShift): one replica per controller, no pod
+    anti-affinity, requests of the stack's containers at most 50m CPU and 64Mi memory, smaller
+    defaults for the models KServe runs without requests of their own (100m CPU, 256Mi) and
+    for its sidecars, one pod per ModelMesh runtime. What spec.components (replicas,
+    autoscaling, resources) and spec.modelmesh.podsPerRuntime set explicitly wins."""
     components: Annotated[
         dict[str, ComponentSpec],
         Field(max_length=c.MAX_COMPONENTS),

@@ -151,6 +151,7 @@ class ClusterReason(StrEnum):
     READY = "Ready"
     BLOCKED_BY_FAILED_LOAD = "BlockedByFailedLoad"
     INVALID_SPEC = "InvalidSpec"
+    ROUTE_NOT_CREATED = "RouteNotCreated"
 
 
 # Spoke objects (written by the agent) ------------------------------------------------------------
@@ -195,6 +196,11 @@ class ServingPlatformReason(StrEnum):
     REMOVED_WITH_LEFTOVERS = "RemovedWithLeftovers"
     UPGRADING_CONTROLLERS = "UpgradingControllers"
     VERSION_NOT_CARRIED = "VersionNotCarried"
+    OWNED_BY_ANOTHER_OPERATOR = "OwnedByAnotherOperator"
+    STACK_NOT_FOUND = "StackNotFound"
+    UNSUPPORTED_VERSION = "UnsupportedVersion"
+    WAITING_FOR_EXISTING_STACK = "WaitingForExistingStack"
+    USING_EXISTING_STACK = "UsingExistingStack"
 
 
 class SealedPhase(StrEnum):
@@ -984,6 +990,26 @@ CLUSTER_PROBLEMS = Group(
             ),
         ),
         Entry(
+            (CR.ROUTE_NOT_CREATED,),
+            seen=(
+                "MultiClusterInferenceService cluster entry, phase `Failed`, message `cluster "
+                "CLUSTER: Route NAMESPACE/NAME was not created, the model is not reachable from "
+                "outside the cluster (it serves inside it): ERROR`."
+            ),
+            means=(
+                "`spec.exposure` asks for an OpenShift Route, and the cluster refused it: most "
+                "often it has no Route API (`no matches for kind \"Route\"`: not OpenShift), "
+                "or an admission rule refused the host. The InferenceService was applied and "
+                "serves inside the cluster; the intent as asked is not in effect there."
+            ),
+            todo=(
+                "for clusters without the Route API, turn the exposure off with an override "
+                "(`patch: {exposure: {type: None}}` for a `clusterSelector` such as "
+                "`vendor: Kubernetes`); otherwise fix what the error names (a host another "
+                "Route holds, a host outside the router's domains)."
+            ),
+        ),
+        Entry(
             (CR.NOT_APPLIED,),
             seen="Any intent, phase `Failed`.",
             means=(
@@ -1335,6 +1361,73 @@ PLATFORM = Group(
                 "set `spec.version` to one of the versions the message lists (or leave it out "
                 "for the newest), or upgrade the add-on to an agent that carries the version."
             ),
+        ),
+        Entry(
+            (PR.OWNED_BY_ANOTHER_OPERATOR,),
+            seen=(
+                "Phase `Degraded`, reason `OwnedByAnotherOperator`, message `KServe on this "
+                "cluster is managed by OWNER (EVIDENCE); the agent changes nothing of it. ...`."
+            ),
+            means=(
+                "`spec.managementState` is `Managed`, but the cluster's KServe (its "
+                "InferenceService CRD, its controller Deployment in any namespace, or its "
+                "`inferenceservice-config`) carries another manager's mark: an owner reference, "
+                "an `app.kubernetes.io/managed-by` label that is not the add-on's, an OLM label, "
+                "or fields managed by an operator (Open Data Hub / OpenShift AI, a Helm release). "
+                "The agent applies nothing, so it never fights that operator."
+            ),
+            todo=(
+                "set `spec.managementState: Unmanaged` to serve with that KServe (see "
+                "`UsingExistingStack`), or remove KServe from the other operator first (for "
+                "Open Data Hub, its KServe component `Removed`) and keep `Managed`."
+            ),
+        ),
+        Entry(
+            (PR.USING_EXISTING_STACK, PR.WAITING_FOR_EXISTING_STACK),
+            seen=(
+                "Phase `Available`, reason **UsingExistingStack**, message `serving with KServe "
+                "VERSION installed by OWNER (Deployment NAMESPACE/kserve-controller-manager); the "
+                "agent installs and changes nothing of the stack here`; or phase `Installing`, "
+                "reason **WaitingForExistingStack** until that controller is available."
+            ),
+            means=(
+                "`spec.managementState: Unmanaged`: the agent found a KServe it did not install, "
+                "of a supported version, and serves with it. It still enables the serving "
+                "namespaces and delivers credentials, and the hub releases runtimes and models "
+                "to the cluster. What an earlier `Managed` install of the agent left stays as it "
+                "was (neither reconciled nor removed)."
+            ),
+            todo=(
+                "if it stays `WaitingForExistingStack`: the other operator's controller "
+                "Deployment the message names."
+            ),
+        ),
+        Entry(
+            (PR.STACK_NOT_FOUND,),
+            seen=(
+                "Phase `Degraded`, reason `StackNotFound`, message `spec.managementState is "
+                "Unmanaged but no KServe is installed on the cluster (CRD "
+                "inferenceservices.serving.kserve.io not found); ...` (or no Deployment "
+                "`kserve-controller-manager` in any namespace)."
+            ),
+            means="`Unmanaged` asks to serve with a KServe that is not on the cluster.",
+            todo=(
+                "install KServe (through the operator that should own it), or set `Managed` to "
+                "have the agent install it."
+            ),
+        ),
+        Entry(
+            (PR.UNSUPPORTED_VERSION,),
+            seen=(
+                "Phase `Degraded`, reason `UnsupportedVersion`, message `KServe VERSION installed "
+                "by OWNER is older than the add-on supports (v0.17.0 or newer)`."
+            ),
+            means=(
+                "`Unmanaged` found a KServe older than the oldest release the agent carries (the "
+                "version is read from the controller's `app.kubernetes.io/version` label or its "
+                "image tag). The hub does not release models to the cluster."
+            ),
+            todo="upgrade KServe through the operator that owns it.",
         ),
         Entry(
             (PP.AVAILABLE, PR.ALL_COMPONENTS_AVAILABLE,),

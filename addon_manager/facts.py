@@ -161,7 +161,8 @@ def manifest_failure(
     ``ApplyFailed`` with the spoke's message (which names the offending field). A refusal
     that the cluster's own setup will end (the stack's admission webhook not serving yet, the
     kind's CRD not established yet) is ``WaitingForSpoke``: still being established, not
-    failed.
+    failed. A model's Route that could not be created (no Route API on the cluster, say) is
+    ``RouteNotCreated``.
     """
     for manifest in (status.get("resourceStatus") or {}).get("manifests") or []:
         conds = {str(x.get("type")): x for x in manifest.get("conditions") or []}
@@ -181,6 +182,10 @@ def manifest_failure(
                 f"{resource} ({what}); grant it on the managed cluster (see "
                 f"docs/troubleshooting.md#applyforbidden): {error}"
             )
+        if meta.get("kind") == "Route" and meta.get("group") == "route.openshift.io":
+            return ClusterReason.ROUTE_NOT_CREATED, (
+                f"cluster {cluster}: {what} was not created, the model is not reachable from "
+                f"outside the cluster (it serves inside it): {error}")
         if _ESTABLISHING.search(error):
             return WAITING_FOR_SPOKE, (
                 f"cluster {cluster}: {what} not applied yet, the cluster is still setting up "

@@ -260,6 +260,12 @@ INFERENCE_SERVICE_FEEDBACK = [
     ("failureReason", ".status.modelStatus.lastFailureInfo.reason"),
     ("failureMessage", ".status.modelStatus.lastFailureInfo.message"),
 ]
+ROUTE_FEEDBACK = [
+    ("routeHost", ".status.ingress[0].host"),
+    ("routeAdmitted", '.status.ingress[0].conditions[?(@.type=="Admitted")].status'),
+    ("routeTermination", ".spec.tls.termination"),
+]
+"""What the router reports about a model's Route (RouteHost is where callers reach it)."""
 IDENTITY_FEEDBACK = [
     (c.IDENTITY_PUBLIC_KEY, f".data.{c.IDENTITY_PUBLIC_KEY}"),
     (c.IDENTITY_KEY_ID, f".data.{c.IDENTITY_KEY_ID}"),
@@ -494,10 +500,33 @@ def render_inference_service(
     config = _ssa_config(
         "serving.kserve.io", "inferenceservices", name, target, INFERENCE_SERVICE_FEEDBACK
     )
+    manifests, configs = [isvc], [config]
+    exposure = spec.get("exposure")
+    if exposure is not None and exposure.get("type", "Route") == "Route":
+        manifests.append(route_for(name, target, owner_labels(c.KIND_INFERENCE_SERVICE, ns, name),
+                                   exposure))
+        configs.append(_ssa_config("route.openshift.io", "routes", name, target, ROUTE_FEEDBACK))
     return _work(
-        c.KIND_INFERENCE_SERVICE, ns, name, cluster, [isvc], [config], field="spec.template",
+        c.KIND_INFERENCE_SERVICE, ns, name, cluster, manifests, configs, field="spec.template",
         shared=_shared(memo, key),
     )
+
+
+def route_for(name: str, namespace: str, labels: dict[str, str],
+              exposure: dict[str, Any]) -> dict[str, Any]:
+    """The OpenShift Route to an InferenceService's predictor Service.
+
+    KServe's Standard mode names that Service NAME-predictor; the router picks its port.
+    """
+    spec: dict[str, Any] = {"to": {"kind": "Service", "name": f"{name}-predictor",
+                                   "weight": 100},
+                            "wildcardPolicy": "None"}
+    if exposure.get("host"):
+        spec["host"] = exposure["host"]
+    if exposure.get("tls", "Edge") == "Edge":
+        spec["tls"] = {"termination": "edge", "insecureEdgeTerminationPolicy": "Redirect"}
+    return {"apiVersion": "route.openshift.io/v1", "kind": "Route",
+            "metadata": {"name": name, "namespace": namespace, "labels": labels}, "spec": spec}
 
 
 def _shared(memo: SpecMemo | None, key: Selection | None) -> tuple[SpecMemo, Selection] | None:

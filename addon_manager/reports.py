@@ -96,6 +96,7 @@ def inference_service_report(work: WorkFact, removed: bool) -> tuple[ClusterStat
     del removed
     cl = work.cluster
     url = _s(work.value("url")) or _s(work.value("addressUrl"))
+    external = external_url(work)
     state = _s(work.value("activeModelState"))
     failure = _s(work.value("failureReason"))
     transition = _s(work.value("transitionStatus"))
@@ -109,7 +110,7 @@ def inference_service_report(work: WorkFact, removed: bool) -> tuple[ClusterStat
     if work.value("ready") == "True" and not rejected:
         return ClusterStatus(
             cluster=cl, phase=ClusterPhase.READY, ready=True, reason=ClusterReason.READY, url=url,
-            model_state=state,
+            external_url=external, model_state=state,
         ), "ready"
     if failure or rejected:
         message = _s(work.value("failureMessage")) or _s(work.value("readyMessage"))
@@ -117,10 +118,22 @@ def inference_service_report(work: WorkFact, removed: bool) -> tuple[ClusterStat
             message = f"{message} (the previous model still serves)".strip()
         return ClusterStatus(
             cluster=cl, phase=ClusterPhase.FAILED, reason=failure or transition,
-            message=message, url=url, model_state=state,
+            message=message, url=url, external_url=external, model_state=state,
         ), "failed"
     return ClusterStatus(
         cluster=cl, phase=ClusterPhase.PROGRESSING,
         reason=_s(work.value("readyReason")) or ClusterReason.APPLIED,
-        message=_s(work.value("readyMessage")), url=url, model_state=state,
+        message=_s(work.value("readyMessage")), url=url, external_url=external,
+        model_state=state,
     ), "progressing"
+
+
+def external_url(work: WorkFact) -> str:
+    """Where callers outside the cluster reach the model.
+
+    Its Route's host once the router admitted it; "" without a Route, or before.
+    """
+    host = _s(work.value("routeHost"))
+    if not host or work.value("routeAdmitted") != "True":
+        return ""
+    return f"{'https' if work.value('routeTermination') else 'http'}://{host}"

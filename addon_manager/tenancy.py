@@ -42,6 +42,9 @@ EXECUTOR_VERBS = ["get", "create", "update", "patch", "delete"]
 TENANT_RULES = [
     {"apiGroups": ["serving.kserve.io"], "resources": ["servingruntimes", "inferenceservices"],
      "verbs": EXECUTOR_VERBS},
+    {"apiGroups": ["route.openshift.io"], "resources": ["routes"], "verbs": EXECUTOR_VERBS},
+    {"apiGroups": ["route.openshift.io"], "resources": ["routes/custom-host"],
+     "verbs": ["create", "update"]},
 ]
 """The executor's rights in each spoke namespace its tenant may target."""
 SEALED_RULES = [

@@ -22,6 +22,7 @@ from typing import Any
 
 import yaml
 
+from addon_agent.pod_security import NAMESPACE_LABELS
 from addon_agent.stacks import KSERVE
 from addon_api import constants as c
 from addon_api import tenancy
@@ -109,9 +110,12 @@ def install_chart(bed: Testbed, agent_namespace: str) -> None:
     """
     # The demo's StorageConnection reads its Secret there: the manager may read Secrets only
     # in the namespaces listed (a RoleBinding in each, which needs the namespace to exist).
-    bed.hub.apply_objects(
-        [{"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NAMESPACE}}]
-    )
+    # The release's namespace enforces Pod Security restricted, as OpenShift's restricted-v2
+    # would: the manager's pods must be admitted under it.
+    bed.hub.apply_objects([
+        {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NAMESPACE}},
+        restricted_namespace(RELEASE_NAMESPACE),
+    ])
     chart.helm(
         "upgrade", "--install", chart.RELEASE, str(chart.CHART),
         "-n", RELEASE_NAMESPACE, "--create-namespace", "--wait=false",
@@ -124,6 +128,12 @@ def install_chart(bed: Testbed, agent_namespace: str) -> None:
     bed.ensure_hub_controller("addon-manager")
 
 
+def restricted_namespace(name: str) -> dict[str, Any]:
+    """A Namespace whose pods Pod Security admission holds to the restricted profile."""
+    return {"apiVersion": "v1", "kind": "Namespace",
+            "metadata": {"name": name, "labels": dict(NAMESPACE_LABELS)}}
+
+
 def enable_addon(bed: Testbed, agent_namespace: str) -> dict[str, Path]:
     """Enable the add-on on every spoke; return each spoke's kubeconfig for the agent.
 
@@ -133,6 +143,8 @@ def enable_addon(bed: Testbed, agent_namespace: str) -> dict[str, Path]:
     applies it under the klusterlet's identity. The agent process then uses a token of that
     ServiceAccount (the Deployment OCM deploys runs no container here: kwok fakes its pod).
     """
+    for spoke in bed.spokes:  # the agent's pod must be admitted under restricted
+        spoke.apply_objects([restricted_namespace(agent_namespace)])
     bed.hub.apply_objects(
         [
             {

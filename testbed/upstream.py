@@ -88,6 +88,12 @@ def kserve_crds() -> list[Path]:
     return sorted(root.glob("serving.kserve.io_*.yaml"))
 
 
+def route_crd() -> Path:
+    """OpenShift's Route CRD (route.openshift.io/v1), as its API module publishes it."""
+    root = module_dir("github.com/openshift/api", versions.OPENSHIFT_API)
+    return root / "route" / "v1" / "zz_generated.crd-manifests" / "routes.crd.yaml"
+
+
 def modelmesh_crds() -> list[Path]:
     """ModelMesh Serving's CRDs (its own, older copies of the serving.kserve.io kinds)."""
     root = module_dir("github.com/kserve/modelmesh-serving", versions.MODELMESH)

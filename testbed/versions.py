@@ -46,5 +46,9 @@ KUBE_RBAC_PROXY = "v0.18.0"
 """github.com/brancz/kube-rbac-proxy: the sidecar KServe's bundle puts in front of its
 controller's metrics (the bundle's image tag; a test checks they agree)."""
 
+OPENSHIFT_API = "v0.0.0-20251125174858-5cf710f68a92"
+"""github.com/openshift/api: the Route CRD the spokes serve, as OpenShift does (the pseudo-version
+OCM above requires; the module has no release tags)."""
+
 PROMETHEUS_OPERATOR = "v0.85.0"
 """github.com/prometheus-operator/prometheus-operator: ServiceMonitor/PodMonitor CRDs."""

@@ -283,6 +283,36 @@ def test_every_pod_of_every_carried_stack_passes_pod_security_restricted(bundles
             "pod-security.kubernetes.io/enforce") == "restricted" for o in namespaces), stack
 
 
+def test_every_carried_stack_fits_one_node_under_the_single_node_profile(bundles: Path) -> None:
+    """SingleNode on the real bundles: every Deployment and StatefulSet one replica, no pod
+    anti-affinity, no container requesting more than the profile's cap."""
+    from addon_agent import planning, profiles
+    from addon_agent.bundle_render import RUNTIMES_FILE
+    from addon_agent.stacks import CARRIED
+    from addon_api.spoke import ServingPlatformSpec
+
+    caps = {k: profiles.quantity(v) for k, v in profiles.SINGLE_NODE_REQUESTS.items()}
+    for stack in CARRIED:
+        directory = bundle_path(bundles, stack)
+        objects = planning.parse_bundle((directory / BUNDLE_FILE).read_text())
+        if (directory / RUNTIMES_FILE).is_file():
+            objects += planning.parse_bundle((directory / RUNTIMES_FILE).read_text())
+        spec = ServingPlatformSpec.model_validate(
+            {"platform": stack.platform, "version": stack.version, "profile": "SingleNode"})
+        plan = planning.plan(objects, spec, stack, planning.ClusterFacts())
+        workloads = [o for o in plan.objects if o["kind"] in planning.POD_OWNERS]
+        assert workloads, stack
+        for obj in workloads:
+            where = (stack.platform, stack.version, obj["metadata"]["name"])
+            pod = obj["spec"]["template"]["spec"]
+            assert obj["kind"] == "DaemonSet" or obj["spec"]["replicas"] == 1, where
+            assert "podAntiAffinity" not in (pod.get("affinity") or {}), where
+            for container in [*(pod.get("initContainers") or []), *pod["containers"]]:
+                requests = (container.get("resources") or {}).get("requests") or {}
+                assert all(profiles.quantity(v) <= caps[k]
+                           for k, v in requests.items() if k in caps), (where, requests)
+
+
 def test_bad_uri_is_reported(spoke: Any, agent: AgentProcess) -> None:
     spoke.apply_objects([with_manifests("file:///does/not/exist")])
     status = wait_phase(spoke, NAME, "Degraded", timeout=60)

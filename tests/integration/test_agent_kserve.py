@@ -358,3 +358,78 @@ def test_what_is_someone_elses_is_never_taken_over_or_deleted(
         spoke.kubectl("delete", "crd", theirs, "--timeout=60s", check=False)
         spoke.kubectl("delete", "clusterrole", "kserve-proxy-role", check=False)
         spoke.kubectl("delete", "namespace", GUARD_NS, "--timeout=60s", check=False)
+
+
+ODH_NS = "odh-applications"
+ODH = {"app.kubernetes.io/managed-by": "opendatahub-operator"}
+ISVC_CRD = "inferenceservices.serving.kserve.io"
+IMAGE = f"quay.io/opendatahub/kserve-controller:{KSERVE.version}"
+
+
+def _operators_kserve() -> list[dict[str, Any]]:
+    """KServe as another operator runs it: its controller and configuration in the operator's
+    namespace, every object carrying the operator's managed-by label (the CRD too, below)."""
+    return [
+        {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ODH_NS}},
+        {"apiVersion": "apps/v1", "kind": "Deployment",
+         "metadata": {"name": CONTROLLER, "namespace": ODH_NS, "labels": ODH},
+         "spec": {"replicas": 1, "selector": {"matchLabels": {"control-plane": CONTROLLER}},
+                  "template": {"metadata": {"labels": {"control-plane": CONTROLLER}},
+                               "spec": {"containers": [{"name": "manager", "image": IMAGE}]}}}},
+        {"apiVersion": "v1", "kind": "ConfigMap",
+         "metadata": {"name": "inferenceservice-config", "namespace": ODH_NS, "labels": ODH},
+         "data": {"deploy": json.dumps({"defaultDeploymentMode": "Serverless"})}},
+    ]
+
+
+def test_another_operators_kserve_is_refused_when_managed_and_served_with_when_unmanaged(
+    spoke: Any, agent: AgentProcess,
+) -> None:
+    """A KServe that Open Data Hub's operator installed (its managed-by label on the CRD, the
+    controller in its own namespace and the configuration): Managed is refused naming the
+    operator, and nothing of it (nor anything else) is changed; Unmanaged serves with it:
+    Available at the version its controller runs, serving namespaces enabled, still nothing of
+    the operator's changed."""
+    spoke.apply_files([p for p in upstream.kserve_crds() if "inferenceservices" in p.name])
+    spoke.wait_crds_established()
+    spoke.kubectl("label", "crd", ISVC_CRD, *(f"{k}={v}" for k, v in ODH.items()))
+    spoke.apply_objects(_operators_kserve())
+    eventually(lambda: (get(spoke, "deployment", "-n", ODH_NS, CONTROLLER).get("status") or {})
+               .get("availableReplicas") == 1, timeout=60)
+
+    def versions() -> dict[str, str]:
+        return {what: get(spoke, *what.split())["metadata"]["resourceVersion"]
+                for what in (f"crd {ISVC_CRD}", f"configmap -n {ODH_NS} inferenceservice-config")}
+
+    before = versions()
+    serving = "odh-models"
+    try:
+        spoke.apply_objects([platform(NAME, {"platform": "KServe",
+                                             "servingNamespaces": [serving]})])
+        status = wait_phase(spoke, NAME, "Degraded", timeout=120)
+        assert {x["reason"] for x in status["conditions"]} == {"OwnedByAnotherOperator"}, status
+        assert status["message"].startswith(
+            "KServe on this cluster is managed by opendatahub-operator"), status
+        assert "spec.managementState: Unmanaged" in status["message"]
+        assert versions() == before
+        assert get(spoke, "namespace", "kserve") is None  # nothing of the bundle applied
+        assert get(spoke, "namespace", serving) is None
+
+        spoke.apply_objects([platform(NAME, {"platform": "KServe",
+                                             "managementState": "Unmanaged",
+                                             "servingNamespaces": [serving]})])
+        status = wait_phase(spoke, NAME, "Available", timeout=120)
+        assert {x["reason"] for x in status["conditions"]} == {"UsingExistingStack"}, status
+        assert status["stackVersion"] == KSERVE.version
+        assert (status["readyComponents"], status["totalComponents"]) == (1, 1)
+        assert f"installed by opendatahub-operator (Deployment {ODH_NS}/{CONTROLLER})" in (
+            status["message"])
+        assert get(spoke, "namespace", serving) is not None  # still the agent's to enable
+        assert versions() == before
+        assert get(spoke, "namespace", "kserve") is None
+        controller = get(spoke, "deployment", "-n", ODH_NS, CONTROLLER)
+        assert controller["metadata"]["labels"] == ODH and controller["metadata"]["generation"] == 1
+    finally:
+        spoke.kubectl("delete", "servingplatform", NAME, "--timeout=60s", check=False)
+        spoke.kubectl("delete", "namespace", ODH_NS, serving, "--timeout=60s", check=False)
+        spoke.kubectl("delete", "crd", ISVC_CRD, "--timeout=60s", check=False)

@@ -28,7 +28,7 @@ import yaml
 
 from addon_agent.stacks import KSERVE
 from addon_api import tenancy
-from testbed import demo, identities, observability
+from testbed import demo, identities, observability, upstream
 from testbed.fleet import Testbed
 from testbed.processes import free_port
 from testbed.support import fleetcli
@@ -420,6 +420,84 @@ def test_every_long_running_component_has_its_own_identity(
         )
         kserve = spoke.processes["kserve-controller"]
         assert (kserve.env or {})["KUBECONFIG"] == str(spoke.identities["kserve-controller"])
+
+
+def test_the_add_on_pods_are_admitted_where_pod_security_is_restricted(
+    fleet: tuple[Testbed, Callable[[], None]],
+) -> None:
+    """The manager's namespace on the hub and the agent's on every spoke enforce Pod Security
+    ``restricted`` (as OpenShift's restricted-v2 would hold them): the chart's pods were
+    admitted there, and an unsafe pod is refused."""
+    bed, _ = fleet
+    places = [(bed.hub, demo.RELEASE_NAMESPACE, "app.kubernetes.io/component=manager"),
+              *((s, AGENT_NS, "app.kubernetes.io/name=model-serving-agent") for s in bed.spokes)]
+    for cluster, ns, selector in places:
+        labels = json.loads(cluster.kubectl("get", "namespace", ns, "-o", "json").stdout)[
+            "metadata"]["labels"]
+        assert labels["pod-security.kubernetes.io/enforce"] == "restricted", (cluster.name, ns)
+        _until(fleet, lambda c=cluster, n=ns, sel=selector: json.loads(c.kubectl(
+            "get", "pods", "-n", n, "-l", sel, "-o", "json").stdout)["items"])
+        refused = cluster.kubectl("run", "unsafe", "-n", ns, "--image=busybox", "--privileged",
+                                  "--restart=Never", check=False)
+        assert 'violates PodSecurity "restricted:latest"' in refused.stderr, refused.stderr
+
+
+def test_an_exposed_model_gets_a_route_where_the_cluster_has_the_route_api(
+    fleet: tuple[Testbed, Callable[[], None]],
+) -> None:
+    """spec.exposure on the demo fleet, where only cluster1 serves OpenShift's Route API (its
+    CRD from openshift/api): cluster1 gets the Route to the model's predictor (admitted by the
+    test, standing in for the router) and the hub shows its external URL beside the internal
+    one; cluster2 refuses the Route and says so while the model serves there inside the
+    cluster; an override turns the exposure off on cluster2, which is then Ready."""
+    bed, _ = fleet
+    one = bed.spokes[0]
+    host = "iris-route.apps.cluster1.example.com"
+    one.apply_files([upstream.route_crd()])
+    one.wait_crds_established()
+    model = demo.public_model("iris-route")
+    model["spec"]["exposure"] = {"type": "Route", "host": host}
+    bed.hub.kubectl("apply", "-n", NS, "-f", "-", input=yaml.safe_dump(model))
+    try:
+        route = _until(fleet, lambda: json.loads(one.kubectl(
+            "get", "route", "iris-route", "-n", "models", "-o", "json", check=False).stdout
+            or "{}"))
+        assert route["spec"]["to"] == {"kind": "Service", "name": "iris-route-predictor",
+                                       "weight": 100}
+        assert route["spec"]["host"] == host and route["spec"]["tls"]["termination"] == "edge"
+        one.kubectl("patch", "route", "iris-route", "-n", "models", "--subresource=status",
+                    "--type=merge", "-p", json.dumps({"status": {"ingress": [{
+                        "host": host, "routerName": "default", "conditions": [
+                            {"type": "Admitted", "status": "True"}]}]}}))
+
+        def exposed() -> dict[str, dict[str, Any]] | None:
+            entries = _clusters(_intent(bed.hub, "multiclusterinferenceservices", "iris-route"))
+            first, second = entries.get("cluster1", {}), entries.get("cluster2", {})
+            ok = (first.get("ready") and first.get("externalUrl") == f"https://{host}"
+                  and second.get("reason") == "RouteNotCreated")
+            return entries if ok else None
+
+        entries = _until(fleet, exposed, timeout=180)
+        print("exposed model:", {k: (e["phase"], e.get("url"), e.get("externalUrl"),
+                                     e.get("message", "")[:160]) for k, e in entries.items()})
+        assert entries["cluster1"]["url"] and entries["cluster1"]["url"] != f"https://{host}"
+        assert entries["cluster2"]["phase"] == "Failed" and not entries["cluster2"]["ready"]
+        assert "Route models/iris-route was not created" in entries["cluster2"]["message"]
+        assert 'no matches for kind "Route"' in entries["cluster2"]["message"]
+
+        model["spec"]["overrides"] = [{"clusterNames": ["cluster2"],
+                                       "patch": {"exposure": {"type": "None", "host": None}}}]
+        bed.hub.kubectl("apply", "-n", NS, "-f", "-", input=yaml.safe_dump(model))
+        entries = _until(fleet, lambda: (lambda e: e if all(
+            x.get("ready") for x in e.values()) and len(e) == 2 else None)(_clusters(
+                _intent(bed.hub, "multiclusterinferenceservices", "iris-route"))), timeout=180)
+        assert not entries["cluster2"].get("externalUrl")
+        assert entries["cluster1"]["externalUrl"] == f"https://{host}"
+    finally:
+        bed.hub.kubectl("delete", "mcisvc", "iris-route", "-n", NS, "--ignore-not-found")
+        _until(fleet, lambda: one.kubectl("get", "route", "iris-route", "-n", "models",
+                                          check=False).returncode != 0)
+        one.kubectl("delete", "crd", "routes.route.openshift.io")
 
 
 def test_bad_model_shows_kserve_failure_reason_per_cluster(

@@ -11,6 +11,7 @@ Ready Unknown (the Deployment's ReplicaSetUpdated) and the hub as Progressing wi
 (see :mod:`testbed.support.serving`). Then the same back to v0.17.0, which
 keeps the newer CRDs (the older schema would prune fields); a version the agent does not carry
 is refused with a reason naming those it has, and leaves the stack and the model alone.
+Last, the SingleNode profile on a node sized like a minimal single-node OpenShift (issue 20).
 """
 
 from __future__ import annotations
@@ -248,3 +249,91 @@ def test_a_version_the_agent_does_not_carry_is_refused_and_changes_nothing(
     assert _spoke_model_ready(bed) and _hub_model(bed)["ready"]
     # Back to the default (the current pin): an upgrade again, the model still serving.
     _change_version(fleet, None, CURRENT)
+
+
+SNO_NODE = "sno-node"
+SNO_SIZE = {"cpu": "8", "memory": "16Gi", "pods": "250"}
+"""The smallest single-node OpenShift: 8 vCPUs and 16 GiB."""
+PLATFORM_SHARE = {"cpu": "7250m", "memory": "14Gi"}
+"""What OpenShift's own pods are taken to request on it (a stand-in pod holds it): 750m CPU and
+2 GiB are left to the serving stack and its models."""
+
+
+def _pods(spoke: Any, namespace: str) -> list[dict[str, Any]]:
+    return list(json.loads(spoke.kubectl("get", "pods", "-n", namespace, "-o",
+                                         "json").stdout)["items"])
+
+
+def _unscheduled(spoke: Any, *namespaces: str) -> dict[str, str]:
+    """Pods the scheduler could not place, with its message."""
+    return {p["metadata"]["name"]: c.get("message", "") for ns in namespaces
+            for p in _pods(spoke, ns) for c in (p.get("status") or {}).get("conditions") or []
+            if c["type"] == "PodScheduled" and c["status"] == "False"}
+
+
+def _model_without_resources(name: str) -> dict[str, Any]:
+    """A model that leaves its requests to KServe's defaults."""
+    body = demo.public_model(name)
+    body["spec"]["template"]["predictor"]["model"].pop("resources", None)
+    return body
+
+
+def test_a_single_node_cluster_schedules_every_pod_under_the_single_node_profile(
+    fleet: Fleet,
+) -> None:
+    """A cluster whose only schedulable node is a minimal single-node OpenShift's: under the
+    Default profile a model without requests of its own gets KServe's 1 CPU and never
+    schedules; under SingleNode the controller moves onto the node and the model serves."""
+    bed, step = fleet
+    spoke = bed.spokes[0]
+    default_node = f"{spoke.name}-node-0"
+    spoke.apply_objects([
+        {"apiVersion": "v1", "kind": "Node", "metadata": {
+            "name": SNO_NODE, "annotations": {"kwok.x-k8s.io/node": "fake"},
+            "labels": {"kubernetes.io/hostname": SNO_NODE, "kubernetes.io/os": "linux",
+                       "type": "kwok"}},
+         "status": {"capacity": SNO_SIZE, "allocatable": SNO_SIZE}},
+        {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "sno-platform"}},
+        {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "openshift",
+                                                         "namespace": "sno-platform"},
+         "spec": {"nodeName": SNO_NODE, "containers": [{
+             "name": "platform", "image": "platform:1",
+             "resources": {"requests": PLATFORM_SHARE}}]}},
+    ])
+    # kwok keeps a node's own sizes; the status subresource is where they are for certain
+    spoke.kubectl("patch", "node", SNO_NODE, "--subresource=status", "--type=merge", "-p",
+                  json.dumps({"status": {"capacity": SNO_SIZE, "allocatable": SNO_SIZE}}))
+    spoke.kubectl("cordon", default_node)
+    model = "fits"
+    try:
+        _apply(bed, _model_without_resources(model))
+        pending = on_fleet(bed, step, lambda: _unscheduled(spoke, "models"), 120)
+        assert any(model in name and "Insufficient cpu" in why for name, why in pending.items())
+        assert not _hub_entry(bed, "multiclusterinferenceservices", model).get("ready")
+        bed.hub.kubectl("delete", "mcisvc", model, "-n", NS)
+        on_fleet(bed, step, lambda: not _unscheduled(spoke, "models"), 120)
+
+        single = _modelserving(None)
+        single["spec"]["profile"] = "SingleNode"
+        _apply(bed, single)
+
+        def controller_moved() -> bool:
+            pods = [p for p in _pods(spoke, KSERVE.namespace)
+                    if p["metadata"]["name"].startswith(KSERVE.controller)]
+            return bool(pods) and all(p["spec"].get("nodeName") == SNO_NODE for p in pods) and (
+                bool(_hub_stack(bed).get("ready")))
+
+        on_fleet(bed, step, controller_moved, 180)
+        _apply(bed, _model_without_resources(model))
+        on_fleet(bed, step, lambda: _hub_entry(
+            bed, "multiclusterinferenceservices", model).get("ready"), 180)
+        predictor = [p for p in _pods(spoke, "models") if p["metadata"]["name"].startswith(
+            f"{model}-predictor")]
+        assert predictor and all(p["spec"]["nodeName"] == SNO_NODE for p in predictor)
+        assert _unscheduled(spoke, "models", KSERVE.namespace) == {}
+    finally:
+        bed.hub.kubectl("delete", "mcisvc", model, "-n", NS, "--ignore-not-found")
+        _apply(bed, _modelserving(None))
+        spoke.kubectl("uncordon", default_node)
+        spoke.kubectl("delete", "namespace", "sno-platform", "--wait=false")
+        spoke.kubectl("delete", "node", SNO_NODE, "--wait=false")

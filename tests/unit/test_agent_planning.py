@@ -133,6 +133,62 @@ def test_without_cert_manager_certificates_become_requests() -> None:
     assert by_kind(with_cm, "Certificate") and not with_cm.certificates
 
 
+SERVICE_CA_EXTRA = """
+apiVersion: v1
+kind: Service
+metadata: {name: svc, namespace: kserve}
+spec: {ports: [{port: 443}]}
+---
+apiVersion: v1
+kind: Secret
+metadata: {name: webhook-cert, namespace: kserve}
+---
+apiVersion: v1
+kind: Service
+metadata: {name: metrics, namespace: kserve}
+spec: {ports: [{port: 8443}]}
+---
+apiVersion: apiextensions.k8s.io/v1
+kind: CustomResourceDefinition
+metadata: {name: converted.serving.kserve.io}
+spec:
+  group: serving.kserve.io
+  scope: Namespaced
+  names: {kind: Converted, plural: converted}
+  conversion:
+    strategy: Webhook
+    webhook: {clientConfig: {service: {name: svc, namespace: kserve}}}
+"""
+
+
+def test_with_the_service_ca_webhook_certificates_come_from_it() -> None:
+    """OpenShift without cert-manager: no certificate for the agent to make; the webhook
+    Service asks the service CA for its serving certificate (in the Secret the Certificate
+    named, which the bundle's placeholder no longer shadows), and the webhooks and conversion
+    webhooks ask for its CA bundle."""
+    bundle = planning.parse_bundle(BUNDLE + "---" + SERVICE_CA_EXTRA)
+    p = planning.plan(bundle, spec(), KSERVE, ClusterFacts(service_ca=True))
+    assert p.certificates == []
+    assert not [o for o in p.objects if planning.group_of(o) == "cert-manager.io"]
+    services = {o["metadata"]["name"]: o["metadata"].get("annotations") or {}
+                for o in by_kind(p, "Service")}
+    assert services["svc"][planning.SERVING_CERT_ANNOTATION] == "webhook-cert"
+    assert planning.SERVING_CERT_ANNOTATION not in services["metrics"]
+    assert not [o for o in by_kind(p, "Secret") if o["metadata"]["name"] == "webhook-cert"]
+    hooks = by_kind(p, "ValidatingWebhookConfiguration")[0]
+    assert hooks["metadata"]["annotations"][planning.INJECT_CA_ANNOTATION] == "true"
+    assert "caBundle" not in hooks["webhooks"][0]["clientConfig"]  # injected, not ours
+    crds = {o["metadata"]["name"]: o["metadata"].get("annotations") or {}
+            for o in by_kind(p, "CustomResourceDefinition")}
+    assert crds["converted.serving.kserve.io"][planning.INJECT_CA_ANNOTATION] == "true"
+    assert planning.INJECT_CA_ANNOTATION not in crds["things.serving.kserve.io"]
+    # cert-manager, where it runs, still wins; the agent's own CA where neither does
+    both = planning.plan(bundle, spec(), KSERVE, ClusterFacts(cert_manager=True, service_ca=True))
+    assert by_kind(both, "Certificate") and not by_kind(both, "Service")[0]["metadata"].get(
+        "annotations")
+    assert planning.plan(bundle, spec(), KSERVE, ClusterFacts()).certificates
+
+
 def test_inject_ca_bundle() -> None:
     objects = copy.deepcopy(make(spec()).objects)
     planning.inject_ca_bundle(objects, "Q0E=")

@@ -507,3 +507,41 @@ def test_an_oversized_template_is_a_render_error_from_a_shared_memo_too() -> Non
     for cluster in ("c1", "c2"):
         with pytest.raises(render.RenderError, match=f"for {cluster} would carry"):
             render.render_serving_runtime(big, cluster, {}, memo)
+
+
+def test_an_exposed_model_carries_a_route_to_its_predictor_with_feedback() -> None:
+    work = render.render_inference_service(
+        isvc(exposure={"type": "Route", "host": "iris.apps.example.com"}), "c1", {})
+    isvc_obj, route = work.body["spec"]["workload"]["manifests"]
+    assert isvc_obj["kind"] == "InferenceService"
+    assert route == {
+        "apiVersion": "route.openshift.io/v1", "kind": "Route",
+        "metadata": {"name": "iris", "namespace": "models",
+                     "labels": render.owner_labels(c.KIND_INFERENCE_SERVICE, "team-a", "iris")},
+        "spec": {"host": "iris.apps.example.com",
+                 "to": {"kind": "Service", "name": "iris-predictor", "weight": 100},
+                 "tls": {"termination": "edge", "insecureEdgeTerminationPolicy": "Redirect"},
+                 "wildcardPolicy": "None"}}
+    config = work.body["spec"]["manifestConfigs"][1]
+    assert config["resourceIdentifier"] == {"group": "route.openshift.io", "resource": "routes",
+                                            "name": "iris", "namespace": "models"}
+    paths = {p["name"]: p["path"] for p in config["feedbackRules"][0]["jsonPaths"]}
+    assert paths["routeHost"] == ".status.ingress[0].host"
+    plain = render.render_inference_service(isvc(exposure={"tls": "None"}), "c1", {})
+    assert "tls" not in plain.body["spec"]["workload"]["manifests"][1]["spec"]
+    assert "host" not in plain.body["spec"]["workload"]["manifests"][1]["spec"]
+
+
+def test_an_override_turns_the_exposure_off_on_some_clusters() -> None:
+    subject = isvc(exposure={"type": "Route"}, overrides=[
+        {"clusterSelector": {"matchLabels": {"vendor": "Kubernetes"}},
+         "patch": {"exposure": {"type": "None"}}}])
+    memo = render.SpecMemo()
+    on = render.render_inference_service(subject, "ocp", {"vendor": "OpenShift"}, memo)
+    off = render.render_inference_service(subject, "kind", {"vendor": "Kubernetes"}, memo)
+    assert [m["kind"] for m in on.body["spec"]["workload"]["manifests"]] == [
+        "InferenceService", "Route"]
+    assert [m["kind"] for m in off.body["spec"]["workload"]["manifests"]] == ["InferenceService"]
+    assert len(off.body["spec"]["manifestConfigs"]) == 1
+    without = render.render_inference_service(isvc(), "c1", {})
+    assert len(without.body["spec"]["workload"]["manifests"]) == 1

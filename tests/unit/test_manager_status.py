@@ -653,3 +653,33 @@ def test_a_stack_is_ready_only_once_the_agent_reported_on_the_latest_spec() -> N
     assert (entry.ready, category, entry.version) == (True, "ready", "v0.20.0")
     # an agent that reports no generation (older) is judged as before
     assert platform_report(fact("c1", kind, phase="Available"), False)[1] == "ready"
+
+
+def test_a_route_the_cluster_refuses_fails_the_entry_saying_the_model_serves_inside() -> None:
+    work = _failed_work('Failed to apply manifest: no matches for kind "Route" in version '
+                        '"route.openshift.io/v1"')
+    work["status"]["resourceStatus"]["manifests"][0]["resourceMeta"] = {
+        "ordinal": 1, "group": "route.openshift.io", "kind": "Route", "resource": "routes",
+        "name": "iris", "namespace": "models"}
+    got = parse_work(work)
+    assert got is not None and got.reason == "RouteNotCreated"
+    assert got.message.startswith("cluster cluster1: Route models/iris was not created, the "
+                                  "model is not reachable from outside the cluster")
+    entry, category = st._reported_status(
+        c.KIND_INFERENCE_SERVICE, st.ClusterInput(cluster="cluster1", work=got), removed=False)
+    assert (entry.phase, entry.reason, category) == ("Failed", "RouteNotCreated", "failed")
+
+
+def test_the_external_url_is_the_admitted_routes_host() -> None:
+    ready = {"ready": "True", "url": "http://iris.models.svc.cluster.local"}
+    admitted = fact("a", **ready, routeHost="iris.apps.example.com", routeAdmitted="True",
+                    routeTermination="edge")
+    entry, category = st.cluster_status(c.KIND_INFERENCE_SERVICE, st.ClusterInput("a", admitted))
+    assert category == "ready" and entry.url == "http://iris.models.svc.cluster.local"
+    assert entry.external_url == "https://iris.apps.example.com"
+    plain = fact("a", **ready, routeHost="iris.apps.example.com", routeAdmitted="True")
+    assert st.cluster_status(c.KIND_INFERENCE_SERVICE, st.ClusterInput("a", plain))[
+        0].external_url == "http://iris.apps.example.com"
+    pending = fact("a", **ready, routeHost="iris.apps.example.com")  # not admitted yet
+    assert st.cluster_status(c.KIND_INFERENCE_SERVICE, st.ClusterInput("a", pending))[
+        0].external_url == ""

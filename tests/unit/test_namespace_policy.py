@@ -205,9 +205,13 @@ def test_tenant_work_waits_for_its_identity_then_names_it_as_executor() -> None:
           for ns in (c.AGENT_NAMESPACE, "models", "team-a")),
     }
     roles = {m["metadata"]["namespace"]: m["rules"] for m in manifests if m["kind"] == "Role"}
-    assert roles["models"] == [{"apiGroups": ["serving.kserve.io"],
-                                "resources": ["servingruntimes", "inferenceservices"],
-                                "verbs": ["get", "create", "update", "patch", "delete"]}]
+    assert roles["models"] == [
+        {"apiGroups": ["serving.kserve.io"], "resources": ["servingruntimes", "inferenceservices"],
+         "verbs": ["get", "create", "update", "patch", "delete"]},
+        {"apiGroups": ["route.openshift.io"], "resources": ["routes"],
+         "verbs": ["get", "create", "update", "patch", "delete"]},
+        {"apiGroups": ["route.openshift.io"], "resources": ["routes/custom-host"],
+         "verbs": ["create", "update"]}]
     assert roles[c.AGENT_NAMESPACE][0]["resources"] == ["sealedstorageconnections"]
 
     # Applied, but not yet where the runtime goes: OCM's work agent would refuse the runtime's

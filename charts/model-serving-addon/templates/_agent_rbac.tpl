@@ -79,4 +79,11 @@ rules:
   - apiGroups: [serving.kserve.io]
     resources: [servingruntimes, inferenceservices]
     verbs: [get, list, watch, create, patch, update, delete]
+  # A model's Route (spec.exposure); custom-host lets a Route carry the host the intent names.
+  - apiGroups: [route.openshift.io]
+    resources: [routes]
+    verbs: [get, list, watch, create, patch, update, delete]
+  - apiGroups: [route.openshift.io]
+    resources: [routes/custom-host]
+    verbs: [create, update]
 {{- end -}}
