@@ -164,14 +164,7 @@ class Agent:
                         ),
                     )
                 raise kopf.TemporaryError(message, delay=10) from err
-            namespaces.reconcile(
-                self.kube,
-                spec.serving_namespaces,
-                spec.platform,
-                spec.monitoring.prometheus_subject()
-                if spec.monitoring and spec.monitoring.enabled
-                else None,
-            )
+            self._enable_namespaces(spec)
             self.plans[name] = (generation, plan)
             status = self.installer.read_status(plan, generation, previous)
             log.info("%s: %s (%s)", name, status.phase, status.message[:200])
@@ -187,6 +180,15 @@ class Agent:
         """
         found = self.installer.find_installation(STACKS[spec.platform])
         check = ownership.unmanaged_status(found, generation, previous)
+        self._enable_namespaces(spec)
+        self.plans.pop(name, None)
+        log.info("%s: %s (%s)", name, check.status.phase, check.status.message[:200])
+        self._write_platform_status(name, check.status)
+        metrics.record_platform(spec.platform, check.status.phase is Phase.AVAILABLE,
+                                check.components)
+
+    def _enable_namespaces(self, spec: ServingPlatformSpec) -> None:
+        """Enable the serving namespaces (monitored by the spec's Prometheus, if any)."""
         namespaces.reconcile(
             self.kube,
             spec.serving_namespaces,
@@ -195,11 +197,6 @@ class Agent:
             if spec.monitoring and spec.monitoring.enabled
             else None,
         )
-        self.plans.pop(name, None)
-        log.info("%s: %s (%s)", name, check.status.phase, check.status.message[:200])
-        self._write_platform_status(name, check.status)
-        metrics.record_platform(spec.platform, check.status.phase is Phase.AVAILABLE,
-                                check.components)
 
     def _owner(self) -> str | None:
         return st.owning_platform(self.kube.list(f"{c.GROUP}/{c.VERSION}", c.KIND_SERVING_PLATFORM))

@@ -372,21 +372,12 @@ RouteTermination = Literal["Edge", "None"]
 class Exposure(ApiModel):
     """How callers outside a cluster reach the model (its InferenceService is internal)."""
 
-    cel_rules = (
-        Cel(
-            "self.type != 'None' || (!has(self.host) && !has(self.tls))",
-            "spec.exposure.host and tls are only allowed with type Route",
-            lambda s: s.type != "None" or (s.host is None and s.tls is None),
-            field_path=".host",
-            reason="FieldValueForbidden",
-        ),
-    )
-
     type: Literal["Route", "None"] = "Route"
     """Route: an OpenShift Route (route.openshift.io/v1) next to the InferenceService, to its
     predictor Service; a cluster without the Route API reports the Route as not created
     (reason RouteNotCreated) while the model still serves inside the cluster. None: no
-    exposure (for an override to turn it off on some clusters)."""
+    exposure (for an override to turn it off on some clusters: host and tls are then
+    ignored, so the override need not remove them)."""
     host: DnsSubdomain | None = None
     """Host name of the Route; default: the one the cluster's router assigns. Setting it
     needs the right to create routes/custom-host, which the add-on's identities have."""

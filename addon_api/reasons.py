@@ -998,7 +998,8 @@ CLUSTER_PROBLEMS = Group(
             ),
             means=(
                 "`spec.exposure` asks for an OpenShift Route, and the cluster refused it: most "
-                "often it has no Route API (`no matches for kind \"Route\"`: not OpenShift), "
+                "often it has no Route API (`the server doesn't have a resource type "
+                "\"Route\"`: not OpenShift), "
                 "or an admission rule refused the host. The InferenceService was applied and "
                 "serves inside the cluster; the intent as asked is not in effect there."
             ),

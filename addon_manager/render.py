@@ -418,7 +418,7 @@ def render_model_serving(
         spec = cluster_spec(intent.spec.to_dict(), intent.spec.overrides, cluster, labels)
         spec["source"] = {"namespace": ns, "name": name}
         try:
-            return ServingPlatformSpec.model_validate(spec).to_dict()
+            return without_empty_maps(ServingPlatformSpec.model_validate(spec).to_dict())
         except ValidationError as err:
             raise _invalid_after_overrides(cluster, err) from err
 
@@ -440,6 +440,24 @@ def render_model_serving(
     )
     return _work(c.KIND_MODEL_SERVING, ns, name, cluster, [platform], [config],
                  shared=_shared(memo, key))
+
+
+def without_empty_maps(value: dict[str, Any]) -> dict[str, Any]:
+    """``value`` without the keys whose value is an empty map (at any depth).
+
+    An empty map and no map mean the same to the agent, but not to server-side apply: when
+    a work that carried ``components: {a: ...}`` carries ``components: {}``, the spoke's API
+    server ends up with ``components: null``, which the CRD's schema refuses (the work never
+    applies again). Leaving the key out removes the field instead.
+    """
+    out: dict[str, Any] = {}
+    for key, item in value.items():
+        if isinstance(item, dict):
+            item = without_empty_maps(item)
+            if not item:
+                continue
+        out[key] = item
+    return out
 
 
 def render_serving_runtime(

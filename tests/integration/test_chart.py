@@ -231,10 +231,14 @@ def test_the_work_agent_gets_exactly_the_kinds_the_manager_renders() -> None:
     assert granted == {
         (c.GROUP, "servingplatforms"), (c.GROUP, "sealedstorageconnections"),
         ("serving.kserve.io", "servingruntimes"), ("serving.kserve.io", "inferenceservices"),
+        ("route.openshift.io", "routes"), ("route.openshift.io", "routes/custom-host"),
     }
     assert {v for rule in role["rules"] for v in rule["verbs"]} == {
         "get", "list", "watch", "create", "patch", "update", "delete"
     }
+    # a Route's custom host is only created or updated with the Route
+    assert [r["verbs"] for r in role["rules"] if r["resources"] == ["routes/custom-host"]] == [
+        ["create", "update"]]
 
 
 def test_disabling_the_addon_orphans_namespace_and_crds() -> None:

@@ -315,6 +315,7 @@ def test_a_single_node_cluster_schedules_every_pod_under_the_single_node_profile
 
         single = _modelserving(None)
         single["spec"]["profile"] = "SingleNode"
+        single["spec"].pop("components")  # the example's explicit requests would win
         _apply(bed, single)
 
         def controller_moved() -> bool:

@@ -533,7 +533,7 @@ def test_an_exposed_model_carries_a_route_to_its_predictor_with_feedback() -> No
 
 
 def test_an_override_turns_the_exposure_off_on_some_clusters() -> None:
-    subject = isvc(exposure={"type": "Route"}, overrides=[
+    subject = isvc(exposure={"type": "Route", "host": "iris.apps.example.com"}, overrides=[
         {"clusterSelector": {"matchLabels": {"vendor": "Kubernetes"}},
          "patch": {"exposure": {"type": "None"}}}])
     memo = render.SpecMemo()
@@ -545,3 +545,18 @@ def test_an_override_turns_the_exposure_off_on_some_clusters() -> None:
     assert len(off.body["spec"]["manifestConfigs"]) == 1
     without = render.render_inference_service(isvc(), "c1", {})
     assert len(without.body["spec"]["workload"]["manifests"]) == 1
+
+
+def test_a_model_serving_without_components_sends_no_empty_map() -> None:
+    """Server-side apply turns a map emptied by a new work into null, which the
+    ServingPlatform schema refuses (found on the testbed: a ModelServing that dropped its
+    components never reached its cluster again): empty maps are left out instead."""
+    spec = manifest(render.render_model_serving(msv(devFlags={"images": {}}), "c1", {}))["spec"]
+    assert "components" not in spec and "devFlags" not in spec
+    assert spec["platform"] == "KServe" and spec["source"] == {"namespace": "team-a",
+                                                               "name": "kserve"}
+    with_one = manifest(render.render_model_serving(
+        msv(components={"kserve-controller-manager": {"replicas": 1}}), "c1", {}))["spec"]
+    assert with_one["components"] == {"kserve-controller-manager": {"replicas": 1}}
+    assert render.without_empty_maps({"a": {"b": {}}, "c": [], "d": {"e": 1}}) == {
+        "c": [], "d": {"e": 1}}
