@@ -5,7 +5,8 @@ little room (single-node OpenShift): every Deployment and StatefulSet of the sta
 replica, pod anti-affinity goes (its required terms can never be met on one node, its preferred
 ones mean nothing there), each container's requests are capped at
 :data:`SINGLE_NODE_REQUESTS`, KServe's defaults for model containers without requests and for
-its sidecars shrink (:data:`SINGLE_NODE_KSERVE`), and each ModelMesh runtime runs one pod.
+its sidecars shrink (:data:`SINGLE_NODE_KSERVE`), so do the built-in serving runtimes' requests
+(:func:`fit_runtime`), and each ModelMesh runtime runs one pod.
 Whatever the ModelServing sets explicitly (``spec.components``' replicas, autoscaling and
 resources, ``spec.modelmesh.podsPerRuntime``) wins over the profile. Everything here is pure.
 """
@@ -26,8 +27,14 @@ Obj = dict[str, Any]
 SINGLE_NODE: Final = "SingleNode"
 SINGLE_NODE_REQUESTS: Final = {"cpu": "50m", "memory": "64Mi"}
 """The most a container of the stack requests under ``SingleNode`` (limits are kept)."""
+SINGLE_NODE_MODEL_REQUESTS: Final = {"cpu": "100m", "memory": "256Mi"}
+"""The most a model's container requests under ``SingleNode`` when its InferenceService sets
+no requests of its own: the built-in serving runtimes' containers are capped at it (KServe
+gives a model its runtime's resources; the release's are 1 CPU and 2Gi, or more for large
+language models), and so is KServe's configured default."""
 SINGLE_NODE_KSERVE: Final[dict[str, dict[str, Any]]] = {
-    "inferenceService": {"resource": {"cpuRequest": "100m", "memoryRequest": "256Mi"}},
+    "inferenceService": {"resource": {"cpuRequest": SINGLE_NODE_MODEL_REQUESTS["cpu"],
+                                      "memoryRequest": SINGLE_NODE_MODEL_REQUESTS["memory"]}},
     "agent": {"cpuRequest": "10m", "memoryRequest": "32Mi"},
     "router": {"cpuRequest": "10m", "memoryRequest": "32Mi"},
     "logger": {"cpuRequest": "10m", "memoryRequest": "32Mi"},
@@ -64,15 +71,25 @@ def fit_workload(obj: Obj, component: ComponentSpec | None) -> Obj:
     return obj
 
 
-def cap_requests(container: Obj) -> Obj:
-    """Lower the container's CPU and memory requests to :data:`SINGLE_NODE_REQUESTS`, in place.
+def fit_runtime(obj: Obj) -> Obj:
+    """A serving runtime of the stack sized for one node, in place.
+
+    Its containers request at most :data:`SINGLE_NODE_MODEL_REQUESTS`; limits are kept.
+    """
+    for container in (obj.get("spec") or {}).get("containers") or []:
+        cap_requests(container, SINGLE_NODE_MODEL_REQUESTS)
+    return obj
+
+
+def cap_requests(container: Obj, caps: dict[str, str] = SINGLE_NODE_REQUESTS) -> Obj:
+    """Lower the container's CPU and memory requests to ``caps``, in place.
 
     A request that is missing or already smaller stays as it is.
     """
     requests = (container.get("resources") or {}).get("requests")
     if not isinstance(requests, dict):
         return container
-    for name, most in SINGLE_NODE_REQUESTS.items():
+    for name, most in caps.items():
         have = requests.get(name)
         if have is not None and quantity(have) > quantity(most):
             requests[name] = most

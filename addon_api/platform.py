@@ -404,9 +404,10 @@ class PlatformSettings(ApiModel):
     profile: Profile = "Default"
     """How the stack is sized. Default keeps each release's own settings. SingleNode is for
     clusters of one node (single-node OpenShift): one replica per controller, no pod
-    anti-affinity, requests of the stack's containers at most 50m CPU and 64Mi memory, smaller
-    defaults for the models KServe runs without requests of their own (100m CPU, 256Mi) and
-    for its sidecars, one pod per ModelMesh runtime. What spec.components (replicas,
+    anti-affinity, requests of the stack's containers at most 50m CPU and 64Mi memory, at most
+    100m CPU and 256Mi for the models KServe runs without requests of their own (the built-in
+    runtimes' requests and KServe's default), smaller sidecars, one pod per ModelMesh
+    runtime. What spec.components (replicas,
     autoscaling, resources) and spec.modelmesh.podsPerRuntime set explicitly wins."""
     components: Annotated[
         dict[str, ComponentSpec],

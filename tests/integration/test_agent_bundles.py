@@ -302,6 +302,12 @@ def test_every_carried_stack_fits_one_node_under_the_single_node_profile(bundles
         plan = planning.plan(objects, spec, stack, planning.ClusterFacts())
         workloads = [o for o in plan.objects if o["kind"] in planning.POD_OWNERS]
         assert workloads, stack
+        models = {k: profiles.quantity(v) for k, v in profiles.SINGLE_NODE_MODEL_REQUESTS.items()}
+        for runtime in [o for o in plan.objects if planning.is_runtime(o)]:
+            for container in runtime["spec"].get("containers") or []:
+                requests = (container.get("resources") or {}).get("requests") or {}
+                assert all(profiles.quantity(v) <= models[k] for k, v in requests.items()
+                           if k in models), (runtime["metadata"]["name"], requests)
         for obj in workloads:
             where = (stack.platform, stack.version, obj["metadata"]["name"])
             pod = obj["spec"]["template"]["spec"]

@@ -304,7 +304,7 @@ def test_a_single_node_cluster_schedules_every_pod_under_the_single_node_profile
     spoke.kubectl("patch", "node", SNO_NODE, "--subresource=status", "--type=merge", "-p",
                   json.dumps({"status": {"capacity": SNO_SIZE, "allocatable": SNO_SIZE}}))
     spoke.kubectl("cordon", default_node)
-    model = "fits"
+    model, small = "fits", "fits-small"
     try:
         _apply(bed, _model_without_resources(model))
         pending = on_fleet(bed, step, lambda: _unscheduled(spoke, "models"), 120)
@@ -319,21 +319,29 @@ def test_a_single_node_cluster_schedules_every_pod_under_the_single_node_profile
         _apply(bed, single)
 
         def controller_moved() -> bool:
-            pods = [p for p in _pods(spoke, KSERVE.namespace)
-                    if p["metadata"]["name"].startswith(KSERVE.controller)]
-            return bool(pods) and all(p["spec"].get("nodeName") == SNO_NODE for p in pods) and (
-                bool(_hub_stack(bed).get("ready")))
+            pods = {p["metadata"]["name"]: (p["spec"].get("nodeName"), p["status"].get("phase"))
+                    for p in _pods(spoke, KSERVE.namespace)
+                    if p["metadata"]["name"].startswith(KSERVE.controller)}
+            hub = _hub_stack(bed)
+            assert pods and all(node == SNO_NODE for node, _ in pods.values()) and hub.get(
+                "ready"), f"controller pods {pods}; hub {hub.get('phase')}: {hub.get('message')}"
+            # the built-in runtime a model without requests inherits them from
+            runtime = json.loads(spoke.kubectl("get", "clusterservingruntime",
+                                               "kserve-sklearnserver", "-o", "json").stdout)
+            requests = runtime["spec"]["containers"][0]["resources"]["requests"]
+            assert requests == {"cpu": "100m", "memory": "256Mi"}, requests
+            return True
 
         on_fleet(bed, step, controller_moved, 180)
-        _apply(bed, _model_without_resources(model))
+        _apply(bed, _model_without_resources(small))
         on_fleet(bed, step, lambda: _hub_entry(
-            bed, "multiclusterinferenceservices", model).get("ready"), 180)
+            bed, "multiclusterinferenceservices", small).get("ready"), 180)
         predictor = [p for p in _pods(spoke, "models") if p["metadata"]["name"].startswith(
-            f"{model}-predictor")]
+            f"{small}-predictor")]
         assert predictor and all(p["spec"]["nodeName"] == SNO_NODE for p in predictor)
         assert _unscheduled(spoke, "models", KSERVE.namespace) == {}
     finally:
-        bed.hub.kubectl("delete", "mcisvc", model, "-n", NS, "--ignore-not-found")
+        bed.hub.kubectl("delete", "mcisvc", model, small, "-n", NS, "--ignore-not-found")
         _apply(bed, _modelserving(None))
         spoke.kubectl("uncordon", default_node)
         spoke.kubectl("delete", "namespace", "sno-platform", "--wait=false")

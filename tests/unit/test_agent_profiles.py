@@ -111,3 +111,23 @@ def test_caps_compare_quantities_not_strings() -> None:
     profiles.cap_requests(container)
     # 40m stays (smaller than 50m); 100M (decimal) is more than 64Mi
     assert container["resources"]["requests"] == {"cpu": "0.04", "memory": "64Mi"}
+
+
+def test_single_node_caps_the_builtin_runtimes_models_inherit() -> None:
+    """A model without requests gets its runtime's: KServe's built-in runtimes ask 1 CPU and
+    2Gi (the scheduling test found it), so SingleNode caps them too."""
+    runtime = {"apiVersion": "serving.kserve.io/v1alpha1", "kind": "ClusterServingRuntime",
+               "metadata": {"name": "kserve-sklearnserver"},
+               "spec": {"supportedModelFormats": [{"name": "sklearn"}], "containers": [{
+                   "name": "kserve-container", "image": "kserve/sklearnserver:v1",
+                   "resources": json.loads(json.dumps(BIG))}]}}
+
+    def planned(**kw: Any) -> dict[str, Any]:
+        spec = ServingPlatformSpec.model_validate({"platform": "KServe", **kw})
+        plan = planning.plan([json.loads(json.dumps(runtime))], spec, KSERVE,
+                             planning.ClusterFacts())
+        return next(o for o in plan.objects if o["kind"] == "ClusterServingRuntime")
+
+    small = planned(profile="SingleNode")["spec"]["containers"][0]["resources"]
+    assert small == {"requests": {"cpu": "100m", "memory": "256Mi"}, "limits": BIG["limits"]}
+    assert planned()["spec"]["containers"][0]["resources"] == BIG
