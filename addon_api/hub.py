@@ -374,8 +374,8 @@ class Exposure(ApiModel):
 
     type: Literal["Route", "None"] = "Route"
     """Route: an OpenShift Route (route.openshift.io/v1) next to the InferenceService, to its
-    predictor Service; a cluster without the Route API reports the Route as not created
-    (reason RouteNotCreated) while the model still serves inside the cluster. None: no
+    predictor Service; on a cluster without the Route API it falls back to none (the
+    cluster's entry says so). None: no
     exposure (for an override to turn it off on some clusters: host and tls are then
     ignored, so the override need not remove them)."""
     host: DnsSubdomain | None = None

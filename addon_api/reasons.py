@@ -152,6 +152,7 @@ class ClusterReason(StrEnum):
     BLOCKED_BY_FAILED_LOAD = "BlockedByFailedLoad"
     INVALID_SPEC = "InvalidSpec"
     ROUTE_NOT_CREATED = "RouteNotCreated"
+    NO_ROUTE_API = "NoRouteApi"
 
 
 # Spoke objects (written by the agent) ------------------------------------------------------------
@@ -990,6 +991,26 @@ CLUSTER_PROBLEMS = Group(
             ),
         ),
         Entry(
+            (CR.NO_ROUTE_API,),
+            seen=(
+                "MultiClusterInferenceService cluster entry with `spec.exposure` Route: phase "
+                "`Ready` (or whatever the model is), no `externalUrl`, message `not exposed: "
+                "cluster CLUSTER has no Route API (route.openshift.io); the model serves inside "
+                "the cluster only`."
+            ),
+            means=(
+                "The cluster is not OpenShift (its API server has no `routes` resource): the "
+                "exposure falls back to none there, as asked for clusters without the Route "
+                "API, and the model counts by its own state. OCM's work agent keeps retrying "
+                "the Route in the background (its ManifestWork's `Applied` stays False)."
+            ),
+            todo=(
+                "nothing, or turn the exposure off there with an override (`patch: "
+                "{exposure: {type: None}}` for a `clusterSelector` such as `vendor: "
+                "Kubernetes`) to stop the retries."
+            ),
+        ),
+        Entry(
             (CR.ROUTE_NOT_CREATED,),
             seen=(
                 "MultiClusterInferenceService cluster entry, phase `Failed`, message `cluster "
@@ -997,18 +1018,13 @@ CLUSTER_PROBLEMS = Group(
                 "outside the cluster (it serves inside it): ERROR`."
             ),
             means=(
-                "`spec.exposure` asks for an OpenShift Route, and the cluster refused it: most "
-                "often it has no Route API (`the server doesn't have a resource type "
-                "\"Route\"`: not OpenShift), "
-                "or an admission rule refused the host. The InferenceService was applied and "
+                "`spec.exposure` asks for an OpenShift Route, and the cluster's Route API "
+                "refused it (a cluster without that API is `NoRouteApi` instead): for example "
+                "a host another Route holds, or outside the router's domains, or a "
+                "`routes/custom-host` right missing. The InferenceService was applied and "
                 "serves inside the cluster; the intent as asked is not in effect there."
             ),
-            todo=(
-                "for clusters without the Route API, turn the exposure off with an override "
-                "(`patch: {exposure: {type: None}}` for a `clusterSelector` such as "
-                "`vendor: Kubernetes`); otherwise fix what the error names (a host another "
-                "Route holds, a host outside the router's domains)."
-            ),
+            todo="fix what the error names (the host, or the identity's rights).",
         ),
         Entry(
             (CR.NOT_APPLIED,),

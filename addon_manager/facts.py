@@ -141,6 +141,10 @@ _FORBIDDEN = re.compile(
 
 WAITING_FOR_SPOKE = ClusterReason.WAITING_FOR_SPOKE
 """A manifest refused for a reason that passes as the cluster finishes setting up."""
+_NO_KIND = re.compile(
+    r"doesn't have a resource type|no matches for kind|could not find the requested resource",
+    re.IGNORECASE)
+"""How the spoke says it serves no such kind at all."""
 _ESTABLISHING = re.compile(
     r"failed calling webhook .*(connection refused|no endpoints available|i/o timeout"
     r"|context deadline exceeded|service \S+ not found)"
@@ -161,7 +165,8 @@ def manifest_failure(
     ``ApplyFailed`` with the spoke's message (which names the offending field). A refusal
     that the cluster's own setup will end (the stack's admission webhook not serving yet, the
     kind's CRD not established yet) is ``WaitingForSpoke``: still being established, not
-    failed. A model's Route that could not be created (no Route API on the cluster, say) is
+    failed. A model's Route on a cluster without the Route API is ``NoRouteApi`` (not
+    exposed there; the model counts by its own state); one the Route API refused is
     ``RouteNotCreated``.
     """
     for manifest in (status.get("resourceStatus") or {}).get("manifests") or []:
@@ -183,6 +188,10 @@ def manifest_failure(
                 f"docs/troubleshooting.md#applyforbidden): {error}"
             )
         if meta.get("kind") == "Route" and meta.get("group") == "route.openshift.io":
+            if _NO_KIND.search(error):
+                return ClusterReason.NO_ROUTE_API, (
+                    f"not exposed: cluster {cluster} has no Route API (route.openshift.io); "
+                    "the model serves inside the cluster only")
             return ClusterReason.ROUTE_NOT_CREATED, (
                 f"cluster {cluster}: {what} was not created, the model is not reachable from "
                 f"outside the cluster (it serves inside it): {error}")

@@ -220,6 +220,12 @@ def _reported_status(
             cluster=cl, phase=Phase.APPLYING, reason=Reason.WORK_UPDATING,
             message=f"waiting for the work agent to pick up generation {work.generation}",
         ), "progressing"
+    if work.applied == "False" and work.reason == Reason.NO_ROUTE_API:
+        # Exposure falls back to none where the cluster has no Route API: the model counts
+        # by its own state, and the entry says it is not exposed.
+        entry, category = spec_of(kind).report(work, removed)
+        note = f"{entry.message}; {work.message}" if entry.message else work.message
+        return entry.model_copy(update={"message": note[:1024]}), category
     if work.applied == "False" and work.reason == WAITING_FOR_SPOKE:
         return ClusterStatus(
             cluster=cl, phase=Phase.APPLYING, reason=WAITING_FOR_SPOKE, message=work.message

@@ -655,13 +655,48 @@ def test_a_stack_is_ready_only_once_the_agent_reported_on_the_latest_spec() -> N
     assert platform_report(fact("c1", kind, phase="Available"), False)[1] == "ready"
 
 
-def test_a_route_the_cluster_refuses_fails_the_entry_saying_the_model_serves_inside() -> None:
-    work = _failed_work('Failed to apply manifest: no matches for kind "Route" in version '
-                        '"route.openshift.io/v1"')
-    work["status"]["resourceStatus"]["manifests"][0]["resourceMeta"] = {
-        "ordinal": 1, "group": "route.openshift.io", "kind": "Route", "resource": "routes",
-        "name": "iris", "namespace": "models"}
-    got = parse_work(work)
+def _route_failed(error: str, **feedback: str) -> dict[str, Any]:
+    work = _failed_work(error)
+    work["metadata"]["labels"] = owner_labels(c.KIND_INFERENCE_SERVICE, "team", "iris")
+    work["status"]["resourceStatus"]["manifests"] = [
+        {"resourceMeta": {"ordinal": 0, "group": "serving.kserve.io",
+                          "kind": "InferenceService", "resource": "inferenceservices",
+                          "name": "iris", "namespace": "models"},
+         "conditions": [{"type": "Applied", "status": "True"}],
+         "statusFeedback": {"values": [{"name": k, "fieldValue": {"type": "String", "string": v}}
+                                       for k, v in feedback.items()]}},
+        {"resourceMeta": {"ordinal": 1, "group": "route.openshift.io", "kind": "Route",
+                          "resource": "routes", "name": "iris", "namespace": "models"},
+         "conditions": [{"type": "Applied", "status": "False", "message": error}]},
+    ]
+    return work
+
+
+def test_without_a_route_api_the_exposure_falls_back_to_none_and_the_model_counts() -> None:
+    got = parse_work(_route_failed('Failed to apply manifest: the server doesn\'t have a '
+                                   'resource type "Route"', ready="True", url="http://iris"))
+    assert got is not None and got.reason == "NoRouteApi"
+    entry, category = st._reported_status(
+        c.KIND_INFERENCE_SERVICE, st.ClusterInput(cluster="cluster1", work=got), removed=False)
+    assert (entry.phase, entry.ready, category) == ("Ready", True, "ready")
+    assert entry.url == "http://iris" and entry.external_url == ""
+    assert entry.message == ("not exposed: cluster cluster1 has no Route API "
+                             "(route.openshift.io); the model serves inside the cluster only")
+    loading = parse_work(_route_failed("no matches for kind \"Route\" in version "
+                                       "\"route.openshift.io/v1\"", ready="False",
+                                       readyReason="Loading", readyMessage="pulling"))
+    assert loading is not None
+    entry, category = st._reported_status(
+        c.KIND_INFERENCE_SERVICE, st.ClusterInput(cluster="cluster1", work=loading),
+        removed=False)
+    assert (entry.phase, category) == ("Progressing", "progressing")
+    assert entry.message.startswith("pulling; not exposed: cluster cluster1 has no Route API")
+
+
+def test_a_route_the_route_api_refuses_fails_the_entry_saying_the_model_serves_inside() -> None:
+    error = ('Failed to apply manifest: admission webhook denied the request: host '
+             'iris.apps.example.com is already claimed')
+    got = parse_work(_route_failed(error, ready="True"))
     assert got is not None and got.reason == "RouteNotCreated"
     assert got.message.startswith("cluster cluster1: Route models/iris was not created, the "
                                   "model is not reachable from outside the cluster")
