@@ -521,8 +521,10 @@ def plan(
             configure_kserve(obj, spec)
             if profiles.single_node(spec):
                 profiles.fit_kserve_config(obj.setdefault("data", {}))
-        if is_runtime(obj) and profiles.single_node(spec):
-            profiles.fit_runtime(obj)
+        if is_runtime(obj):
+            pod_security.harden_runtime(obj)
+            if profiles.single_node(spec):
+                profiles.fit_runtime(obj)
         if obj["kind"] in POD_OWNERS:
             pod_security.restrict(obj["spec"]["template"]["spec"])
             if profiles.single_node(spec):

@@ -67,6 +67,29 @@ def restrict(pod: Obj) -> Obj:
     return pod
 
 
+def harden_runtime(runtime: Obj) -> Obj:
+    """A serving runtime's containers made as ``restricted`` as a runtime can say, in place.
+
+    KServe builds model pods from them, with no pod-level security context of the runtime's:
+    each container gets ``seccompProfile: RuntimeDefault`` (unless already Localhost or
+    RuntimeDefault), no privilege escalation and every capability dropped. ``runAsNonRoot``
+    is left as the runtime has it (KServe's own runtimes set it; an image that runs as root
+    would stop starting where nothing assigns a user). KServe adds its own init and sidecar
+    containers to model pods; OpenShift's restricted-v2 fills in theirs.
+    """
+    containers = (runtime.get("spec") or {}).get("containers") or []
+    flagged = [bool((c.get("securityContext") or {}).get("runAsNonRoot") is False)
+               for c in containers]
+    restrict({"containers": containers})
+    for container, was_root in zip(containers, flagged, strict=True):
+        sc = container["securityContext"]
+        if was_root:
+            sc["runAsNonRoot"] = False  # as the runtime said
+        if (sc.get("seccompProfile") or {}).get("type") not in ALLOWED_SECCOMP:
+            sc["seccompProfile"] = {"type": "RuntimeDefault"}
+    return runtime
+
+
 def violations(pod: Obj) -> list[str]:
     """What of the ``restricted`` profile a pod spec breaks (empty: it passes)."""
     out: list[str] = []

@@ -78,3 +78,24 @@ def test_the_modelmesh_plan_pods_and_namespace_are_restricted() -> None:
         name: [] for name in pods}
     ns = next(o for o in plan.objects if o["kind"] == "Namespace")
     assert ns["metadata"]["labels"]["pod-security.kubernetes.io/enforce"] == "restricted"
+
+
+def test_a_serving_runtimes_containers_are_hardened_without_forcing_non_root() -> None:
+    runtime = {"kind": "ClusterServingRuntime", "spec": {"containers": [
+        {"name": "kserve-container", "image": "a:1",
+         "securityContext": {"runAsNonRoot": True, "capabilities": {"drop": ["ALL"]}}},
+        {"name": "root", "image": "b:1", "securityContext": {"runAsNonRoot": False,
+                                                              "privileged": True}},
+        {"name": "bare", "image": "c:1"},
+    ]}}
+    pod_security.harden_runtime(runtime)
+    first, root, bare = runtime["spec"]["containers"]
+    # KServe's own runtimes (non-root already): restricted now
+    assert pod_security.violations({"containers": [first]}) == []
+    for container in (root, bare):
+        sc = container["securityContext"]
+        assert sc["allowPrivilegeEscalation"] is False and "ALL" in sc["capabilities"]["drop"]
+        assert sc["seccompProfile"] == {"type": "RuntimeDefault"}
+        assert not sc.get("privileged")
+    assert root["securityContext"]["runAsNonRoot"] is False  # left as the runtime said
+    assert "runAsNonRoot" not in bare["securityContext"]
