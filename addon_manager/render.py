@@ -176,16 +176,17 @@ def validated_cluster_spec(
     cluster: str,
     labels: dict[str, str],
     memo: SpecMemo | None = None,
-) -> dict[str, Any]:
-    """:func:`cluster_spec`, validated again by the intent's spec model.
+) -> tuple[Selection | None, dict[str, Any]]:
+    """The cluster's selection of overrides, and :func:`cluster_spec` validated again.
 
     An override patch is free-form JSON: what it makes of the spec on one cluster is
-    checked here, as admission checked the spec itself, and a :class:`RenderError`
-    naming the fields is raised when that cluster's spec is invalid. With ``memo``, the spec
-    of clusters the same overrides select is computed once.
+    checked by the intent's spec model here, as admission checked the spec itself, and a
+    :class:`RenderError` naming the fields is raised when that cluster's spec is invalid.
+    With ``memo``, the spec of clusters the same overrides select is computed once (no
+    selection without it).
     """
     return _memoized(memo, intent.spec.overrides, cluster, labels,
-                     lambda: _validated_cluster_spec(intent, cluster, labels))[1]
+                     lambda: _validated_cluster_spec(intent, cluster, labels))
 
 
 def _validated_cluster_spec(
@@ -466,8 +467,7 @@ def render_serving_runtime(
 ) -> RenderedWork:
     """The KServe ServingRuntime work of a MultiClusterServingRuntime for one cluster."""
     ns, name = str(intent.metadata.namespace), str(intent.metadata.name)
-    key, spec = _memoized(memo, intent.spec.overrides, cluster, labels,
-                          lambda: _validated_cluster_spec(intent, cluster, labels))
+    key, spec = validated_cluster_spec(intent, cluster, labels, memo)
     templated = _from_template(_shared(memo, key), cluster, "spec.template")
     if templated is not None:
         return templated
@@ -497,8 +497,7 @@ def render_inference_service(
 ) -> RenderedWork:
     """The KServe InferenceService work of a MultiClusterInferenceService for one cluster."""
     ns, name = str(intent.metadata.namespace), str(intent.metadata.name)
-    key, spec = _memoized(memo, intent.spec.overrides, cluster, labels,
-                          lambda: _validated_cluster_spec(intent, cluster, labels))
+    key, spec = validated_cluster_spec(intent, cluster, labels, memo)
     templated = _from_template(_shared(memo, key), cluster, "spec.template")
     if templated is not None:
         return templated

@@ -227,7 +227,7 @@ def test_validating_after_overrides_keeps_what_was_rendered() -> None:
         spec = intent.spec.to_dict()
         for key in ("placementRef", "overrides"):
             spec.pop(key)
-        assert render.validated_cluster_spec(intent, "c1", {}) == spec
+        assert render.validated_cluster_spec(intent, "c1", {}) == (None, spec)
 
 
 def test_oversized_template_is_a_render_error_naming_the_field() -> None:
