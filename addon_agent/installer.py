@@ -108,6 +108,8 @@ class Installer:
             cert_manager=self._crd_established("certificates.cert-manager.io"),
             prometheus_operator=self._crd_established("servicemonitors.monitoring.coreos.com"),
             service_ca=self._crd_established("servicecas.operator.openshift.io"),
+            assigns_users=self._crd_established(
+                "securitycontextconstraints.security.openshift.io"),
         )
 
     def _crd_established(self, name: str) -> bool:

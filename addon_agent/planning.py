@@ -63,6 +63,10 @@ class ClusterFacts:
     service_ca: bool = False
     """OpenShift's service CA operator runs (its ServiceCA CRD is served): webhook serving
     certificates come from it when cert-manager is not there (:func:`use_service_ca`)."""
+    assigns_users: bool = False
+    """OpenShift's SecurityContextConstraints CRD is served: its ``restricted-v2`` gives each
+    pod a user from the namespace's range and refuses another, so the serving runtimes the
+    agent ships name no ``runAsUser`` (:func:`addon_agent.pod_security.harden_runtime`)."""
 
 
 @dataclass(frozen=True)
@@ -522,7 +526,7 @@ def plan(
             if profiles.single_node(spec):
                 profiles.fit_kserve_config(obj.setdefault("data", {}))
         if is_runtime(obj):
-            pod_security.harden_runtime(obj)
+            pod_security.harden_runtime(obj, assigns_users=facts.assigns_users)
             if profiles.single_node(spec):
                 profiles.fit_runtime(obj)
         if obj["kind"] in POD_OWNERS:

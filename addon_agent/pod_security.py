@@ -67,24 +67,62 @@ def restrict(pod: Obj) -> Obj:
     return pod
 
 
-def harden_runtime(runtime: Obj) -> Obj:
-    """A serving runtime's containers made as ``restricted`` as a runtime can say, in place.
+RUNTIME_USERS: Final[dict[str, int | None]] = {
+    "mlserver-1.x": None,
+    "ovms-1.x": 5000,
+    "torchserve-0.x": 1000,
+    "triton-2.x": 1000,
+    "kserve-huggingfaceserver-multinode": None,
+    "kserve-vllmserver": 1000,
+}
+"""The shipped runtimes that leave ``runAsNonRoot`` unset, by name, and the user their image
+must be given to run as non-root (None: the image's own user is numeric and non-root).
+
+Facts about the images: MLServer's and KServe's Hugging Face images end with ``USER 1000``;
+OpenVINO Model Server's names its user ``ovms`` (uid 5000), TorchServe's ``model-server``
+(uid 1000), and Triton's runs as root but has a user 1000; KServe's own runtimes for those
+servers (``kserve-openvino``, ``kserve-torchserve``, ``kserve-tritonserver``) set the same
+``runAsUser``. vLLM's image runs as root and has no other user: it gets 1000, with no home
+(KServe's runtime points its caches at ``/tmp`` for that, as OpenShift runs it under an
+arbitrary uid). A named user must be given by number, or the kubelet cannot check it is not
+root and refuses to start the container."""
+
+
+def runtime_containers(runtime: Obj) -> list[Obj]:
+    """Every container a serving runtime declares: its own and its multi-node workers'."""
+    spec = runtime.get("spec") or {}
+    return [*(spec.get("initContainers") or []), *(spec.get("containers") or []),
+            *((spec.get("workerSpec") or {}).get("containers") or [])]
+
+
+def harden_runtime(runtime: Obj, assigns_users: bool = False) -> Obj:
+    """A serving runtime's containers made ``restricted``, in place.
 
     KServe builds model pods from them, with no pod-level security context of the runtime's:
     each container gets ``seccompProfile: RuntimeDefault`` (unless already Localhost or
     RuntimeDefault), no privilege escalation and every capability dropped. ``runAsNonRoot``
-    is left as the runtime has it (KServe's own runtimes set it; an image that runs as root
-    would stop starting where nothing assigns a user). KServe adds its own init and sidecar
-    containers to model pods; OpenShift's restricted-v2 fills in theirs.
+    is set where the runtime leaves it unset and :data:`RUNTIME_USERS` knows its image's
+    non-root user (with that ``runAsUser`` where the image names its user or runs as root);
+    an explicit ``runAsNonRoot: false`` stays. Where the cluster assigns users
+    (``assigns_users``: OpenShift, whose ``restricted-v2`` gives each pod a uid from its
+    namespace's range and refuses any other), no container keeps a ``runAsUser``. KServe adds
+    its own init and sidecar containers to model pods; OpenShift's restricted-v2 fills in
+    theirs.
     """
-    containers = (runtime.get("spec") or {}).get("containers") or []
-    flagged = [bool((c.get("securityContext") or {}).get("runAsNonRoot") is False)
-               for c in containers]
+    containers = runtime_containers(runtime)
+    name = (runtime.get("metadata") or {}).get("name", "")
+    flagged = [(c.get("securityContext") or {}).get("runAsNonRoot") for c in containers]
     restrict({"containers": containers})
-    for container, was_root in zip(containers, flagged, strict=True):
+    for container, was in zip(containers, flagged, strict=True):
         sc = container["securityContext"]
-        if was_root:
+        if was is None and name in RUNTIME_USERS:
+            sc["runAsNonRoot"] = True
+            if (user := RUNTIME_USERS[name]) is not None:
+                sc.setdefault("runAsUser", user)
+        elif was is False:
             sc["runAsNonRoot"] = False  # as the runtime said
+        if assigns_users:
+            sc.pop("runAsUser", None)
         if (sc.get("seccompProfile") or {}).get("type") not in ALLOWED_SECCOMP:
             sc["seccompProfile"] = {"type": "RuntimeDefault"}
     return runtime

@@ -281,18 +281,19 @@ def test_every_pod_of_every_carried_stack_passes_pod_security_restricted(bundles
         namespaces = [o for o in plan.objects if o["kind"] == "Namespace"]
         assert namespaces and all(o["metadata"]["labels"].get(
             "pod-security.kubernetes.io/enforce") == "restricted" for o in namespaces), stack
-        # The serving runtimes it ships, container by container (KServe adds the pod's own
-        # settings and containers): restricted, but where a runtime leaves runAsNonRoot unset
-        # (ModelMesh's, KServe's multinode one), which the agent does not force on an image
-        # that may run as root.
-        for runtime in [o for o in plan.objects if planning.is_runtime(o)]:
-            containers = runtime["spec"]["containers"]
-            left = pod_security.violations({"containers": containers})
-            unset = {c["name"] for c in containers
-                     if "runAsNonRoot" not in (c.get("securityContext") or {})}
-            assert left == [f"container {n}: runAsNonRoot != true" for n in
-                            [c["name"] for c in containers] if n in unset], (
-                runtime["metadata"]["name"], left)
+        # The serving runtimes it ships, container by container and worker by worker (KServe
+        # and ModelMesh add the pod's own settings and containers): restricted; on OpenShift
+        # (the cluster assigns users) too, naming no user.
+        openshift = planning.plan(objects, spec, stack, planning.ClusterFacts(
+            service_ca=True, assigns_users=True))
+        for facts, runtimes in (("default", plan.objects), ("openshift", openshift.objects)):
+            for runtime in [o for o in runtimes if planning.is_runtime(o)]:
+                where = (stack.platform, stack.version, facts, runtime["metadata"]["name"])
+                containers = pod_security.runtime_containers(runtime)
+                assert containers and pod_security.violations(
+                    {"containers": containers}) == [], where
+                users = [(c.get("securityContext") or {}).get("runAsUser") for c in containers]
+                assert facts == "default" or users == [None] * len(users), where
 
 
 def test_every_carried_stack_fits_one_node_under_the_single_node_profile(bundles: Path) -> None:

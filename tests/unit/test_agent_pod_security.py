@@ -81,7 +81,10 @@ def test_the_modelmesh_plan_pods_and_namespace_are_restricted() -> None:
 
 
 def test_a_serving_runtimes_containers_are_hardened_without_forcing_non_root() -> None:
-    runtime = {"kind": "ClusterServingRuntime", "spec": {"containers": [
+    """A runtime the agent knows nothing of keeps an unset runAsNonRoot (its image may run as
+    root) and an explicit false; everything else is made restricted."""
+    runtime = {"kind": "ClusterServingRuntime", "metadata": {"name": "someone-elses"},
+               "spec": {"containers": [
         {"name": "kserve-container", "image": "a:1",
          "securityContext": {"runAsNonRoot": True, "capabilities": {"drop": ["ALL"]}}},
         {"name": "root", "image": "b:1", "securityContext": {"runAsNonRoot": False,
@@ -99,3 +102,50 @@ def test_a_serving_runtimes_containers_are_hardened_without_forcing_non_root() -
         assert not sc.get("privileged")
     assert root["securityContext"]["runAsNonRoot"] is False  # left as the runtime said
     assert "runAsNonRoot" not in bare["securityContext"]
+
+
+def _modelmesh_runtime(name: str) -> dict[str, Any]:
+    return {"kind": "ClusterServingRuntime", "metadata": {"name": name}, "spec": {
+        "containers": [{"name": "server", "image": "s:1"}]}}
+
+
+def test_the_shipped_runtimes_that_leave_non_root_unset_get_their_images_user() -> None:
+    """ModelMesh's runtimes and KServe's multinode one: runAsNonRoot, and the uid where the
+    image names its user or runs as root (a kubelet cannot check a named user)."""
+    users = {}
+    for name in ("mlserver-1.x", "ovms-1.x", "torchserve-0.x", "triton-2.x"):
+        runtime = pod_security.harden_runtime(_modelmesh_runtime(name))
+        (container,) = runtime["spec"]["containers"]
+        assert pod_security.violations({"containers": [container]}) == [], name
+        users[name] = container["securityContext"].get("runAsUser")
+    assert users == {"mlserver-1.x": None, "ovms-1.x": 5000, "torchserve-0.x": 1000,
+                     "triton-2.x": 1000}
+    multinode = {"kind": "ClusterServingRuntime",
+                 "metadata": {"name": "kserve-huggingfaceserver-multinode"},
+                 "spec": {"containers": [{"name": "kserve-container", "image": "h:1"}],
+                          "workerSpec": {"containers": [{"name": "worker-container",
+                                                         "image": "h:1"}]}}}
+    pod_security.harden_runtime(multinode)
+    workers = multinode["spec"]["workerSpec"]["containers"]
+    assert pod_security.violations({"containers": [*multinode["spec"]["containers"],
+                                                   *workers]}) == []
+    assert "runAsUser" not in workers[0]["securityContext"]
+
+
+def test_where_the_cluster_assigns_users_no_runtime_names_one() -> None:
+    """OpenShift's restricted-v2 gives a pod a uid of its namespace's range and refuses any
+    other: the runtime keeps runAsNonRoot and loses runAsUser, its own (KServe's Triton sets
+    1000) or the agent's."""
+    kserve_triton = {"kind": "ClusterServingRuntime", "metadata": {"name": "kserve-tritonserver"},
+                     "spec": {"containers": [{"name": "kserve-container", "image": "t:1",
+                                              "securityContext": {"runAsNonRoot": True,
+                                                                  "runAsUser": 1000}}]}}
+    for runtime in (kserve_triton, _modelmesh_runtime("ovms-1.x")):
+        pod_security.harden_runtime(runtime, assigns_users=True)
+        (container,) = runtime["spec"]["containers"]
+        assert "runAsUser" not in container["securityContext"]
+        assert pod_security.violations({"containers": [container]}) == []
+    plain = copy.deepcopy(kserve_triton)
+    plain["spec"]["containers"][0]["securityContext"]["runAsUser"] = 1000
+    pod_security.harden_runtime(plain)
+    assert plain["spec"]["containers"][0]["securityContext"]["runAsUser"] == 1000

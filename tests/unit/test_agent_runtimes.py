@@ -76,7 +76,8 @@ class FakeKube:
         return None if found is None else str(found["metadata"]["resourceVersion"])
 
     def metadata(
-        self, api_version: str, kind: str, name: str, namespace: str | None = None
+        self, api_version: str, kind: str, name: str, namespace: str | None = None,
+        cached: bool = True,
     ) -> Obj | None:
         found = self.objects.get(self._key(kind, name, namespace))
         return None if found is None else copy.deepcopy(found["metadata"])
@@ -187,3 +188,20 @@ def test_a_same_named_object_someone_else_made_is_never_applied_labelled_or_dele
     assert inst.uninstall() == []
     assert runtime(kube, "kserve-sklearnserver") is None
     assert kube.objects[("ConfigMap", "kserve", "inferenceservice-config")] == before
+
+
+def _established_crd(name: str) -> Obj:
+    return {"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+            "metadata": {"name": name},
+            "status": {"conditions": [{"type": "Established", "status": "True"}]}}
+
+
+def test_the_facts_name_an_openshift_cluster_by_its_served_apis(tmp_path: Path) -> None:
+    """The service CA's and the SecurityContextConstraints' CRDs make an OpenShift cluster:
+    the plan then takes certificates from the service CA and names no runtime user."""
+    kube = FakeKube()
+    assert installer(kube, tmp_path).facts() == ClusterFacts()
+    for name in ("servicecas.operator.openshift.io",
+                 "securitycontextconstraints.security.openshift.io"):
+        kube.apply(_established_crd(name))
+    assert installer(kube, tmp_path).facts() == ClusterFacts(service_ca=True, assigns_users=True)
