@@ -18,6 +18,7 @@ Startup order (each step in parallel across clusters where it can be):
 
 from __future__ import annotations
 
+import os
 import shutil
 import tempfile
 import time
@@ -301,7 +302,9 @@ class Testbed:
                 "--authorization-mode=RBAC",
                 "--allow-privileged=true",
                 "--endpoint-reconciler-type=none",
-                "--profiling=false",
+                # TESTBED_PROFILING=1 serves /debug/pprof (to find what costs the API servers
+                # CPU: `kubectl get --raw '/debug/pprof/profile?seconds=30'`).
+                f"--profiling={'true' if os.environ.get('TESTBED_PROFILING') else 'false'}",
                 f"--cert-dir={directory / 'certs'}",
             ],
         )
