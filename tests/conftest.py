@@ -92,10 +92,15 @@ def shared_testbed_name(path: Path) -> str:
     return SHARED_TESTBED_OF_FILE.get(path.stem, "hub")
 
 
+_RUNNING_SHARED: dict[str, Testbed] = {}
+"""The shared testbeds running in this process, by name (:func:`_shared_testbeds`)."""
+
+
 @pytest.fixture(scope="session")
 def _shared_testbeds(built_binaries: Callable[[str], Path]) -> Iterator[dict[str, Testbed]]:
-    """The shared testbeds started so far in this process, by name; stopped at the end."""
-    beds: dict[str, Testbed] = {}
+    """The shared testbeds started so far in this process, by name; stopped when the last test
+    of theirs is done (:func:`pytest_runtest_teardown`) or at the end."""
+    beds = _RUNNING_SHARED
     yield beds
     for bed in beds.values():
         _stop_shared(bed)
@@ -132,6 +137,28 @@ def testbed(_shared_testbeds: dict[str, Testbed], request: pytest.FixtureRequest
         bed = Testbed(spokes=SPOKES_OF_TESTBED.get(name, 2), run_dir=where)
         _shared_testbeds[name] = bed.__enter__()
     return _shared_testbeds[name]
+
+
+def _shared_name_of(item: pytest.Item | None) -> str | None:
+    if item is None or "testbed" not in getattr(item, "fixturenames", ()):
+        return None
+    return shared_testbed_name(Path(str(item.path)))
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_teardown(item: pytest.Item, nextitem: pytest.Item | None) -> Iterator[None]:
+    """Stop a shared testbed right after the last test on it, once its fixtures are torn down.
+
+    The tests of one shared testbed are one worker group, handed to a worker at once, so the
+    next item (which pytest-xdist knows before running the last queued one) not being on it
+    means none will be: an idle testbed still costs a fifth of a core (API servers,
+    controllers, OCM's agents) that the other workers' tests are waiting for.
+    """
+    result = yield
+    name = _shared_name_of(item)
+    if name is not None and name in _RUNNING_SHARED and _shared_name_of(nextitem) != name:
+        _stop_shared(_RUNNING_SHARED.pop(name))
+    return result
 
 
 def _bound_namespace(testbed: Testbed) -> Iterator[str]:

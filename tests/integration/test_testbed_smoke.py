@@ -7,9 +7,6 @@ import subprocess
 import uuid
 from typing import Any
 
-import yaml
-
-from testbed import upstream
 from testbed.fleet import Testbed
 from testbed.support.waiting import eventually
 
@@ -169,54 +166,6 @@ def test_placement_selects_spokes_and_follows_labels(testbed: Testbed, hub_names
     finally:
         for spoke in testbed.spokes:
             hub.kubectl("label", "managedcluster", spoke.name, f"{label}-", check=False)
-
-
-def _create_isvc(spoke: Any, namespace: str, body: dict[str, Any]) -> None:
-    spoke.kubectl("create", "namespace", namespace)
-    spoke.kubectl("create", "-f", "-", input=yaml.safe_dump(body))
-    got = _get_json(spoke, "inferenceservice", body["metadata"]["name"], "-n", namespace)
-    assert got["spec"]["predictor"] == body["spec"]["predictor"]
-
-
-def _crd_names(paths: list[Any]) -> list[str]:
-    return [yaml.safe_load(p.read_text())["metadata"]["name"] for p in paths]
-
-
-def test_kserve_and_modelmesh_crds_install(testbed: Testbed) -> None:
-    # Both projects define serving.kserve.io InferenceService, so each goes to its own spoke
-    # and is removed afterwards, leaving the shared testbed as it was.
-    cases = [
-        (
-            testbed.spokes[0],
-            upstream.kserve_crds(),
-            {"model": {"modelFormat": {"name": "sklearn"}, "storageUri": "s3://models/iris"}},
-        ),
-        (
-            testbed.spokes[1],
-            upstream.modelmesh_crds(),
-            {"model": {"modelFormat": {"name": "sklearn"}, "storageUri": "s3://models/iris"}},
-        ),
-    ]
-    for spoke, crds, predictor in cases:
-        ns = f"isvc-{uuid.uuid4().hex[:6]}"
-        spoke.apply_files(crds)
-        try:
-            spoke.wait_crds_established()
-            _create_isvc(
-                spoke,
-                ns,
-                {
-                    "apiVersion": "serving.kserve.io/v1beta1",
-                    "kind": "InferenceService",
-                    "metadata": {"name": "iris", "namespace": ns},
-                    "spec": {"predictor": predictor},
-                },
-            )
-        finally:
-            spoke.kubectl("delete", "namespace", ns, "--wait=false", check=False)
-            spoke.kubectl(
-                "delete", "crd", *_crd_names(crds), "--wait=true", check=False, timeout=180
-            )
 
 
 def test_work_manager_fans_out_a_manifestworkreplicaset(
