@@ -186,6 +186,9 @@ class Executor:
             ))
         version = await self.writer.apply_work(body, force=item.have is not None)
         self.applied[(rw.cluster, rw.name)] = (rw.render_hash, time.monotonic(), version or 0)
+        # Written again: a delete of it is due again whenever asked for, however recently
+        # the one of that name before it was deleted.
+        self.deleted.pop((rw.cluster, rw.name), None)
         metrics.WORK_APPLIES.labels(item.kind).inc()
 
     async def delete(self, work: WorkFact, *, send: bool = True) -> bool:

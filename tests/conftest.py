@@ -147,17 +147,21 @@ def _shared_name_of(item: pytest.Item | None) -> str | None:
 
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_teardown(item: pytest.Item, nextitem: pytest.Item | None) -> Iterator[None]:
-    """Stop a shared testbed right after the last test on it, once its fixtures are torn down.
+    """Stop a shared testbed once no test will use it, after the fixtures on it are torn down.
 
     The tests of one shared testbed are one worker group, handed to a worker at once, so the
     next item (which pytest-xdist knows before running the last queued one) not being on it
     means none will be: an idle testbed still costs a fifth of a core (API servers,
-    controllers, OCM's agents) that the other workers' tests are waiting for.
+    controllers, OCM's agents) that the other workers' tests are waiting for. It waits for
+    the end of the module, though, whose module-scoped fixtures (an agent on a spoke) may still
+    hold it while the module's tests that need no testbed run.
     """
     result = yield
-    name = _shared_name_of(item)
-    if name is not None and name in _RUNNING_SHARED and _shared_name_of(nextitem) != name:
-        _stop_shared(_RUNNING_SHARED.pop(name))
+    module_done = nextitem is None or getattr(nextitem, "module", None) is not getattr(
+        item, "module", None)
+    if module_done:
+        for name in [n for n in _RUNNING_SHARED if n != _shared_name_of(nextitem)]:
+            _stop_shared(_RUNNING_SHARED.pop(name))
     return result
 
 

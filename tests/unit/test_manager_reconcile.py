@@ -404,6 +404,12 @@ def test_identity_work_goes_with_the_last_storage_connection() -> None:
     assert ("c1", naming.IDENTITY_WORK_NAME) in hub.works
     asyncio.run(reconciler.cleanup(c.KIND_STORAGE_CONNECTION, "ns", "s3"))
     assert ("c1", naming.IDENTITY_WORK_NAME) not in hub.works
+    # A StorageConnection again at once: the identity work is written again, and goes again
+    # with it, though the manager deleted a work of that name moments ago (a new one).
+    asyncio.run(reconciler.reconcile(c.KIND_STORAGE_CONNECTION, sc_body()))
+    assert ("c1", naming.IDENTITY_WORK_NAME) in hub.works
+    asyncio.run(reconciler.cleanup(c.KIND_STORAGE_CONNECTION, "ns", "s3"))
+    assert ("c1", naming.IDENTITY_WORK_NAME) not in hub.works
 
 
 def test_stale_cluster_is_rechecked_written_once_and_heals() -> None:
