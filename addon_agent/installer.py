@@ -337,7 +337,7 @@ class Installer:
             if time.monotonic() > deadline:
                 raise NotReady(f"CRDs not Established: {', '.join(pending)}")
             time.sleep(0.5)
-        self.kube.dyn.resources.invalidate_cache()
+        self.kube.rediscover()
 
     def install(self, the_plan: Plan) -> None:
         """Apply the plan in order, then remove what an earlier plan had and this one has not.

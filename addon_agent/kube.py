@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import tempfile
+import threading
 from typing import Any
 
 from kubernetes import client, config
@@ -37,14 +38,24 @@ class Kube:
         self.dyn = DynamicClient(  # type: ignore[no-untyped-call]
             api, cache_file=os.path.join(self._cache_dir.name, "discovery.json")
         )
+        self._discovery_lock = threading.RLock()
+        """The dynamic client's discovery cache is not thread-safe: a lookup while another
+        thread invalidates it fails inside the client (``KeyError: 'resources'``). The agent's
+        handlers run in threads, so every lookup and invalidation holds this lock."""
 
     def resource(self, api_version: str, kind: str) -> Any:
         """The dynamic resource of a kind; rediscovers once (new CRDs)."""
-        try:
-            return self.dyn.resources.get(api_version=api_version, kind=kind)
-        except ResourceNotFoundError:
+        with self._discovery_lock:
+            try:
+                return self.dyn.resources.get(api_version=api_version, kind=kind)
+            except ResourceNotFoundError:
+                self.dyn.resources.invalidate_cache()
+                return self.dyn.resources.get(api_version=api_version, kind=kind)
+
+    def rediscover(self) -> None:
+        """Forget the discovered kinds (CRDs came or went); the next lookup asks again."""
+        with self._discovery_lock:
             self.dyn.resources.invalidate_cache()
-            return self.dyn.resources.get(api_version=api_version, kind=kind)
 
     def served(self, api_version: str, kind: str) -> bool:
         """Whether the API server serves a kind."""
@@ -156,7 +167,7 @@ class Kube:
         try:
             out = res.get(**kwargs).to_dict()
         except NotFoundError:  # the kind went away (its CRD was deleted): discovery is stale
-            self.dyn.resources.invalidate_cache()
+            self.rediscover()
             return []
         items: list[Obj] = out.get("items", [])
         return items

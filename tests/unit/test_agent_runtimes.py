@@ -12,7 +12,6 @@ from __future__ import annotations
 import copy
 import json
 from pathlib import Path
-from types import SimpleNamespace
 from typing import Any
 
 from kubernetes.client.exceptions import ApiException
@@ -59,7 +58,9 @@ class FakeKube:
         self.objects: dict[Key, Obj] = {}
         self.version = 0
         self.refuse: str | None = None
-        self.dyn = SimpleNamespace(resources=SimpleNamespace(invalidate_cache=lambda: None))
+
+    def rediscover(self) -> None:
+        """Nothing cached here."""
 
     @staticmethod
     def _key(kind: str, name: str, namespace: str | None) -> Key:
