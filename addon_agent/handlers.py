@@ -100,7 +100,7 @@ class Agent:
                     ),
                 )
                 return
-            spec = ServingPlatformSpec.model_validate(plain(body["spec"]))
+            spec = ServingPlatformSpec.from_wire(plain(body["spec"]))
             if spec.management_state == "Removed":
                 self._remove(name, spec.force, generation, previous)
                 return
@@ -323,7 +323,7 @@ class Agent:
     def delete_platform(self, body: kopf.Body) -> None:
         """Uninstall on deletion; raise TemporaryError while blocked or not finished."""
         name = body.metadata["name"]
-        spec = ServingPlatformSpec.model_validate(plain(body["spec"]))
+        spec = ServingPlatformSpec.from_wire(plain(body["spec"]))
         previous = list((body.get("status") or {}).get("conditions") or [])
         if self._owner() != name:
             return  # it never installed anything: nothing to remove
@@ -348,7 +348,7 @@ class Agent:
         with self.delivery_lock, \
                 metrics.RECONCILE_SECONDS.labels(kind="SealedStorageConnection").time():
             try:
-                spec = SealedStorageConnectionSpec.model_validate(plain(body["spec"]))
+                spec = SealedStorageConnectionSpec.from_wire(plain(body["spec"]))
                 refused = tenancy.refused_targets(
                     self.config.target_namespaces, name,
                     spec.source.namespace if spec.source else None,

@@ -16,7 +16,7 @@ from collections.abc import Callable, Hashable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from decimal import Decimal, InvalidOperation
-from typing import Annotated, Any, ClassVar, Literal, Self
+from typing import Annotated, Any, ClassVar, Final, Literal, Self
 
 from pydantic import (
     AfterValidator,
@@ -26,6 +26,7 @@ from pydantic import (
     GetCoreSchemaHandler,
     GetJsonSchemaHandler,
     ValidationError,
+    ValidationInfo,
     model_validator,
 )
 from pydantic.alias_generators import to_camel
@@ -148,7 +149,19 @@ class ApiModel(BaseModel):
                     )
                 ],
             )
-        return cls.model_validate(plain(obj))
+        return cls.from_wire(plain(obj))
+
+    @classmethod
+    def from_wire(cls, value: Any) -> Self:
+        """Validate ``value`` as it comes over the wire: camelCase field names only.
+
+        Python code may build a model by its field names (``dev_flags=...``), but an object
+        read from an API server, or a spec an override patch made, may not: a key spelled
+        ``dev_flags`` is an unknown field there (``extra_forbidden``), refused naming it, as the
+        CRD's schema would prune or refuse it. So no guard that reads camelCase keys can be
+        passed by another spelling of the same field.
+        """
+        return cls.model_validate(value, by_alias=True, by_name=False, context=WIRE)
 
     def to_dict(self) -> dict[str, Any]:
         """The object as the API server stores it (camelCase, unset fields left out)."""
@@ -163,14 +176,34 @@ class ApiModel(BaseModel):
         return self.model_dump(mode="json", by_alias=True, exclude_none=True, exclude_unset=True)
 
 
+WIRE: Final = {"wire": True}
+"""Validation context of :meth:`ApiModel.from_wire` (what :class:`OpenModel` checks)."""
+
+
 class OpenModel(ApiModel):
     """A model that keeps fields it does not declare (``x-kubernetes-preserve-unknown-fields``).
 
     Used for upstream objects (ServingRuntime and InferenceService templates,
-    HPA metrics) that this API passes through without owning their schema.
+    HPA metrics) that this API passes through without owning their schema. On the wire
+    (:meth:`ApiModel.from_wire`) a declared field's Python name is refused, not kept as an
+    unknown field beside it.
     """
 
     model_config = ConfigDict(extra="allow")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _wire_names_only(cls, value: Any, info: ValidationInfo) -> Any:
+        if not (isinstance(info.context, Mapping) and info.context.get("wire")):
+            return value
+        if isinstance(value, Mapping):
+            spelled = [name for name, f in cls.model_fields.items()
+                       if f.alias and f.alias != name and name in value]
+            if spelled:
+                raise ValidationError.from_exception_data(cls.__name__, [
+                    InitErrorDetails(type="extra_forbidden", loc=(name,), input=value[name])
+                    for name in spelled])
+        return value
 
 
 MAX_NESTING = 64
@@ -334,5 +367,9 @@ def field_errors(err: ValidationError, prefix: str = "") -> str:
         # An empty key (e.g. an unknown field "" in an override patch) is shown as "".
         parts = [str(p) if p != "" else '""' for p in e["loc"]]
         path = ".".join([prefix, *parts] if prefix else parts)
-        clauses.append(f"{path}: {e['msg']}" if path else str(e["msg"]))
+        msg = str(e["msg"])
+        last = parts[-1] if parts else ""
+        if e["type"] == "extra_forbidden" and "_" in last and to_camel(last) != last:
+            msg += f" (the API takes camelCase names: {to_camel(last)})"
+        clauses.append(f"{path}: {msg}" if path else msg)
     return "; ".join(clauses)

@@ -137,6 +137,9 @@ class ClusterReason(StrEnum):
     APPLY_FAILED = "ApplyFailed"
     NOT_APPLIED = "NotApplied"
     NAMESPACE_NOT_ALLOWED = "NamespaceNotAllowed"
+    DEV_FLAGS_NOT_ALLOWED = "DevFlagsNotAllowed"
+    POD_NOT_ALLOWED = "PodNotAllowed"
+    KIND_NOT_ALLOWED = "KindNotAllowed"
     WORK_NOT_APPLIED = "WorkNotApplied"
     WORK_UPDATING = "WorkUpdating"
     WAITING_FOR_SPOKE = "WaitingForSpoke"
@@ -495,12 +498,15 @@ INTENT_READY = Group(
             ),
         ),
         Entry(
-            (IR.DEV_FLAGS_NOT_ALLOWED,),
+            (IR.DEV_FLAGS_NOT_ALLOWED, CR.DEV_FLAGS_NOT_ALLOWED,),
             title="`DevFlagsNotAllowed` (Ready reason, ModelServing)",
             seen=(
                 "Condition `Ready` = False, intent phase `Invalid`, message `spec.devFlags.images "
                 "is not allowed: ...` (or `spec.devFlags.manifests`, or "
-                "`spec.overrides[N].patch.devFlags.images` when an override's patch sets them)."
+                "`spec.overrides[N].patch.devFlags.images` when an override's patch sets them); "
+                "or a cluster entry (phase `Failed`) whose message says `spec.devFlags.images: "
+                "not allowed ... (as rendered for this cluster, overrides applied)`: the work "
+                "the manager would send that cluster carries devFlags, whatever wrote them."
             ),
             means=(
                 "The ModelServing sets devFlags and the add-on's configuration does not allow them "
@@ -1039,6 +1045,45 @@ CLUSTER_PROBLEMS = Group(
                 "are a missing CRD on the cluster (add-on not enabled there, or KServe not "
                 "installed), a missing target namespace, or an object KServe's webhook rejects."
             ),
+        ),
+        Entry(
+            (CR.POD_NOT_ALLOWED,),
+            title="`PodNotAllowed` (cluster entry, MultiClusterServingRuntime / InferenceService)",
+            seen=(
+                "Cluster entry phase `Failed`, message `spec.template.predictor.hostNetwork: "
+                "host namespaces are not allowed ... (as rendered for this cluster, overrides "
+                "applied); the work is not written`."
+            ),
+            means=(
+                "The ServingRuntime or InferenceService the manager would send this cluster "
+                "(the template with the cluster's overrides merged) asks its pods for something "
+                "a tenant may not: a host namespace (`hostNetwork`, `hostPID`, `hostIPC`), a "
+                "`hostPath` volume, a privileged container, a capability Pod Security "
+                "`baseline` does not allow, a host port, unconfined seccomp or AppArmor, an "
+                "unsafe sysctl, `procMount`, SELinux types or users, Windows host processes, a "
+                "`nodeName`, a ServiceAccount other than `default` and the ones the admin "
+                "allows, or a priority class the admin does not allow. Nothing is written to "
+                "that cluster; a work sent before stays as it was. The message names every "
+                "refused field."
+            ),
+            todo=(
+                "remove the field from the template or the override that sets it. A platform "
+                "admin may allow more ServiceAccounts (chart value "
+                "`manager.policy.podServiceAccounts`, manager flag `--pod-service-accounts`) "
+                "or priority classes (`manager.policy.priorityClasses`, `--priority-classes`); "
+                "the other rules are fixed (see docs/security.md)."
+            ),
+        ),
+        Entry(
+            (CR.KIND_NOT_ALLOWED,),
+            title="`KindNotAllowed` (cluster entry)",
+            seen="Cluster entry phase `Failed`, message `... is not a kind the add-on sends ...`.",
+            means=(
+                "The work the manager rendered carries an object of a kind that this intent's "
+                "works never carry. It cannot come from a valid intent; it means a bug or a "
+                "tampered manager. Nothing is written."
+            ),
+            todo="report it with the intent and the manager's version.",
         ),
     ),
     level=4,

@@ -26,6 +26,9 @@ ANY = "*"
 that is not always denied (no executor identity then: see :meth:`NamespacePolicy.executor`)."""
 ALWAYS_DENIED_PREFIXES = ("kube-", "openshift-", "open-cluster-management")
 """Spoke namespaces with these prefixes are never a tenant's target."""
+STACK_NAMESPACES = frozenset({"kserve", "modelmesh-serving"})
+"""The namespaces the agent installs the stacks' controllers in (``addon_agent.stacks``):
+never a tenant's target, or a model there could run as a controller's ServiceAccount."""
 REASON = IntentReason.NAMESPACE_NOT_ALLOWED
 """Condition reason of a refused target on the hub (the intent's Ready condition, a cluster
 entry); the agent's is ``SealedReason.NAMESPACE_NOT_ALLOWED``, the same word."""
@@ -39,11 +42,14 @@ of the objects it applies: the agent keeps a namespace holding them, see
 _LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 
 
-def always_denied(spoke_namespace: str, agent_namespace: str) -> bool:
-    """Whether no mapping may allow ``spoke_namespace`` (system namespaces, the agent's)."""
-    return spoke_namespace == agent_namespace or spoke_namespace.startswith(
-        ALWAYS_DENIED_PREFIXES
-    )
+def always_denied(spoke_namespace: str, agent_namespace: str,
+                  denied: frozenset[str] = frozenset()) -> bool:
+    """Whether no mapping may allow ``spoke_namespace``.
+
+    System namespaces, the stacks' and the agent's, and ``denied`` (what the admin adds).
+    """
+    return (spoke_namespace == agent_namespace or spoke_namespace in STACK_NAMESPACES
+            or spoke_namespace in denied or spoke_namespace.startswith(ALWAYS_DENIED_PREFIXES))
 
 
 def executor_name(hub_namespace: str) -> str:
@@ -57,6 +63,9 @@ class NamespacePolicy:
 
     mapping: Mapping[str, frozenset[str]] = field(default_factory=dict)
     """Explicit entries; key ``*`` for every hub namespace not listed."""
+    denied: frozenset[str] = frozenset()
+    """Spoke namespaces the admin denies every tenant, besides the built-in ones
+    (``--denied-namespaces``; no mapping can allow them)."""
 
     def targets(self, hub_namespace: str) -> frozenset[str]:
         """The spoke namespaces listed for ``hub_namespace`` (may contain ``*``)."""
@@ -66,10 +75,11 @@ class NamespacePolicy:
 
     def refusal(self, hub_namespace: str, spoke_namespace: str, agent_namespace: str) -> str:
         """Why ``hub_namespace`` may not target ``spoke_namespace``; "" when it may."""
-        if always_denied(spoke_namespace, agent_namespace):
+        if always_denied(spoke_namespace, agent_namespace, self.denied):
             return (f"spoke namespace {spoke_namespace!r} is never a tenant's target "
-                    f"(kube-*, openshift-*, open-cluster-management* and the agent's "
-                    f"namespace {agent_namespace!r} are always denied)")
+                    f"(kube-*, openshift-*, open-cluster-management*, the stacks' namespaces "
+                    f"{', '.join(sorted(STACK_NAMESPACES))}, the agent's namespace "
+                    f"{agent_namespace!r} and those the admin denies are always denied)")
         allowed = self.targets(hub_namespace)
         if ANY in allowed or spoke_namespace in allowed:
             return ""

@@ -10,6 +10,7 @@ import logging
 import os
 import sys
 import time
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +20,7 @@ from prometheus_client import start_http_server
 
 from addon_api import constants as c
 from addon_api import tenancy
+from addon_api.confinement import PodRules
 from addon_manager import facts, handlers, leadership, partition, sealkeys, workwatch
 from addon_manager.apply import HubWriter
 from addon_manager.metricgate import PrometheusGate
@@ -90,6 +92,16 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
                    "empty: each hub namespace may target the spoke namespace of its own name. "
                    "kube-*, openshift-*, open-cluster-management* and the agent's namespace "
                    "are always denied")
+    p.add_argument("--denied-namespaces", default="",
+                   help="comma-separated spoke namespaces no tenant may target, whatever "
+                   "--target-namespaces says (besides kube-*, openshift-*, "
+                   "open-cluster-management*, the stacks' and the agent's namespaces)")
+    p.add_argument("--pod-service-accounts", default="",
+                   help="comma-separated ServiceAccounts (of the pod's namespace) tenants' "
+                   "model pods may run as, besides 'default'")
+    p.add_argument("--priority-classes", default="",
+                   help="comma-separated priority classes tenants' model pods may name "
+                   "(none by default)")
     p.add_argument("--unavailable-grace", type=float, default=partition.UNAVAILABLE_GRACE,
                    help="seconds the ManifestWorks of a cluster that left its Placement while "
                    "its ManagedCluster is not Available are kept, counted from when it stopped "
@@ -262,8 +274,9 @@ def sealer_from_hub(api: client.ApiClient, args: argparse.Namespace) -> sealkeys
 def policy_from_args(args: argparse.Namespace) -> Policy:
     """The admin's policy from the command line.
 
-    ``--allow-dev-flags``, ``--stack-owner-namespaces`` and ``--target-namespaces`` (an
-    invalid value of the last ends the process, naming the entry).
+    ``--allow-dev-flags``, ``--stack-owner-namespaces``, ``--target-namespaces`` (an
+    invalid value ends the process, naming the entry), ``--denied-namespaces``,
+    ``--pod-service-accounts`` and ``--priority-classes``.
     """
     try:
         targets = tenancy.parse(args.target_namespaces)
@@ -272,8 +285,15 @@ def policy_from_args(args: argparse.Namespace) -> Policy:
     return Policy(
         allow_dev_flags=bool(args.allow_dev_flags),
         stack_owner_namespaces=parse_namespaces(args.stack_owner_namespaces),
-        namespaces=targets,
+        namespaces=replace(targets, denied=_names(args.denied_namespaces)),
+        pods=PodRules(service_accounts=_names(args.pod_service_accounts),
+                      priority_classes=_names(args.priority_classes)),
     )
+
+
+def _names(value: str) -> frozenset[str]:
+    """A comma-separated flag's names (blanks dropped)."""
+    return frozenset(n.strip() for n in value.split(",") if n.strip())
 
 
 def election_settings(args: argparse.Namespace) -> leadership.ElectionSettings:

@@ -352,6 +352,15 @@ def _plan_cluster(
                                          error_reason=ready.problem[0])
         return None
     rw, waits = ready.work, list(ready.waits)
+    if rw is not None:
+        judged = policy.judge_work(rw.body["spec"]["workload"]["manifests"], out.namespace,
+                                   snap.policy, snap.world.agent_namespace(cl),
+                                   platform=spec.owns_stack)
+        if judged is not None:
+            out.inputs[cl] = st.ClusterInput(cl, work=work, error=judged.message,
+                                             error_reason=judged.reason)
+            out.errors.append(judged.reason)
+            return None
     if rw is not None and spec.tenant:
         rw, waits = _tenant_gate(out, cl, rw, waits, snap)
     if rw is None or (waits and work is None):
@@ -478,7 +487,8 @@ def _tenant_gate(
     if executor is None:
         return rw, waits
     agent_ns = snap.world.agent_namespace(cl)
-    want = tenancy.render_access(ns, cl, agent_ns, snap.policy.namespaces.targets(ns))
+    want = tenancy.render_access(ns, cl, agent_ns, snap.policy.namespaces.targets(ns),
+                                 snap.policy.namespaces.denied)
     have = snap.world.works_of(tenancy.ACCESS_KIND, ns, tenancy.ACCESS_NAME).get(cl)
     needed = tenancy.work_namespaces(rw)
     if snap.recent.needs_write(want, have):

@@ -1,18 +1,26 @@
 """What the platform admin allows hub tenants.
 
-DevFlags, who may own a cluster's stack, and which spoke namespaces each hub namespace may
-target. Pure functions over the manager's configuration (``--allow-dev-flags``,
-``--stack-owner-namespaces``, ``--target-namespaces``); :mod:`addon_manager.reconcile` asks
-them before writing any work of an intent.
+DevFlags, who may own a cluster's stack, which spoke namespaces each hub namespace may
+target, and what a tenant's pods may ask of a cluster. Pure functions over the manager's
+configuration (``--allow-dev-flags``, ``--stack-owner-namespaces``, ``--target-namespaces``,
+``--denied-namespaces``, ``--pod-service-accounts``, ``--priority-classes``).
+
+Two checks: :func:`refusal` reads an intent as the user wrote it (an early, intent-wide
+answer), and :func:`judge_work` reads the ManifestWork the manager would send to one cluster,
+after every override is merged and the result validated. The second is the guard: it sees
+the objects as the cluster would receive them, so no spelling, patch or field of the input
+can pass it by. The plan asks it for every work of every intent before the work is written,
+rollbacks and undos included (they render old revisions under the current policy).
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from addon_api import confinement, tenancy
 from addon_api import constants as c
-from addon_api import tenancy
 from addon_api.common import Resource
 from addon_api.hub import (
     ModelServing,
@@ -20,10 +28,12 @@ from addon_api.hub import (
     MultiClusterServingRuntime,
     StorageConnection,
 )
-from addon_api.reasons import IntentReason
+from addon_api.reasons import ClusterReason, IntentReason
 
 REASON_DEV_FLAGS = IntentReason.DEV_FLAGS_NOT_ALLOWED
 REASON_NAMESPACE = tenancy.REASON
+REASON_POD = ClusterReason.POD_NOT_ALLOWED
+REASON_KIND = ClusterReason.KIND_NOT_ALLOWED
 
 NAMESPACE_FIELDS: dict[type[Resource], tuple[str, bool]] = {
     ModelServing: ("servingNamespaces", True),
@@ -46,6 +56,9 @@ class Policy:
     """Hub namespaces whose ModelServings may own a cluster's stack; None: every namespace."""
     namespaces: tenancy.NamespacePolicy = field(default_factory=tenancy.NamespacePolicy)
     """Which spoke namespaces each hub namespace may target (default: its own name)."""
+    pods: confinement.PodRules = field(default_factory=confinement.PodRules)
+    """What tenants' pods may ask beyond the built-in rules (ServiceAccounts, priority
+    classes)."""
 
     def may_own_stack(self, namespace: str) -> bool:
         """Whether a ModelServing in ``namespace`` may own a cluster's stack."""
@@ -147,3 +160,95 @@ def refusal(intent: Resource, policy: Policy) -> tuple[str, str] | None:
             "no work is written"
         )
     return None
+
+
+DEV_FLAG_FIELDS = ("images", "manifests")
+"""The fields of ``devFlags`` that replace what the agent installs."""
+TENANT_KINDS = frozenset({
+    ("serving.kserve.io/v1alpha1", "ServingRuntime"),
+    ("serving.kserve.io/v1beta1", "InferenceService"),
+    ("route.openshift.io/v1", "Route"),
+    (c.API_VERSION, c.KIND_SEALED_STORAGE_CONNECTION),
+})
+"""What a tenant's work may carry (anything else is refused: ``KindNotAllowed``)."""
+
+
+@dataclass(frozen=True)
+class Judgement:
+    """Why a work may not be sent: the reason of the first refusal, and every refusal."""
+
+    reason: str
+    lines: tuple[str, ...]
+
+    @property
+    def message(self) -> str:
+        """The cluster entry's message: each refused field, and that nothing was sent."""
+        return "; ".join(self.lines) + " (as rendered for this cluster, overrides applied); " \
+            "the work is not written"
+
+
+def _namespace_lines(policy: Policy, hub: str, agent_ns: str, field_path: str,
+                     namespaces: Any) -> list[str]:
+    names = namespaces if isinstance(namespaces, list) else [namespaces]
+    out = []
+    for i, spoke in enumerate(names):
+        at = f"{field_path}[{i}]" if isinstance(namespaces, list) else field_path
+        why = policy.namespaces.refusal(hub, str(spoke), agent_ns)
+        if why:
+            out.append(f"{at}: {why}")
+    return out
+
+
+def _judge_manifest(manifest: Mapping[str, Any], hub: str, policy: Policy, agent_ns: str,
+                    platform: bool) -> list[tuple[str, str]]:
+    """(reason, line) for every refusal of one manifest of a work."""
+    kind, api = str(manifest.get("kind")), str(manifest.get("apiVersion"))
+    meta = manifest.get("metadata") or {}
+    spec = manifest.get("spec") or {}
+    out: list[tuple[str, str]] = []
+    if platform:
+        if kind != c.KIND_SERVING_PLATFORM:
+            return [(REASON_KIND, f"a ModelServing's work carries a {kind}")]
+        flags = spec.get("devFlags") or {}
+        if not policy.allow_dev_flags:
+            out += [(REASON_DEV_FLAGS, f"spec.devFlags.{name}: not allowed (the add-on's "
+                     "manager.policy.allowDevFlags does not allow devFlags)")
+                    for name in DEV_FLAG_FIELDS if flags.get(name)]
+        out += [(REASON_NAMESPACE, line) for line in _namespace_lines(
+            policy, hub, agent_ns, "spec.servingNamespaces", spec.get("servingNamespaces") or [])]
+        return out
+    if (api, kind) not in TENANT_KINDS:
+        return [(REASON_KIND, f"{api} {kind} is not a kind the add-on sends for a tenant")]
+    if kind == c.KIND_SEALED_STORAGE_CONNECTION:
+        if meta.get("namespace") != agent_ns:
+            out.append((REASON_NAMESPACE, f"a sealed connection goes only to the agent's "
+                        f"namespace {agent_ns!r}, not {meta.get('namespace')!r}"))
+        out += [(REASON_NAMESPACE, line) for line in _namespace_lines(
+            policy, hub, agent_ns, "spec.targetNamespaces", spec.get("targetNamespaces") or [])]
+        return out
+    out += [(REASON_NAMESPACE, line) for line in _namespace_lines(
+        policy, hub, agent_ns, "spec.targetNamespace", str(meta.get("namespace") or ""))]
+    if kind == "InferenceService":
+        out += [(REASON_POD, line) for line in confinement.inference_service_refusals(
+            spec, "spec.template", policy.pods)]
+    elif kind == "ServingRuntime":
+        out += [(REASON_POD, line) for line in confinement.serving_runtime_refusals(
+            spec, "spec.template", policy.pods)]
+    return out
+
+
+def judge_work(manifests: list[dict[str, Any]], hub_namespace: str, policy: Policy,
+               agent_namespace: str, *, platform: bool = False) -> Judgement | None:
+    """Why the work carrying ``manifests`` may not be sent to a cluster; None when it may.
+
+    ``manifests`` are exactly what the work would carry (overrides merged, validated);
+    ``platform`` says the work is a ModelServing's (a ServingPlatform: devFlags and serving
+    namespaces are judged), else it is a tenant's (its kinds, the namespaces they go to, the
+    pods they make). The reason is the first refusal's: ``NamespaceNotAllowed``,
+    ``DevFlagsNotAllowed``, ``PodNotAllowed`` or ``KindNotAllowed``.
+    """
+    found = [item for m in manifests
+             for item in _judge_manifest(m, hub_namespace, policy, agent_namespace, platform)]
+    if not found:
+        return None
+    return Judgement(found[0][0], tuple(line for _, line in found))

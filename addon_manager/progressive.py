@@ -56,7 +56,7 @@ class RolloutPlan:
 def _previous(body: Mapping[str, Any]) -> RolloutStatus | None:
     raw = (body.get("status") or {}).get("rollout")
     try:
-        return RolloutStatus.model_validate(raw) if isinstance(raw, Mapping) else None
+        return RolloutStatus.from_wire(raw) if isinstance(raw, Mapping) else None
     except ValidationError:
         return None
 

@@ -196,7 +196,7 @@ def _validated_cluster_spec(
 ) -> dict[str, Any]:
     spec = cluster_spec(intent.spec.to_dict(), intent.spec.overrides, cluster, labels)
     try:
-        model = type(intent.spec).model_validate(
+        model = type(intent.spec).from_wire(
             {**spec, "placementRef": intent.spec.placement_ref.to_dict()}
         )
     except ValidationError as err:
@@ -419,7 +419,7 @@ def render_model_serving(
         spec = cluster_spec(intent.spec.to_dict(), intent.spec.overrides, cluster, labels)
         spec["source"] = {"namespace": ns, "name": name}
         try:
-            return without_empty_maps(ServingPlatformSpec.model_validate(spec).to_dict())
+            return without_empty_maps(ServingPlatformSpec.from_wire(spec).to_dict())
         except ValidationError as err:
             raise _invalid_after_overrides(cluster, err) from err
 
@@ -573,7 +573,7 @@ def storage_cluster_spec(
     spec = cluster_spec(intent.spec.to_dict(), intent.spec.overrides, cluster, labels)
     spec["placementRef"] = intent.spec.placement_ref.to_dict()
     try:
-        return StorageConnectionSpec.model_validate(spec)
+        return StorageConnectionSpec.from_wire(spec)
     except ValidationError as err:
         raise _invalid_after_overrides(cluster, err) from err
 

@@ -107,14 +107,16 @@ def access_manifests(
 
 
 def render_access(
-    hub_namespace: str, cluster: str, agent_namespace: str, targets: frozenset[str]
+    hub_namespace: str, cluster: str, agent_namespace: str, targets: frozenset[str],
+    denied: frozenset[str] = frozenset(),
 ) -> render.RenderedWork:
     """The access work of a tenant for one cluster (applied as the work agent itself).
 
     ``targets`` are the spoke namespaces the policy allows the tenant, always-denied ones
     left out (they get no RoleBinding even if an admin lists them).
     """
-    allowed = frozenset(t for t in targets if not tenancy.always_denied(t, agent_namespace))
+    allowed = frozenset(t for t in targets
+                        if not tenancy.always_denied(t, agent_namespace, denied))
     return render._work(  # same package: the common shape of a work
         ACCESS_KIND, hub_namespace, ACCESS_NAME, cluster,
         access_manifests(hub_namespace, agent_namespace, allowed), [],
