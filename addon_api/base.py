@@ -12,6 +12,7 @@ rules on one field are attached with ``Annotated[..., Cel(...)]``.
 from __future__ import annotations
 
 import re
+import unicodedata
 from collections.abc import Callable, Hashable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -21,6 +22,7 @@ from typing import Annotated, Any, ClassVar, Final, Literal, Self
 from pydantic import (
     AfterValidator,
     BaseModel,
+    BeforeValidator,
     ConfigDict,
     Field,
     GetCoreSchemaHandler,
@@ -312,6 +314,54 @@ Quantity = Annotated[str, Field(max_length=64, pattern=QUANTITY_RE)]
 
 ShortText = Annotated[str, Field(max_length=1024)]
 """A bounded free-form string (reasons, messages, identifiers)."""
+
+TRUNCATED = " [truncated]"
+"""What ends a string :func:`sanitized` had to cut."""
+_BIDI = frozenset(chr(x) for x in (*range(0x202A, 0x202F), *range(0x2066, 0x206A), 0x200E,
+                                   0x200F, 0x061C))
+
+
+def sanitized(value: str, limit: int) -> str:
+    """``value`` made inert and short: at most ``limit`` characters.
+
+    Control characters (but newline and tab) and bidirectional overrides are dropped, and
+    a longer string is cut with :data:`TRUNCATED` at the end.
+
+    What a cluster feeds back (KServe's messages, a container's termination message) is
+    written by whoever runs there; the hub shows it bounded and inert, and a string longer
+    than its field never makes the hub's status fold fail.
+    """
+    clean = "".join(ch for ch in value if ch in "\n\t" or (
+        unicodedata.category(ch) != "Cc" and ch not in _BIDI))
+    if len(clean) <= limit:
+        return clean
+    return clean[:max(0, limit - len(TRUNCATED))] + TRUNCATED[:limit]
+
+
+def bounded(limit: int) -> BeforeValidator:
+    """The validator of a status string of at most ``limit`` characters.
+
+    It applies :func:`sanitized` on the way in, so the string never fails validation for its
+    length (the schema still says ``maxLength``).
+    """
+    def clean(value: Any) -> Any:
+        return sanitized(value, limit) if isinstance(value, str) else value
+
+    return BeforeValidator(clean)
+
+
+StatusWord = Annotated[str, bounded(64), Field(max_length=64)]
+"""A fed-back phase, state or version: bounded and sanitized (:func:`bounded`)."""
+StatusReason = Annotated[str, bounded(256), Field(max_length=256)]
+"""A fed-back reason: bounded and sanitized."""
+StatusText = Annotated[str, bounded(1024), Field(max_length=1024)]
+"""A status message: bounded and sanitized."""
+StatusUrl = Annotated[str, bounded(2048), Field(max_length=2048)]
+"""A fed-back URL: bounded and sanitized."""
+ConditionReason = Annotated[str, bounded(1024), Field(max_length=1024)]
+"""A condition's reason: bounded and sanitized."""
+ConditionMessage = Annotated[str, bounded(32768), Field(max_length=32768)]
+"""A condition's message: bounded and sanitized."""
 
 Timestamp = Annotated[datetime, Field(strict=False)]
 """An RFC 3339 date-time (parsed from its string form)."""

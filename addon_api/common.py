@@ -11,9 +11,14 @@ from addon_api import constants as c
 from addon_api.base import (
     ApiModel,
     Cel,
+    ConditionMessage,
+    ConditionReason,
     DnsSubdomain,
     OpenModel,
-    ShortText,
+    StatusReason,
+    StatusText,
+    StatusUrl,
+    StatusWord,
     Timestamp,
     UniqueList,
     map_list,
@@ -259,9 +264,9 @@ class Condition(ApiModel):
     """The metadata.generation the condition was computed from."""
     last_transition_time: Timestamp | None = None
     """When the status of the condition last changed."""
-    reason: Annotated[str, Field(max_length=1024)] = ""
+    reason: ConditionReason = ""
     """A CamelCase word saying why the condition is in this status."""
-    message: Annotated[str, Field(max_length=32768)] = ""
+    message: ConditionMessage = ""
     """Human-readable details."""
 
 
@@ -308,26 +313,26 @@ class ClusterStatus(ApiModel):
 
     cluster: DnsSubdomain
     """Name of the ManagedCluster."""
-    phase: Annotated[str, Field(max_length=64)] = ""
+    phase: StatusWord = ""
     """Short state of the intent on that cluster (e.g. Waiting, Applied, Available, Failed,
     or Stale when the cluster's report is out of date)."""
     ready: bool = False
     """Whether the intent is fully in effect on that cluster."""
-    reason: Annotated[str, Field(max_length=256)] = ""
+    reason: StatusReason = ""
     """A CamelCase word saying why the cluster is in this phase."""
-    message: ShortText = ""
+    message: StatusText = ""
     """Human-readable details."""
-    url: Annotated[str, Field(max_length=2048)] = ""
+    url: StatusUrl = ""
     """Where the model is served on that cluster (InferenceServices only)."""
-    external_url: Annotated[str, Field(max_length=2048)] = ""
+    external_url: StatusUrl = ""
     """Where callers outside the cluster reach the model (InferenceServices with
     spec.exposure, once the cluster's router admitted the Route)."""
-    model_state: Annotated[str, Field(max_length=64)] = ""
+    model_state: StatusWord = ""
     """Active model state reported by KServe (InferenceServices only), e.g. Loaded."""
-    version: Annotated[str, Field(max_length=64)] = ""
+    version: StatusWord = ""
     """The serving stack's version on that cluster (ModelServings only); while the phase
     is Upgrading, the version it ran before (the message names the target)."""
-    waiting_for: Annotated[list[Annotated[str, Field(max_length=256)]], Field(max_length=16)] = (
+    waiting_for: Annotated[list[StatusReason], Field(max_length=16)] = (
         Field(default_factory=list)
     )
     """What must happen on that cluster before the intent is sent there

@@ -16,7 +16,14 @@ from typing import Annotated, Literal
 
 from pydantic import Field
 
-from addon_api.base import ApiModel, Cel, DnsSubdomain, ShortText, Timestamp, set_list
+from addon_api.base import (
+    ApiModel,
+    Cel,
+    DnsSubdomain,
+    StatusText,
+    Timestamp,
+    set_list,
+)
 
 DURATION_RE = r"^([0-9]{1,6}(s|m|h))+$"
 Duration = Annotated[str, Field(max_length=32, pattern=DURATION_RE)]
@@ -131,7 +138,7 @@ class GateResult(ApiModel):
     """Pending (not decided yet), Passed or Failed."""
     cluster: Annotated[str, Field(max_length=253)] = ""
     """The cluster the result is about (a failure names the first cluster that failed)."""
-    message: ShortText = ""
+    message: StatusText = ""
     """What the gate saw."""
 
 
@@ -165,5 +172,5 @@ class RolloutStatus(ApiModel):
     """Since when every cluster of the step is Ready (reset when one is not)."""
     gates: Annotated[list[GateResult], Field(max_length=8)] = Field(default_factory=list)
     """What each gate of the step in progress (or of the step that failed) saw."""
-    message: ShortText = ""
+    message: StatusText = ""
     """The rollout in one sentence."""

@@ -13,7 +13,15 @@ from typing import Annotated, Literal
 from pydantic import AfterValidator, Field
 
 from addon_api import constants as c
-from addon_api.base import ApiModel, DnsLabel, DnsSubdomain, SecretKey, UniqueList, set_list
+from addon_api.base import (
+    ApiModel,
+    DnsLabel,
+    DnsSubdomain,
+    SecretKey,
+    StatusText,
+    UniqueList,
+    set_list,
+)
 from addon_api.common import AGE_COLUMN, Conditions, CrdInfo, PrinterColumn, Resource
 from addon_api.hub import StorageType
 from addon_api.platform import PlatformSettings
@@ -54,7 +62,7 @@ class ServingPlatformStatus(ApiModel):
     roll out at the new version before the configuration follows), Removing, Removed or
     RemovalBlocked (uninstall refused while force is false: objects the add-on did not create
     exist under a CRD it would delete, or InferenceServices still use the stack)."""
-    message: Annotated[str, Field(max_length=1024)] = ""
+    message: StatusText = ""
     """Human-readable details of the phase."""
     observed_generation: Annotated[int, Field(ge=0)] | None = None
     """The metadata.generation this status was computed from."""
@@ -139,7 +147,7 @@ class SealedStorageConnectionStatus(ApiModel):
 
     phase: Annotated[SealedPhase, LaxPhase] | None = None
     """Pending, Delivered (the entry is in every target namespace) or Failed."""
-    message: Annotated[str, Field(max_length=1024)] = ""
+    message: StatusText = ""
     """Human-readable details of the phase."""
     observed_generation: Annotated[int, Field(ge=0)] | None = None
     """The metadata.generation this status was computed from."""
