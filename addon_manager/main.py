@@ -84,7 +84,8 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
                    "they are refused with DevFlagsNotAllowed")
     p.add_argument("--stack-owner-namespaces", default="",
                    help="comma-separated hub namespaces whose ModelServings may own a "
-                   "cluster's stack (empty or '*': every namespace)")
+                   "cluster's stack ('*': every namespace; empty: --namespace only, the "
+                   "platform admin's)")
     p.add_argument("--target-namespaces", default="",
                    help="which spoke namespaces each hub namespace's intents may target: "
                    "'hub=spoke1,spoke2;hub2=spoke3', '*' as a key for every hub namespace not "
@@ -284,7 +285,8 @@ def policy_from_args(args: argparse.Namespace) -> Policy:
         raise SystemExit(f"model-serving-addon manager: {err}") from err
     return Policy(
         allow_dev_flags=bool(args.allow_dev_flags),
-        stack_owner_namespaces=parse_namespaces(args.stack_owner_namespaces),
+        stack_owner_namespaces=parse_namespaces(args.stack_owner_namespaces,
+                                                args.namespace),
         namespaces=replace(targets, denied=_names(args.denied_namespaces)),
         pods=PodRules(service_accounts=_names(args.pod_service_accounts),
                       priority_classes=_names(args.priority_classes)),

@@ -65,10 +65,16 @@ class Policy:
         return self.stack_owner_namespaces is None or namespace in self.stack_owner_namespaces
 
 
-def parse_namespaces(value: str) -> frozenset[str] | None:
-    """``--stack-owner-namespaces``: comma-separated names; empty or ``*`` means all."""
+def parse_namespaces(value: str, default: str) -> frozenset[str] | None:
+    """``--stack-owner-namespaces``: comma-separated names; ``*`` means every namespace.
+
+    Empty: ``default`` alone (the manager's own namespace, the chart's release namespace):
+    the platform is the platform admin's unless the admin opens it to more namespaces.
+    """
     names = frozenset(n.strip() for n in value.split(",") if n.strip())
-    return None if not names or "*" in names else names
+    if "*" in names:
+        return None
+    return names or frozenset({default})
 
 
 def dev_flag_fields(intent: ModelServing) -> list[str]:

@@ -122,6 +122,7 @@ def install_chart(bed: Testbed, agent_namespace: str) -> None:
         "--set", f"agent.installNamespace={agent_namespace}",
         "--set", f"manager.secretNamespaces={{{NAMESPACE}}}",
         "--set-json", f"manager.policy.targetNamespaces={json.dumps(TARGETS)}",
+        "--set", f"manager.policy.stackOwnerNamespaces={{{NAMESPACE}}}",
         f"--kubeconfig={bed.hub.kubeconfig}",
     )
     bed.hub.wait_crds_established()
@@ -222,6 +223,8 @@ def fleet(phases: Phases, agent_namespace: str = c.AGENT_NAMESPACE, spokes: int 
                     f"--metrics-port={manager_port}",
                     "--log-format=text",
                     f"--target-namespaces={tenancy.NamespacePolicy(_targets()).render()}",
+                    # the examples' ModelServing is the demo admin's, in the demo namespace
+                    f"--stack-owner-namespaces={NAMESPACE}",
                 ],
                 bed.log_dir,
             ).start()

@@ -37,12 +37,16 @@ API = "modelserving.opendatahub.io/v1alpha1"
 OPEN_TARGETS = "--target-namespaces=*=*"
 """The namespace policy of managers (and agents) in tests that are not about it: any hub
 namespace may target any spoke namespace but the always-denied ones, without executors."""
+OPEN_STACK_OWNERS = "--stack-owner-namespaces=*"
+"""The tests' hub admin lets ModelServings of any namespace own a stack (each test has its
+own namespaces); the product's default is the manager's own namespace only."""
 
 
 class Manager:
     """The manager as a subprocess, its log in a file, its metrics over HTTP.
 
-    Without a ``--target-namespaces`` in ``args`` it runs with :data:`OPEN_TARGETS`.
+    Without a ``--target-namespaces`` in ``args`` it runs with :data:`OPEN_TARGETS`, without
+    a ``--stack-owner-namespaces`` with :data:`OPEN_STACK_OWNERS`.
     """
 
     def __init__(self, kubeconfig: Path, log_path: Path, *args: str) -> None:
@@ -50,6 +54,8 @@ class Manager:
         self.log_path = log_path
         if not any(a.startswith("--target-namespaces") for a in args):
             args = (*args, OPEN_TARGETS)
+        if not any(a.startswith("--stack-owner-namespaces") for a in args):
+            args = (*args, OPEN_STACK_OWNERS)
         self.args = args
         self.port = 0
         self.proc: subprocess.Popen[bytes] | None = None

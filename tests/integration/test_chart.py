@@ -284,11 +284,26 @@ def test_rendered_args_parse_with_the_real_command_lines() -> None:
     assert config.seal_verify_keys == (verify,) and config.cluster_name == "cluster1"
 
 
-def test_default_policy_refuses_dev_flags_and_allows_every_namespace() -> None:
-    dep = next(o for o in render() if o["kind"] == "Deployment"
+def test_default_policy_refuses_dev_flags_and_keeps_the_platform_the_admins() -> None:
+    """By default devFlags are refused, only the release's namespace owns stacks, the tenant
+    role cannot write ModelServings and the manager enables the add-on nowhere."""
+    from addon_manager import main
+
+    objs = render()
+    dep = next(o for o in objs if o["kind"] == "Deployment"
                and o["spec"]["template"]["spec"]["containers"][0]["args"][0] == "manager")
-    args = " ".join(dep["spec"]["template"]["spec"]["containers"][0]["args"])
-    assert "--allow-dev-flags" not in args and "--stack-owner-namespaces" not in args
+    argv = dep["spec"]["template"]["spec"]["containers"][0]["args"]
+    assert "--allow-dev-flags" not in argv and "--no-addon-enablement" in argv
+    admin = main.policy_from_args(main.parse_args([*argv[1:], "--namespace=release-ns"]))
+    assert admin.stack_owner_namespaces == frozenset({"release-ns"})
+    assert not admin.allow_dev_flags
+    roles = {o["metadata"]["name"]: o for o in objs if o["kind"] == "ClusterRole"}
+    tenant = roles["model-serving-addon-tenant"]["rules"]
+    writes = {r for rule in tenant for r in rule["resources"]
+              if "create" in rule["verbs"] and rule["apiGroups"] == ["modelserving.opendatahub.io"]}
+    assert "modelservings" not in writes and "multiclusterinferenceservices" in writes
+    owner = roles["model-serving-addon-stack-owner"]["rules"]
+    assert any("modelservings" in r["resources"] and "create" in r["verbs"] for r in owner)
 
 
 def test_modelmesh_is_warned_about_at_admission_with_the_apis_message() -> None:

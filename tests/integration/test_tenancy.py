@@ -22,6 +22,7 @@ from addon_api import tenancy
 from addon_manager.tenancy import access_work_name
 from testbed.chart import render
 from testbed.fleet import Testbed
+from testbed.identities import MANAGER_NAMESPACE
 from testbed.support.manager import (
     Manager,
     exists,
@@ -78,14 +79,23 @@ def tenants(testbed: Testbed) -> Iterator[Tenants]:
     hub.kubectl("label", "managedcluster", spoke.name, f"{t.label}-", check=False)
 
 
+ADMIN_NS = MANAGER_NAMESPACE
+"""The platform admin's hub namespace (the manager's own): the only one whose ModelServings
+may own a stack by default."""
+
+
 @pytest.fixture(scope="module")
 def manager(testbed: Testbed, tenants: Tenants,
             tmp_path_factory: pytest.TempPathFactory) -> Iterator[Manager]:
-    """One manager with the default namespace policy (an empty --target-namespaces)."""
+    """One manager with the default policy: stacks owned from the manager's own namespace only
+    (an empty --stack-owner-namespaces), each tenant targeting the spoke namespace of its own
+    name (the admin's namespace may serve into any)."""
     hub = testbed.hub
-    with running_manager(testbed, tmp_path_factory.mktemp("manager"), "--target-namespaces=",
+    with running_manager(testbed, tmp_path_factory.mktemp("manager"),
+                         f"--target-namespaces={ADMIN_NS}=*", "--stack-owner-namespaces=",
                          "--no-addon-enablement") as mgr:
         yield mgr
+        hub.kubectl("delete", "msv", "--all", "-n", ADMIN_NS, "--wait=false", check=False)
         for ns in (tenants.a, tenants.b):  # while the manager runs: it holds the finalizers
             hub.kubectl("delete", "msv,sconn,mcsr,mcisvc", "--all", "-n", ns, "--wait=false",
                         check=False)
@@ -98,10 +108,13 @@ def manager(testbed: Testbed, tenants: Tenants,
 
 @pytest.fixture(scope="module")
 def platform(testbed: Testbed, tenants: Tenants, manager: Manager) -> str:
-    """Tenant A's ModelServing (serving namespace A) Available on cluster1."""
+    """The platform admin's ModelServing (serving both tenants' namespaces) Available on
+    cluster1. Written by the harness as the hub admin: no tenant may write one."""
     hub, spoke = testbed.hub, testbed.spokes[0]
-    tenants.apply_as(hub, tenants.a, model_serving("kserve", tenants.a, "p",
-                                                   servingNamespaces=[tenants.a]))
+    testbed.bind_clusterset(ADMIN_NS)
+    hub.apply_objects([placement("p", ADMIN_NS, {tenants.label: "yes"}),
+                       model_serving("kserve", ADMIN_NS, "p",
+                                     servingNamespaces=[tenants.a, tenants.b])])
     eventually(lambda: spoke.kubectl("get", "servingplatform", "model-serving"), timeout=90)
     set_platform_phase(spoke, "Available")
     return spoke.name
@@ -149,22 +162,67 @@ def test_a_tenant_may_not_target_another_tenants_or_a_system_namespace(
             if (s["spec"].get("source") or {}).get("namespace") == b] == []
 
 
-def test_dev_flags_and_an_unverified_manifests_uri_through_impersonation(
+def test_a_tenant_may_not_write_a_model_serving_at_all(
     testbed: Testbed, tenants: Tenants, platform: str
 ) -> None:
+    """The platform is the platform admin's: the tenant role reads ModelServings, never
+    writes one (so no tenant claims clusters first, or scales KServe to 0 for everyone)."""
     hub, spoke = testbed.hub, testbed.spokes[0]
     b = tenants.b
-    tenants.apply_as(hub, b, model_serving(
-        "dev", b, "p", servingNamespaces=[b],
-        devFlags={"images": {"kserve-controller-manager": "example.com/evil:1"}}))
-    _refused(hub, "msv", b, "dev", "DevFlagsNotAllowed", "spec.devFlags.images")
-    unverified = tenants.apply_as(hub, b, model_serving(
-        "bundle", b, "p", devFlags={"manifests": {"uri": "https://example.com/b.tgz"}}),
-        check=False)
-    assert unverified.returncode != 0 and "sha256" in unverified.stderr, unverified.stderr
-    assert works(hub, b, "dev", "ModelServing") == {}
+    for attempt in (model_serving("mine", b, "p", servingNamespaces=[b]),
+                    model_serving("dev", b, "p", devFlags={
+                        "images": {"kserve-controller-manager": "example.com/evil:1"}})):
+        denied = tenants.apply_as(hub, b, attempt, check=False)
+        assert denied.returncode != 0 and "forbidden" in denied.stderr, denied.stderr
+    seen = hub.kubectl("get", "msv", "-n", ADMIN_NS, f"--as={tenants.users[b]}", check=False)
+    assert seen.returncode != 0 and "forbidden" in seen.stderr  # not even another namespace's
+    assert get_json(hub, "msv", "-n", b)["items"] == []
     platform_spec = get_json(spoke, "servingplatform", "model-serving")["spec"]
-    assert "devFlags" not in platform_spec and platform_spec["source"]["namespace"] == tenants.a
+    assert "devFlags" not in platform_spec and platform_spec["source"]["namespace"] == ADMIN_NS
+
+
+def test_a_model_serving_outside_the_admins_namespace_owns_nothing(
+    testbed: Testbed, tenants: Tenants, platform: str
+) -> None:
+    """Written there by someone who may (here the harness), it is refused by the manager's
+    default policy, and does not take the cluster from the admin's older one."""
+    hub, spoke = testbed.hub, testbed.spokes[0]
+    b = tenants.b
+    hub.apply_objects([model_serving("claim", b, "p", servingNamespaces=[b],
+                                     components={"kserve-controller-manager": {"replicas": 0}})])
+    try:
+        _refused(hub, "msv", b, "claim", "NamespaceNotAllowed", "may not own a cluster's stack")
+        assert works(hub, b, "claim", "ModelServing") == {}
+        assert get_json(spoke, "servingplatform", "model-serving")["spec"]["source"] == {
+            "namespace": ADMIN_NS, "name": "kserve"}
+    finally:
+        hub.kubectl("delete", "msv", "claim", "-n", b, "--wait=false", check=False)
+
+
+def test_dev_flags_in_any_spelling_of_an_override_never_reach_the_spoke(
+    testbed: Testbed, tenants: Tenants, platform: str
+) -> None:
+    """The admin's own ModelServing: devFlags under their wire name in an override are refused
+    on the rendered ServingPlatform (DevFlagsNotAllowed), under their Python name as an
+    unknown field (RenderFailed naming it); the spoke's ServingPlatform keeps no devFlags."""
+    hub, spoke = testbed.hub, testbed.spokes[0]
+    flags = {"manifests": {"uri": "https://evil.example/b.tgz", "sha256": "0" * 64}}
+    for key, reason in (("devFlags", "DevFlagsNotAllowed"), ("dev_flags", "RenderFailed")):
+        body = model_serving("kserve", ADMIN_NS, "p", servingNamespaces=[tenants.a, tenants.b],
+                             overrides=[{"clusterNames": [spoke.name], "patch": {key: flags}}])
+        hub.apply_objects([body])
+
+        def entry(reason: str = reason, key: str = key) -> dict[str, Any]:
+            status = get_json(hub, "msv", "kserve", "-n", ADMIN_NS).get("status") or {}
+            found = next((e for e in status.get("clusters") or []
+                          if e["cluster"] == spoke.name), {})
+            assert found.get("reason") == reason and key in found.get("message", ""), found
+            return found
+
+        eventually(entry, timeout=60)
+        assert "devFlags" not in get_json(spoke, "servingplatform", "model-serving")["spec"]
+    hub.apply_objects([model_serving("kserve", ADMIN_NS, "p",
+                                     servingNamespaces=[tenants.a, tenants.b])])
 
 
 @pytest.fixture(scope="module")
@@ -231,3 +289,81 @@ def test_a_forged_work_with_a_tenant_executor_is_refused_by_the_work_agent(
         assert not exists(spoke, "servingruntime", "forged", "-n", "kube-system")
     finally:
         hub.kubectl("delete", "manifestwork", f"forged-{a}", "-n", spoke.name, check=False)
+
+
+ISVC = {"predictor": {"model": {"modelFormat": {"name": "sklearn"},
+                                "storageUri": "s3://models/iris"}}}
+
+
+def _entry(hub: Any, plural: str, ns: str, name: str, cluster: str) -> dict[str, Any]:
+    status = get_json(hub, plural, name, "-n", ns).get("status") or {}
+    return next((e for e in status.get("clusters") or [] if e["cluster"] == cluster), {})
+
+
+def test_snake_case_spellings_are_refused_naming_the_key(
+    testbed: Testbed, tenants: Tenants, runtime_a: dict[str, Any]
+) -> None:
+    """Tenant A tries the Python names of guarded fields: in the spec, the API server refuses
+    the unknown field at admission; in an override patch (free-form), the manager refuses the
+    cluster's spec naming the key, and nothing reaches the spoke."""
+    hub, spoke = testbed.hub, testbed.spokes[0]
+    a, b = tenants.a, tenants.b
+    top = tenants.apply_as(hub, a, intent("MultiClusterInferenceService", "snake", a, "p",
+                                          targetNamespace=a, target_namespace=b,
+                                          template=ISVC), check=False)
+    assert top.returncode != 0 and "target_namespace" in top.stderr, top.stderr
+    for name, patch, key in (
+        ("snake-ns", {"target_namespace": b}, "target_namespace"),
+        ("snake-pod", {"template": {"predictor": {"host_network": True}}}, "host_network"),
+    ):
+        tenants.apply_as(hub, a, intent(
+            "MultiClusterInferenceService", name, a, "p", targetNamespace=a, template=ISVC,
+            overrides=[{"clusterNames": [spoke.name], "patch": patch}]))
+
+        def refused(name: str = name, key: str = key) -> None:
+            found = _entry(hub, "mcisvc", a, name, spoke.name)
+            assert found.get("reason") == "RenderFailed", found
+            assert f"{key}: Extra inputs are not permitted" in found["message"], found
+
+        eventually(refused, timeout=60)
+        assert works(hub, a, name, "MultiClusterInferenceService") == {}
+    assert not exists(spoke, "inferenceservice", "snake-ns", "-n", b)
+    assert not exists(spoke, "inferenceservice", "snake-pod", "-n", a)
+
+
+def test_a_tenants_pod_that_would_escape_is_refused_naming_the_field(
+    testbed: Testbed, tenants: Tenants, runtime_a: dict[str, Any]
+) -> None:
+    """Host network in the template, a hostPath volume only in the cluster's override, the
+    KServe controller's ServiceAccount, a privileged runtime: each refused on what would be
+    sent (PodNotAllowed naming the field), none on the spoke."""
+    hub, spoke = testbed.hub, testbed.spokes[0]
+    a = tenants.a
+    attacks = [
+        ("MultiClusterInferenceService", "mcisvc", "hostnet", "inferenceservice",
+         {"template": {"predictor": {**ISVC["predictor"], "hostNetwork": True}}},
+         "spec.template.predictor.hostNetwork"),
+        ("MultiClusterInferenceService", "mcisvc", "hostpath", "inferenceservice",
+         {"template": ISVC, "overrides": [{"clusterNames": [spoke.name], "patch": {
+             "template": {"predictor": {"volumes": [
+                 {"name": "root", "hostPath": {"path": "/"}}]}}}}]},
+         "spec.template.predictor.volumes[0].hostPath"),
+        ("MultiClusterInferenceService", "mcisvc", "as-kserve", "inferenceservice",
+         {"template": {"predictor": {**ISVC["predictor"],
+                                     "serviceAccountName": "kserve-controller-manager"}}},
+         "spec.template.predictor.serviceAccountName"),
+        ("MultiClusterServingRuntime", "mcsr", "priv", "servingruntime",
+         {"template": {**RUNTIME, "containers": [
+             {"name": "c", "image": "img:1", "securityContext": {"privileged": True}}]}},
+         "spec.template.containers[0].securityContext.privileged"),
+    ]
+    for kind, _plural, name, _, spec, _ in attacks:
+        tenants.apply_as(hub, a, intent(kind, name, a, "p", targetNamespace=a, **spec))
+    for kind, plural, name, spoke_kind, _, field in attacks:
+        def refused(plural: str = plural, name: str = name, field: str = field) -> None:
+            found = _entry(hub, plural, a, name, spoke.name)
+            assert found.get("reason") == "PodNotAllowed" and field in found["message"], found
+
+        eventually(refused, timeout=60)
+        assert works(hub, a, name, kind) == {}
+        assert not exists(spoke, spoke_kind, name, "-n", a)

@@ -133,8 +133,9 @@ def test_deleting_a_refused_model_serving_still_removes_its_works() -> None:
 @pytest.mark.parametrize(
     ("argv", "expected"),
     [
-        ([], policy.Policy()),
-        (["--allow-dev-flags"], policy.Policy(allow_dev_flags=True)),
+        (["--namespace=admin"], policy.Policy(stack_owner_namespaces=frozenset({"admin"}))),
+        (["--allow-dev-flags", "--stack-owner-namespaces=*"],
+         policy.Policy(allow_dev_flags=True)),
         (["--stack-owner-namespaces=a, b"], policy.Policy(stack_owner_namespaces=frozenset("ab"))),
         (["--stack-owner-namespaces=*"], policy.Policy()),
     ],

@@ -75,7 +75,8 @@ def test_a_malformed_policy_is_refused_naming_the_entry(text: str) -> None:
 
 
 def test_the_command_line_sets_the_policy() -> None:
-    args = main.parse_args(["--target-namespaces=team-a=team-a,models"])
+    args = main.parse_args(["--target-namespaces=team-a=team-a,models",
+                            "--stack-owner-namespaces=*"])
     assert main.policy_from_args(args) == TEAM_A
     assert main.policy_from_args(main.parse_args([])).namespaces == tenancy.NamespacePolicy()
     with pytest.raises(SystemExit):
