@@ -64,6 +64,7 @@ class IntentReason(StrEnum):
     INVALID_SPEC = "InvalidSpec"
     DEV_FLAGS_NOT_ALLOWED = "DevFlagsNotAllowed"
     NAMESPACE_NOT_ALLOWED = "NamespaceNotAllowed"
+    METRIC_QUERY_NOT_ALLOWED = "MetricQueryNotAllowed"
     CLUSTERS_PROGRESSING = "ClustersProgressing"
     STABLE = "Stable"
     CLUSTERS_FAILED = "ClustersFailed"
@@ -519,6 +520,28 @@ INTENT_READY = Group(
             todo=(
                 "remove `spec.devFlags`, or (platform admin, development hubs only) set the chart "
                 "value `manager.policy.allowDevFlags: true` (manager flag `--allow-dev-flags`)."
+            ),
+        ),
+        Entry(
+            (IR.METRIC_QUERY_NOT_ALLOWED,),
+            title="`MetricQueryNotAllowed` (Ready reason, any intent with a rollout)",
+            seen=(
+                "Condition `Ready` = False, intent phase `Invalid`, message "
+                "`spec.rollout.metricGate.query: free PromQL is not allowed in hub namespace "
+                "...`."
+            ),
+            means=(
+                "The rollout's metric gate is free PromQL, and the intent's hub namespace is "
+                "not one the platform admin trusts with the stack "
+                "(`manager.policy.stackOwnerNamespaces`). The manager runs gate queries with "
+                "its own Prometheus token, which sees every cluster's series, so a tenant "
+                "names a metric instead and the manager selects only the intent's own series "
+                "(its spoke namespaces, its predictor pods, the step's clusters). Nothing is "
+                "written for any cluster."
+            ),
+            todo=(
+                "replace `query` by `metric` (with `rate`, `labels`, `maxValue`/`minValue`; "
+                "see docs/user-guide.md, rollouts)."
             ),
         ),
         Entry(

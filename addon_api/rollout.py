@@ -51,25 +51,54 @@ def _concurrency_ok(value: int | str) -> bool:
     return re.fullmatch(PERCENT_RE, value) is not None
 
 
-class MetricGate(ApiModel):
-    """A PromQL query every step's clusters must pass before the rollout goes on.
+METRIC_NAME_RE = r"^[a-zA-Z_:][a-zA-Z0-9_:]*$"
+LABEL_NAME_RE = r"^[a-zA-Z_][a-zA-Z0-9_]*$"
+SCOPE_LABELS = ("cluster", "namespace", "pod")
+"""Labels the manager sets on a ``metric`` gate's selector (a gate may not set them)."""
 
-    The manager evaluates it against the Prometheus or Thanos URL of its configuration
-    (--prometheus-url) once the step's clusters are Ready for minSuccessTime. In the
-    query, $clusters becomes a regular expression matching the step's cluster names (use
-    it as cluster=~"$clusters"). The gate passes when the result has at least one sample
-    and every sample is within maxValue / minValue; a sample outside them fails the
-    step; an empty result waits (until progressDeadline).
+
+class MetricGate(ApiModel):
+    """A metric every step's clusters must keep within bounds before the rollout goes on.
+
+    Either ``metric`` (a metric name: the manager selects only the series of this intent's
+    own model pods, on the step's clusters) or ``query`` (free PromQL; only for intents in
+    the hub namespaces the platform admin trusts with the stack, see
+    manager.policy.stackOwnerNamespaces). The manager evaluates it against the Prometheus or
+    Thanos URL of its configuration (--prometheus-url) once the step's clusters are Ready for
+    minSuccessTime. The gate passes when the result has at least one sample and every sample
+    is within maxValue / minValue; a sample outside them fails the step; an empty result
+    waits (until progressDeadline).
     """
 
     cel_rules = (
         Cel("has(self.maxValue) || has(self.minValue)",
             "set maxValue, minValue or both: the bound(s) every sample must keep",
             lambda g: g.max_value is not None or g.min_value is not None),
+        Cel("has(self.metric) != has(self.query)",
+            "set exactly one of metric and query",
+            lambda g: (g.metric is None) != (g.query is None)),
+        Cel("!has(self.labels) || self.labels.all(k, k.matches('" + LABEL_NAME_RE + "')"
+            " && !(k in ['cluster', 'namespace', 'pod']))",
+            "labels must be Prometheus label names other than cluster, namespace and pod "
+            "(the manager scopes those)",
+            lambda g: all(re.fullmatch(LABEL_NAME_RE, k) and k not in SCOPE_LABELS
+                          for k in g.labels), field_path=".labels"),
     )
 
-    query: Annotated[str, Field(min_length=1, max_length=4096)]
-    """PromQL instant query; $clusters is replaced by the step's clusters (a regex)."""
+    metric: Annotated[str, Field(min_length=1, max_length=256, pattern=METRIC_NAME_RE)] | None = (
+        None)
+    """A metric the model servers export (e.g. ``request_predict_seconds_count``). The manager
+    selects it on the step's clusters for this intent's own pods only (its target
+    namespace, pods named after the model) and takes the largest value per cluster: with
+    ``rate``, of its per-second rate (a counter)."""
+    rate: Duration | None = None
+    """With ``metric``: judge its per-second rate over this window (e.g. ``1m``)."""
+    labels: Annotated[dict[str, Annotated[str, Field(max_length=256)]],
+                      Field(max_length=8)] = Field(default_factory=dict)
+    """With ``metric``: more label matchers (equality), e.g. ``{code: "500"}``."""
+    query: Annotated[str, Field(min_length=1, max_length=4096)] | None = None
+    """Free PromQL instant query; $clusters is replaced by the step's clusters (a regex).
+    Refused (MetricQueryNotAllowed) for intents outside the platform admin's namespaces."""
     max_value: float | None = None
     """Largest value a sample may have (e.g. an error ratio of 0.05)."""
     min_value: float | None = None

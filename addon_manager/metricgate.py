@@ -8,7 +8,6 @@ needs them, as ACM's Thanos querier does).
 from __future__ import annotations
 
 import math
-import re
 import ssl
 from collections.abc import Sequence
 from pathlib import Path
@@ -17,20 +16,21 @@ from typing import Any
 import aiohttp
 
 from addon_api.rollout import MetricGate
+from addon_manager.promql import clusters_regex, metric_query
 from addon_manager.rollout import MetricAnswer
 
 TIMEOUT = 10.0
 """Seconds a query may take."""
 
 
-def clusters_regex(clusters: Sequence[str]) -> str:
-    """A regular expression matching exactly these cluster names (PromQL's ``=~`` anchors)."""
-    return "|".join(re.escape(c) for c in clusters)
-
-
 def query_for(gate: MetricGate, clusters: Sequence[str]) -> str:
-    """The gate's query with ``$clusters`` replaced."""
-    return gate.query.replace("$clusters", clusters_regex(clusters))
+    """The gate's query with ``$clusters`` replaced.
+
+    The plan scopes a ``metric`` gate first (:func:`addon_manager.policy.scoped_gate`);
+    unscoped, it selects only on the clusters.
+    """
+    query = gate.query if gate.query is not None else metric_query(gate, "", "")
+    return query.replace("$clusters", clusters_regex(clusters))
 
 
 def judge(gate: MetricGate, clusters: tuple[str, ...], result: Sequence[Any]) -> MetricAnswer:

@@ -29,11 +29,14 @@ from addon_api.hub import (
     StorageConnection,
 )
 from addon_api.reasons import ClusterReason, IntentReason
+from addon_api.rollout import MetricGate
+from addon_manager import promql
 
 REASON_DEV_FLAGS = IntentReason.DEV_FLAGS_NOT_ALLOWED
 REASON_NAMESPACE = tenancy.REASON
 REASON_POD = ClusterReason.POD_NOT_ALLOWED
 REASON_KIND = ClusterReason.KIND_NOT_ALLOWED
+REASON_METRIC_QUERY = IntentReason.METRIC_QUERY_NOT_ALLOWED
 
 NAMESPACE_FIELDS: dict[type[Resource], tuple[str, bool]] = {
     ModelServing: ("servingNamespaces", True),
@@ -139,6 +142,49 @@ def namespace_message(lines: list[str]) -> str:
     return "; ".join(lines) + "; no work is written"
 
 
+def gate_refusal(intent: Resource, policy: Policy) -> tuple[str, str] | None:
+    """(reason, message) when the intent's rollout asks for free PromQL it may not run.
+
+    The manager queries Prometheus with its own token, which sees every cluster's series:
+    free PromQL (``spec.rollout.metricGate.query``) is the platform admin's (the hub
+    namespaces that may own a stack); a tenant names a ``metric``, which the manager
+    scopes to the tenant's own model (:func:`scoped_gate`).
+    """
+    rollout = getattr(getattr(intent, "spec", None), "rollout", None)
+    gate = getattr(rollout, "metric_gate", None)
+    namespace = intent.metadata.namespace or ""
+    if gate is None or gate.query is None or policy.may_own_stack(namespace):
+        return None
+    return REASON_METRIC_QUERY, (
+        "spec.rollout.metricGate.query: free PromQL is not allowed in hub namespace "
+        f"{namespace!r} (it would read every cluster's metrics with the manager's token; only "
+        "the namespaces of manager.policy.stackOwnerNamespaces may use it): name a metric "
+        "(spec.rollout.metricGate.metric), which the manager scopes to this intent's own "
+        "model; no work is written"
+    )
+
+
+def scoped_gate(intent: Resource, gate: MetricGate | None) -> MetricGate | None:
+    """``gate`` as the manager runs it.
+
+    A ``metric`` gate becomes the PromQL that selects only the intent's own series (its spoke
+    namespaces, and for an InferenceService its own predictor pods, on the step's
+    clusters); a ``query`` gate is left as written.
+    """
+    if gate is None or gate.metric is None:
+        return gate
+    spec = intent.to_dict().get("spec") or {}
+    names = [v for _, v in namespace_fields(intent)]
+    if not names and not isinstance(intent, ModelServing):
+        names = [str(spec.get("targetNamespace") or intent.metadata.namespace or "")]
+    namespaces = "|".join(promql.literal(n) for n in sorted(set(names)))
+    pods = ""
+    if isinstance(intent, MultiClusterInferenceService):
+        pods = promql.literal(str(intent.metadata.name)) + "-predictor-.*"
+    query = promql.metric_query(gate, namespaces, pods)
+    return gate.model_copy(update={"query": query, "metric": None})
+
+
 def refusal(intent: Resource, policy: Policy) -> tuple[str, str] | None:
     """(reason, message) when ``policy`` refuses the intent, None when it may proceed.
 
@@ -149,6 +195,9 @@ def refusal(intent: Resource, policy: Policy) -> tuple[str, str] | None:
     refused = namespace_refusals(intent, policy)
     if refused:
         return REASON_NAMESPACE, namespace_message(refused)
+    gated = gate_refusal(intent, policy)
+    if gated is not None:
+        return gated
     if not isinstance(intent, ModelServing):
         return None
     namespace = intent.metadata.namespace or ""

@@ -402,3 +402,61 @@ def test_any_container_of_a_predictor_adding_a_forbidden_capability_is_refused(
     lines = confinement.inference_service_refusals(spec, "spec.template", confinement.PodRules())
     assert f"spec.template.predictor.{field}.securityContext.capabilities.add[0]" in \
         " ".join(lines)
+
+
+# Metric gates (item 7) -----------------------------------------------------------------------
+
+ROLLOUT = {"strategy": "Progressive", "maxConcurrency": 1}
+
+
+def test_free_promql_from_a_tenant_is_refused_naming_the_field() -> None:
+    hub = FakeHub(placements={("team-a", "p"): frozenset({"c1"})})
+    platform_ready(hub, "c1")
+    body = _body(c.KIND_INFERENCE_SERVICE, "team-a", targetNamespace="team-a", template=ISVC,
+                 rollout={**ROLLOUT, "metricGate": {"query": "sum(secret_metric)",
+                                                    "maxValue": 1}})
+    _reconcile(hub, c.KIND_INFERENCE_SERVICE, body,
+               policy.Policy(stack_owner_namespaces=frozenset({"platform"})))
+    ready = next(x for x in hub.statuses["x"]["conditions"] if x["type"] == "Ready")
+    assert ready["reason"] == "MetricQueryNotAllowed"
+    assert ready["message"].startswith("spec.rollout.metricGate.query: free PromQL")
+    assert _applied(hub) == []
+    # the platform admin's namespace may
+    hub = FakeHub(placements={("platform", "p"): frozenset({"c1"})})
+    platform_ready(hub, "c1")
+    body["metadata"]["namespace"] = "platform"
+    body["spec"]["targetNamespace"] = "platform"
+    _reconcile(hub, c.KIND_INFERENCE_SERVICE, body,
+               policy.Policy(stack_owner_namespaces=frozenset({"platform"})))
+    assert not any(x["reason"] == "MetricQueryNotAllowed"
+                   for x in hub.statuses["x"]["conditions"])
+
+
+def test_a_metric_gate_selects_only_the_intents_own_series() -> None:
+    from addon_api.hub import MultiClusterInferenceService as Mcis
+    from addon_manager.metricgate import query_for
+
+    body = _body(c.KIND_INFERENCE_SERVICE, "team-a", targetNamespace="team-a", template=ISVC,
+                 rollout={**ROLLOUT, "metricGate": {
+                     "metric": "request_predict_seconds_count", "rate": "1m",
+                     "labels": {"code": 'x"}or vector(0)#'}, "maxValue": 5}})
+    body["metadata"]["name"] = "iris"
+    intent = Mcis.from_object(body)
+    gate = policy.scoped_gate(intent, intent.spec.rollout.metric_gate)  # type: ignore[union-attr]
+    assert gate is not None and gate.metric is None
+    assert query_for(gate, ["c1", "c2"]) == (
+        'max by (cluster) (rate(request_predict_seconds_count{cluster=~"c1|c2",'
+        'namespace=~"team-a",pod=~"iris-predictor-.*",code="x\\"}or vector(0)#"}[1m]))')
+
+
+def test_the_plan_hands_the_scoped_gate_to_the_query() -> None:
+    hub = FakeHub(placements={("team-a", "p"): frozenset({"c1"})})
+    platform_ready(hub, "c1")
+    body = _body(c.KIND_INFERENCE_SERVICE, "team-a", targetNamespace="team-a", template=ISVC,
+                 rollout={**ROLLOUT, "metricGate": {"metric": "up", "minValue": 1}})
+    from addon_manager.kinds import spec_of
+    from addon_manager.plan import plan
+
+    out = plan(spec_of(c.KIND_INFERENCE_SERVICE), body, Reconciler(hub, hub).snapshot())
+    assert out.rollout is not None and out.rollout.metric_gate is not None
+    assert 'namespace=~"team-a",pod=~"x-predictor-.*"' in str(out.rollout.metric_gate.query)
