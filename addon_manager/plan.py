@@ -290,7 +290,8 @@ def _plan_clusters(out: Plan, intent: Resource, body: Mapping[str, Any], snap: S
             spec.kind, intent, body, settings, wanted, existing, kept.values(),
             world.placement_groups(ns, placement), health, snap.now, snap.stale_after,
             snap.gates.get(key),
-            held_back=_models_not_ready(world, wanted, health, snap) if spec.owns_stack else None)
+            held_back=_models_not_ready(world, wanted, health, snap) if spec.owns_stack else None,
+            key=snap.sealer.keys.hash_key)
         out.rollout = replace(out.rollout,
                               metric_gate=policy.scoped_gate(intent, out.rollout.metric_gate))
     desired: dict[str, render.RenderedWork] = {}

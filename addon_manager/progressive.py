@@ -108,14 +108,19 @@ def plan_rollout(
     clusters: Iterable[str], existing: Mapping[str, WorkFact], kept: Iterable[RevisionFact],
     groups: Mapping[str, tuple[str, int]], health: Mapping[str, ClusterFact | None],
     now: datetime, stale_after: float, metric: MetricAnswer | None = None,
-    held_back: Mapping[str, str] | None = None,
+    held_back: Mapping[str, str] | None = None, key: bytes = b"",
 ) -> RolloutPlan:
     """Decide the rollout of one intent over ``clusters`` (see the module docstring).
 
     ``held_back``: per cluster, why it is not Ready although the intent's own work is.
+    ``key``: the manager's hash key; only the revisions sealed with it are the intent's
+    (:func:`addon_manager.revisions.trusted`).
     """
-    kept = list(kept)
-    revs = revisions.resolve(kind, body, kept)
+    seen = list(kept)
+    meta = body.get("metadata") or {}
+    kept = revisions.trusted(seen, key, kind, str(meta.get("namespace", "")),
+                             str(meta.get("name", "")))
+    revs = revisions.resolve(kind, body, kept, key, [f.number for f in seen])
     held = held_back or {}
     states = [cluster_state(kind, cl, existing.get(cl), health.get(cl), groups.get(cl, ("", 0)),
                             now, stale_after, held.get(cl, "")) for cl in sorted(clusters)]

@@ -8,7 +8,7 @@ from dataclasses import replace
 from typing import Any
 
 from addon_api import constants as c
-from addon_manager import naming
+from addon_manager import naming, revisions
 from addon_manager.reconcile import Reconciler
 from addon_manager.rollout import MetricAnswer
 from tests.unit.fake_hub import OPEN_POLICY, FakeHub
@@ -60,7 +60,9 @@ def test_a_change_reaches_one_cluster_at_a_time_then_a_bad_one_rolls_back() -> N
     # Revision 1 is kept on the hub (owned by the intent), and only c1 gets it.
     [fact] = hub.revisions[(KIND, "ns", "iris")]
     assert [w for w in hub.writes if w[0] == "revision"] == [
-        ("revision", f"ns/iris-{fact.digest[:10]}")]
+        ("revision", f"ns/{fact.name}")]
+    assert fact.name == revisions.sealed_name(rec.sealer.keys.hash_key, KIND, "ns", "iris",
+                                              fact.spec)
     rev = next(iter(hub.revision_bodies.values()))
     assert rev["revision"] == 1 and rev["metadata"]["ownerReferences"][0]["uid"] == "uid-iris"
     assert revisions_on(hub) == {"c1": 1, "c2": None, "c3": None}
@@ -255,3 +257,35 @@ def test_a_stack_upgrade_steps_on_only_once_the_models_on_the_cluster_are_ready(
         "version"] == "v0.20.0"
     assert hub.bodies[("c3", stack)]["spec"]["workload"]["manifests"][0]["spec"][
         "version"] == "v0.17.0"
+
+
+def test_an_undo_renders_the_old_revision_under_todays_policy() -> None:
+    """Revision 1 ran its pods as a ServiceAccount the admin allowed then; the admin has
+    withdrawn it since: undoing to revision 1 sends nothing (PodNotAllowed naming the field)
+    and the clusters keep what they run."""
+    from addon_api.confinement import PodRules
+
+    then = replace(OPEN_POLICY, pods=PodRules(service_accounts=frozenset({"reader"})))
+    hub = FakeHub(placements={("ns", "p"): frozenset({"c1"})})
+    platform_ready(hub, "c1")
+    first = body(hub, "s3://models/v1", 1)
+    first["spec"]["template"]["predictor"]["serviceAccountName"] = "reader"
+    rec = Reconciler(hub, hub, admin=then)
+    step(rec, hub, first)
+    settle(hub)
+    step(rec, hub, first)
+    assert revisions_on(hub)["c1"] == 1
+    second = body(hub, "s3://models/v2", 2)
+    step(rec, hub, second)
+    settle(hub)
+    step(rec, hub, second)
+    assert revisions_on(hub)["c1"] == 2
+    now = Reconciler(hub, hub, admin=OPEN_POLICY)
+    hub.writes.clear()
+    second["metadata"]["annotations"] = {c.ANNOTATION_ROLLOUT_UNDO: "2:1"}
+    step(now, hub, second)
+    entry = next(e for e in hub.statuses["iris"]["clusters"] if e["cluster"] == "c1")
+    assert entry["reason"] == "PodNotAllowed", entry
+    assert "spec.template.predictor.serviceAccountName" in entry["message"]
+    assert [w for w in hub.writes if w[0] == "apply"] == []
+    assert revisions_on(hub)["c1"] == 2

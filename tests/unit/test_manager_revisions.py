@@ -6,6 +6,7 @@ from addon_api import constants as c
 from addon_manager import revisions as rv
 
 KIND = "MultiClusterInferenceService"
+KEY = b"k" * 32
 
 
 def body(replicas: int, strategy: str = "Progressive", placement: str = "p") -> dict[str, object]:
@@ -20,7 +21,7 @@ def kept(*specs: tuple[int, dict[str, object]]) -> list[rv.RevisionFact]:
 
 
 def test_a_new_spec_is_a_new_numbered_revision_owned_by_the_intent() -> None:
-    first = rv.resolve(KIND, body(1), [])
+    first = rv.resolve(KIND, body(1), [], KEY)
     assert first.target == 1 and first.create is not None
     obj = first.create
     assert obj["revision"] == 1 and obj["data"] == {"spec": {
@@ -31,23 +32,23 @@ def test_a_new_spec_is_a_new_numbered_revision_owned_by_the_intent() -> None:
     assert parsed is not None
     key, fact = parsed
     assert key == (KIND, "ns", "iris") and fact.number == 1
-    second = rv.resolve(KIND, body(2), [fact])
+    second = rv.resolve(KIND, body(2), [fact], KEY)
     assert second.target == 2 and second.create is not None
     assert set(second.known) == {1, 2}
 
 
 def test_rollout_settings_and_placement_are_not_part_of_a_revision() -> None:
-    one = rv.resolve(KIND, body(1), [])
+    one = rv.resolve(KIND, body(1), [], KEY)
     assert one.create is not None
     _, fact = rv.parse(one.create) or (None, None)
     assert fact is not None
-    again = rv.resolve(KIND, body(1, strategy="All", placement="q"), [fact])
+    again = rv.resolve(KIND, body(1, strategy="All", placement="q"), [fact], KEY)
     assert (again.target, again.create) == (1, None)
 
 
 def test_a_spec_back_to_an_earlier_revision_reuses_its_number() -> None:
     revs = kept((1, rv.content(body(1)["spec"])), (2, rv.content(body(2)["spec"])))  # type: ignore[arg-type]
-    back = rv.resolve(KIND, body(1), revs)
+    back = rv.resolve(KIND, body(1), revs, KEY)
     assert (back.target, back.create) == (1, None)
 
 
@@ -61,3 +62,21 @@ def test_pruning_keeps_what_is_used_and_the_newest_up_to_the_limit() -> None:
                                                           "iris-5"]
     assert rv.to_prune(revs, in_use=[1, 2, 3, 4], limit=2) == ["iris-5", "iris-6", "iris-7"]
     assert rv.to_prune(revs, in_use=[], limit=10) == []
+
+
+def test_only_revisions_the_manager_sealed_are_the_intents() -> None:
+    """A ControllerRevision with the manager's labels but not its seal (forged by whoever may
+    write ControllerRevisions in the namespace) is not trusted, whatever its spec; a new
+    revision is numbered above it, so no number means two specs."""
+    made = rv.resolve(KIND, body(1), [], KEY)
+    assert made.create is not None
+    _, genuine = rv.parse(made.create | {"metadata": made.create["metadata"]
+                                          | {"namespace": "ns"}}) or (None, None)
+    assert genuine is not None
+    forged = rv.RevisionFact(2, rv.digest({"evil": 1}), "iris-0000000000", {"evil": 1})
+    copied_name = rv.RevisionFact(3, rv.digest({"evil": 1}), genuine.name, {"evil": 1})
+    assert rv.trusted([genuine, forged, copied_name], KEY, KIND, "ns", "iris") == [genuine]
+    assert rv.trusted([genuine], b"x" * 32, KIND, "ns", "iris") == []  # another key
+    assert rv.trusted([genuine], KEY, KIND, "ns", "other") == []  # another intent
+    nxt = rv.resolve(KIND, body(5), [genuine], KEY, numbered=[2, 3])
+    assert nxt.target == 4 and set(nxt.known) == {1, 4}
