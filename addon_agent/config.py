@@ -41,6 +41,9 @@ class AgentConfig:
     target_namespaces: NamespacePolicy = field(default_factory=NamespacePolicy)
     """Which spoke namespaces each hub namespace's sealed connections may target
     (``--target-namespaces``; default: the namespace of the same name)."""
+    allow_dev_flags: bool = False
+    """Whether ServingPlatforms may carry devFlags (``--allow-dev-flags``): the hub's policy
+    again, on the spoke (a ServingPlatform with devFlags is refused otherwise)."""
     external_webhook_url: str | None = None
     """Development only (``MODEL_SERVING_DEV_EXTERNAL_WEBHOOK_URL``): base URL of the stack's
     webhook server when its controllers run outside the cluster, as the testbed's KServe

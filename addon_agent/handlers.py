@@ -104,6 +104,14 @@ class Agent:
             if spec.management_state == "Removed":
                 self._remove(name, spec.force, generation, previous)
                 return
+            denied = tenancy.platform_refusal(
+                spec, self.config.target_namespaces, self.config.allow_dev_flags,
+                self.config.namespace)
+            if denied is not None:
+                log.warning("%s: refused: %s", name, denied[1])
+                self._write_platform_status(name, st.simple_status(
+                    Phase.DEGRADED, denied[0], denied[1], generation, previous))
+                return
             if spec.management_state == "Unmanaged":
                 self._serve_unmanaged(name, spec, generation, previous)
                 return

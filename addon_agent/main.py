@@ -91,7 +91,15 @@ def parse(argv: Sequence[str], environ: Mapping[str, str] | None = None) -> Agen
         "hub namespace may target the namespace of its own name. Sealed connections to other "
         "namespaces are refused (NamespaceNotAllowed)",
     )
+    parser.add_argument(
+        "--allow-dev-flags", nargs="?", const="true", default="false",
+        help="accept ServingPlatforms with devFlags (images, manifests): 'true' or 'false' "
+        "(the chart passes manager.policy.allowDevFlags, variable ALLOW_DEV_FLAGS); refused "
+        "otherwise (DevFlagsNotAllowed), whatever the hub sent",
+    )
     args = parser.parse_args(list(argv))
+    if args.allow_dev_flags.strip().lower() not in ("true", "false", ""):
+        parser.error(f"--allow-dev-flags: 'true' or 'false', not {args.allow_dev_flags!r}")
     try:
         verify_keys = sealing.parse_verify_keys(args.seal_verify_key)
     except sealing.SealError as err:
@@ -117,6 +125,7 @@ def parse(argv: Sequence[str], environ: Mapping[str, str] | None = None) -> Agen
         log_level=args.log_level.upper(),
         seal_verify_keys=verify_keys,
         target_namespaces=targets,
+        allow_dev_flags=args.allow_dev_flags.strip().lower() == "true",
         external_webhook_url=webhook_url,
         external_webhook_ca=Path(webhook_ca_file).read_bytes() if webhook_ca_file else None,
     )

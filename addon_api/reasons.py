@@ -206,6 +206,8 @@ class ServingPlatformReason(StrEnum):
     UNSUPPORTED_VERSION = "UnsupportedVersion"
     WAITING_FOR_EXISTING_STACK = "WaitingForExistingStack"
     USING_EXISTING_STACK = "UsingExistingStack"
+    DEV_FLAGS_NOT_ALLOWED = "DevFlagsNotAllowed"
+    NAMESPACE_NOT_ALLOWED = "NamespaceNotAllowed"
 
 
 class SealedPhase(StrEnum):
@@ -1445,6 +1447,29 @@ PLATFORM = Group(
             todo=(
                 "set `spec.version` to one of the versions the message lists (or leave it out "
                 "for the newest), or upgrade the add-on to an agent that carries the version."
+            ),
+        ),
+        Entry(
+            (PR.DEV_FLAGS_NOT_ALLOWED, PR.NAMESPACE_NOT_ALLOWED),
+            title="`DevFlagsNotAllowed` / `NamespaceNotAllowed` (ServingPlatform)",
+            seen=(
+                "Phase `Degraded`, message `spec.devFlags is not allowed on this cluster ...` or "
+                "`spec.servingNamespaces[N]: spoke namespace 'X' is never a tenant's target ...`."
+            ),
+            means=(
+                "The agent checks what the hub sent again, with the policy it was started with "
+                "(`--allow-dev-flags`, `--target-namespaces`, from the add-on's "
+                "AddOnDeploymentConfig): the ServingPlatform carries devFlags the agent may not "
+                "install, or a serving namespace the policy denies for the ModelServing's hub "
+                "namespace. The hub's manager refuses the same before it sends anything, so this "
+                "means the hub and the cluster disagree (another AddOnDeploymentConfig on this "
+                "cluster, or a work that did not come from the manager). Nothing is changed; the "
+                "installed stack is left as it is."
+            ),
+            todo=(
+                "compare the cluster's AddOnDeploymentConfig variables (`ALLOW_DEV_FLAGS`, "
+                "`TARGET_NAMESPACES`) with the chart's `manager.policy`; find who wrote the "
+                "ManifestWork (`kubectl -n CLUSTER get manifestwork -o yaml`)."
             ),
         ),
         Entry(

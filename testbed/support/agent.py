@@ -118,6 +118,7 @@ class AgentProcess:
                 f"--cluster-name={self.cluster_name}",
                 f"--seal-verify-key={','.join(self.verify_keys)}",
                 "--target-namespaces=*=*",  # tests here are not about the namespace policy
+                "--allow-dev-flags",  # nor about devFlags (their own bundles are devFlags)
             ],
             stdout=log,
             stderr=subprocess.STDOUT,
