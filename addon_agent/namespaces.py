@@ -33,9 +33,34 @@ def desired_labels(platform: str) -> dict[str, str]:
     return out
 
 
-def namespace_patch(name: str, platform: str, created: bool) -> dict[str, Any]:
+POD_SECURITY = {
+    "pod-security.kubernetes.io/enforce": "baseline",
+    "pod-security.kubernetes.io/warn": "restricted",
+    "pod-security.kubernetes.io/audit": "restricted",
+}
+"""Pod Security levels of a serving namespace: tenants' model pods must meet ``baseline``
+(no host namespaces, hostPath, privileged containers, added capabilities beyond baseline's)
+and are warned and audited against ``restricted``. Not ``enforce: restricted``: KServe's
+storage initializer and ModelMesh's injected containers set neither
+``allowPrivilegeEscalation`` nor a seccomp profile, so restricted would refuse every model pod
+on plain Kubernetes (OpenShift's restricted-v2 fills those in)."""
+
+
+def pod_security_labels(existing: dict[str, str]) -> dict[str, str]:
+    """The Pod Security labels the agent sets, given the namespace's labels now.
+
+    A level someone else set is left as it is (an admin's stricter ``enforce: restricted``
+    stays; so does one the admin chose to relax): only absent ones, or the agent's own, are
+    set.
+    """
+    return {k: v for k, v in POD_SECURITY.items() if existing.get(k) in (None, v)}
+
+
+def namespace_patch(name: str, platform: str, created: bool,
+                    existing_labels: dict[str, str] | None = None) -> dict[str, Any]:
     """The server-side apply body of one enabled serving namespace."""
     labels = desired_labels(platform)
+    labels.update(pod_security_labels(existing_labels or {}))
     if created:
         labels.update(lb.ours())
     meta: dict[str, Any] = {"name": name, "labels": labels}
@@ -75,7 +100,8 @@ def reconcile(
             (existing["metadata"].get("annotations") or {}).get(lb.ANNOTATION_CREATED_BY_AGENT)
             == "true"
         )
-        kube.apply(namespace_patch(name, platform, created))
+        have = dict((existing or {}).get("metadata", {}).get("labels") or {})
+        kube.apply(namespace_patch(name, platform, created, have))
         if monitoring is not None:
             kube.apply(monitoring_rolebinding(name, monitoring))
         else:

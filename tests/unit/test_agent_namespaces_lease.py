@@ -16,8 +16,24 @@ def test_namespace_patch_created_vs_existing() -> None:
     assert labels["app.kubernetes.io/managed-by"] == "model-serving-addon"
     assert created["metadata"]["annotations"] == {lb.ANNOTATION_CREATED_BY_AGENT: "true"}
     existing = namespaces.namespace_patch("ns", "KServe", created=False)
-    assert existing["metadata"]["labels"] == {lb.LABEL_SERVING_NAMESPACE: "true"}
+    assert existing["metadata"]["labels"] == {lb.LABEL_SERVING_NAMESPACE: "true",
+                                              **namespaces.POD_SECURITY}
     assert "annotations" not in existing["metadata"]
+
+
+def test_serving_namespaces_enforce_baseline_but_keep_an_admins_level() -> None:
+    """Pod Security baseline enforced (warn and audit restricted), unless someone else set a
+    level: an admin's enforce restricted stays, and is not weakened."""
+    fresh = namespaces.namespace_patch("ns", "KServe", created=True)["metadata"]["labels"]
+    assert fresh["pod-security.kubernetes.io/enforce"] == "baseline"
+    assert fresh["pod-security.kubernetes.io/warn"] == "restricted"
+    admins = namespaces.namespace_patch("ns", "KServe", created=False, existing_labels={
+        "pod-security.kubernetes.io/enforce": "restricted"})["metadata"]["labels"]
+    assert "pod-security.kubernetes.io/enforce" not in admins
+    assert admins["pod-security.kubernetes.io/audit"] == "restricted"
+    ours = namespaces.namespace_patch("ns", "KServe", created=False, existing_labels={
+        "pod-security.kubernetes.io/enforce": "baseline"})["metadata"]["labels"]
+    assert ours["pod-security.kubernetes.io/enforce"] == "baseline"
 
 
 def test_monitoring_rolebinding() -> None:
