@@ -203,23 +203,29 @@ def test_dev_flags_in_any_spelling_of_an_override_never_reach_the_spoke(
     testbed: Testbed, tenants: Tenants, platform: str
 ) -> None:
     """The admin's own ModelServing: devFlags under their wire name in an override are refused
-    on the rendered ServingPlatform (DevFlagsNotAllowed), under their Python name as an
-    unknown field (RenderFailed naming it); the spoke's ServingPlatform keeps no devFlags."""
+    for the whole intent (DevFlagsNotAllowed), under their Python name as an unknown field of
+    that cluster's spec (RenderFailed naming it); the spoke's ServingPlatform keeps no
+    devFlags."""
     hub, spoke = testbed.hub, testbed.spokes[0]
     flags = {"manifests": {"uri": "https://evil.example/b.tgz", "sha256": "0" * 64}}
-    for key, reason in (("devFlags", "DevFlagsNotAllowed"), ("dev_flags", "RenderFailed")):
+    for key in ("devFlags", "dev_flags"):
         body = model_serving("kserve", ADMIN_NS, "p", servingNamespaces=[tenants.a, tenants.b],
                              overrides=[{"clusterNames": [spoke.name], "patch": {key: flags}}])
         hub.apply_objects([body])
 
-        def entry(reason: str = reason, key: str = key) -> dict[str, Any]:
+        def refused(key: str = key) -> None:
             status = get_json(hub, "msv", "kserve", "-n", ADMIN_NS).get("status") or {}
+            if key == "devFlags":
+                ready = next(x for x in status.get("conditions") or [] if x["type"] == "Ready")
+                assert ready["reason"] == "DevFlagsNotAllowed", ready
+                assert f"spec.overrides[0].patch.{key}.manifests" in ready["message"], ready
+                return
             found = next((e for e in status.get("clusters") or []
                           if e["cluster"] == spoke.name), {})
-            assert found.get("reason") == reason and key in found.get("message", ""), found
-            return found
+            assert found.get("reason") == "RenderFailed", found
+            assert f"{key}: Extra inputs are not permitted" in found["message"], found
 
-        eventually(entry, timeout=60)
+        eventually(refused, timeout=60)
         assert "devFlags" not in get_json(spoke, "servingplatform", "model-serving")["spec"]
     hub.apply_objects([model_serving("kserve", ADMIN_NS, "p",
                                      servingNamespaces=[tenants.a, tenants.b])])
