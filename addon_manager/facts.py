@@ -60,6 +60,10 @@ class WorkFact:
     granted: frozenset[str] = frozenset()
     """For a tenant's access work: the spoke namespaces whose RoleBinding the work agent
     reports applied (the executor may act there); empty for every other work."""
+    objects: frozenset[str] = frozenset()
+    """What a tenant work claims on its cluster (:func:`claimed_objects`): its spoke objects
+    as ``resource/namespace/name``, and ``storage-config/<namespace>`` for each namespace a
+    StorageConnection writes credentials into."""
     revision: int | None = None
     """The intent revision the work renders (progressive rollouts; None: not marked)."""
     resource_version: int = field(default=0, compare=False)
@@ -307,8 +311,32 @@ def parse_work(work: Mapping[str, Any]) -> WorkFact | None:
         granted=(granted_namespaces(status) if owner[0] == tenancy.ACCESS_KIND
                  else frozenset()),
         revision=_revision((meta.get("annotations") or {}).get(c.ANNOTATION_REVISION)),
+        objects=(claimed_objects(work.get("spec") or {})
+                 if owner[0] in CLAIMING_KINDS else frozenset()),
         resource_version=resource_version(meta),
     )
+
+
+CLAIMING_KINDS = frozenset({c.KIND_SERVING_RUNTIME, c.KIND_INFERENCE_SERVICE,
+                            c.KIND_STORAGE_CONNECTION})
+"""Kinds whose works claim spoke objects other intents' works may not overwrite."""
+
+
+def claimed_objects(spec: Mapping[str, Any]) -> frozenset[str]:
+    """What a work's spec claims on its cluster (see :attr:`WorkFact.objects`).
+
+    The objects its manifest configs name, and for a sealed connection the ``storage-config``
+    Secret of each of its target namespaces (the agent writes the entry there).
+    """
+    out = set()
+    for config in spec.get("manifestConfigs") or []:
+        ident = config.get("resourceIdentifier") or {}
+        out.add(f"{ident.get('resource')}/{ident.get('namespace', '')}/{ident.get('name')}")
+    for manifest in (spec.get("workload") or {}).get("manifests") or []:
+        if manifest.get("kind") == c.KIND_SEALED_STORAGE_CONNECTION:
+            for ns in (manifest.get("spec") or {}).get("targetNamespaces") or []:
+                out.add(f"storage-config/{ns}")
+    return frozenset(out)
 
 
 def resource_version(meta: Mapping[str, Any]) -> int:

@@ -34,7 +34,7 @@ from addon_manager import (
     tenancy,
 )
 from addon_manager import status as st
-from addon_manager.facts import ClusterFact, WorkFact
+from addon_manager.facts import CLAIMING_KINDS, ClusterFact, WorkFact, claimed_objects
 from addon_manager.kinds import STACK_HOLDERS, STACK_OWNERS, KindSpec
 from addon_manager.revisions import RevisionFact
 from addon_manager.rollout import KEEP, MetricAnswer
@@ -194,6 +194,10 @@ class Plan:
     """The progressive rollout's decision (None: the change goes everywhere at once)."""
     deprecated: str = ""
     """Why what the intent asks for is deprecated (its Deprecated condition), if it is."""
+    judged: dict[tuple[int, str], tuple[Any, policy.Judgement | None]] = field(
+        default_factory=dict)
+    """The policy's judgements of this plan, by rendered manifests (identity) and agent
+    namespace (see :func:`_judged`; the manifests are kept so an identity is never reused)."""
 
 
 @dataclass
@@ -356,13 +360,17 @@ def _plan_cluster(
         return None
     rw, waits = ready.work, list(ready.waits)
     if rw is not None:
-        judged = policy.judge_work(rw.body["spec"]["workload"]["manifests"], out.namespace,
-                                   snap.policy, snap.world.agent_namespace(cl),
-                                   platform=spec.owns_stack)
+        judged = _judged(out, rw, snap.policy, snap.world.agent_namespace(cl))
         if judged is not None:
             out.inputs[cl] = st.ClusterInput(cl, work=work, error=judged.message,
                                              error_reason=judged.reason)
             out.errors.append(judged.reason)
+            return None
+        taken = _taken(snap.world, cl, spec.kind, out.namespace, out.name, rw, work)
+        if taken:
+            out.inputs[cl] = st.ClusterInput(cl, work=work, taken=taken)
+            out.conflicts.append(cl)
+            out.errors.append(ClusterReason.CONFLICT)
             return None
     if rw is not None and spec.tenant:
         rw, waits = _tenant_gate(out, cl, rw, waits, snap)
@@ -383,6 +391,61 @@ def _plan_cluster(
         going = ordering.platform_going(_stack_works(snap.world, cl))
     out.inputs[cl] = st.ClusterInput(cl, work=work, platform_going=going)
     return rw
+
+
+def _judged(out: Plan, rw: render.RenderedWork, admin: policy.Policy, agent_ns: str
+            ) -> policy.Judgement | None:
+    """The policy's judgement of ``rw``, once per manifests object and agent namespace.
+
+    Clusters that the same overrides select share one rendered body (the plan's templates),
+    so a fan-out judges each distinct body once, not once per cluster.
+    """
+    manifests = rw.body["spec"]["workload"]["manifests"]
+    key = (id(manifests), agent_ns)
+    seen = out.judged.get(key)
+    if seen is None or seen[0] is not manifests:
+        seen = (manifests, policy.judge_work(manifests, out.namespace, admin, agent_ns,
+                                             platform=out.spec.owns_stack))
+        out.judged[key] = seen
+    return seen[1]
+
+
+def _taken(world: World, cluster: str, kind: str, namespace: str, name: str,
+           rw: render.RenderedWork, work: WorkFact | None) -> str:
+    """What another intent already owns on ``cluster`` that ``rw`` would overwrite ("": none).
+
+    Every work applies with the work agent's identity and ``force``, so a second intent's
+    object of the same name in the same spoke namespace would silently take over the first's
+    (tenant B's ``m`` replacing tenant A's ``m``), and two hub namespaces' credentials would
+    end up in one ``storage-config`` Secret. The intent whose work is there first keeps it;
+    when both already have one (works from before this check), the one whose (kind,
+    namespace, name) sorts first does.
+    """
+    if kind not in CLAIMING_KINDS:
+        return ""
+    mine = claimed_objects(rw.body.get("spec") or {})
+    own = (kind, namespace, name)
+    for other_kind in sorted(CLAIMING_KINDS):
+        for other in world.works_on(cluster, other_kind):
+            key = (other.kind, other.intent_namespace, other.intent_name)
+            if key == own or other.deleting:
+                continue
+            shared = sorted(o for o in mine & other.objects
+                            if not o.startswith("storage-config/")
+                            or other.intent_namespace != namespace)
+            if shared and (work is None or key < own):
+                what = shared[0]
+                if what.startswith("storage-config/"):
+                    what = (f"the storage-config Secret of spoke namespace "
+                            f"{what.partition('/')[2]!r} (credentials of hub namespace "
+                            f"{other.intent_namespace!r}; two tenants never share one)")
+                else:
+                    resource, spoke_ns, obj = what.split("/", 2)
+                    what = f"{resource} {spoke_ns}/{obj}"
+                return (f"{what} on this cluster belongs to {other.kind} "
+                        f"{other.intent_namespace}/{other.intent_name}; nothing is written "
+                        "(rename the intent or target another namespace)")
+    return ""
 
 
 def _models_not_ready(world: World, clusters: Iterable[str],

@@ -44,6 +44,9 @@ class ClusterInput:
     waits: Sequence[Wait] = ()
     conflict_with: str = ""
     """The intent that owns this cluster instead (ModelServing conflicts)."""
+    taken: str = ""
+    """What another intent already owns on this cluster that this one would overwrite (a
+    spoke object of the same name, a namespace's storage-config Secret): the message."""
     error: str = ""
     """A render or apply error for this cluster."""
     error_reason: str = Reason.APPLY_FAILED
@@ -153,7 +156,7 @@ def cluster_status(
     entry, category = _reported_status(kind, item, removed)
     if item.work is not None and item.work.revision is not None:
         entry = entry.model_copy(update={"revision": item.work.revision})
-    if now is None or item.conflict_with or item.error or item.blocked_by:
+    if now is None or item.conflict_with or item.taken or item.error or item.blocked_by:
         # hub-side facts: current by nature
         return entry, category
     stale, _ = staleness(item.work, item.health, now, stale_after)
@@ -179,6 +182,9 @@ def _reported_status(
             cluster=cl, phase=Phase.CONFLICT, reason=Reason.CONFLICT,
             message=f"{item.conflict_with} (older) already serves this cluster",
         ), "failed"
+    if item.taken:
+        return ClusterStatus(cluster=cl, phase=Phase.CONFLICT, reason=Reason.CONFLICT,
+                             message=item.taken), "failed"
     if item.error:
         return ClusterStatus(
             cluster=cl, phase=Phase.FAILED, reason=item.error_reason, message=item.error[:1024]

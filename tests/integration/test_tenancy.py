@@ -213,17 +213,18 @@ def test_dev_flags_in_any_spelling_of_an_override_never_reach_the_spoke(
                              overrides=[{"clusterNames": [spoke.name], "patch": {key: flags}}])
         hub.apply_objects([body])
 
-        def refused(key: str = key) -> None:
+        def refused(key: str = key) -> bool:
             status = get_json(hub, "msv", "kserve", "-n", ADMIN_NS).get("status") or {}
             if key == "devFlags":
                 ready = next(x for x in status.get("conditions") or [] if x["type"] == "Ready")
                 assert ready["reason"] == "DevFlagsNotAllowed", ready
                 assert f"spec.overrides[0].patch.{key}.manifests" in ready["message"], ready
-                return
+                return True
             found = next((e for e in status.get("clusters") or []
                           if e["cluster"] == spoke.name), {})
             assert found.get("reason") == "RenderFailed", found
             assert f"{key}: Extra inputs are not permitted" in found["message"], found
+            return True
 
         eventually(refused, timeout=60)
         assert "devFlags" not in get_json(spoke, "servingplatform", "model-serving")["spec"]
@@ -326,10 +327,11 @@ def test_snake_case_spellings_are_refused_naming_the_key(
             "MultiClusterInferenceService", name, a, "p", targetNamespace=a, template=ISVC,
             overrides=[{"clusterNames": [spoke.name], "patch": patch}]))
 
-        def refused(name: str = name, key: str = key) -> None:
+        def refused(name: str = name, key: str = key) -> bool:
             found = _entry(hub, "mcisvc", a, name, spoke.name)
             assert found.get("reason") == "RenderFailed", found
             assert f"{key}: Extra inputs are not permitted" in found["message"], found
+            return True
 
         eventually(refused, timeout=60)
         assert works(hub, a, name, "MultiClusterInferenceService") == {}
@@ -366,9 +368,10 @@ def test_a_tenants_pod_that_would_escape_is_refused_naming_the_field(
     for kind, _plural, name, _, spec, _ in attacks:
         tenants.apply_as(hub, a, intent(kind, name, a, "p", targetNamespace=a, **spec))
     for kind, plural, name, spoke_kind, _, field in attacks:
-        def refused(plural: str = plural, name: str = name, field: str = field) -> None:
+        def refused(plural: str = plural, name: str = name, field: str = field) -> bool:
             found = _entry(hub, plural, a, name, spoke.name)
             assert found.get("reason") == "PodNotAllowed" and field in found["message"], found
+            return True
 
         eventually(refused, timeout=60)
         assert works(hub, a, name, kind) == {}

@@ -16,7 +16,7 @@ from addon_cli import main as cli
 from addon_cli import offline
 from addon_manager import naming
 from addon_manager.reconcile import Reconciler
-from tests.unit.fake_hub import OPEN_POLICY, FakeHub
+from testbed.support.fake_hub import OPEN_POLICY, FakeHub
 from tests.unit.test_manager_reconcile import isvc_body, msv_body, platform_ready
 
 ISVC = c.KIND_INFERENCE_SERVICE

@@ -9,7 +9,7 @@ from addon_api import constants as c
 from addon_manager import handlers
 from addon_manager.facts import AddonFact, agent_namespace, parse_addon
 from addon_manager.reconcile import Reconciler
-from tests.unit.fake_hub import FakeHub
+from testbed.support.fake_hub import FakeHub
 
 
 def addon(status_ns: str | None = None, spec_ns: str | None = None) -> dict[str, Any]:

@@ -22,7 +22,7 @@ from addon_manager import kinds, naming, policy, tenancy
 from addon_manager.facts import WorkFact
 from addon_manager.plan import Executed, Plan, finish
 from addon_manager.reconcile import Reconciler
-from tests.unit.fake_hub import OPEN_POLICY, FakeHub
+from testbed.support.fake_hub import OPEN_POLICY, FakeHub
 from tests.unit.test_manager_reconcile import isvc_body, msv_body, platform_ready, sc_body
 
 

@@ -11,7 +11,7 @@ from addon_api import constants as c
 from addon_manager import naming, revisions
 from addon_manager.reconcile import Reconciler
 from addon_manager.rollout import MetricAnswer
-from tests.unit.fake_hub import OPEN_POLICY, FakeHub
+from testbed.support.fake_hub import OPEN_POLICY, FakeHub
 from tests.unit.test_manager_reconcile import isvc_body, platform_ready
 
 KIND = c.KIND_INFERENCE_SERVICE

@@ -19,7 +19,7 @@ from addon_manager import conflicts, naming
 from addon_manager.facts import ClusterFact, WorkFact, parse_work
 from addon_manager.reconcile import Outcome, Reconciler
 from addon_manager.secrets import parse_secret
-from tests.unit.fake_hub import OPEN_POLICY, FakeHub
+from testbed.support.fake_hub import OPEN_POLICY, FakeHub
 
 
 def isvc_body(status: dict[str, Any] | None = None, **spec: Any) -> dict[str, Any]:

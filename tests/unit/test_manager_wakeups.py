@@ -10,7 +10,7 @@ from addon_api import tenancy
 from addon_manager import handlers, naming
 from addon_manager.facts import WorkFact
 from addon_manager.reconcile import Reconciler
-from tests.unit.fake_hub import FakeHub
+from testbed.support.fake_hub import FakeHub
 
 INTENTS = {
     c.KIND_MODEL_SERVING: [("team-a", "kserve")],

@@ -27,7 +27,7 @@ from addon_manager import main, naming, policy
 from addon_manager import tenancy as mt
 from addon_manager.facts import WorkFact
 from addon_manager.reconcile import Reconciler
-from tests.unit.fake_hub import FakeHub
+from testbed.support.fake_hub import FakeHub
 from tests.unit.test_agent_namespace import FakeKube
 from tests.unit.test_manager_reconcile import msv_body, platform_ready
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import copy
 from collections.abc import Iterator
+from dataclasses import replace
 from typing import Any
 
 import pytest
@@ -32,7 +33,7 @@ from addon_api.hub import (
 from addon_api.spoke import SealedStorageConnection, ServingPlatform
 from addon_manager import naming, policy
 from addon_manager.reconcile import Reconciler
-from tests.unit.fake_hub import FakeHub
+from testbed.support.fake_hub import FakeHub
 from tests.unit.test_manager_reconcile import platform_ready
 
 KINDS: list[type[ApiModel]] = [ModelServing, StorageConnection, MultiClusterServingRuntime,
@@ -460,3 +461,59 @@ def test_the_plan_hands_the_scoped_gate_to_the_query() -> None:
     out = plan(spec_of(c.KIND_INFERENCE_SERVICE), body, Reconciler(hub, hub).snapshot())
     assert out.rollout is not None and out.rollout.metric_gate is not None
     assert 'namespace=~"team-a",pod=~"x-predictor-.*"' in str(out.rollout.metric_gate.query)
+
+
+# Ownership on the spoke (item 5) ---------------------------------------------------------------
+
+
+def test_a_second_tenant_never_takes_over_a_spoke_object_of_the_same_name() -> None:
+    """Tenants A and B, both allowed the shared spoke namespace: B's ``m`` would overwrite
+    A's ``m`` there (one field manager, force): B gets Conflict naming A's intent, nothing is
+    written; once A's is gone, B's goes out."""
+    admin = policy.Policy(namespaces=tenancy.parse("*=*"))
+    hub = FakeHub(placements={("team-a", "p"): frozenset({"c1"}),
+                              ("team-b", "p"): frozenset({"c1"})})
+    platform_ready(hub, "c1")
+    a = _body(c.KIND_INFERENCE_SERVICE, "team-a", targetNamespace="shared", template=ISVC)
+    b = _body(c.KIND_INFERENCE_SERVICE, "team-b", targetNamespace="shared", template=ISVC)
+    a["metadata"]["name"] = b["metadata"]["name"] = "m"
+    _reconcile(hub, c.KIND_INFERENCE_SERVICE, a, admin)
+    assert any(k[0] == "c1" and "team-a" in w.intent_namespace for k, w in hub.works.items()
+               if w.kind == c.KIND_INFERENCE_SERVICE)
+    hub.writes.clear()
+    _reconcile(hub, c.KIND_INFERENCE_SERVICE, b, admin)
+    entry = next(e for e in hub.statuses["m"]["clusters"] if e["cluster"] == "c1")
+    assert (entry["phase"], entry["reason"]) == ("Conflict", "Conflict"), entry
+    assert "inferenceservices shared/m" in entry["message"]
+    assert "MultiClusterInferenceService team-a/m" in entry["message"]
+    assert [w for w in hub.writes if w[0] == "apply"] == []
+    for key in [k for k, w in hub.works.items() if w.intent_namespace == "team-a"]:
+        del hub.works[key]
+    _reconcile(hub, c.KIND_INFERENCE_SERVICE, b, admin)
+    assert any(w.intent_namespace == "team-b" and w.kind == c.KIND_INFERENCE_SERVICE
+               for w in hub.works.values())
+
+
+def test_two_tenants_credentials_never_share_a_storage_config_secret() -> None:
+    from addon_api import sealing
+
+    admin = policy.Policy(namespaces=tenancy.parse("*=*"))
+    hub = FakeHub(placements={("team-a", "p"): frozenset({"c1"}),
+                              ("team-b", "p"): frozenset({"c1"})})
+    platform_ready(hub, "c1")
+    key = sealing.public_key_of(sealing.generate_private_key())
+    sc = {"type": "uri", "uri": {"uri": "https://example.com/m"}, "targetNamespaces": ["shared"]}
+    rec = Reconciler(hub, hub, admin=admin)
+    for ns in ("team-a", "team-b"):
+        body = _body(c.KIND_STORAGE_CONNECTION, ns, **sc)
+        asyncio.run(rec.reconcile(c.KIND_STORAGE_CONNECTION, body))
+        ident = ("c1", naming.IDENTITY_WORK_NAME)
+        if ident in hub.works:
+            hub.works[ident] = replace(hub.works[ident], feedback=(
+                (c.IDENTITY_KEY_ID, sealing.key_id(key)), (c.IDENTITY_PUBLIC_KEY, key)))
+        asyncio.run(rec.reconcile(c.KIND_STORAGE_CONNECTION, body))
+    entry = next(e for e in hub.statuses["x"]["clusters"] if e["cluster"] == "c1")
+    assert entry["reason"] == "Conflict", entry
+    assert "storage-config Secret of spoke namespace 'shared'" in entry["message"]
+    sealed = [w for w in hub.works.values() if w.kind == c.KIND_STORAGE_CONNECTION]
+    assert [w.intent_namespace for w in sealed] == ["team-a"]

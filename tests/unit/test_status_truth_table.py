@@ -48,7 +48,7 @@ from addon_api.reasons import SealedReason
 from addon_manager import naming
 from addon_manager.facts import parse_work
 from addon_manager.reconcile import Reconciler
-from tests.unit.fake_hub import OPEN_POLICY, FakeHub
+from testbed.support.fake_hub import OPEN_POLICY, FakeHub
 
 MSV, SC, MCIS = c.KIND_MODEL_SERVING, c.KIND_STORAGE_CONNECTION, c.KIND_INFERENCE_SERVICE
 CONTROLLER = "kserve-controller-manager"
