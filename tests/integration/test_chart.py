@@ -138,9 +138,10 @@ def _rules(objs: list[dict[str, Any]]) -> list[dict[str, Any]]:
     roles = [o for o in objs if o["kind"] in ("ClusterRole", "Role")]
     roles += [m for m in _agent_manifests(objs) if m["kind"] in ("ClusterRole", "Role")]
     # manager ClusterRole, its Secrets ClusterRole (bound per namespace) and leader-election
-    # Role; the tenant ClusterRole (bound per tenant namespace by the hub admin); the fleet
-    # viewers' read-only ClusterRole; agent ClusterRole, work agent's aggregate
-    assert len(roles) == 7
+    # Role; the tenant ClusterRole (bound per tenant namespace by the hub admin); the stack
+    # owners' ClusterRole (bound where stack ownership is allowed); the fleet viewers'
+    # read-only ClusterRole; agent ClusterRole, work agent's aggregate
+    assert len(roles) == 8
     return [r for role in roles for r in role["rules"]]
 
 
