@@ -268,8 +268,16 @@ def agent_runtime_env() -> dict[str, str]:
     return {"PATH": f"{tools}{os.pathsep}{os.environ.get('PATH', '')}"}
 
 
+DATAPLANE = "dataplane"
+"""The name ``python -m testbed build`` knows the data plane's Python servers by."""
+
+
 def build_all(only: Sequence[str] = (), log: Callable[[str], None] = print) -> None:
-    """Build every tool (or only the named ones), printing progress and timings."""
+    """Build every tool (or only the named ones), printing progress and timings.
+
+    ``dataplane`` names the real model servers' virtualenvs and the models they serve
+    (:mod:`testbed.dataplane.envs`), built after the Go tools.
+    """
     total = time.monotonic()
     for tool in TOOLS:
         if only and tool.name not in only:
@@ -279,6 +287,13 @@ def build_all(only: Sequence[str] = (), log: Callable[[str], None] = print) -> N
             continue
         spent = build_tool(tool, log)
         log(f"[build] {tool.name} {tool.version}: built in {spent:.0f}s")
+    if not only or DATAPLANE in only:
+        from testbed.dataplane import envs
+
+        try:
+            envs.build_all(log)
+        except envs.EnvError as exc:
+            raise BuildError(str(exc)) from exc
     log(f"[build] all binaries ready in {time.monotonic() - total:.0f}s (cache: {cache_dir()})")
 
 

@@ -277,8 +277,13 @@ class PodRunner:
         probe: Callable[[Probe], bool] = probe_once,
         interval: float = 0.2,
         grace: float = 10.0,
+        on_change: Callable[[Obj], None] | None = None,
     ) -> None:
         self.plan = plan
+        self.on_change = on_change
+        """Called from the supervising thread with every new pod status (what a kubelet
+        would write to the API server)."""
+        self._published: Obj | None = None
         self.backoff = backoff or BackOff()
         self.probe = probe
         self.interval = interval
@@ -351,7 +356,15 @@ class PodRunner:
                     run.ready = False
 
     def step(self, now: float) -> None:
-        """One pass of the kubelet's loop: reap, restart, probe."""
+        """One pass of the kubelet's loop: reap, restart, probe; then report a changed status."""
+        self._step(now)
+        if self.on_change is not None:
+            status = self.status()
+            if status != self._published:
+                self._published = status
+                self.on_change(status)
+
+    def _step(self, now: float) -> None:
         policy = self.plan.restart_policy
         # Init containers of a pod that restarts are restarted only when they fail.
         init_policy = "Never" if policy == "Never" else "OnFailure"
