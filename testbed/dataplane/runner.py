@@ -60,6 +60,16 @@ class BackOff:
         return min(previous * 2, self.maximum)
 
 
+def _kill_group(pgid: int) -> None:
+    """SIGKILL every process left in a container's process group.
+
+    A container's processes end with its main process (its PID namespace goes); here each
+    container is a process group, the main process its leader.
+    """
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(pgid, signal.SIGKILL)
+
+
 def _now() -> str:
     return datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
@@ -178,6 +188,7 @@ class ContainerRun:
         message = self.termination_message(exit_code)
         if message:
             terminated["message"] = message
+        _kill_group(self.proc.pid)
         self.proc = None
         self.ready = False
         self.probes = {}
@@ -239,16 +250,21 @@ class ContainerRun:
     def terminate(self, grace: float) -> None:
         """SIGTERM the process group; SIGKILL it after ``grace`` seconds."""
         proc = self.proc
-        if proc is None or proc.poll() is not None:
+        if proc is None:
+            return
+        if proc.poll() is not None:
+            _kill_group(proc.pid)
             return
         with contextlib.suppress(ProcessLookupError):
             os.killpg(proc.pid, signal.SIGTERM)
         try:
             proc.wait(grace)
         except subprocess.TimeoutExpired:
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(proc.pid, signal.SIGKILL)
+            _kill_group(proc.pid)
             proc.wait(5)
+        # What the main process left behind goes with it (MLServer's inference workers
+        # ignore SIGTERM and outlive a stopped server otherwise).
+        _kill_group(proc.pid)
 
     def status(self) -> Obj:
         """The container's entry of ``containerStatuses``/``initContainerStatuses``."""

@@ -12,61 +12,30 @@ Needs the data plane's Python servers only (the ``dataplane`` fixture): no Go bi
 
 from __future__ import annotations
 
-import json
 import signal
 import time
 import urllib.error
-import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 
 from testbed.dataplane import envs, pods, podspec
 from testbed.dataplane.podspec import Environments
 from testbed.dataplane.runner import BackOff, PodRunner, probe_once
 from testbed.processes import free_port
+from testbed.support.dataplane import (
+    IRIS,
+    IRIS_CLASSES,
+    MLSERVER_RUNTIME,
+    post_json,
+    sklearn_runtime,
+    v2_iris,
+)
 from testbed.support.waiting import eventually
 
-REPO = Path(__file__).resolve().parents[2]
-IRIS = [[6.8, 2.8, 4.8, 1.4], [6.0, 3.4, 4.5, 1.6]]
-EXPECTED = [1, 1]
 NAME = "sklearn-iris"
-
-MLSERVER_RUNTIME: dict[str, Any] = {
-    # KServe's kserve-mlserver ClusterServingRuntime (config/runtimes), its container as
-    # the runtime gives it; the image is the one KServe's kustomization names.
-    "containers": [{
-        "name": "kserve-container",
-        "image": "docker.io/seldonio/mlserver:1.5.0",
-        "env": [
-            {"name": "MLSERVER_MODEL_IMPLEMENTATION", "value": "{{.Labels.modelClass}}"},
-            {"name": "MLSERVER_HTTP_PORT", "value": "8080"},
-            {"name": "MLSERVER_GRPC_PORT", "value": "9000"},
-        ],
-        "resources": {"requests": {"cpu": "1", "memory": "2Gi"},
-                      "limits": {"cpu": "1", "memory": "2Gi"}},
-    }],
-}
-
-
-def sklearn_runtime() -> dict[str, Any]:
-    """The repository's kserve-sklearnserver runtime (what the demo sends to the fleet)."""
-    doc = yaml.safe_load((REPO / "examples" / "servingruntime.yaml").read_text())
-    return dict(doc["spec"]["template"])
-
-
-def post(url: str, body: dict[str, Any]) -> dict[str, Any]:
-    request = urllib.request.Request(url, json.dumps(body).encode(),
-                                     {"Content-Type": "application/json"})
-    with urllib.request.urlopen(request, timeout=30) as response:
-        return dict(json.loads(response.read()))
-
-
-def v2_body() -> dict[str, Any]:
-    return {"inputs": [{"name": "input-0", "shape": [2, 4], "datatype": "FP32", "data": IRIS}]}
 
 
 class Served:
@@ -162,12 +131,12 @@ class TestKServeSklearnServer:
 
     def test_2_v1_predict(self, served: Served) -> None:
         url = f"http://127.0.0.1:{served.port}/v1/models/{NAME}:predict"
-        assert post(url, {"instances": IRIS}) == {"predictions": EXPECTED}
+        assert post_json(url, {"instances": IRIS}) == {"predictions": IRIS_CLASSES}
 
     def test_3_v2_infer(self, served: Served) -> None:
-        answer = post(f"http://127.0.0.1:{served.port}/v2/models/{NAME}/infer", v2_body())
+        answer = post_json(f"http://127.0.0.1:{served.port}/v2/models/{NAME}/infer", v2_iris())
         assert answer["model_name"] == NAME
-        assert [o["data"] for o in answer["outputs"]] == [EXPECTED]
+        assert [o["data"] for o in answer["outputs"]] == [IRIS_CLASSES]
 
     @pytest.mark.needs("test_1_ready_from_the_servers_own_endpoint")
     def test_4_a_killed_server_is_not_ready_with_its_exit_status_then_restarts(
@@ -177,7 +146,7 @@ class TestKServeSklearnServer:
         assert served.runner.container("kserve-container").restart_delays == [1.0, 2.0]
         assert served.runner.status()["containerStatuses"][0]["restartCount"] == 2
         url = f"http://127.0.0.1:{served.port}/v1/models/{NAME}:predict"
-        assert post(url, {"instances": IRIS}) == {"predictions": EXPECTED}
+        assert post_json(url, {"instances": IRIS}) == {"predictions": IRIS_CLASSES}
 
 
 @pytest.fixture(scope="module")
@@ -206,18 +175,18 @@ class TestMLServer:
         assert probe_once(main.readiness)
 
     def test_2_v2_infer(self, served: Served) -> None:
-        answer = post(f"http://127.0.0.1:{served.port}/v2/models/{NAME}/infer", v2_body())
+        answer = post_json(f"http://127.0.0.1:{served.port}/v2/models/{NAME}/infer", v2_iris())
         assert answer["model_name"] == NAME
-        assert [o["data"] for o in answer["outputs"]] == [EXPECTED]
+        assert [o["data"] for o in answer["outputs"]] == [IRIS_CLASSES]
 
     def test_3_v1_is_not_served(self, served: Served) -> None:
         with pytest.raises(urllib.error.HTTPError) as err:
-            post(f"http://127.0.0.1:{served.port}/v1/models/{NAME}:predict",
+            post_json(f"http://127.0.0.1:{served.port}/v1/models/{NAME}:predict",
                  {"instances": IRIS})
         assert err.value.code == 404
 
     @pytest.mark.needs("test_1_ready_when_the_model_is_ready")
     def test_4_a_killed_server_is_not_ready_then_restarts(self, served: Served) -> None:
         served.kill_and_wait_for_restart()
-        answer = post(f"http://127.0.0.1:{served.port}/v2/models/{NAME}/infer", v2_body())
-        assert [o["data"] for o in answer["outputs"]] == [EXPECTED]
+        answer = post_json(f"http://127.0.0.1:{served.port}/v2/models/{NAME}/infer", v2_iris())
+        assert [o["data"] for o in answer["outputs"]] == [IRIS_CLASSES]

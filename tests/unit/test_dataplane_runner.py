@@ -7,6 +7,7 @@ the processes, their exits and their exit statuses are real.
 
 from __future__ import annotations
 
+import dataclasses
 import signal
 import sys
 from pathlib import Path
@@ -204,3 +205,46 @@ def test_with_restart_policy_never_an_exit_is_final(tmp_path: Path, stopper: Any
     assert status["containerStatuses"][0]["restartCount"] == 0
     # The default termination message policy (File) reads a file no process here writes.
     assert "message" not in status["containerStatuses"][0]["state"]["terminated"]
+
+
+def _gone(pid: int) -> bool:
+    """True when ``pid`` no longer runs (exited, or a zombie waiting for its reaper)."""
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (FileNotFoundError, ProcessLookupError):
+        return True
+    return state in ("Z", "X")
+
+
+STUBBORN_CHILD = (
+    "import os, signal, subprocess, sys, time\n"
+    "child = subprocess.Popen([sys.executable, '-c', 'import os, signal, time; "
+    "signal.signal(signal.SIGTERM, signal.SIG_IGN); "
+    "open(os.environ[\"PIDFILE\"] + \".tmp\", \"w\").write(str(os.getpid())); "
+    "os.rename(os.environ[\"PIDFILE\"] + \".tmp\", os.environ[\"PIDFILE\"]); time.sleep(120)'])\n"
+    "while not os.path.exists(os.environ['PIDFILE']): time.sleep(0.01)\n"
+    "{after}\n"
+)
+
+
+@pytest.mark.parametrize("after", ["raise SystemExit(2)", "time.sleep(120)"],
+                         ids=["main-crashed", "pod-stopped"])
+def test_processes_a_container_started_die_with_it(tmp_path: Path, after: str) -> None:
+    from testbed.support.waiting import eventually
+
+    pidfile = tmp_path / "child.pid"
+    plan = pod(tmp_path, (dataclasses.replace(
+        container(tmp_path, "server", argv=(sys.executable, "-c",
+                                            STUBBORN_CHILD.format(after=after))),
+        env={"PATH": "/usr/bin:/bin", "PIDFILE": str(pidfile)}),))
+    runner = PodRunner(plan, tmp_path / "logs", backoff=BackOff(initial=60), probe=Answers(),
+                       grace=1)
+    runner.step(0.0)
+    child = int(eventually(lambda: pidfile.exists() and pidfile.read_text(), timeout=30))
+    if after.startswith("raise"):
+        exited(runner, "server")
+        runner.step(1.0)  # the main process's exit is reaped: the rest of it goes too
+    else:
+        runner.stop()  # SIGTERM, which the child ignores, then SIGKILL for what is left
+    eventually(lambda: _gone(child), timeout=10, interval=0.05)
+    runner.stop()
