@@ -155,6 +155,13 @@ TOOLS: tuple[Tool, ...] = (
         versions.KUBE_RBAC_PROXY,
         {"kube-rbac-proxy": "github.com/brancz/kube-rbac-proxy/cmd/kube-rbac-proxy"},
     ),
+    # The data plane's S3 server (issue 30): a bucket of the models the testbed trains.
+    Tool(
+        "versitygw",
+        "github.com/versity/versitygw",
+        versions.VERSITYGW,
+        {"versitygw": "github.com/versity/versitygw/cmd/versitygw"},
+    ),
     # The agent's pin (the image ships the same binary), not repeated here.
     Tool(
         "kustomize",

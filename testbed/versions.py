@@ -50,6 +50,11 @@ OPENSHIFT_API = "v0.0.0-20251125174858-5cf710f68a92"
 """github.com/openshift/api: the Route CRD the spokes serve, as OpenShift does (the pseudo-version
 OCM above requires; the module has no release tags)."""
 
+VERSITYGW = "v1.8.0"
+"""github.com/versity/versitygw: the testbed's S3 server (its posix backend), holding the models
+the storage initializer downloads. Apache-2.0; MinIO, the obvious other choice, is under the
+AGPL, which this project does not take in."""
+
 PROMETHEUS_OPERATOR = "v0.85.0"
 """github.com/prometheus-operator/prometheus-operator: ServiceMonitor/PodMonitor CRDs."""
 

@@ -81,3 +81,27 @@ def test_a_hand_made_predictor_pod_is_what_kserves_controller_writes() -> None:
     assert pod["spec"]["volumes"] == [{"name": "kserve-provision-location", "emptyDir": {}}]
     # The runtime given is not changed.
     assert runtime["containers"][0]["args"] == ["--name={{.Name}}", "--ns={{ .Namespace }}"]
+
+
+def test_each_s3_server_has_credentials_of_its_own_in_the_entry_the_agent_delivers(
+        tmp_path: Any) -> None:
+    from addon_api.hub import StorageConnectionSpec
+    from addon_manager.render import storage_payload
+    from testbed.dataplane.s3 import S3Server
+
+    one, two = S3Server(tmp_path / "a", tmp_path), S3Server(tmp_path / "b", tmp_path)
+    assert one.access_key != two.access_key and one.secret_key != two.secret_key
+    assert one.port != two.port
+    config = one.storage_config()
+    # The keys the manager renders for an S3 StorageConnection are the keys KServe's storage
+    # code reads: the entry the testbed writes is one the agent could have delivered.
+    spec = StorageConnectionSpec.model_validate({
+        "type": "s3", "placementRef": {"name": "p"}, "targetNamespaces": ["models"],
+        "secretRef": {"name": "creds", "keys": {"access_key_id": "AWS_ACCESS_KEY_ID",
+                                                 "secret_access_key": "AWS_SECRET_ACCESS_KEY"}},
+        "s3": {"endpoint": one.endpoint, "region": "us-east-1", "bucket": "models"},
+    })
+    delivered = storage_payload(spec, {"AWS_ACCESS_KEY_ID": one.access_key,
+                                       "AWS_SECRET_ACCESS_KEY": one.secret_key})
+    assert {k: v for k, v in delivered.items() if k != "default_bucket"} == config
+    assert one.storage_config(secret_key="wrong")["secret_access_key"] == "wrong"
