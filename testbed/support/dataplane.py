@@ -17,11 +17,11 @@ IRIS_CLASSES = [1, 1]
 """What the testbed's iris model answers for :data:`IRIS` (versicolor, twice)."""
 
 MLSERVER_RUNTIME: dict[str, Any] = {
-    # KServe's kserve-mlserver ClusterServingRuntime (config/runtimes): its container as the
-    # runtime gives it, the image as KServe's kustomization names it.
+    # KServe's kserve-mlserver ClusterServingRuntime of the carried release (its bundle's
+    # runtimes.yaml, which tests/integration/test_dataplane_bundle.py compares this with).
     "containers": [{
         "name": "kserve-container",
-        "image": "docker.io/seldonio/mlserver:1.5.0",
+        "image": "docker.io/seldonio/mlserver:1.7.1",
         "env": [
             {"name": "MLSERVER_MODEL_IMPLEMENTATION", "value": "{{.Labels.modelClass}}"},
             {"name": "MLSERVER_HTTP_PORT", "value": "8080"},
@@ -50,3 +50,26 @@ def post_json(url: str, body: dict[str, Any], timeout: float = 30) -> dict[str, 
 def v2_iris() -> dict[str, Any]:
     """:data:`IRIS` as a V2 (Open Inference Protocol) request."""
     return {"inputs": [{"name": "input-0", "shape": [2, 4], "datatype": "FP32", "data": IRIS}]}
+
+
+def bundle_runtimes(bundles: Path, version: str) -> dict[str, dict[str, Any]]:
+    """The ClusterServingRuntimes of the rendered KServe bundle of ``version``, by name."""
+    from addon_agent.bundle_render import RUNTIMES_FILE
+
+    text = (bundles / "KServe" / version / RUNTIMES_FILE).read_text()
+    return {d["metadata"]["name"]: d for d in yaml.safe_load_all(text)
+            if d and d.get("kind") == "ClusterServingRuntime"}
+
+
+def storage_initializer_image(bundles: Path, version: str) -> str:
+    """The storage initializer's image in the bundle's ``inferenceservice-config``."""
+    import json
+
+    from addon_agent.bundle_render import BUNDLE_FILE
+
+    text = (bundles / "KServe" / version / BUNDLE_FILE).read_text()
+    for doc in yaml.safe_load_all(text):
+        if doc and doc.get("kind") == "ConfigMap" and (
+                doc["metadata"]["name"] == "inferenceservice-config"):
+            return str(json.loads(doc["data"]["storageInitializer"])["image"])
+    raise LookupError("no inferenceservice-config in the bundle")
