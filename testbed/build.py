@@ -155,6 +155,13 @@ TOOLS: tuple[Tool, ...] = (
         versions.KUBE_RBAC_PROXY,
         {"kube-rbac-proxy": "github.com/brancz/kube-rbac-proxy/cmd/kube-rbac-proxy"},
     ),
+    # The data plane's S3 server (issue 30): a bucket of the models the testbed trains.
+    Tool(
+        "versitygw",
+        "github.com/versity/versitygw",
+        versions.VERSITYGW,
+        {"versitygw": "github.com/versity/versitygw/cmd/versitygw"},
+    ),
     # The agent's pin (the image ships the same binary), not repeated here.
     Tool(
         "kustomize",
@@ -268,8 +275,16 @@ def agent_runtime_env() -> dict[str, str]:
     return {"PATH": f"{tools}{os.pathsep}{os.environ.get('PATH', '')}"}
 
 
+DATAPLANE = "dataplane"
+"""The name ``python -m testbed build`` knows the data plane's Python servers by."""
+
+
 def build_all(only: Sequence[str] = (), log: Callable[[str], None] = print) -> None:
-    """Build every tool (or only the named ones), printing progress and timings."""
+    """Build every tool (or only the named ones), printing progress and timings.
+
+    ``dataplane`` names the real model servers' virtualenvs and the models they serve
+    (:mod:`testbed.dataplane.envs`), built after the Go tools.
+    """
     total = time.monotonic()
     for tool in TOOLS:
         if only and tool.name not in only:
@@ -279,6 +294,13 @@ def build_all(only: Sequence[str] = (), log: Callable[[str], None] = print) -> N
             continue
         spent = build_tool(tool, log)
         log(f"[build] {tool.name} {tool.version}: built in {spent:.0f}s")
+    if not only or DATAPLANE in only:
+        from testbed.dataplane import envs
+
+        try:
+            envs.build_all(log)
+        except envs.EnvError as exc:
+            raise BuildError(str(exc)) from exc
     log(f"[build] all binaries ready in {time.monotonic() - total:.0f}s (cache: {cache_dir()})")
 
 

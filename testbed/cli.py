@@ -54,7 +54,8 @@ def main(argv: Sequence[str]) -> int:
     parser = argparse.ArgumentParser(prog="python -m testbed")
     sub = parser.add_subparsers(dest="command", required=True)
     b = sub.add_parser("build", help="build the Go binaries into the cache")
-    b.add_argument("tools", nargs="*", help="only these tools")
+    b.add_argument("tools", nargs="*",
+                   help="only these tools (`dataplane`: the Python model servers)")
     up = sub.add_parser("up", help="start a hub and N spokes until Ctrl-C")
     up.add_argument("--spokes", type=int, default=2)
     up.add_argument("--run-dir", type=Path, default=None)

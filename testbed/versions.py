@@ -50,5 +50,33 @@ OPENSHIFT_API = "v0.0.0-20251125174858-5cf710f68a92"
 """github.com/openshift/api: the Route CRD the spokes serve, as OpenShift does (the pseudo-version
 OCM above requires; the module has no release tags)."""
 
+VERSITYGW = "v1.8.0"
+"""github.com/versity/versitygw: the testbed's S3 server (its posix backend), holding the models
+the storage initializer downloads. Apache-2.0; MinIO, the obvious other choice, is under the
+AGPL, which this project does not take in."""
+
 PROMETHEUS_OPERATOR = "v0.85.0"
 """github.com/prometheus-operator/prometheus-operator: ServiceMonitor/PodMonitor CRDs."""
+
+# --------------------------------------------------------------- the data plane (Python)
+# The real model servers of the testbed's data plane run from PyPI packages, each server in a
+# virtualenv of its own under the cache (testbed/dataplane/envs.py): KServe's releases require
+# starlette >= 1.0.1 while MLServer's pinned FastAPI requires starlette < 0.47, so the two
+# cannot share one environment, and neither may enter the product's.
+
+KSERVE_PYTHON = KSERVE.removeprefix("v")
+"""``kserve`` and ``kserve-storage`` on PyPI: the Python release of the carried controller."""
+
+MLSERVER = "1.7.1"
+"""``mlserver`` and ``mlserver-sklearn`` (the server of KServe's ``kserve-mlserver`` runtime)."""
+
+SCIKIT_LEARN = "1.9.1"
+"""scikit-learn in both servers' environments: the testbed's iris model is trained with it
+and loaded by both, so they must agree (a pickle of another release warns or fails)."""
+
+MLSERVER_UVLOOP = "0.21.0"
+"""uvloop in MLServer's environment: the last release before 0.22, whose get_event_loop()
+raises in MLServer's worker processes (MLServer requires uvloop without a bound)."""
+
+JOBLIB = "1.6.0"
+"""joblib, which both servers load ``model.joblib`` with."""

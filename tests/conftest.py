@@ -32,13 +32,16 @@ from typing import Any
 import pytest
 
 from testbed import build, upstream
+from testbed.dataplane import envs
+from testbed.dataplane.podspec import Environments
 from testbed.fleet import Testbed
 from testbed.support import agent as agent_support
 
-HARNESS_FIXTURES = frozenset({"bundles", "built_binaries", "go_modules", "testbed"})
+HARNESS_FIXTURES = frozenset({"bundles", "built_binaries", "dataplane", "go_modules", "testbed"})
 """Fixtures that need more than Python: the Go-built binaries (``make binaries``), the Go
-toolchain and its module cache (also behind the rendered bundles), or the running fleet
-(which needs the binaries)."""
+toolchain and its module cache (also behind the rendered bundles), the running fleet
+(which needs the binaries), or the data plane's model servers (virtualenvs installed from
+the package index, ``python -m testbed build dataplane``)."""
 
 
 @pytest.fixture(scope="session")
@@ -48,6 +51,17 @@ def built_binaries() -> Callable[..., Path]:
     The binaries come from ``make binaries``; a missing one raises, naming that target.
     """
     return build.binary
+
+
+@pytest.fixture(scope="session")
+def dataplane() -> Environments:
+    """Where the real model servers are: their virtualenvs and the trained iris models.
+
+    Installed on first use (``python -m testbed build dataplane``; a few minutes on a fresh
+    machine, nothing once cached). Needs no Go binary and no fleet.
+    """
+    envs.build_all()
+    return envs.environments()
 
 
 @pytest.fixture(scope="session")
