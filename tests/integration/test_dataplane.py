@@ -74,8 +74,15 @@ class Served:
         before = run.restart_count
         seen = len(self.reported)
         runner.kill("kserve-container", signal.SIGKILL)
-        eventually(lambda: run.restart_count == before + 1 and runner.ready(), timeout=120,
-                   interval=0.2)
+        # The runner's own state turns ready before its on_change report of it arrives (the
+        # report is sent after the state changes): wait for the report, which is what a
+        # kubelet's status write would be.
+        def reported_ready() -> bool:
+            last = self.reported[-1] if len(self.reported) > seen else None
+            return (run.restart_count == before + 1 and last is not None and {
+                c["type"]: c["status"] for c in last["conditions"]}.get("Ready") == "True")
+
+        eventually(reported_ready, timeout=120, interval=0.2)
         # What was reported in between, in order: the crash (not ready, the real exit status,
         # waiting out the back-off), then the restarted server ready again.
         statuses = self.reported[seen:]
