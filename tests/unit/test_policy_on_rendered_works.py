@@ -35,6 +35,7 @@ from addon_manager import naming, policy
 from addon_manager.reconcile import Reconciler
 from testbed.support.fake_hub import FakeHub
 from tests.unit.test_manager_reconcile import platform_ready
+from tests.unit.test_namespace_policy import RUNTIME, _body
 
 KINDS: list[type[ApiModel]] = [ModelServing, StorageConnection, MultiClusterServingRuntime,
                                MultiClusterInferenceService, ServingPlatform,
@@ -124,17 +125,6 @@ def test_only_the_wire_name_of_a_field_is_accepted(kind: str, path: str, name: s
 # Override patches: every spelling of a guarded field -------------------------------------------
 
 
-def _body(kind: str, ns: str, **spec: Any) -> dict[str, Any]:
-    return {
-        "apiVersion": c.API_VERSION, "kind": kind,
-        "metadata": {"name": "x", "namespace": ns, "generation": 1,
-                     "creationTimestamp": "2026-01-01T00:00:00Z"},
-        "spec": {"placementRef": {"name": "p"}, **spec},
-    }
-
-
-RUNTIME = {"containers": [{"name": "c", "image": "img:1"}],
-           "supportedModelFormats": [{"name": "sklearn"}]}
 ISVC = {"predictor": {"model": {"modelFormat": {"name": "sklearn"},
                                 "storageUri": "s3://b/m"}}}
 
