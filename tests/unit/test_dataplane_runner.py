@@ -19,6 +19,8 @@ from testbed.dataplane.podspec import ContainerPlan, PodPlan, Probe
 from testbed.dataplane.runner import BackOff, PodRunner
 
 SLEEP = (sys.executable, "-c", "import time; time.sleep(120)")
+"""A container that keeps running (the child process idles; no test waits on it: each test
+stops or kills it and waits for the runner's report of that)."""
 
 
 def container(tmp: Path, name: str, argv: tuple[str, ...] = SLEEP, **extra: Any) -> ContainerPlan:
