@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from addon_api import constants as c
 from addon_api.tenancy import NamespacePolicy
 
 DEV_EXTERNAL_WEBHOOK_URL = "MODEL_SERVING_DEV_EXTERNAL_WEBHOOK_URL"
@@ -41,6 +42,9 @@ class AgentConfig:
     target_namespaces: NamespacePolicy = field(default_factory=NamespacePolicy)
     """Which spoke namespaces each hub namespace's sealed connections may target
     (``--target-namespaces``; default: the namespace of the same name)."""
+    state_namespace: str = c.AGENT_STATE_NAMESPACE
+    """Namespace of the agent's private key Secret and seal ledger (``--state-namespace``),
+    apart from the add-on namespace other add-ons may share."""
     allow_dev_flags: bool = False
     """Whether ServingPlatforms may carry devFlags (``--allow-dev-flags``): the hub's policy
     again, on the spoke (a ServingPlatform with devFlags is refused otherwise)."""

@@ -65,7 +65,7 @@ class Agent:
         self.lock = threading.Lock()
         self.keyring: identity.Keyring | None = None
         """The agent's private keys (current, and next during a rotation)."""
-        self.ledger = ledger.Ledger(self.kube, config.namespace)
+        self.ledger = ledger.Ledger(self.kube, config.state_namespace)
         self.plans: dict[str, tuple[int | None, Plan]] = {}
         """Last applied plan (and the generation it was made for) per ServingPlatform."""
         self.upgrading: set[str] = set()
@@ -396,12 +396,16 @@ class Agent:
         """
         keys = self.keyring
         if keys is None or (key_id and key_id not in keys.by_id()):
-            keys = self.keyring = identity.load_keyring(self.kube, self.config.namespace)
+            keys = self.keyring = identity.load_keyring(
+                self.kube, self.config.namespace, self.config.state_namespace
+            )
         return delivery.Opener(keys.by_id(), self.config.seal_verify_keys, self.config.cluster_name)
 
     def refresh_identity(self) -> None:
         """Reload the keys: start a requested rotation, promote a finished one."""
-        self.keyring = identity.refresh(self.kube, self.config.namespace)
+        self.keyring = identity.refresh(
+            self.kube, self.config.namespace, self.config.state_namespace
+        )
 
     def forget(self, body: kopf.Body) -> None:
         """Remove the connection's entries (its deletion)."""
@@ -475,7 +479,10 @@ def register(agent: Agent, registry: kopf.OperatorRegistry) -> None:
         settings.posting.level = logging.WARNING
         settings.scanning.disabled = True
         identity.ensure_namespace(agent.kube, config.namespace)
-        agent.keyring = identity.load_keyring(agent.kube, config.namespace)
+        identity.ensure_namespace(agent.kube, config.state_namespace)
+        agent.ledger.adopt(config.namespace)
+        agent.keyring = identity.load_keyring(agent.kube, config.namespace,
+                                              config.state_namespace)
         lease.start(agent.kube, config.namespace, config.lease_seconds)
         start_identity_loop(agent, config.resync_seconds)
         start_model_metrics_loop(agent)

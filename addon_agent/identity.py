@@ -1,5 +1,11 @@
 """The agent's X25519 identity: private key Secret, published identity ConfigMap, rotation.
 
+The key Secret lives in the agent's state namespace (``--state-namespace``), which no other
+add-on shares; the identity ConfigMap (public keys only) in the add-on namespace, where the
+manager's identity work reads it. An agent that finds its key in the add-on namespace (an
+older agent kept it there) moves it to the state namespace, so the key, and with it every
+sealed entry, survives the upgrade.
+
 Rotation (see docs/user-guide.md#rotating-an-agent-key):
 
 1. A spoke admin annotates the key Secret ``modelserving.opendatahub.io/rotate-key=requested``.
@@ -49,7 +55,7 @@ class Keyring:
 
 
 def ensure_namespace(kube: Kube, namespace: str) -> None:
-    """Create the agent namespace when it does not exist (never takes it over)."""
+    """Create an agent namespace when it does not exist (never takes it over)."""
     if kube.get("v1", "Namespace", namespace) is None:
         kube.apply({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}})
 
@@ -108,29 +114,55 @@ def _secret_body(namespace: str, keys: Keyring, annotations: dict[str, str]) -> 
     }
 
 
-def load_keyring(kube: Kube, namespace: str) -> Keyring:
-    """Load (or create) the keys, start a requested rotation, publish the identity ConfigMap."""
-    secret = kube.get("v1", "Secret", c.AGENT_KEY_SECRET, namespace)
+def _moved_secret(kube: Kube, namespace: str, state_namespace: str) -> dict[str, Any] | None:
+    """The key Secret an older agent kept in ``namespace``, moved to ``state_namespace``.
+
+    Created there first (never overwriting a key that is already there), then deleted from
+    the add-on namespace; None when there is nothing to move.
+    """
+    old = kube.get("v1", "Secret", c.AGENT_KEY_SECRET, namespace)
+    if old is None or _field(old, PRIVATE_KEY_FIELD) is None:
+        return None
+    meta = old.get("metadata") or {}
+    kube.apply({
+        "apiVersion": "v1", "kind": "Secret", "type": "Opaque",
+        "metadata": {"name": c.AGENT_KEY_SECRET, "namespace": state_namespace,
+                     "labels": lb.ours(), "annotations": dict(meta.get("annotations") or {})},
+        "data": dict(old.get("data") or {}),
+    }, force=False)
+    kube.delete("v1", "Secret", c.AGENT_KEY_SECRET, namespace)
+    return kube.get("v1", "Secret", c.AGENT_KEY_SECRET, state_namespace)
+
+
+def load_keyring(kube: Kube, namespace: str, state_namespace: str) -> Keyring:
+    """Load (or create) the keys, start a requested rotation, publish the identity ConfigMap.
+
+    The key Secret is read in ``state_namespace`` (moved there from ``namespace`` if an older
+    agent kept it there); the identity is published in ``namespace``.
+    """
+    secret = kube.get("v1", "Secret", c.AGENT_KEY_SECRET, state_namespace)
+    if secret is None and state_namespace != namespace:
+        secret = _moved_secret(kube, namespace, state_namespace)
     current = _field(secret, PRIVATE_KEY_FIELD)
     nxt = _field(secret, NEXT_PRIVATE_KEY_FIELD)
     annotations = dict(((secret or {}).get("metadata") or {}).get("annotations") or {})
     if current is None:
         keys = Keyring(sealing.generate_private_key())
-        kube.apply(_secret_body(namespace, keys, {}), force=False)
+        kube.apply(_secret_body(state_namespace, keys, {}), force=False)
     else:
         keys = Keyring(current, nxt)
         if nxt is None and annotations.get(c.ANNOTATION_ROTATE_KEY) == ROTATE_REQUESTED:
             keys = Keyring(current, sealing.generate_private_key())
             assert secret is not None
-            secret["data"] = _secret_body(namespace, keys, annotations)["data"]
+            secret["data"] = _secret_body(state_namespace, keys, annotations)["data"]
             kio.replace(kube, secret)  # compare-and-swap: two agents never make two keys
     _publish(kube, namespace, keys)
     return keys
 
 
-def ensure_identity(kube: Kube, namespace: str) -> bytes:
+def ensure_identity(kube: Kube, namespace: str, state_namespace: str) -> bytes:
     """Load or create the private key and publish the identity ConfigMap; return the key."""
-    return load_keyring(kube, namespace).current
+    return load_keyring(kube, namespace, state_namespace).current
 
 
 def rotation_done(keys: Keyring, sealed_objects: Iterable[dict[str, Any]]) -> bool:
@@ -154,26 +186,26 @@ def rotation_done(keys: Keyring, sealed_objects: Iterable[dict[str, Any]]) -> bo
     return True
 
 
-def promote(kube: Kube, namespace: str, keys: Keyring) -> Keyring:
+def promote(kube: Kube, namespace: str, state_namespace: str, keys: Keyring) -> Keyring:
     """Make the next key current, drop the old one and the rotation request; publish."""
     assert keys.next is not None
-    secret = kube.get("v1", "Secret", c.AGENT_KEY_SECRET, namespace)
+    secret = kube.get("v1", "Secret", c.AGENT_KEY_SECRET, state_namespace)
     assert secret is not None
     new = Keyring(keys.next)
     annotations = dict((secret.get("metadata") or {}).get("annotations") or {})
     annotations.pop(c.ANNOTATION_ROTATE_KEY, None)
     secret["metadata"]["annotations"] = annotations
-    secret["data"] = _secret_body(namespace, new, annotations)["data"]
+    secret["data"] = _secret_body(state_namespace, new, annotations)["data"]
     kio.replace(kube, secret)
     _publish(kube, namespace, new)
     return new
 
 
-def refresh(kube: Kube, namespace: str) -> Keyring:
+def refresh(kube: Kube, namespace: str, state_namespace: str) -> Keyring:
     """One pass of the identity loop: load the keys, promote a finished rotation."""
-    keys = load_keyring(kube, namespace)
+    keys = load_keyring(kube, namespace, state_namespace)
     if keys.next is not None and rotation_done(
         keys, kube.list(f"{c.GROUP}/{c.VERSION}", c.KIND_SEALED_STORAGE_CONNECTION)
     ):
-        keys = promote(kube, namespace, keys)
+        keys = promote(kube, namespace, state_namespace, keys)
     return keys

@@ -1,7 +1,9 @@
 """The agent's record of the last sealed sequence it accepted, per binding.
 
-It is a Lease (``model-serving-seal-ledger``) in the agent namespace whose annotation holds a
-JSON map binding -> sequence. Why there, and not on the SealedStorageConnection:
+It is a Lease (``model-serving-seal-ledger``) in the agent's state namespace (which no other
+add-on shares) whose annotation holds a JSON map binding -> sequence. An agent whose older
+release kept it in the add-on namespace carries its records over once, at start
+(:meth:`Ledger.adopt`). Why there, and not on the SealedStorageConnection:
 
 * A forged ManifestWork can delete and re-create a SealedStorageConnection, and with it
   anything kept on that object (status included): a record kept there would be reset by the
@@ -61,8 +63,20 @@ class Ledger:
         self.kube = kube
         self.namespace = namespace
 
-    def _lease(self) -> dict[str, Any] | None:
-        return self.kube.get(LEASE_API, "Lease", c.AGENT_SEAL_LEDGER, self.namespace)
+    def _lease(self, namespace: str | None = None) -> dict[str, Any] | None:
+        return self.kube.get(LEASE_API, "Lease", c.AGENT_SEAL_LEDGER, namespace or self.namespace)
+
+    def adopt(self, old_namespace: str) -> None:
+        """Carry over the records an older agent kept in ``old_namespace`` (once).
+
+        Only while the state namespace has no ledger yet: once it has one, the old Lease
+        (left in place: the agent may not delete Leases) is never read again, so whoever can
+        write the shared namespace cannot raise a record to refuse a delivery.
+        """
+        if old_namespace == self.namespace or self._lease() is not None:
+            return
+        for binding, sequence in sorted(parse(self._lease(old_namespace)).items()):
+            self.record(binding, sequence)
 
     def last(self, binding: str) -> int | None:
         """The last sequence accepted for ``binding``, None if none was."""

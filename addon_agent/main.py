@@ -46,8 +46,14 @@ def parse(argv: Sequence[str], environ: Mapping[str, str] | None = None) -> Agen
     parser.add_argument(
         "--namespace",
         default="",
-        help="namespace the agent runs in: its key, identity and Lease live there "
+        help="namespace the agent runs in: its published identity and health Lease live there "
         "(default: $POD_NAMESPACE, else open-cluster-management-agent-addon)",
+    )
+    parser.add_argument(
+        "--state-namespace",
+        default=c.AGENT_STATE_NAMESPACE,
+        help="namespace of the agent's private key Secret and seal ledger, which no other "
+        f"add-on shares (default: {c.AGENT_STATE_NAMESPACE}; created when missing)",
     )
     parser.add_argument(
         "--bundle-dir",
@@ -115,6 +121,7 @@ def parse(argv: Sequence[str], environ: Mapping[str, str] | None = None) -> Agen
     return AgentConfig(
         kubeconfig=args.kubeconfig,
         namespace=args.namespace or default_namespace(env),
+        state_namespace=args.state_namespace,
         bundle_dir=args.bundle_dir,
         cache_dir=args.cache_dir,
         metrics_port=args.metrics_port,

@@ -121,13 +121,16 @@ def _drop_rolebinding(kube: Kube, namespace: str) -> None:
 
 
 def contents(kube: Kube, names: Iterable[str]) -> dict[str, list[dict[str, Any]]]:
-    """Every object in the namespaces ``names``, of every namespaced kind the agent may list.
+    """Every object in the namespaces ``names``, of every namespaced kind the API server lists.
 
     Namespaces that do not exist or are terminating are left out; ``kind`` is set on each
     object.
 
-    Kinds the agent may not list (its ClusterRole names the kinds it manages) are skipped:
-    what it cannot see it cannot count.
+    A kind the agent may not list (a CRD whose vendor did not aggregate it into the ``view``
+    role the agent is bound to) stands in each namespace as one object marked
+    :data:`~addon_agent.removal.UNSEEN` (:func:`~addon_agent.removal.unseen`): what the agent
+    cannot see may hold data, so it counts as an object the agent did not create. A kind that
+    went between discovery and the list (its CRD deleted) holds nothing.
     """
     wanted = []
     for name in names:
@@ -144,9 +147,15 @@ def contents(kube: Kube, names: Iterable[str]) -> dict[str, list[dict[str, Any]]
         for name in wanted:
             try:
                 items = kube.list(api_version, kind, namespace=name)
-            except (ApiException, ResourceNotFoundError) as err:
-                log.debug("cannot list %s %s in %s: %s", api_version, kind, name, err)
-                break  # the same for every namespace
+            except ResourceNotFoundError:
+                break  # the kind went (its CRD was deleted): nothing of it is left anywhere
+            except ApiException as err:
+                if err.status == 404:
+                    break
+                log.info("cannot list %s %s in %s (%s): counted as holding data",
+                         api_version, kind, name, err.status)
+                out[name].append(removal.unseen(api_version, kind, name))
+                continue
             out[name] += [{**item, "kind": item.get("kind") or kind} for item in items]
     return out
 

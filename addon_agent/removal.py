@@ -209,6 +209,18 @@ SYSTEM_OBJECTS = frozenset(
 )
 """(kind, name) of what Kubernetes (or OpenShift) puts into every namespace."""
 SA_NAME_ANNOTATION = "kubernetes.io/service-account.name"
+UNSEEN = "unseen"
+"""Key marking the stand-in of a kind the agent could not list in a namespace."""
+
+
+def unseen(api_version: str, kind: str, namespace: str) -> dict[str, Any]:
+    """The stand-in for every object of ``kind`` in ``namespace`` the agent cannot list.
+
+    It counts as an object the agent did not create (:func:`user_objects`), so a namespace
+    whose contents the agent cannot fully see is never deleted.
+    """
+    return {"apiVersion": api_version, "kind": kind, "metadata": {"namespace": namespace},
+            UNSEEN: True}
 
 
 def user_objects(objects: Iterable[Mapping[str, Any]]) -> list[str]:
@@ -217,7 +229,8 @@ def user_objects(objects: Iterable[Mapping[str, Any]]) -> list[str]:
     Not counted: the add-on's (:func:`by_addon`), objects with an owner (a controller made
     them for another object, which counts itself), :data:`DERIVED_KINDS`,
     :data:`SYSTEM_OBJECTS`, the Secrets Kubernetes makes for ServiceAccounts and
-    OpenShift's ``system:*`` RoleBindings. A tenant's access grant (the Roles and
+    OpenShift's ``system:*`` RoleBindings. The stand-in of a kind the agent may not list
+    (:func:`unseen`) counts: it may hold anything. A tenant's access grant (the Roles and
     RoleBindings of its executor, from the hub's access work) counts although the add-on made
     it: the hub still grants that tenant the namespace, and deleting the namespace would
     silently revoke the grant until OCM's work agent re-applies it.
@@ -227,6 +240,9 @@ def user_objects(objects: Iterable[Mapping[str, Any]]) -> list[str]:
         kind = str(obj.get("kind", ""))
         meta = obj.get("metadata") or {}
         name = str(meta.get("name", ""))
+        if obj.get(UNSEEN):
+            out.append(f"{kind} {meta.get('namespace') or ''}/* (the agent may not list them)")
+            continue
         if (
             (by_addon(obj) and not tenant_access(obj))
             or made_for_another(meta)

@@ -138,8 +138,13 @@ AGENT_NAMESPACE: Final = "open-cluster-management-agent-addon"
 """Spoke namespace the agent runs in (OCM's default namespace for add-on agents)."""
 AGENT_IDENTITY_CONFIGMAP: Final = "model-serving-agent-identity"
 """ConfigMap (in :data:`AGENT_NAMESPACE`) where the agent publishes its public key."""
+AGENT_STATE_NAMESPACE: Final = "model-serving-agent"
+"""Spoke namespace of the agent's private state (its key Secret and seal ledger), apart from the
+add-on namespace OCM may share between add-ons: a Role another add-on gets there reaches
+nothing of the agent's (``--state-namespace``)."""
 AGENT_KEY_SECRET: Final = "model-serving-agent-key"
-"""Secret (in :data:`AGENT_NAMESPACE`) holding the agent's private key; never leaves the spoke."""
+"""Secret (in :data:`AGENT_STATE_NAMESPACE`) holding the agent's private key; never leaves the
+spoke."""
 IDENTITY_PUBLIC_KEY: Final = "publicKey"
 """Identity ConfigMap key: base64 of the agent's X25519 public key."""
 IDENTITY_KEY_ID: Final = "keyId"
@@ -149,6 +154,7 @@ IDENTITY_NEXT_PUBLIC_KEY: Final = "nextPublicKey"
 IDENTITY_NEXT_KEY_ID: Final = "nextKeyId"
 """Identity ConfigMap key during a key rotation: id of the next public key."""
 AGENT_SEAL_LEDGER: Final = "model-serving-seal-ledger"
-"""Lease (in the agent namespace) recording the last sealed sequence accepted per binding."""
+"""Lease (in :data:`AGENT_STATE_NAMESPACE`) recording the last sealed sequence accepted per
+binding."""
 ANNOTATION_ROTATE_KEY: Final = f"{GROUP}/rotate-key"
 """On the agent's key Secret: ``requested`` asks the agent to publish a next key."""

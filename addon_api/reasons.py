@@ -1901,8 +1901,8 @@ SEALED = Group(
             seen="Phase `Failed`.",
             means=(
                 "The payload's sequence is lower than the last one the agent accepted for this "
-                "object (Lease `model-serving-seal-ledger` in the agent namespace): an older "
-                "ciphertext was put back, e.g. by a forged ManifestWork. The newer credential "
+                "object (Lease `model-serving-seal-ledger` in the agent's state namespace "
+                "`model-serving-agent`): an older ciphertext was put back, e.g. by a forged ManifestWork. The newer credential "
                 "stays delivered."
             ),
             todo=(

@@ -19,6 +19,7 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
+from addon_api.constants import AGENT_STATE_NAMESPACE
 from addon_api.reasons import IntentReason
 
 ANY = "*"
@@ -29,6 +30,8 @@ ALWAYS_DENIED_PREFIXES = ("kube-", "openshift-", "open-cluster-management")
 STACK_NAMESPACES = frozenset({"kserve", "modelmesh-serving"})
 """The namespaces the agent installs the stacks' controllers in (``addon_agent.stacks``):
 never a tenant's target, or a model there could run as a controller's ServiceAccount."""
+AGENT_NAMESPACES = frozenset({AGENT_STATE_NAMESPACE})
+"""The agent's private namespace (its key and seal ledger): never a tenant's target."""
 REASON = IntentReason.NAMESPACE_NOT_ALLOWED
 """Condition reason of a refused target on the hub (the intent's Ready condition, a cluster
 entry); the agent's is ``SealedReason.NAMESPACE_NOT_ALLOWED``, the same word."""
@@ -49,6 +52,7 @@ def always_denied(spoke_namespace: str, agent_namespace: str,
     System namespaces, the stacks' and the agent's, and ``denied`` (what the admin adds).
     """
     return (spoke_namespace == agent_namespace or spoke_namespace in STACK_NAMESPACES
+            or spoke_namespace in AGENT_NAMESPACES
             or spoke_namespace in denied or spoke_namespace.startswith(ALWAYS_DENIED_PREFIXES))
 
 
@@ -78,8 +82,9 @@ class NamespacePolicy:
         if always_denied(spoke_namespace, agent_namespace, self.denied):
             return (f"spoke namespace {spoke_namespace!r} is never a tenant's target "
                     f"(kube-*, openshift-*, open-cluster-management*, the stacks' namespaces "
-                    f"{', '.join(sorted(STACK_NAMESPACES))}, the agent's namespace "
-                    f"{agent_namespace!r} and those the admin denies are always denied)")
+                    f"{', '.join(sorted(STACK_NAMESPACES))}, the agent's namespaces "
+                    f"{agent_namespace!r} and {', '.join(sorted(AGENT_NAMESPACES))} and those "
+                    f"the admin denies are always denied)")
         allowed = self.targets(hub_namespace)
         if ANY in allowed or spoke_namespace in allowed:
             return ""

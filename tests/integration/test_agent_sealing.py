@@ -175,7 +175,7 @@ class TestSealingV2:
         state = get_json(s.hub, "configmap", sealkeys.STATE_CONFIGMAP, "-n",
                          identities.MANAGER_NAMESPACE)["data"]
         assert state[f"{sealkeys.PIN_PREFIX}cluster1"] == s.agent_key()[c.IDENTITY_PUBLIC_KEY]
-        lease = get_json(s.spoke, "lease", c.AGENT_SEAL_LEDGER, "-n", c.AGENT_NAMESPACE)
+        lease = get_json(s.spoke, "lease", c.AGENT_SEAL_LEDGER, "-n", c.AGENT_STATE_NAMESPACE)
         assert f"{c.AGENT_NAMESPACE}/{s.sealed_name}" in json.dumps(lease["metadata"])
 
     @pytest.mark.needs("test_1_delivered_and_the_agent_key_pinned")
@@ -275,7 +275,7 @@ class TestSealingV2:
         poller = threading.Thread(target=poll, daemon=True)
         poller.start()
         try:
-            s.spoke.kubectl("annotate", "secret", c.AGENT_KEY_SECRET, "-n", c.AGENT_NAMESPACE,
+            s.spoke.kubectl("annotate", "secret", c.AGENT_KEY_SECRET, "-n", c.AGENT_STATE_NAMESPACE,
                             f"{c.ANNOTATION_ROTATE_KEY}=requested")
             next_id = str(eventually(lambda: s.agent_key().get(c.IDENTITY_NEXT_KEY_ID), timeout=30))
             assert s.sealed()["spec"]["keyId"] == old_id  # not resealed before the approval
@@ -295,7 +295,7 @@ class TestSealingV2:
         assert all(present for present, _ in seen), "the entry was missing during the rotation"
         assert "Failed" not in {phase for _, phase in seen}
         assert s.secret_key() == "SK4"
-        secret = get_json(s.spoke, "secret", c.AGENT_KEY_SECRET, "-n", c.AGENT_NAMESPACE)
+        secret = get_json(s.spoke, "secret", c.AGENT_KEY_SECRET, "-n", c.AGENT_STATE_NAMESPACE)
         assert set(secret["data"]) == {"privateKey"}  # the old key is gone
         state = get_json(s.hub, "configmap", sealkeys.STATE_CONFIGMAP, "-n",
                          identities.MANAGER_NAMESPACE)["data"]

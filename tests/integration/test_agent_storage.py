@@ -103,7 +103,7 @@ def namespaces(spoke: Any) -> None:
 def test_key_is_published(spoke: Any, agent: AgentProcess) -> None:
     public, key_id = identity(spoke)
     assert key_id == sealing.key_id(public)
-    secret = get(spoke, "secret", "-n", c.AGENT_NAMESPACE, c.AGENT_KEY_SECRET)
+    secret = get(spoke, "secret", "-n", c.AGENT_STATE_NAMESPACE, c.AGENT_KEY_SECRET)
     assert secret is not None
 
 
@@ -174,13 +174,12 @@ def test_retargeting_removes_entry_from_dropped_namespace(spoke: Any, agent: Age
 
 def test_private_key_survives_restart(spoke: Any, agent: AgentProcess) -> None:
     before = identity(spoke)
-    secret_before = get(spoke, "secret", "-n", c.AGENT_NAMESPACE, c.AGENT_KEY_SECRET)["data"]
+    secret_before = get(spoke, "secret", "-n", c.AGENT_STATE_NAMESPACE, c.AGENT_KEY_SECRET)["data"]
     agent.restart()
     eventually(lambda: agent.metrics(), timeout=30)
     assert identity(spoke) == before
-    assert (
-        get(spoke, "secret", "-n", c.AGENT_NAMESPACE, c.AGENT_KEY_SECRET)["data"] == secret_before
-    )
+    after = get(spoke, "secret", "-n", c.AGENT_STATE_NAMESPACE, c.AGENT_KEY_SECRET)["data"]
+    assert after == secret_before
     # a payload sealed to the published key before the restart still opens
     spoke.apply_objects([connection(spoke, "after", "after-restart", [TEAM_A])])
     wait_status(spoke, "after", "Delivered")

@@ -41,8 +41,8 @@ def test_default_render() -> None:
     assert cma["spec"]["installStrategy"] == {"type": "Manual"}
     agent_kinds = _kinds(_agent_manifests(objs))
     assert agent_kinds == ["ClusterRole", "ClusterRole", "ClusterRoleBinding",
-                           "CustomResourceDefinition",
-                           "CustomResourceDefinition", "Deployment", "Namespace",
+                           "ClusterRoleBinding", "CustomResourceDefinition",
+                           "CustomResourceDefinition", "Deployment", "Namespace", "Namespace",
                            "ServiceAccount"]
     manager = next(o for o in objs if o["kind"] == "Deployment")
     pod = manager["spec"]["template"]["spec"]
@@ -86,6 +86,24 @@ def test_agent_deployment_uses_template_variables() -> None:
     assert dep["metadata"]["namespace"] == c.AGENT_NAMESPACE
     assert "--namespace={{INSTALL_NAMESPACE}}" in container["args"]
     assert "--seal-verify-key={{SEAL_VERIFY_KEY}}" in container["args"]  # set by the manager
+    # The private key and seal ledger in a namespace of the agent's own (issue 29, item 12),
+    # which the AddOnTemplate creates (and deletes with the add-on).
+    assert f"--state-namespace={c.AGENT_STATE_NAMESPACE}" in container["args"]
+    namespaces = [m["metadata"]["name"] for m in _agent_manifests(render())
+                  if m["kind"] == "Namespace"]
+    assert c.AGENT_STATE_NAMESPACE in namespaces
+
+
+def test_the_agent_reads_what_a_namespace_holds_before_deleting_it() -> None:
+    """Issue 29, item 9: bound to Kubernetes' view role, plus the kinds view leaves out."""
+    manifests = _agent_manifests(render())
+    views = [m for m in manifests if m["kind"] == "ClusterRoleBinding"
+             and m["roleRef"]["name"] == "view"]
+    assert [v["subjects"][0]["name"] for v in views] == ["model-serving-agent"]
+    role = next(m for m in manifests if m["kind"] == "ClusterRole"
+                and m["metadata"]["name"] == "model-serving-agent")
+    listable = {r for rule in role["rules"] if "list" in rule["verbs"] for r in rule["resources"]}
+    assert {"podtemplates", "csistoragecapacities", "resourceclaims"} <= listable
 
 
 @pytest.mark.parametrize(

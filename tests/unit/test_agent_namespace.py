@@ -1,5 +1,6 @@
 """The agent's own namespace: from --namespace, else its pod's (POD_NAMESPACE), else OCM's
-default; its key, identity and the sealed payloads it opens all follow that namespace."""
+default; its identity and the sealed payloads it opens follow that namespace, its private key
+and seal ledger live in a state namespace of its own."""
 
 from __future__ import annotations
 
@@ -83,15 +84,58 @@ class FakeKube:
         return _Resource(self, kind)
 
 
-def test_identity_lives_in_the_configured_namespace() -> None:
+def test_identity_is_published_in_the_agent_namespace_and_the_key_kept_in_the_state_one() -> None:
     kube = FakeKube()
-    key = identity.ensure_identity(cast(Kube, kube), "custom-ns")
-    secret = kube.get("v1", "Secret", c.AGENT_KEY_SECRET, "custom-ns")
+    key = identity.ensure_identity(cast(Kube, kube), "custom-ns", "custom-state")
+    secret = kube.get("v1", "Secret", c.AGENT_KEY_SECRET, "custom-state")
     published = kube.get("v1", "ConfigMap", c.AGENT_IDENTITY_CONFIGMAP, "custom-ns")
     assert secret is not None and published is not None
     assert published["data"][c.IDENTITY_PUBLIC_KEY] == sealing.public_key_of(key)
+    # Nothing private in the add-on namespace other add-ons may share.
+    assert kube.get("v1", "Secret", c.AGENT_KEY_SECRET, "custom-ns") is None
     assert kube.get("v1", "ConfigMap", c.AGENT_IDENTITY_CONFIGMAP, c.AGENT_NAMESPACE) is None
-    assert identity.ensure_identity(cast(Kube, kube), "custom-ns") == key  # reused
+    assert identity.ensure_identity(cast(Kube, kube), "custom-ns", "custom-state") == key
+
+
+def test_a_key_an_older_agent_kept_in_the_addon_namespace_moves_to_the_state_namespace() -> None:
+    kube = FakeKube()
+    old = identity.ensure_identity(cast(Kube, kube), "addon-ns", "addon-ns")  # the old layout
+    before = kube.get("v1", "Secret", c.AGENT_KEY_SECRET, "addon-ns")
+    before["metadata"]["annotations"] = {c.ANNOTATION_ROTATE_KEY: "requested"}
+    kube.apply(before)
+    keys = identity.load_keyring(cast(Kube, kube), "addon-ns", "state-ns")
+    assert keys.current == old  # the same key: every sealed entry stays delivered
+    assert keys.next is not None  # the pending rotation request came along
+    assert kube.get("v1", "Secret", c.AGENT_KEY_SECRET, "addon-ns") is None
+    moved = kube.get("v1", "Secret", c.AGENT_KEY_SECRET, "state-ns")
+    assert base64.b64decode(moved["data"]["privateKey"]) == old
+
+
+def test_the_state_namespace_defaults_to_its_own_and_is_never_a_tenants_target() -> None:
+    from addon_api import tenancy
+
+    assert parse([]).state_namespace == c.AGENT_STATE_NAMESPACE != c.AGENT_NAMESPACE
+    assert parse(["--state-namespace=x"]).state_namespace == "x"
+    star = tenancy.NamespacePolicy({"*": frozenset({"*"})})
+    assert "never a tenant's target" in star.refusal("team-a", c.AGENT_STATE_NAMESPACE,
+                                                     c.AGENT_NAMESPACE)
+
+
+def test_the_seal_ledger_is_carried_over_once_and_never_lowered() -> None:
+    from addon_agent import ledger
+
+    kube = FakeKube()
+    old = ledger.Ledger(cast(Kube, kube), "addon-ns")
+    old.record("ns/a", 7)
+    old.record("ns/b", 3)
+    new = ledger.Ledger(cast(Kube, kube), "state-ns")
+    new.adopt("addon-ns")
+    assert (new.last("ns/a"), new.last("ns/b")) == (7, 3)
+    # Once the state namespace has its ledger, the shared namespace's is never read again:
+    # raising a record there cannot make the agent refuse a delivery.
+    old.record("ns/a", 99)
+    new.adopt("addon-ns")
+    assert new.last("ns/a") == 7
 
 
 SIGNER = sealing.generate_signing_key()

@@ -13,12 +13,14 @@ Obj = dict[str, Any]
 
 
 class FakeKube:
-    """Objects by (kind, namespace, name); ConfigMaps and Secrets are the namespaced kinds,
-    Secrets may not be listed (as with a ClusterRole that does not name them)."""
+    """Objects by (kind, namespace, name); ConfigMaps, Secrets and ``forbidden`` kinds are the
+    namespaced kinds; the ``forbidden`` ones may not be listed (a vendor's CRD that is not
+    aggregated into the view role the agent is bound to)."""
 
-    def __init__(self) -> None:
+    def __init__(self, *forbidden: str) -> None:
         self.objects: dict[tuple[str, str, str], Obj] = {}
         self.deleted: list[str] = []
+        self.forbidden = forbidden
 
     def put(self, kind: str, name: str, namespace: str = "", **meta: Any) -> None:
         metadata: Obj = {"name": name, **meta}
@@ -27,14 +29,15 @@ class FakeKube:
         self.objects[(kind, namespace, name)] = {"kind": kind, "metadata": metadata}
 
     def namespaced_kinds(self) -> list[tuple[str, str]]:
-        return [("v1", "ConfigMap"), ("v1", "Secret"), ("metrics.k8s.io/v1beta1", "PodMetrics")]
+        return [("v1", "ConfigMap"), ("v1", "Secret"), ("metrics.k8s.io/v1beta1", "PodMetrics"),
+                *(("vendor.example/v1", kind) for kind in self.forbidden)]
 
     def get(self, api_version: str, kind: str, name: str, namespace: str | None = None) -> Any:
         return copy.deepcopy(self.objects.get((kind, namespace or "", name)))
 
     def list(self, api_version: str, kind: str, namespace: str | None = None,
              label_selector: str | None = None) -> list[Obj]:
-        if kind == "Secret":
+        if kind in self.forbidden:
             from kubernetes.client.exceptions import ApiException
             raise ApiException(status=403, reason="Forbidden")
         assert kind != "PodMetrics"
@@ -71,6 +74,33 @@ def test_contents_lists_every_kind_the_agent_may_list_with_its_kind() -> None:
         ("ConfigMap", "kube-root-ca.crt"), ("ConfigMap", "made-by-agent"),
         ("ConfigMap", "users-config")]
     assert "gone" not in found
+
+
+def test_a_namespace_holding_a_kind_the_agent_may_not_list_is_kept_and_says_why() -> None:
+    """What the agent cannot see may be a tenant's data (issue 29, item 9): never deleted."""
+    kube = FakeKube("Backup")
+    ns = created(kube, "ml")
+    assert namespaces.holds_user_objects(kube, "ml") == [  # type: ignore[arg-type]
+        "Backup ml/* (the agent may not list them)"]
+    namespaces.disable(kube, ns)  # type: ignore[arg-type]
+    assert kube.deleted == []
+    assert kube.objects[("Namespace", "", "ml")]["metadata"] == {"name": "ml"}  # handed over
+
+
+def test_a_removal_keeps_a_namespace_it_cannot_see_into() -> None:
+    from addon_agent import removal
+
+    kube = FakeKube("Backup")
+    created(kube, "ml")
+    created(kube, "ml-empty")
+    kube.forbidden = ()
+    seen = namespaces.contents(kube, ["ml-empty"])  # type: ignore[arg-type]
+    kube.forbidden = ("Backup",)
+    left = removal.leftovers([], [], ["ml", "ml-empty"],
+                             contents={**namespaces.contents(kube, ["ml"]),  # type: ignore[arg-type]
+                                       **seen})
+    assert left.namespaces == frozenset({"ml"})
+    assert "Namespace ml (holds Backup ml/* (the agent may not list them))" in left.message
 
 
 def test_dropped_namespace_the_agent_created_is_deleted_only_when_it_holds_nothing_else() -> None:

@@ -27,6 +27,17 @@ rules:
   - apiGroups: [""]
     resources: [pods, endpoints]
     verbs: [get, list, watch]
+  # Namespaced kinds Kubernetes' view role (bound too) leaves out: read, to know what a
+  # namespace holds before deleting it.
+  - apiGroups: [""]
+    resources: [podtemplates]
+    verbs: [get, list]
+  - apiGroups: [storage.k8s.io]
+    resources: [csistoragecapacities]
+    verbs: [get, list]
+  - apiGroups: [resource.k8s.io]
+    resources: [resourceclaims, resourceclaimtemplates]
+    verbs: [get, list]
   - apiGroups: ["", events.k8s.io]
     resources: [events]
     verbs: [create, patch]
