@@ -332,6 +332,9 @@ class ClusterStatus(ApiModel):
     version: StatusWord = ""
     """The serving stack's version on that cluster (ModelServings only); while the phase
     is Upgrading, the version it ran before (the message names the target)."""
+    target_version: StatusWord = ""
+    """While the stack's version changes on that cluster (ModelServings only), the version it
+    goes to; empty otherwise."""
     waiting_for: Annotated[list[StatusReason], Field(max_length=16)] = (
         Field(default_factory=list)
     )

@@ -1902,8 +1902,8 @@ SEALED = Group(
             means=(
                 "The payload's sequence is lower than the last one the agent accepted for this "
                 "object (Lease `model-serving-seal-ledger` in the agent's state namespace "
-                "`model-serving-agent`): an older ciphertext was put back, e.g. by a forged ManifestWork. The newer credential "
-                "stays delivered."
+                "`model-serving-agent`): an older ciphertext was put back, e.g. by a forged "
+                "ManifestWork. The newer credential stays delivered."
             ),
             todo=(
                 "find and delete the foreign work; the manager's own work brings the current "

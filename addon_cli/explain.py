@@ -15,8 +15,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from addon_api import constants as c
+from addon_api.reasons import ClusterReason
 from addon_cli import views
-from addon_cli.hub import EXIT_NOT_FOUND, CliError, Hub
+from addon_cli.hub import EXIT_FORBIDDEN, EXIT_NOT_FOUND, WORK_READER_ROLE, CliError, Hub
 from addon_manager import naming
 from addon_manager.facts import parse_work
 
@@ -35,23 +36,24 @@ class Link:
     evidence: list[str] = field(default_factory=list)
 
 
-def platforms(works: Iterable[Mapping[str, Any]]) -> dict[str, tuple[str, str, str]]:
-    """(platform, phase, stack version) by cluster, from the ModelServing works' feedback.
+def platforms(model_servings: Iterable[Mapping[str, Any]]) -> dict[str, tuple[str, str, str]]:
+    """(platform, phase, stack version) by cluster, from the ModelServings' status entries.
 
-    During an upgrade or downgrade the version reads ``FROM -> TO``.
+    The entry of the ModelServing that owns the cluster's stack (another one's says
+    ``Conflict``); during an upgrade or downgrade the version reads ``FROM -> TO``. Read from
+    the intents, not their ManifestWorks, which the fleet viewer role does not read.
     """
     out: dict[str, tuple[str, str, str]] = {}
-    for body in works:
-        fact = parse_work(body)
-        if fact is None:
-            continue
-        manifests = ((body.get("spec") or {}).get("workload") or {}).get("manifests") or []
-        platform = next((str((m.get("spec") or {}).get("platform", "")) for m in manifests
-                         if m.get("kind") == c.KIND_SERVING_PLATFORM), "")
-        version = str(fact.value("stackVersion") or "")
-        target = str(fact.value("targetVersion") or "")
-        out[fact.cluster] = (platform, str(fact.value("phase") or ""),
-                             f"{version} -> {target}" if target else version)
+    for ms in model_servings:
+        platform = str((ms.get("spec") or {}).get("platform") or "")
+        for entry in (ms.get("status") or {}).get("clusters") or []:
+            if entry.get("reason") == ClusterReason.CONFLICT:
+                continue
+            version = str(entry.get("version") or "")
+            target = str(entry.get("targetVersion") or "")
+            out.setdefault(str(entry.get("cluster")), (
+                platform, str(entry.get("phase") or ""),
+                f"{version} -> {target}" if target and target != version else version))
     return out
 
 
@@ -183,8 +185,17 @@ def _entry_link(intent: Mapping[str, Any], cluster: str) -> tuple[Link, Mapping[
 
 def _work_link(hub: Hub, kind: str, namespace: str, name: str, cluster: str) -> Link:
     work = naming.work_name(kind, namespace, name)
-    found = [w for w in hub.works(f"{c.LABEL_INTENT_KIND}={kind},{c.LABEL_INTENT_NAME}={name}",
-                                  cluster) if (w.get("metadata") or {}).get("name") == work]
+    try:
+        listed = hub.works(f"{c.LABEL_INTENT_KIND}={kind},{c.LABEL_INTENT_NAME}={name}", cluster)
+    except CliError as err:
+        if err.code != EXIT_FORBIDDEN:
+            raise
+        # The fleet viewer role reads no ManifestWorks (they may carry other systems'
+        # Secrets); the intent's status entry above is what the hub says of this cluster.
+        return Link("work", None, f"ManifestWork {cluster}/{work}: not readable with your rights",
+                    [f"reading works needs the {WORK_READER_ROLE} ClusterRole, which reads "
+                     "every system's ManifestWorks: the status link above is the hub's view"])
+    found = [w for w in listed if (w.get("metadata") or {}).get("name") == work]
     if not found:
         return Link("work", None, f"no ManifestWork {cluster}/{work} on the hub",
                     ["the manager writes it once the cluster is selected and its gates pass"])

@@ -29,6 +29,9 @@ EXIT_FORBIDDEN = 4
 """The hub refused the user (401/403)."""
 EXIT_NOT_FOUND = 5
 """The named object does not exist."""
+WORK_READER_ROLE = "model-serving-addon-work-reader"
+"""The chart's ClusterRole that reads ManifestWorks (cluster-wide: RBAC cannot select the
+add-on's by label), apart from the viewer role (docs/security.md)."""
 
 WORK = ("work.open-cluster-management.io", "v1", "manifestworks")
 WORK_CRD = "manifestworks.work.open-cluster-management.io"
@@ -161,15 +164,25 @@ class Hub:
                           field_selector=f"metadata.name={c.ADDON_NAME}")
 
     def works(self, selector: str, namespace: str | None = None) -> list[dict[str, Any]]:
-        """The add-on's ManifestWorks that ``selector`` selects."""
-        return self._list("list manifestworks", WORK, namespace,
-                          label_selector=f"{c.LABEL_MANAGED_BY}={c.FIELD_MANAGER},{selector}")
+        """The add-on's ManifestWorks that ``selector`` selects.
+
+        Needs the chart's :data:`WORK_READER_ROLE` (or more): the fleet viewer role reads no
+        ManifestWorks, and a refusal says which role reads them.
+        """
+        try:
+            return self._list("list manifestworks", WORK, namespace,
+                              label_selector=f"{c.LABEL_MANAGED_BY}={c.FIELD_MANAGER},{selector}")
+        except CliError as err:
+            raise _work_refusal(err) from err
 
     def work_schema(self) -> dict[str, Any]:
         """The hub's ManifestWork schema (its OpenAPI v3 schema, served version v1)."""
         api = client.ApiextensionsV1Api(self.api)
-        crd = self._call(f"get customresourcedefinition {WORK_CRD}",
-                         api.read_custom_resource_definition, WORK_CRD)
+        try:
+            crd = self._call(f"get customresourcedefinition {WORK_CRD}",
+                             api.read_custom_resource_definition, WORK_CRD)
+        except CliError as err:
+            raise _work_refusal(err) from err
         for version in crd.spec.versions:
             if version.name == WORK[1] and version.schema is not None:
                 schema: dict[str, Any] = self.api.sanitize_for_serialization(  # type: ignore[no-untyped-call]
@@ -192,6 +205,14 @@ class Hub:
         """The ManagedClusterSetBindings of a namespace."""
         return self._list(f"list managedclustersetbindings in namespace {namespace}", BINDING,
                           namespace)
+
+
+def _work_refusal(err: CliError) -> CliError:
+    """``err``, saying which role reads ManifestWorks when the hub refused the user."""
+    if err.code != EXIT_FORBIDDEN:
+        return err
+    return CliError(EXIT_FORBIDDEN, f"{err} (ManifestWorks are read with the {WORK_READER_ROLE} "
+                    "ClusterRole, not the viewer role)")
 
 
 def _message(err: ApiException) -> str:

@@ -136,8 +136,8 @@ def cmd_clusters(args: argparse.Namespace) -> int:
     """Each managed cluster: add-on health, platform and version, intents on it, stale."""
     hub = _hub(args)
     addons = {str((a.get("metadata") or {}).get("namespace")): a for a in hub.addons()}
-    platforms = explaining.platforms(hub.works(f"{c.LABEL_INTENT_KIND}={c.KIND_MODEL_SERVING}"))
     intents = _read_intents(hub, None, None, None)
+    platforms = explaining.platforms(i for i in intents if i.get("kind") == c.KIND_MODEL_SERVING)
     found = views.cluster_rows(hub.clusters(), addons, platforms, intents)
     if args.output in ("json", "yaml"):
         _print(_document({"items": [r.__dict__ for r in found]}, args.output))

@@ -58,7 +58,7 @@ def platform_report(work: WorkFact, removed: bool) -> tuple[ClusterStatus, Categ
         ), "progressing"
     return ClusterStatus(
         cluster=work.cluster, phase=phase, ready=ok, reason=phase, message=msg,
-        version=_s(work.value("stackVersion")),
+        version=_s(work.value("stackVersion")), target_version=_s(work.value("targetVersion")),
     ), ("ready" if ok else "progressing")
 
 

@@ -158,8 +158,8 @@ def _rules(objs: list[dict[str, Any]]) -> list[dict[str, Any]]:
     # manager ClusterRole, its Secrets ClusterRole (bound per namespace) and leader-election
     # Role; the tenant ClusterRole (bound per tenant namespace by the hub admin); the stack
     # owners' ClusterRole (bound where stack ownership is allowed); the fleet viewers'
-    # read-only ClusterRole; agent ClusterRole, work agent's aggregate
-    assert len(roles) == 8
+    # read-only ClusterRole and the work readers'; agent ClusterRole, work agent's aggregate
+    assert len(roles) == 9
     return [r for role in roles for r in role["rules"]]
 
 
@@ -168,6 +168,14 @@ def test_the_viewer_role_reads_and_writes_nothing_and_no_secret() -> None:
                   and o["metadata"]["name"] == "model-serving-addon-viewer")
     assert {v for rule in viewer["rules"] for v in rule["verbs"]} == {"get", "list", "watch"}
     assert not any("secrets" in rule["resources"] for rule in viewer["rules"])
+    # Nor any ManifestWork (issue 29, item 8): other systems' works may carry Secrets and RBAC
+    # cannot select the add-on's; the work-reader role, bound apart, reads them.
+    assert not any("manifestworks" in rule["resources"] for rule in viewer["rules"])
+    reader = next(o for o in render() if o["kind"] == "ClusterRole"
+                  and o["metadata"]["name"] == "model-serving-addon-work-reader")
+    assert [r["resources"] for r in reader["rules"]] == [["manifestworks"],
+                                                         ["customresourcedefinitions"]]
+    assert {v for rule in reader["rules"] for v in rule["verbs"]} == {"get", "list", "watch"}
 
 
 def test_rbac_has_no_wildcards() -> None:

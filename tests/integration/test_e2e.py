@@ -653,9 +653,16 @@ def test_the_fleet_command_line_shows_where_a_model_serves_and_why_not(
     # (as the kubectl plugin too: kubectl runs kubectl-modelserving from PATH)
     plugin = fleetcli.kubectl_plugin(viewer, "status", "-A")
     assert plugin.returncode == 0 and "sklearn-iris" in plugin.stdout, plugin
-    assert fleetcli.run(viewer, "clusters").returncode == 0
-    assert "[NO] status" in fleetcli.run(viewer, "explain", "mcisvc/half", "--cluster",
-                                         "cluster2", "-n", NS).stdout
+    # The viewer reads no ManifestWork (issue 29, item 8): clusters come from the intents'
+    # status, explain says the work is not readable, diff names the role that reads works.
+    seen = fleetcli.json_of(viewer, "clusters")["items"]
+    assert [(r["name"], r["platform"]) for r in seen] == [(r["name"], r["platform"])
+                                                          for r in clusters]
+    explained = fleetcli.run(viewer, "explain", "mcisvc/half", "--cluster", "cluster2", "-n", NS)
+    assert "[NO] status" in explained.stdout
+    assert "not readable with your rights" in explained.stdout, explained.stdout
+    hidden = fleetcli.run(viewer, "diff", "-f", str(source), "-n", NS)
+    assert hidden.returncode == 4 and "model-serving-addon-work-reader" in hidden.stderr, hidden
     refused = fleetcli.run(viewer, "rollout", "pause", "mcisvc/half", "-n", NS)
     assert refused.returncode == 4 and "refused" in refused.stderr, refused
     # No such object, and no hub at all: their own exit codes.

@@ -181,23 +181,19 @@ def test_status_watch_prints_on_change_and_wait_ready_exits_by_readiness(
 
 
 def test_a_cluster_mid_upgrade_shows_from_and_to() -> None:
-    from addon_manager.render import owner_labels
+    """From the ModelServings' status entries: the viewer role reads no ManifestWorks."""
 
-    def work(cluster: str, **values: str) -> dict[str, Any]:
-        return {
-            "metadata": {"name": "w", "namespace": cluster, "annotations": {
-                c.ANNOTATION_RENDER_HASH: "h"},
-                "labels": owner_labels(c.KIND_MODEL_SERVING, "ns", "kserve")},
-            "spec": {"workload": {"manifests": [
-                {"kind": c.KIND_SERVING_PLATFORM, "spec": {"platform": "KServe"}}]}},
-            "status": {"resourceStatus": {"manifests": [{"statusFeedback": {"values": [
-                {"name": k, "fieldValue": {"type": "String", "string": v}}
-                for k, v in values.items()]}}]}},
-        }
+    def serving(platform: str, *entries: dict[str, Any]) -> dict[str, Any]:
+        return {"kind": c.KIND_MODEL_SERVING, "spec": {"platform": platform},
+                "status": {"clusters": list(entries)}}
 
     got = explain.platforms([
-        work("c1", phase="Upgrading", stackVersion="v0.17.0", targetVersion="v0.20.0"),
-        work("c2", phase="Available", stackVersion="v0.20.0", targetVersion=""),
+        serving("KServe",
+                {"cluster": "c1", "phase": "Upgrading", "version": "v0.17.0",
+                 "targetVersion": "v0.20.0"},
+                {"cluster": "c2", "phase": "Available", "version": "v0.20.0"}),
+        # a second ModelServing that does not own c2's stack says Conflict there
+        serving("ModelMesh", {"cluster": "c2", "phase": "Waiting", "reason": "Conflict"}),
     ])
     assert got == {"c1": ("KServe", "Upgrading", "v0.17.0 -> v0.20.0"),
                    "c2": ("KServe", "Available", "v0.20.0")}
