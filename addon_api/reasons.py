@@ -135,6 +135,7 @@ class ClusterReason(StrEnum):
     SECRET_UNDECODABLE = "SecretUndecodable"
     SECRET_READ_FAILED = "SecretReadFailed"
     FOREIGN_WORK = "ForeignWork"
+    ADDON_NOT_ENABLED = "AddonNotEnabled"
     APPLY_FAILED = "ApplyFailed"
     NOT_APPLIED = "NotApplied"
     NAMESPACE_NOT_ALLOWED = "NamespaceNotAllowed"
@@ -984,6 +985,27 @@ CLUSTER_PROBLEMS = Group(
                 "(after retries)."
             ),
             todo="look at the hub API server; the manager tries again on its next reconcile.",
+        ),
+        Entry(
+            (CR.ADDON_NOT_ENABLED,),
+            seen=(
+                "ModelServing, phase `Waiting`, message `the add-on is not enabled on CLUSTER "
+                "...`."
+            ),
+            means=(
+                "The Placement selects the cluster, but it has no ManagedClusterAddOn "
+                "`model-serving`, so no agent runs there to install the stack, and the manager "
+                "does not enable add-ons itself (chart value `manager.addonEnablement: false`, "
+                "the default: the platform admin's install strategy decides). The works are "
+                "written and wait for the agent."
+            ),
+            todo=(
+                "enable the add-on on the cluster the way your hub does it: the "
+                "ClusterManagementAddOn's install strategy (`addon.installStrategy`, e.g. "
+                "`Placements`), `clusteradm addon enable --names model-serving --clusters "
+                "CLUSTER`, or a ManagedClusterAddOn `model-serving` in the cluster namespace; or "
+                "take the cluster out of the Placement."
+            ),
         ),
         Entry(
             (CR.FOREIGN_WORK,),

@@ -389,7 +389,8 @@ def _plan_cluster(
     going = ""
     if spec.holds_stack:
         going = ordering.platform_going(_stack_works(snap.world, cl))
-    out.inputs[cl] = st.ClusterInput(cl, work=work, platform_going=going)
+    no_addon = spec.owns_stack and not snap.addons and not snap.world.addon_exists(cl)
+    out.inputs[cl] = st.ClusterInput(cl, work=work, platform_going=going, no_addon=no_addon)
     return rw
 
 

@@ -60,6 +60,9 @@ class ClusterInput:
     kept: str = ""
     """Why the works of a cluster its Placement no longer selects are kept (it left while not
     Available: partition safety); said in the entry's stale message."""
+    no_addon: bool = False
+    """The cluster has no ManagedClusterAddOn and the manager does not enable the add-on
+    (ModelServing only): no agent will act on the works until the admin enables it."""
 
 
 @dataclass(frozen=True)
@@ -154,6 +157,13 @@ def cluster_status(
     left the Placement while not Available and whose works are kept says so (``kept``).
     """
     entry, category = _reported_status(kind, item, removed)
+    if item.no_addon and category == "progressing" and not removed:
+        entry = entry.model_copy(update={
+            "phase": Phase.WAITING, "reason": Reason.ADDON_NOT_ENABLED,
+            "message": f"the add-on is not enabled on {item.cluster} (no ManagedClusterAddOn "
+                       f"{c.ADDON_NAME}), so no agent installs the stack there; the manager "
+                       "does not enable add-ons (manager.addonEnablement is false): the "
+                       "platform admin's install strategy or clusteradm addon enable does"})
     if item.work is not None and item.work.revision is not None:
         entry = entry.model_copy(update={"revision": item.work.revision})
     if now is None or item.conflict_with or item.taken or item.error or item.blocked_by:
