@@ -103,6 +103,10 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     p.add_argument("--priority-classes", default="",
                    help="comma-separated priority classes tenants' model pods may name "
                    "(none by default)")
+    p.add_argument("--shared-credential-namespaces", default="",
+                   help="comma-separated spoke namespaces where the StorageConnections of "
+                   "several hub namespaces may write entries into one storage-config Secret "
+                   "(elsewhere the second tenant's is refused: Conflict)")
     p.add_argument("--unavailable-grace", type=float, default=partition.UNAVAILABLE_GRACE,
                    help="seconds the ManifestWorks of a cluster that left its Placement while "
                    "its ManagedCluster is not Available are kept, counted from when it stopped "
@@ -277,7 +281,7 @@ def policy_from_args(args: argparse.Namespace) -> Policy:
 
     ``--allow-dev-flags``, ``--stack-owner-namespaces``, ``--target-namespaces`` (an
     invalid value ends the process, naming the entry), ``--denied-namespaces``,
-    ``--pod-service-accounts`` and ``--priority-classes``.
+    ``--pod-service-accounts``, ``--priority-classes`` and ``--shared-credential-namespaces``.
     """
     try:
         targets = tenancy.parse(args.target_namespaces)
@@ -290,6 +294,7 @@ def policy_from_args(args: argparse.Namespace) -> Policy:
         namespaces=replace(targets, denied=_names(args.denied_namespaces)),
         pods=PodRules(service_accounts=_names(args.pod_service_accounts),
                       priority_classes=_names(args.priority_classes)),
+        shared_credential_namespaces=_names(args.shared_credential_namespaces),
     )
 
 

@@ -366,7 +366,8 @@ def _plan_cluster(
                                              error_reason=judged.reason)
             out.errors.append(judged.reason)
             return None
-        taken = _taken(snap.world, cl, spec.kind, out.namespace, out.name, rw, work)
+        taken = _taken(snap.world, cl, spec.kind, out.namespace, out.name, rw, work,
+                       snap.policy.shared_credential_namespaces)
         if taken:
             out.inputs[cl] = st.ClusterInput(cl, work=work, taken=taken)
             out.conflicts.append(cl)
@@ -412,7 +413,8 @@ def _judged(out: Plan, rw: render.RenderedWork, admin: policy.Policy, agent_ns: 
 
 
 def _taken(world: World, cluster: str, kind: str, namespace: str, name: str,
-           rw: render.RenderedWork, work: WorkFact | None) -> str:
+           rw: render.RenderedWork, work: WorkFact | None,
+           shared_credentials: frozenset[str] = frozenset()) -> str:
     """What another intent already owns on ``cluster`` that ``rw`` would overwrite ("": none).
 
     Every work applies with the work agent's identity and ``force``, so a second intent's
@@ -420,7 +422,9 @@ def _taken(world: World, cluster: str, kind: str, namespace: str, name: str,
     (tenant B's ``m`` replacing tenant A's ``m``), and two hub namespaces' credentials would
     end up in one ``storage-config`` Secret. The intent whose work is there first keeps it;
     when both already have one (works from before this check), the one whose (kind,
-    namespace, name) sorts first does.
+    namespace, name) sorts first does. The ``storage-config`` Secrets of the spoke
+    namespaces in ``shared_credentials`` are the admin's to share (each entry stays its own
+    connection's: the agent never overwrites another's entry).
     """
     if kind not in CLAIMING_KINDS:
         return ""
@@ -433,7 +437,8 @@ def _taken(world: World, cluster: str, kind: str, namespace: str, name: str,
                 continue
             shared = sorted(o for o in mine & other.objects
                             if not o.startswith("storage-config/")
-                            or other.intent_namespace != namespace)
+                            or (other.intent_namespace != namespace
+                                and o.partition("/")[2] not in shared_credentials))
             if shared and (work is None or key < own):
                 what = shared[0]
                 if what.startswith("storage-config/"):

@@ -62,6 +62,10 @@ class Policy:
     pods: confinement.PodRules = field(default_factory=confinement.PodRules)
     """What tenants' pods may ask beyond the built-in rules (ServiceAccounts, priority
     classes)."""
+    shared_credential_namespaces: frozenset[str] = frozenset()
+    """Spoke namespaces whose ``storage-config`` Secret the credentials of several hub
+    namespaces may share (``--shared-credential-namespaces``); elsewhere a second tenant's
+    StorageConnection there is refused with ``Conflict``."""
 
     def may_own_stack(self, namespace: str) -> bool:
         """Whether a ModelServing in ``namespace`` may own a cluster's stack."""

@@ -42,7 +42,7 @@ def test_default_render() -> None:
     agent_kinds = _kinds(_agent_manifests(objs))
     assert agent_kinds == ["ClusterRole", "ClusterRole", "ClusterRoleBinding",
                            "ClusterRoleBinding", "CustomResourceDefinition",
-                           "CustomResourceDefinition", "Deployment", "Namespace", "Namespace",
+                           "CustomResourceDefinition", "Deployment", "Namespace",
                            "ServiceAccount"]
     manager = next(o for o in objs if o["kind"] == "Deployment")
     pod = manager["spec"]["template"]["spec"]
@@ -87,11 +87,11 @@ def test_agent_deployment_uses_template_variables() -> None:
     assert "--namespace={{INSTALL_NAMESPACE}}" in container["args"]
     assert "--seal-verify-key={{SEAL_VERIFY_KEY}}" in container["args"]  # set by the manager
     # The private key and seal ledger in a namespace of the agent's own (issue 29, item 12),
-    # which the AddOnTemplate creates (and deletes with the add-on).
+    # which the agent creates: OCM's template add-on renames every Namespace of the template
+    # to the install namespace, so the template carries only that one.
     assert f"--state-namespace={c.AGENT_STATE_NAMESPACE}" in container["args"]
-    namespaces = [m["metadata"]["name"] for m in _agent_manifests(render())
-                  if m["kind"] == "Namespace"]
-    assert c.AGENT_STATE_NAMESPACE in namespaces
+    namespaces = [m for m in _agent_manifests(render()) if m["kind"] == "Namespace"]
+    assert [m["metadata"]["name"] for m in namespaces] == [c.AGENT_NAMESPACE]
 
 
 def test_the_agent_reads_what_a_namespace_holds_before_deleting_it() -> None:
@@ -116,6 +116,13 @@ def test_the_agent_reads_what_a_namespace_holds_before_deleting_it() -> None:
         (("manager.policy.allowDevFlags=true",), "--allow-dev-flags"),
         (("manager.policy.stackOwnerNamespaces={platform,ml}",),
          "--stack-owner-namespaces=platform,ml"),
+        (("manager.policy.deniedNamespaces={legacy,payments}",),
+         "--denied-namespaces=legacy,payments"),
+        (("manager.policy.podServiceAccounts={model-runner}",),
+         "--pod-service-accounts=model-runner"),
+        (("manager.policy.priorityClasses={batch-low}",), "--priority-classes=batch-low"),
+        (("manager.policy.sharedCredentialNamespaces={shared-models}",),
+         "--shared-credential-namespaces=shared-models"),
         (("image.tag=v9.9.9",), "quay.io/opendatahub/model-serving-addon:v9.9.9"),
     ],
 )
@@ -357,3 +364,23 @@ def test_the_manager_and_agent_pods_pass_pod_security_restricted() -> None:
     assert len(pods) == 2, sorted(pods)
     assert {name: pod_security.violations(pod) for name, pod in pods.items()} == {
         name: [] for name in pods}
+
+
+def test_the_admins_pod_and_credential_rules_reach_the_managers_policy() -> None:
+    """The chart's manager.policy lists become the manager's Policy, parsed by the manager."""
+    from addon_manager import main
+
+    objs = render("manager.policy.deniedNamespaces={legacy}",
+                  "manager.policy.podServiceAccounts={model-runner}",
+                  "manager.policy.priorityClasses={batch-low}",
+                  "manager.policy.sharedCredentialNamespaces={shared-models,lab}")
+    dep = next(o for o in objs if o["kind"] == "Deployment"
+               and o["spec"]["template"]["spec"]["containers"][0]["args"][0] == "manager")
+    argv = dep["spec"]["template"]["spec"]["containers"][0]["args"]
+    admin = main.policy_from_args(main.parse_args([*argv[1:], "--namespace=release-ns"]))
+    assert admin.namespaces.denied == frozenset({"legacy"})
+    assert admin.pods.service_accounts == frozenset({"model-runner"})
+    assert admin.pods.priority_classes == frozenset({"batch-low"})
+    assert admin.shared_credential_namespaces == frozenset({"shared-models", "lab"})
+    with pytest.raises(AssertionError):  # not a namespace name: helm's schema check refuses it
+        render("manager.policy.sharedCredentialNamespaces={Shared_Models}")
