@@ -136,6 +136,7 @@ class ClusterReason(StrEnum):
     SECRET_READ_FAILED = "SecretReadFailed"
     FOREIGN_WORK = "ForeignWork"
     ADDON_NOT_ENABLED = "AddonNotEnabled"
+    SPOKE_OBJECT_OWNED = "SpokeObjectOwned"
     APPLY_FAILED = "ApplyFailed"
     NOT_APPLIED = "NotApplied"
     NAMESPACE_NOT_ALLOWED = "NamespaceNotAllowed"
@@ -985,6 +986,25 @@ CLUSTER_PROBLEMS = Group(
                 "(after retries)."
             ),
             todo="look at the hub API server; the manager tries again on its next reconcile.",
+        ),
+        Entry(
+            (CR.SPOKE_OBJECT_OWNED,),
+            seen=(
+                "MultiClusterInferenceService or MultiClusterServingRuntime, phase `Conflict`, "
+                "message `cluster CLUSTER: KIND NS/NAME exists there and field F is owned by "
+                "MANAGER ...`."
+            ),
+            means=(
+                "An object of the intent's name already exists in the spoke namespace and "
+                "someone other than the add-on (a user's `kubectl apply`, another controller: "
+                "the field manager named) owns fields the intent would change. The add-on "
+                "never takes such an object over; nothing of it was changed."
+            ),
+            todo=(
+                "if the object is yours and should be the add-on's, delete it on the cluster "
+                "(OCM's work agent creates the intent's at its next resync, within 4 minutes); "
+                "otherwise rename the intent or target another namespace."
+            ),
         ),
         Entry(
             (CR.ADDON_NOT_ENABLED,),

@@ -149,6 +149,12 @@ _NO_KIND = re.compile(
     r"doesn't have a resource type|no matches for kind|could not find the requested resource",
     re.IGNORECASE)
 """How the spoke says it serves no such kind at all."""
+_SSA_CONFLICT = re.compile(
+    r'conflicts? with "(?P<manager>[^"]+)"(?: with subresource "[^"]*")?(?: using [^:\s]+)?:'
+    r'\s*(?:- )?(?P<field>\S+)'
+)
+"""The spoke API server's refusal of a server-side apply without force: another field
+manager owns a field the work would change (``Apply failed with N conflict(s): ...``)."""
 _ESTABLISHING = re.compile(
     r"failed calling webhook .*(connection refused|no endpoints available|i/o timeout"
     r"|context deadline exceeded|service \S+ not found)"
@@ -199,6 +205,13 @@ def manifest_failure(
             return ClusterReason.ROUTE_NOT_CREATED, (
                 f"cluster {cluster}: {what} was not created, the model is not reachable from "
                 f"outside the cluster (it serves inside it): {error}")
+        owned = _SSA_CONFLICT.search(error)
+        if owned is not None:
+            return ClusterReason.SPOKE_OBJECT_OWNED, (
+                f"cluster {cluster}: {what} exists there and {owned['field']} is owned by "
+                f"{owned['manager']!r}, not by the add-on: not overwritten (delete it on the "
+                f"cluster, or rename the intent): {error}"
+            )
         if _ESTABLISHING.search(error):
             return WAITING_FOR_SPOKE, (
                 f"cluster {cluster}: {what} not applied yet, the cluster is still setting up "

@@ -212,8 +212,17 @@ def _jsonpaths(pairs: list[tuple[str, str]]) -> list[dict[str, Any]]:
 
 
 def _ssa_config(
-    group: str, resource: str, name: str, namespace: str, feedback: list[tuple[str, str]]
+    group: str, resource: str, name: str, namespace: str, feedback: list[tuple[str, str]],
+    *, force: bool = True,
 ) -> dict[str, Any]:
+    """A manifest's feedback rules and server-side-apply strategy.
+
+    ``force`` False for the objects tenants' intents write into serving namespaces (their
+    InferenceServices, ServingRuntimes and Routes): a field someone else owns there (a user's
+    ``kubectl apply``, another controller) is never taken over; the work agent reports the
+    conflict and the hub shows ``Conflict`` naming that field manager. The add-on's own kinds
+    (ServingPlatform, SealedStorageConnection) are only ever written by its works.
+    """
     ident = {"group": group, "resource": resource, "name": name}
     if namespace:
         ident["namespace"] = namespace
@@ -222,7 +231,7 @@ def _ssa_config(
         "feedbackRules": _jsonpaths(feedback),
         "updateStrategy": {
             "type": "ServerSideApply",
-            "serverSideApply": {"fieldManager": SPOKE_FIELD_MANAGER, "force": True},
+            "serverSideApply": {"fieldManager": SPOKE_FIELD_MANAGER, "force": force},
         },
     }
 
@@ -483,7 +492,8 @@ def render_serving_runtime(
         "spec": spec["template"],
     }
     config = _ssa_config(
-        "serving.kserve.io", "servingruntimes", name, target, SERVING_RUNTIME_FEEDBACK
+        "serving.kserve.io", "servingruntimes", name, target, SERVING_RUNTIME_FEEDBACK,
+        force=False,
     )
     return _work(
         c.KIND_SERVING_RUNTIME, ns, name, cluster, [runtime], [config], field="spec.template",
@@ -515,14 +525,16 @@ def render_inference_service(
         "spec": spec["template"],
     }
     config = _ssa_config(
-        "serving.kserve.io", "inferenceservices", name, target, INFERENCE_SERVICE_FEEDBACK
+        "serving.kserve.io", "inferenceservices", name, target, INFERENCE_SERVICE_FEEDBACK,
+        force=False,
     )
     manifests, configs = [isvc], [config]
     exposure = spec.get("exposure")
     if exposure is not None and exposure.get("type", "Route") == "Route":
         manifests.append(route_for(name, target, owner_labels(c.KIND_INFERENCE_SERVICE, ns, name),
                                    exposure))
-        configs.append(_ssa_config("route.openshift.io", "routes", name, target, ROUTE_FEEDBACK))
+        configs.append(_ssa_config("route.openshift.io", "routes", name, target, ROUTE_FEEDBACK,
+                                   force=False))
     return _work(
         c.KIND_INFERENCE_SERVICE, ns, name, cluster, manifests, configs, field="spec.template",
         shared=_shared(memo, key),

@@ -246,6 +246,11 @@ def _reported_status(
         return ClusterStatus(
             cluster=cl, phase=Phase.APPLYING, reason=WAITING_FOR_SPOKE, message=work.message
         ), "progressing"
+    if work.applied == "False" and work.reason == Reason.SPOKE_OBJECT_OWNED:
+        return ClusterStatus(
+            cluster=cl, phase=Phase.CONFLICT, reason=Reason.SPOKE_OBJECT_OWNED,
+            message=work.message,
+        ), "failed"
     if work.applied == "False":
         return ClusterStatus(
             cluster=cl, phase=Phase.FAILED, reason=work.reason or Reason.NOT_APPLIED,

@@ -376,3 +376,37 @@ def test_a_tenants_pod_that_would_escape_is_refused_naming_the_field(
         eventually(refused, timeout=60)
         assert works(hub, a, name, kind) == {}
         assert not exists(spoke, spoke_kind, name, "-n", a)
+
+
+def test_an_object_a_user_made_on_the_spoke_is_never_taken_over(
+    testbed: Testbed, tenants: Tenants, runtime_a: dict[str, Any]
+) -> None:
+    """Someone on the cluster made InferenceService ``theirs`` in tenant A's namespace with
+    ``kubectl apply``; A's intent of the same name would change its storage URI. Tenant
+    objects are applied without force (issue 29, item 5): the hub says Conflict naming the
+    field and its manager, the object keeps the user's spec, and the intent's removal leaves
+    it."""
+    hub, spoke = testbed.hub, testbed.spokes[0]
+    a = tenants.a
+    users = {"apiVersion": "serving.kserve.io/v1beta1", "kind": "InferenceService",
+             "metadata": {"name": "theirs", "namespace": a},
+             "spec": {"predictor": {"model": {"modelFormat": {"name": "sklearn"},
+                                              "storageUri": "s3://theirs/model"}}}}
+    spoke.kubectl("apply", "-f", "-", input=json.dumps(users))
+    tenants.apply_as(hub, a, intent("MultiClusterInferenceService", "theirs", a, "p",
+                                    targetNamespace=a, template=ISVC))
+
+    def conflict() -> bool:
+        found = _entry(hub, "mcisvc", a, "theirs", spoke.name)
+        assert (found.get("phase"), found.get("reason")) == ("Conflict", "SpokeObjectOwned"), found
+        assert ".spec.predictor.model.storageUri" in found["message"], found
+        assert "kubectl" in found["message"], found
+        return True
+
+    eventually(conflict, timeout=90)
+    kept = get_json(spoke, "inferenceservice", "theirs", "-n", a)
+    assert kept["spec"]["predictor"]["model"]["storageUri"] == "s3://theirs/model"
+    hub.kubectl("delete", "mcisvc", "theirs", "-n", a)
+    # The intent's removal leaves the user's object: the work never owned it.
+    eventually(lambda: works(hub, a, "theirs", "MultiClusterInferenceService") == {}, timeout=60)
+    assert get_json(spoke, "inferenceservice", "theirs", "-n", a)["spec"] == kept["spec"]

@@ -102,6 +102,8 @@ def test_inference_service_work() -> None:
     config = work.body["spec"]["manifestConfigs"][0]
     assert config["updateStrategy"]["type"] == "ServerSideApply"
     assert config["updateStrategy"]["serverSideApply"]["fieldManager"].startswith("work-agent")
+    # Never forced: a field someone else owns on the spoke is not taken over (issue 29, item 5).
+    assert config["updateStrategy"]["serverSideApply"]["force"] is False
     paths = {p["name"]: p["path"] for p in config["feedbackRules"][0]["jsonPaths"]}
     assert paths["ready"] == '.status.conditions[?(@.type=="Ready")].status'
     assert paths["url"] == ".status.url"
@@ -525,6 +527,7 @@ def test_an_exposed_model_carries_a_route_to_its_predictor_with_feedback() -> No
     config = work.body["spec"]["manifestConfigs"][1]
     assert config["resourceIdentifier"] == {"group": "route.openshift.io", "resource": "routes",
                                             "name": "iris", "namespace": "models"}
+    assert config["updateStrategy"]["serverSideApply"]["force"] is False
     paths = {p["name"]: p["path"] for p in config["feedbackRules"][0]["jsonPaths"]}
     assert paths["routeHost"] == ".status.ingress[0].host"
     plain = render.render_inference_service(isvc(exposure={"tls": "None"}), "c1", {})

@@ -478,6 +478,23 @@ def test_a_forbidden_apply_names_cluster_identity_verb_and_kind() -> None:
     assert (entry.phase, entry.reason, category) == ("Failed", "ApplyForbidden", "failed")
 
 
+def test_an_object_someone_else_owns_on_the_spoke_is_a_conflict_naming_the_owner() -> None:
+    """Issue 29, item 5: tenant objects are applied without force; the spoke's refusal of a
+    field a user's kubectl owns shows as Conflict naming that field manager and field."""
+    error = (
+        'Failed to apply manifest: Apply failed with 1 conflict: conflict with '
+        '"kubectl-client-side-apply" using serving.kserve.io/v1beta1: '
+        '.spec.predictor.minReplicas'
+    )
+    got = parse_work(_failed_work(error))
+    assert got is not None and got.reason == "SpokeObjectOwned"
+    assert ".spec.predictor.minReplicas is owned by 'kubectl-client-side-apply'" in got.message
+    entry, category = st._reported_status(
+        c.KIND_INFERENCE_SERVICE, st.ClusterInput(cluster="cluster1", work=got), removed=False
+    )
+    assert (entry.phase, entry.reason, category) == ("Conflict", "SpokeObjectOwned", "failed")
+
+
 def test_another_refusal_carries_the_spoke_message_naming_the_field() -> None:
     error = 'Failed to apply manifest: .spec.metadata: field not declared in schema'
     got = parse_work(_failed_work(error))
