@@ -276,7 +276,7 @@ def leftovers(cluster: Any, extra_selector: str = "") -> list[str]:
         out = get(cluster, kinds, "-A", "-l", selector)
         for item in (out or {}).get("items", []):
             meta = item["metadata"]
-            if meta.get("namespace") == c.AGENT_NAMESPACE:
+            if meta.get("namespace") in (c.AGENT_NAMESPACE, c.AGENT_STATE_NAMESPACE):
                 continue
             found.append(f"{item['kind']} {meta.get('namespace', '')}/{meta['name']}")
     return found
