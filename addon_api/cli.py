@@ -16,6 +16,8 @@ from collections.abc import Sequence
 ROLES = {
     "manager": ("addon_manager.main", "run the hub manager (kopf) against the hub cluster"),
     "agent": ("addon_agent.main", "run the spoke agent (kopf) on a managed cluster"),
+    "agent-release": ("addon_agent.release", "remove the agent's credentials entries and "
+                      "finalizers from a managed cluster (the add-on's pre-delete hook)"),
 }
 
 

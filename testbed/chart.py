@@ -36,15 +36,24 @@ def render(*sets: str, namespace: str = "model-serving-system") -> list[dict[str
     return [d for d in yaml.safe_load_all(helm(*args).stdout) if d]
 
 
+PRE_DELETE_HOOK = "addon.open-cluster-management.io/addon-pre-delete"
+"""OCM's annotation of a hook manifest: applied only when the add-on is being disabled."""
+
+
 def agent_manifests(install_namespace: str, *sets: str) -> list[dict[str, Any]]:
     """The AddOnTemplate's agent manifests as OCM deploys them into ``install_namespace``.
+
+    Not the pre-delete hook (:data:`PRE_DELETE_HOOK`): OCM applies it only when the add-on is
+    disabled.
 
     OCM's template add-on rewrites the namespace of namespaced manifests, the Namespace
     object and ServiceAccount subjects of bindings to the install namespace; the same
     rewrite happens here.
     """
     template = next(o for o in render(*sets) if o["kind"] == "AddOnTemplate")
-    manifests: list[dict[str, Any]] = template["spec"]["agentSpec"]["workload"]["manifests"]
+    manifests: list[dict[str, Any]] = [
+        m for m in template["spec"]["agentSpec"]["workload"]["manifests"]
+        if PRE_DELETE_HOOK not in ((m.get("metadata") or {}).get("annotations") or {})]
     for m in manifests:
         meta = m["metadata"]
         if m["kind"] == "Namespace":

@@ -196,3 +196,34 @@ def test_deleting_connection_removes_only_its_entry(spoke: Any, agent: AgentProc
     assert entries(spoke, TEAM_B) == {"theirs": {"type": "gcs", "bucket": "theirs"}}
     for name in ("bad", "copy", "clash"):
         spoke.kubectl("delete", "sealedstorageconnection", "-n", CONN_NS, name, "--timeout=60s")
+
+
+def test_the_release_hook_removes_entries_and_finalizers_with_the_agents_identity(
+    spoke: Any, agent: AgentProcess
+) -> None:
+    """What OCM's pre-delete hook Job runs when the add-on is disabled (issue 29, item 11),
+    here as a process with the agent's ServiceAccount kubeconfig, the agent stopped: the
+    connection's plaintext entry goes (another writer's stays), its finalizer goes, so the
+    object can be deleted without an agent."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    spoke.apply_objects([connection(spoke, "rel", "released", [TEAM_A])])
+    wait_status(spoke, "rel", "Delivered")
+    assert "released" in entries(spoke, TEAM_A)
+    agent.stop()
+    try:
+        done = subprocess.run(
+            [str(Path(sys.executable).parent / "model-serving-addon"), "agent-release",
+             f"--kubeconfig={agent.kubeconfig}"],
+            capture_output=True, text=True, timeout=120, check=False)
+        assert done.returncode == 0, done.stderr
+        assert f"{CONN_NS}/rel" in done.stdout, done.stdout
+        assert "released" not in entries(spoke, TEAM_A)
+        assert entries(spoke, TEAM_B) == {"theirs": {"type": "gcs", "bucket": "theirs"}}
+        sealed = get(spoke, "sealedstorageconnection", "-n", CONN_NS, "rel")
+        assert f"{c.GROUP}/agent" not in (sealed["metadata"].get("finalizers") or [])
+        spoke.kubectl("delete", "sealedstorageconnection", "-n", CONN_NS, "rel", "--timeout=30s")
+    finally:
+        agent.start()

@@ -42,7 +42,7 @@ def test_default_render() -> None:
     agent_kinds = _kinds(_agent_manifests(objs))
     assert agent_kinds == ["ClusterRole", "ClusterRole", "ClusterRoleBinding",
                            "ClusterRoleBinding", "CustomResourceDefinition",
-                           "CustomResourceDefinition", "Deployment", "Namespace",
+                           "CustomResourceDefinition", "Deployment", "Job", "Namespace",
                            "ServiceAccount"]
     manager = next(o for o in objs if o["kind"] == "Deployment")
     pod = manager["spec"]["template"]["spec"]
@@ -92,6 +92,23 @@ def test_agent_deployment_uses_template_variables() -> None:
     assert f"--state-namespace={c.AGENT_STATE_NAMESPACE}" in container["args"]
     namespaces = [m for m in _agent_manifests(render()) if m["kind"] == "Namespace"]
     assert [m["metadata"]["name"] for m in namespaces] == [c.AGENT_NAMESPACE]
+
+
+def test_disabling_the_addon_first_runs_the_release_hook_with_the_agents_identity() -> None:
+    """Issue 29, item 11: OCM's pre-delete hook, a Job of the agent's ServiceAccount running
+    agent-release, so entries and finalizers go while the agent still has its rights."""
+    from testbed.chart import PRE_DELETE_HOOK, agent_manifests
+
+    manifests = _agent_manifests(render())
+    job = next(m for m in manifests if m["kind"] == "Job")
+    assert PRE_DELETE_HOOK in job["metadata"]["annotations"]
+    pod = job["spec"]["template"]["spec"]
+    assert pod["serviceAccountName"] == "model-serving-agent"
+    assert pod["containers"][0]["args"] == ["agent-release"]
+    assert pod["containers"][0]["image"] == "{{IMAGE}}"
+    assert pod["securityContext"]["runAsNonRoot"] is True
+    # Not part of what is deployed with the agent (OCM applies hooks only on disable).
+    assert "Job" not in {m["kind"] for m in agent_manifests(c.AGENT_NAMESPACE)}
 
 
 def test_the_agent_reads_what_a_namespace_holds_before_deleting_it() -> None:
