@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import os
 import sys
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -102,8 +103,9 @@ def release(kube: Kube) -> Released:
 def main(argv: Sequence[str]) -> int:
     """Run :func:`release` once and exit 0 (the pre-delete hook's Job)."""
     parser = argparse.ArgumentParser(prog="model-serving-addon agent-release")
-    parser.add_argument("--kubeconfig", default=None,
-                        help="kubeconfig of the managed cluster (default: in-cluster)")
+    parser.add_argument("--kubeconfig", default=os.environ.get("KUBECONFIG"),
+                        help="kubeconfig of the managed cluster (default: $KUBECONFIG, else "
+                        "in-cluster)")
     args = parser.parse_args(list(argv))
     logging.basicConfig(level=logging.INFO,
                         format="%(asctime)s %(levelname)s %(name)s %(message)s")
