@@ -484,37 +484,12 @@ def test_a_second_tenant_never_takes_over_a_spoke_object_of_the_same_name() -> N
                for w in hub.works.values())
 
 
-def test_two_tenants_credentials_never_share_a_storage_config_secret() -> None:
+def _two_tenants_connect(shared: frozenset[str] = frozenset()) -> FakeHub:
+    """Tenants A then B each connect storage ``x-<ns>`` into spoke namespace ``shared`` on
+    c1 (the agent's key published in between); the hub after both reconciles."""
     from addon_api import sealing
 
-    admin = policy.Policy(namespaces=tenancy.parse("*=*"))
-    hub = FakeHub(placements={("team-a", "p"): frozenset({"c1"}),
-                              ("team-b", "p"): frozenset({"c1"})})
-    platform_ready(hub, "c1")
-    key = sealing.public_key_of(sealing.generate_private_key())
-    sc = {"type": "uri", "uri": {"uri": "https://example.com/m"}, "targetNamespaces": ["shared"]}
-    rec = Reconciler(hub, hub, admin=admin)
-    for ns in ("team-a", "team-b"):
-        body = _body(c.KIND_STORAGE_CONNECTION, ns, **sc)
-        asyncio.run(rec.reconcile(c.KIND_STORAGE_CONNECTION, body))
-        ident = ("c1", naming.IDENTITY_WORK_NAME)
-        if ident in hub.works:
-            hub.works[ident] = replace(hub.works[ident], feedback=(
-                (c.IDENTITY_KEY_ID, sealing.key_id(key)), (c.IDENTITY_PUBLIC_KEY, key)))
-        asyncio.run(rec.reconcile(c.KIND_STORAGE_CONNECTION, body))
-    entry = next(e for e in hub.statuses["x"]["clusters"] if e["cluster"] == "c1")
-    assert entry["reason"] == "Conflict", entry
-    assert "storage-config Secret of spoke namespace 'shared'" in entry["message"]
-    sealed = [w for w in hub.works.values() if w.kind == c.KIND_STORAGE_CONNECTION]
-    assert [w.intent_namespace for w in sealed] == ["team-a"]
-
-
-def test_the_admin_may_let_tenants_share_a_namespaces_credentials_secret() -> None:
-    """``--shared-credential-namespaces``: both tenants' connections reach the namespace."""
-    from addon_api import sealing
-
-    admin = policy.Policy(namespaces=tenancy.parse("*=*"),
-                          shared_credential_namespaces=frozenset({"shared"}))
+    admin = policy.Policy(namespaces=tenancy.parse("*=*"), shared_credential_namespaces=shared)
     hub = FakeHub(placements={("team-a", "p"): frozenset({"c1"}),
                               ("team-b", "p"): frozenset({"c1"})})
     platform_ready(hub, "c1")
@@ -530,6 +505,21 @@ def test_the_admin_may_let_tenants_share_a_namespaces_credentials_secret() -> No
             hub.works[ident] = replace(hub.works[ident], feedback=(
                 (c.IDENTITY_KEY_ID, sealing.key_id(key)), (c.IDENTITY_PUBLIC_KEY, key)))
         asyncio.run(rec.reconcile(c.KIND_STORAGE_CONNECTION, body))
+    return hub
+
+
+def test_two_tenants_credentials_never_share_a_storage_config_secret() -> None:
+    hub = _two_tenants_connect()
+    entry = next(e for e in hub.statuses["x-team-b"]["clusters"] if e["cluster"] == "c1")
+    assert entry["reason"] == "Conflict", entry
+    assert "storage-config Secret of spoke namespace 'shared'" in entry["message"]
+    sealed = [w for w in hub.works.values() if w.kind == c.KIND_STORAGE_CONNECTION]
+    assert [w.intent_namespace for w in sealed] == ["team-a"]
+
+
+def test_the_admin_may_let_tenants_share_a_namespaces_credentials_secret() -> None:
+    """``--shared-credential-namespaces``: both tenants' connections reach the namespace."""
+    hub = _two_tenants_connect(frozenset({"shared"}))
     sealed = [w for w in hub.works.values() if w.kind == c.KIND_STORAGE_CONNECTION]
     assert sorted(w.intent_namespace for w in sealed) == ["team-a", "team-b"]
     entry = next(e for e in hub.statuses["x-team-b"]["clusters"] if e["cluster"] == "c1")
