@@ -63,6 +63,9 @@ simulated readiness, no server behind it; of a runner's image but not runnable h
 ready, with the reason in its status)."""
 
 ISVC_API = ("serving.kserve.io", "v1beta1", "inferenceservices")
+FIELD_MANAGER = "testbed-dataplane"
+"""The field manager of every write the testbed makes to a pod (its managedFields show whose
+status a pod has: this one's, never kwok's, for the pods the testbed runs)."""
 
 
 def _now() -> str:
@@ -487,7 +490,8 @@ class SpokeDataPlane:
         body = {"metadata": {"uid": uid}, "status": status}
         try:
             client.CoreV1Api(self._api).patch_namespaced_pod_status(
-                name, namespace, body, _content_type="application/merge-patch+json")
+                name, namespace, body, field_manager=FIELD_MANAGER,
+                _content_type="application/merge-patch+json")
         except ApiException as err:
             # Gone, or a new pod of the same name (the uid is a precondition): not ours.
             if err.status not in (404, 409):
@@ -502,7 +506,7 @@ class SpokeDataPlane:
         body = {"metadata": {"uid": meta["uid"], "labels": {SIMULATED_LABEL: value}}}
         try:
             client.CoreV1Api(self._api).patch_namespaced_pod(
-                meta["name"], meta.get("namespace"), body,
+                meta["name"], meta.get("namespace"), body, field_manager=FIELD_MANAGER,
                 _content_type="application/merge-patch+json")
         except ApiException as err:
             if err.status not in (404, 409):

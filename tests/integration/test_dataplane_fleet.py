@@ -29,7 +29,7 @@ import pytest
 import yaml
 
 from testbed import demo
-from testbed.dataplane.kubelet import SERVED, ServedPod
+from testbed.dataplane.kubelet import FIELD_MANAGER, SERVED, ServedPod
 from testbed.dataplane.podspec import SIMULATED_LABEL, Environments
 from testbed.fleet import Testbed
 from testbed.support.dataplane import IRIS, IRIS_CLASSES, post_via_ingress, v2_iris
@@ -171,7 +171,11 @@ class TestServedOnTheFleet:
                 obj = spoke_pod(bed, cluster, pod.name)
                 assert obj["metadata"]["labels"][SIMULATED_LABEL] == SERVED
                 status = obj["status"]
-                # Written by the testbed from the processes, not by kwok.
+                # Written by the testbed from the processes, never by kwok: the status's only
+                # writers are the scheduler (PodScheduled) and the testbed.
+                writers = {m["manager"] for m in obj["metadata"]["managedFields"]
+                           if m.get("subresource") == "status"}
+                assert writers <= {FIELD_MANAGER, "kube-scheduler"}, writers
                 assert status["podIP"] == "127.0.0.1", status
                 (init,) = status["initContainerStatuses"]
                 assert init["state"]["terminated"]["exitCode"] == 0, init
