@@ -728,14 +728,25 @@ class Testbed:
         watch = [self.hub.processes["kube-controller-manager"], self.hub.processes["registration"]]
         watch += [s.processes["registration-agent"] for s in self.spokes]
 
+        def registered() -> set[str]:
+            found: Any = custom.list_cluster_custom_object(
+                "cluster.open-cluster-management.io", "v1", "managedclusters")
+            return {m["metadata"]["name"] for m in found["items"]} & names
+
         def accepted() -> bool:
+            # Approve a cluster's CSR only once its ManagedCluster exists, as `clusteradm
+            # accept` does: the registration agent leaves its bootstrap phase as soon as the
+            # CSR is signed, cancelling the creation of the ManagedCluster if that had not
+            # happened yet, and its hub identity may not create one (seen: the cluster never
+            # registered, 120 s).
+            present = registered()
             csrs: Any = certs.list_certificate_signing_request(
                 label_selector="open-cluster-management.io/cluster-name"
             )
             for csr in csrs.items:
                 cluster = csr.metadata.labels.get("open-cluster-management.io/cluster-name")
                 conditions = (csr.status.conditions if csr.status else None) or []
-                if cluster in names and not any(c.type == "Approved" for c in conditions):
+                if cluster in present and not any(c.type == "Approved" for c in conditions):
                     csr.status = csr.status or client.V1CertificateSigningRequestStatus()
                     csr.status.conditions = [
                         *conditions,
