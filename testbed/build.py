@@ -162,6 +162,14 @@ TOOLS: tuple[Tool, ...] = (
         versions.VERSITYGW,
         {"versitygw": "github.com/versity/versitygw/cmd/versitygw"},
     ),
+    # The data plane's ingress (issue 30): Caddy's standard build, configured through its
+    # admin API.
+    Tool(
+        "caddy",
+        "github.com/caddyserver/caddy/v2",
+        versions.CADDY,
+        {"caddy": "github.com/caddyserver/caddy/v2/cmd/caddy"},
+    ),
     # The agent's pin (the image ships the same binary), not repeated here.
     Tool(
         "kustomize",

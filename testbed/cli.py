@@ -16,7 +16,8 @@ from testbed.build import BuildError
 from testbed.processes import ProcessFailed
 
 
-def _up(spokes: int, run_dir: Path | None, state_file: Path | None) -> int:
+def _up(spokes: int, run_dir: Path | None, state_file: Path | None,
+        dataplane: bool = False) -> int:
     from testbed.fleet import Testbed
 
     def _on_term(signum: int, frame: FrameType | None) -> None:
@@ -24,10 +25,12 @@ def _up(spokes: int, run_dir: Path | None, state_file: Path | None) -> int:
 
     signal.signal(signal.SIGTERM, _on_term)
     build.build_all()
-    bed = Testbed(spokes=spokes, run_dir=run_dir)
+    bed = Testbed(spokes=spokes, run_dir=run_dir, dataplane=dataplane)
     try:
         bed.start()
         print(bed.describe())
+        for name, ingress in bed.ingresses.items():
+            print(f"  {name:<10} ingress {ingress.url} (Host: the InferenceService's URL host)")
         if state_file is not None:
             state = {
                 "run_dir": str(bed.run_dir),
@@ -60,6 +63,9 @@ def main(argv: Sequence[str]) -> int:
     up.add_argument("--spokes", type=int, default=2)
     up.add_argument("--run-dir", type=Path, default=None)
     up.add_argument("--state-file", type=Path, default=None, help="write pids and paths as JSON")
+    up.add_argument("--dataplane", action="store_true",
+                    help="run predictor pods of known runtimes as real servers, with an S3 "
+                         "server and an ingress per spoke")
     demo = sub.add_parser("demo", help="the whole add-on flow on a local fleet, shown live")
     demo.add_argument("--exit", action="store_true", help="exit 0 once every model is Ready")
     args = parser.parse_args(list(argv))
@@ -73,7 +79,7 @@ def main(argv: Sequence[str]) -> int:
             from testbed import demo as demo_module
 
             return demo_module.run(exit_when_done=args.exit)
-        return _up(args.spokes, args.run_dir, args.state_file)
+        return _up(args.spokes, args.run_dir, args.state_file, args.dataplane)
     except BuildError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1

@@ -32,6 +32,10 @@ from addon_agent.config import DEV_EXTERNAL_WEBHOOK_CA_FILE, DEV_EXTERNAL_WEBHOO
 from testbed import identities, upstream
 from testbed.build import binary
 from testbed.cluster import Cluster, write_kubeconfig
+from testbed.dataplane import envs, kwok
+from testbed.dataplane.ingress import Ingress
+from testbed.dataplane.kubelet import SpokeDataPlane
+from testbed.dataplane.s3 import S3Server
 from testbed.pki import CertificateAuthority, KeyPair, service_account_key
 from testbed.processes import Process, ProcessFailed, free_port, wait_until
 
@@ -104,8 +108,18 @@ class Testbed:
         run_dir: Path | None = None,
         log: Any = print,
         status_sync_interval: str = "1s",
+        dataplane: bool = False,
     ) -> None:
         self.spoke_count = spokes
+        self.dataplane = dataplane
+        """Run predictor pods of known runtimes as real servers (issue 30), with an S3 server
+        and an ingress per spoke; off by default (kwok fakes every pod)."""
+        self.dataplanes: dict[str, SpokeDataPlane] = {}
+        """Spoke name -> the testbed's kubelet for the pods it runs there."""
+        self.ingresses: dict[str, Ingress] = {}
+        """Spoke name -> its ingress (Caddy on a loopback port, routing by Host)."""
+        self.s3: S3Server | None = None
+        """The data plane's S3 server, with the trained models in its ``models`` bucket."""
         self._own_run_dir = run_dir is None
         self.run_dir = run_dir or Path(tempfile.mkdtemp(prefix="testbed-"))
         self.log_dir = self.run_dir / "logs"
@@ -146,9 +160,13 @@ class Testbed:
     def stop(self, timeout: float = 10.0) -> None:
         """Stop every process the testbed started, all at once.
 
-        SIGTERM goes to all, newest first; then they are waited for together, and any still
-        running ``timeout`` seconds later gets SIGKILL.
+        The data plane's pods first (their processes, then the watches); then SIGTERM goes to
+        all, newest first; they are waited for together, and any still running ``timeout``
+        seconds later gets SIGKILL.
         """
+        for plane in self.dataplanes.values():
+            plane.stop()
+        self.dataplanes.clear()
         signalled = [proc for proc in reversed(self.processes) if proc.terminate()]
         deadline = time.monotonic() + timeout
         for proc in signalled:
@@ -195,6 +213,8 @@ class Testbed:
             self._start_work_agent(spoke)
         self._wait_clusters_available()
         self.bind_clusterset(WORKSPACE_NAMESPACE)
+        if self.dataplane:
+            self._start_dataplane()
         self.startup_seconds = time.monotonic() - t0
         self.log(f"[testbed] hub + {self.spoke_count} spokes ready in {self.startup_seconds:.1f}s")
 
@@ -204,9 +224,12 @@ class Testbed:
         return [self.hub, *self.spokes]
 
     def check_processes(self) -> None:
-        """Raise ProcessFailed if any testbed process has exited."""
+        """Raise ProcessFailed if any testbed process has exited (or the data plane failed)."""
         for proc in self.processes:
             proc.check()
+        for name, plane in self.dataplanes.items():
+            if plane.failed:
+                raise ProcessFailed(f"the data plane of {name} failed: {plane.failed}")
 
     # ------------------------------------------------------------------- etcd
     def _start_etcd(self) -> None:
@@ -373,6 +396,9 @@ class Testbed:
         )
 
     def _start_kwok(self, cluster: Cluster) -> None:
+        # With a data plane, kwok's pod stages leave the pods the testbed runs alone.
+        config = ([f"--config={kwok.write_config(cluster.directory / 'kwok.yaml')}"]
+                  if self.dataplane else [])
         cluster.processes["kwok"] = self._spawn(
             f"{cluster.name}-kwok",
             [
@@ -385,8 +411,36 @@ class Testbed:
                 f"--server-address=127.0.0.1:{free_port()}",
                 "--cidr=10.244.0.1/16",
                 "--node-ip=10.0.0.2",
+                *config,
             ],
         )
+
+    # ------------------------------------------------------------ data plane
+    def _start_dataplane(self) -> None:
+        """The S3 server with the models, then per spoke an ingress and the pods' kubelet.
+
+        Processes are started from this (the main) thread; the pods' processes from their
+        runners' threads, which live as long as the pods.
+        """
+        if not all(env.is_built() for env in envs.ENVS) or not (
+                envs.models_dir() / ".complete").exists():
+            raise ProcessFailed("the data plane's model servers are not built: run "
+                                "`python -m testbed build dataplane` (or `make binaries`)")
+        self.s3 = S3Server(self.run_dir / "s3", self.log_dir, name="s3").start()
+        assert self.s3.process is not None
+        self.processes.append(self.s3.process)
+        self.s3.seed_models()
+        for spoke in self.spokes:
+            ingress = Ingress(spoke.name, spoke.directory / "ingress", self.log_dir).start()
+            self.processes.append(ingress.process)
+            spoke.processes["ingress"] = ingress.process
+            self.ingresses[spoke.name] = ingress
+            self.dataplanes[spoke.name] = SpokeDataPlane(
+                spoke, spoke.directory / "pods", self.log_dir / f"{spoke.name}-pods",
+                envs.environments(), ingress, log=self.log,
+            ).start()
+        self.log(f"[testbed] data plane: S3 at {self.s3.endpoint}; ingress "
+                 + ", ".join(f"{n} {i.url}" for n, i in self.ingresses.items()))
 
     # ------------------------------------------------------------------- OCM
     def _prepare_hub(self) -> None:
@@ -674,14 +728,25 @@ class Testbed:
         watch = [self.hub.processes["kube-controller-manager"], self.hub.processes["registration"]]
         watch += [s.processes["registration-agent"] for s in self.spokes]
 
+        def registered() -> set[str]:
+            found: Any = custom.list_cluster_custom_object(
+                "cluster.open-cluster-management.io", "v1", "managedclusters")
+            return {m["metadata"]["name"] for m in found["items"]} & names
+
         def accepted() -> bool:
+            # Approve a cluster's CSR only once its ManagedCluster exists, as `clusteradm
+            # accept` does: the registration agent leaves its bootstrap phase as soon as the
+            # CSR is signed, cancelling the creation of the ManagedCluster if that had not
+            # happened yet, and its hub identity may not create one (seen: the cluster never
+            # registered, 120 s).
+            present = registered()
             csrs: Any = certs.list_certificate_signing_request(
                 label_selector="open-cluster-management.io/cluster-name"
             )
             for csr in csrs.items:
                 cluster = csr.metadata.labels.get("open-cluster-management.io/cluster-name")
                 conditions = (csr.status.conditions if csr.status else None) or []
-                if cluster in names and not any(c.type == "Approved" for c in conditions):
+                if cluster in present and not any(c.type == "Approved" for c in conditions):
                     csr.status = csr.status or client.V1CertificateSigningRequestStatus()
                     csr.status.conditions = [
                         *conditions,

@@ -55,6 +55,10 @@ VERSITYGW = "v1.8.0"
 the storage initializer downloads. Apache-2.0; MinIO, the obvious other choice, is under the
 AGPL, which this project does not take in."""
 
+CADDY = "v2.11.9"
+"""github.com/caddyserver/caddy/v2: the ingress of each spoke of a fleet with a data plane
+(routes by Host to the predictor pods' processes, changed through its admin API). Apache-2.0."""
+
 PROMETHEUS_OPERATOR = "v0.85.0"
 """github.com/prometheus-operator/prometheus-operator: ServiceMonitor/PodMonitor CRDs."""
 

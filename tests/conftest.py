@@ -248,10 +248,11 @@ def pytest_itemcollected(item: pytest.Item) -> None:
 
 LONGEST_GROUPS = (
     "test_rollout", "test_e2e", "testbed-spokes", "testbed-works", "testbed-stacks",
-    "testbed-hub", "reliability", "test_stack_upgrade",
+    "testbed-hub", "test_dataplane_fleet", "reliability", "test_stack_upgrade",
 )
 """The worker groups that take minutes, longest first (``make test ARGS=--junitxml=F`` on
-2026-12-01, two workers: 397, 295, 288, 279, 267, 228, 159 and 112 s of test time).
+2026-12-01, two workers: 397, 295, 288, 279, 267, 228, 159 and 112 s of test time;
+test_dataplane_fleet 132 s alone on 2026-12-02, about 165 s with its fleet's start).
 They run first, so that each parallel worker starts on one and the short files fill the gaps
 (``make test`` passes ``--no-loadscope-reorder``, which keeps this order)."""
 

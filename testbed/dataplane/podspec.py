@@ -281,6 +281,48 @@ def runner_for(image: str) -> Runner | None:
     return next((r for r in RUNNERS if repository in r.repositories), None)
 
 
+def _regex_literal(text: str) -> str:
+    """``text`` as a regular expression that Python's ``re`` and RE2 (Go) read alike."""
+    if not re.fullmatch(r"[a-z0-9._/-]+", text):
+        raise ValueError(f"image repository {text!r} has characters the pattern does not take")
+    return text.replace(".", "[.]")
+
+
+def served_image_pattern() -> str:
+    """A regular expression matching exactly the images some runner stands in for.
+
+    The same decision as :func:`runner_for` (registry, tag and digest as
+    :func:`image_repository` strips them), written so that Python's ``re`` and RE2 read it
+    alike: kwok's stage selectors (jq's ``test``, Go's regexp) exclude the pods it matches from
+    kwok's simulated readiness, and the testbed runs exactly those (:func:`runs_locally`).
+    """
+    alternatives = []
+    for repository in sorted({r for runner in RUNNERS for r in runner.repositories}):
+        literal = _regex_literal(repository)
+        # Docker Hub's official images may be written library/NAME.
+        alternatives.append(literal if "/" in repository else f"(?:library/)?{literal}")
+    registry = r"(?:[^/]*[.:][^/]*/|localhost/)?"
+    return f"^{registry}(?:{'|'.join(alternatives)})(?::[^/@]*)?(?:@.+)?$"
+
+
+def pod_images(pod: Obj) -> list[str]:
+    """The images of a pod's init containers and containers, in order."""
+    spec = pod.get("spec") or {}
+    return [str(c.get("image", "")) for c in
+            [*(spec.get("initContainers") or []), *(spec.get("containers") or [])]]
+
+
+def runs_locally(pod: Obj) -> bool:
+    """True when every container of ``pod`` has a runner: the testbed runs it, not kwok.
+
+    Decided by :func:`served_image_pattern`, the expression kwok's stages are given, so the
+    two never both (or neither) take a pod.
+    """
+    pattern = re.compile(served_image_pattern())
+    images = pod_images(pod)
+    return bool(images) and all(pattern.search(image) for image in images)
+
+
 # ----------------------------------------------------------------------- translation
 def translate(
     pod: Obj,

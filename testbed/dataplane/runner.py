@@ -60,6 +60,12 @@ class BackOff:
         return min(previous * 2, self.maximum)
 
 
+MESSAGE_LINES = 80
+MESSAGE_BYTES = 2048
+"""The kubelet's limits on a termination message taken from the log
+(``kubecontainer.MaxContainerTerminationMessageLogLines`` and ``...LogLength``)."""
+
+
 def _kill_group(pgid: int) -> None:
     """SIGKILL every process left in a container's process group.
 
@@ -154,17 +160,21 @@ class ContainerRun:
     def termination_message(self, exit_code: int) -> str:
         """The kubelet's ``FallbackToLogsOnError``: the log's tail when the exit failed.
 
-        Under the default policy (``File``) the message is what the container wrote to its
-        ``terminationMessagePath``, a file no process here can write: none.
+        As the kubelet reads it: the last :data:`MESSAGE_LINES` lines of this run's log, at
+        most :data:`MESSAGE_BYTES` bytes of them. Under the default policy (``File``) the
+        message is what the container wrote to its ``terminationMessagePath``, a file no
+        process here can write: none.
         """
         if exit_code == 0 or self.plan.termination_message_policy != "FallbackToLogsOnError":
             return ""
         try:
-            data = self.log_path.read_bytes()[-4096:]
+            data = self.log_path.read_bytes()
         except FileNotFoundError:
             return ""
-        lines = data.decode(errors="replace").splitlines()[-80:]
-        return "\n".join(line for line in lines if not line.startswith("--- start "))
+        run = data.rsplit(b"\n--- start ", 1)[-1] if b"\n--- start " in data else data
+        lines = [line for line in run.split(b"\n") if not line.startswith(b"--- start ")]
+        tail = b"\n".join(lines[-MESSAGE_LINES:]).strip(b"\n")[-MESSAGE_BYTES:]
+        return tail.decode(errors="replace")
 
     def reap(self, now: float, backoff: BackOff, policy: str, reason: str | None = None) -> bool:
         """Record an exit if the process has ended; True when it had.

@@ -47,6 +47,21 @@ def post_json(url: str, body: dict[str, Any], timeout: float = 30) -> dict[str, 
         return dict(json.loads(response.read()))
 
 
+def post_via_ingress(base: str, host: str, path: str, body: dict[str, Any],
+                     timeout: float = 30) -> tuple[dict[str, Any], str]:
+    """POST ``body`` as JSON to ``path`` through a spoke's ingress at ``base`` for ``host``.
+
+    Returns the decoded answer and the upstream (``127.0.0.1:PORT``) the ingress sent the
+    request to (HTTP errors raise).
+    """
+    from testbed.dataplane.ingress import UPSTREAM_HEADER
+
+    request = urllib.request.Request(f"{base}{path}", json.dumps(body).encode(),
+                                     {"Content-Type": "application/json", "Host": host})
+    with urllib.request.urlopen(request, timeout=timeout) as response:
+        return dict(json.loads(response.read())), str(response.headers.get(UPSTREAM_HEADER))
+
+
 def v2_iris() -> dict[str, Any]:
     """:data:`IRIS` as a V2 (Open Inference Protocol) request."""
     return {"inputs": [{"name": "input-0", "shape": [2, 4], "datatype": "FP32", "data": IRIS}]}

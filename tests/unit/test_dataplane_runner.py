@@ -250,3 +250,29 @@ def test_processes_a_container_started_die_with_it(tmp_path: Path, after: str) -
         runner.stop()  # SIGTERM, which the child ignores, then SIGKILL for what is left
     eventually(lambda: _gone(child), timeout=10, interval=0.05)
     runner.stop()
+
+
+def test_a_termination_message_is_this_runs_log_tail_within_the_kubelets_limits(
+        tmp_path: Path, stopper: Any) -> None:
+    """The kubelet's FallbackToLogsOnError: the last 80 lines, at most 2048 bytes, of the
+    run that ended (not of the runs before it)."""
+    noisy = container(tmp_path, "storage-initializer", termination_message_policy=(
+        "FallbackToLogsOnError"), argv=(sys.executable, "-c", (
+            "import sys\nfor i in range(300): print(f'line {i:03d} ' + 'x' * 40)\n"
+            "sys.stdout.flush(); print('AccessDenied: the last line', file=sys.stderr); "
+            "sys.exit(1)")))
+    plan = pod(tmp_path, (container(tmp_path, "kserve-container"),), init=(noisy,))
+    runner = PodRunner(plan, tmp_path / "logs", backoff=BackOff(initial=0.0), probe=Answers())
+    stopper(runner)
+    runner.step(0.0)
+    exited(runner, "storage-initializer")
+    runner.step(1.0)
+    first = runner.status()["initContainerStatuses"][0]["lastState"]["terminated"]["message"]
+    assert first.endswith("AccessDenied: the last line")
+    assert len(first.encode()) <= 2048 and len(first.splitlines()) <= 80
+    assert "line 299" in first and "line 200" not in first and "--- start" not in first
+    runner.step(2.0)  # the restart logs into the same file
+    exited(runner, "storage-initializer")
+    runner.step(3.0)
+    second = runner.status()["initContainerStatuses"][0]["lastState"]["terminated"]["message"]
+    assert second == first

@@ -1,0 +1,323 @@
+"""A model served for real on the fleet (issue 30): every Ready is a served prediction.
+
+The demo's fleet with a data plane (``Testbed(dataplane=True)``): kwok leaves the predictor pods
+of runtimes the testbed can run alone, and the testbed runs them as processes and writes their
+status as their kubelet; an S3 server (versitygw) holds the iris model the testbed trained; an
+ingress per spoke (Caddy) routes by the InferenceService's URL host to the ready pods.
+
+Through the add-on, as a hub admin does it: a Secret with the S3 credentials and a
+StorageConnection naming it, the examples' ModelServing and ServingRuntime, and the examples'
+InferenceService reading the model through that connection (cluster2: two replicas). The
+storage initializer (KServe's kserve-storage) downloads the model with the credentials the
+agent delivered, KServe's sklearn server loads it; the hub shows the model Ready on a cluster
+only after that cluster's server answered; V1 and V2 predictions through each cluster's ingress
+give the model's known answers, spread over cluster2's replicas; a killed server makes its
+cluster not Ready on the hub until the testbed, as kubelet, has restarted it.
+"""
+
+from __future__ import annotations
+
+import json
+import signal
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
+
+import pytest
+import yaml
+
+from testbed import demo
+from testbed.dataplane.kubelet import FIELD_MANAGER, SERVED, ServedPod
+from testbed.dataplane.podspec import SIMULATED_LABEL, Environments
+from testbed.fleet import Testbed
+from testbed.support.dataplane import IRIS, IRIS_CLASSES, post_via_ingress, v2_iris
+from testbed.support.waiting import eventually, on_fleet
+
+NS = demo.NAMESPACE
+NAME = "sklearn-iris"
+TARGET = "models"
+CONNECTION = "fleet-s3"
+REPLICAS = {"cluster1": 1, "cluster2": 2}
+"""The examples' InferenceService: one replica, two on cluster2 (its override)."""
+EXAMPLES = demo.REPO / "examples"
+
+Fleet = tuple[Testbed, Callable[[], None]]
+
+
+def connection_objects(bed: Testbed, name: str = CONNECTION,
+                       secret_key: str | None = None) -> list[dict[str, Any]]:
+    """The S3 credentials Secret and a StorageConnection naming it, for the fleet's S3
+    (``secret_key`` in place of the real secret)."""
+    assert bed.s3 is not None
+    docs = [d for d in yaml.safe_load_all((EXAMPLES / "storageconnection.yaml").read_text())]
+    secret = next(d for d in docs if d["kind"] == "Secret")
+    connection = next(d for d in docs if d["kind"] == "StorageConnection")
+    secret["metadata"] = {"name": f"{name}-credentials", "namespace": NS}
+    secret["stringData"] = {
+        "AWS_ACCESS_KEY_ID": bed.s3.access_key,
+        "AWS_SECRET_ACCESS_KEY": bed.s3.secret_key if secret_key is None else secret_key,
+    }
+    connection["metadata"] = {"name": name, "namespace": NS}
+    connection["spec"]["secretRef"]["name"] = secret["metadata"]["name"]
+    connection["spec"]["s3"]["endpoint"] = bed.s3.endpoint
+    return [secret, connection]
+
+
+def inference_service(name: str = NAME, connection: str = CONNECTION) -> dict[str, Any]:
+    """The examples' InferenceService as ``name``, reading its model through ``connection``."""
+    isvc: dict[str, Any] = yaml.safe_load((EXAMPLES / "inferenceservice.yaml").read_text())
+    isvc["metadata"] = {"name": name, "namespace": NS}
+    isvc["spec"]["storageConnections"] = [connection]
+    model = isvc["spec"]["template"]["predictor"]["model"]
+    # The model's place in the connection's bucket: KServe's storage spec (the initializer
+    # gets the storage-config entry, and s3://<bucket>/<path>).
+    model.pop("storageUri")
+    model["storage"] = {"key": connection, "path": "sklearn/iris"}
+    return isvc
+
+
+@pytest.fixture(scope="module")
+def fleet(built_binaries: Callable[[str], Path], dataplane: Environments) -> Iterator[Fleet]:
+    for name in ("caddy", "versitygw"):
+        built_binaries(name)
+    phases = demo.Phases()
+    with demo.fleet(phases, dataplane=True) as bed:
+        bed.bind_clusterset(NS)
+        for name in ("placement.yaml", "modelserving-kserve.yaml", "servingruntime.yaml"):
+            bed.hub.kubectl("apply", "-n", NS, "-f", str(EXAMPLES / name))
+        bed.hub.apply_objects([*connection_objects(bed), inference_service()])
+        phases.done("examples applied, with the fleet's S3 connection")
+        yield bed, demo.start_kserve_when_stack_ready(bed)
+        bed.cleanup()
+
+
+def hub_entries(bed: Testbed, name: str = NAME) -> dict[str, dict[str, Any]]:
+    out = json.loads(bed.hub.kubectl(
+        "get", "multiclusterinferenceservices", name, "-n", NS, "-o", "json").stdout)
+    return {e["cluster"]: e for e in (out.get("status") or {}).get("clusters") or []}
+
+
+def served(bed: Testbed, cluster: str) -> list[ServedPod]:
+    return sorted(bed.dataplanes[cluster].pods_of(TARGET, NAME), key=lambda p: p.name)
+
+
+def spoke_pod(bed: Testbed, cluster: str, name: str) -> dict[str, Any]:
+    spoke = next(s for s in bed.spokes if s.name == cluster)
+    return dict(json.loads(spoke.kubectl("get", "pod", name, "-n", TARGET, "-o",
+                                         "json").stdout))
+
+
+def host_of(bed: Testbed, cluster: str) -> str:
+    host = urlsplit(hub_entries(bed)[cluster]["url"]).hostname
+    assert host, hub_entries(bed)[cluster]
+    return host
+
+
+def routed(bed: Testbed, cluster: str, replicas: int) -> list[str]:
+    """The upstreams the cluster's ingress sends the model's host to, once it has them all.
+
+    The hub's Ready follows KServe's status; the testbed learns the URL host from the same
+    InferenceService status on its own watch, so the route may follow the hub by a moment.
+    """
+    host = host_of(bed, cluster)
+    return eventually(lambda: len(bed.ingresses[cluster].routes().get(host, ())) == replicas
+                      and list(bed.ingresses[cluster].routes()[host]), timeout=30, interval=0.2)
+
+
+class TestServedOnTheFleet:
+    """One fleet, the model on both clusters, steps in order."""
+
+    def test_1_the_hub_shows_ready_only_after_each_server_answered(self, fleet: Fleet) -> None:
+        bed, step = fleet
+        violations: list[str] = []
+        started = time.monotonic()
+
+        def ready_everywhere() -> bool:
+            entries = hub_entries(bed)
+            now = time.time()
+            for cluster in REPLICAS:
+                entry = entries.get(cluster) or {}
+                if entry.get("ready") is not True:
+                    continue
+                # The hub says Ready: the testbed must have written Ready, from a server's own
+                # readiness, before now. (KServe's Ready is its Deployment's availability; the
+                # Deployment starts at one replica and the HPA raises it to minReplicas.)
+                answered = [p for p in served(bed, cluster)
+                            if (p.first_ready() or now + 1) <= now]
+                if not answered:
+                    violations.append(f"{cluster} Ready on the hub with no answering server: "
+                                      f"{[(p.key, p.reports[-1:]) for p in served(bed, cluster)]}")
+            return all((entries.get(c) or {}).get("ready") is True for c in REPLICAS)
+
+        on_fleet(bed, step, ready_everywhere, timeout=600)
+        print(f"model Ready on the hub on both clusters {time.monotonic() - started:.1f}s after "
+              f"the examples were applied")
+
+        def every_replica_served() -> bool:
+            return all(len([p for p in served(bed, c) if p.ready]) == n
+                       for c, n in REPLICAS.items()) and ready_everywhere()
+
+        on_fleet(bed, step, every_replica_served, timeout=300)
+        print(f"every replica served and the hub Ready on both clusters after "
+              f"{time.monotonic() - started:.1f}s")
+        assert violations == []
+        for cluster, replicas in REPLICAS.items():
+            pods = served(bed, cluster)
+            assert len(pods) == replicas, [p.key for p in pods]
+            for pod in pods:
+                assert pod.runner is not None and pod.error is None
+                obj = spoke_pod(bed, cluster, pod.name)
+                assert obj["metadata"]["labels"][SIMULATED_LABEL] == SERVED
+                status = obj["status"]
+                # Written by the testbed from the processes, never by kwok: the status's only
+                # writers are the scheduler (PodScheduled) and the testbed.
+                writers = {m["manager"] for m in obj["metadata"]["managedFields"]
+                           if m.get("subresource") == "status"}
+                assert writers <= {FIELD_MANAGER, "kube-scheduler"}, writers
+                assert status["podIP"] == "127.0.0.1", status
+                (init,) = status["initContainerStatuses"]
+                assert init["state"]["terminated"]["exitCode"] == 0, init
+                (main,) = status["containerStatuses"]
+                assert main["ready"] is True and main["restartCount"] == 0, main
+                runs = [c.runner for c in pod.runner.plan.containers]
+                assert runs == ["kserve-sklearnserver"], runs
+            # Downloaded over S3 with the delivered credentials: the initializer's env is
+            # KServe's storage-config entry, and the model file is in the pod's volume.
+            plan = pods[0].runner.plan if pods[0].runner else None
+            assert plan is not None
+            assert "STORAGE_CONFIG" in plan.init_containers[0].env
+            assert (plan.volumes[0].path / "model.joblib").is_file() or any(
+                (v.path / "model.joblib").is_file() for v in plan.volumes)
+            assert not [k for k in bed.dataplanes[cluster].simulated if k.startswith(TARGET)]
+
+    @pytest.mark.needs("test_1_the_hub_shows_ready_only_after_each_server_answered")
+    def test_2_v1_and_v2_through_each_clusters_ingress(self, fleet: Fleet) -> None:
+        bed, _ = fleet
+        for cluster, replicas in REPLICAS.items():
+            routed(bed, cluster, replicas)
+            base, host = bed.ingresses[cluster].url, host_of(bed, cluster)
+            t0 = time.monotonic()
+            v1, _ = post_via_ingress(base, host, f"/v1/models/{NAME}:predict",
+                                     {"instances": IRIS})
+            v1_seconds = time.monotonic() - t0
+            assert v1 == {"predictions": IRIS_CLASSES}, (cluster, v1)
+            v2, _ = post_via_ingress(base, host, f"/v2/models/{NAME}/infer", v2_iris())
+            assert v2["model_name"] == NAME
+            assert [o["data"] for o in v2["outputs"]] == [IRIS_CLASSES], (cluster, v2)
+            print(f"{cluster}: http://{host} via {base}: V1 {v1['predictions']} "
+                  f"({v1_seconds * 1000:.0f} ms), V2 {v2['outputs'][0]['data']}")
+
+    @pytest.mark.needs("test_2_v1_and_v2_through_each_clusters_ingress")
+    def test_3_the_ingress_balances_across_replicas(self, fleet: Fleet) -> None:
+        bed, _ = fleet
+        cluster = "cluster2"
+        upstreams = routed(bed, cluster, REPLICAS[cluster])
+        assert sorted(upstreams) == sorted(p.upstream for p in served(bed, cluster))
+        base, host = bed.ingresses[cluster].url, host_of(bed, cluster)
+        seen = []
+        for _ in range(6):
+            answer, upstream = post_via_ingress(base, host, f"/v1/models/{NAME}:predict",
+                                                {"instances": IRIS})
+            assert answer == {"predictions": IRIS_CLASSES}
+            seen.append(upstream)
+        # Round robin: each replica answers every other request.
+        assert sorted(set(seen)) == sorted(upstreams), seen
+        assert seen[0::2] == [seen[0]] * 3 and seen[1::2] == [seen[1]] * 3, seen
+
+    @pytest.mark.needs("test_1_the_hub_shows_ready_only_after_each_server_answered")
+    def test_4_a_killed_server_is_not_ready_on_the_hub_until_restarted(
+            self, fleet: Fleet) -> None:
+        bed, step = fleet
+        cluster = "cluster1"
+        (pod,) = served(bed, cluster)
+        assert pod.runner is not None
+        killed = time.monotonic()
+        bed.dataplanes[cluster].kill(TARGET, pod.name, sig=signal.SIGKILL)
+        on_fleet(bed, step, lambda: hub_entries(bed)[cluster].get("ready") is False,
+                 timeout=120)
+        not_ready = time.monotonic() - killed
+        # The other cluster serves on.
+        assert hub_entries(bed)["cluster2"]["ready"] is True
+        on_fleet(bed, step, lambda: hub_entries(bed)[cluster].get("ready") is True,
+                 timeout=180)
+        ready_again = time.monotonic() - killed
+        print(f"{cluster}: not Ready on the hub {not_ready:.1f}s after the kill, Ready again "
+              f"after {ready_again:.1f}s (the kubelet's back-off is "
+              f"{bed.dataplanes[cluster].backoff.initial:g}s)")
+        (main,) = spoke_pod(bed, cluster, pod.name)["status"]["containerStatuses"]
+        assert main["restartCount"] == 1, main
+        terminated = main["lastState"]["terminated"]
+        assert terminated["exitCode"] == 137 and terminated["reason"] == "Error", terminated
+        # What the testbed wrote in between: the pod not Ready, with the exit status.
+        crashed = [s for _, s in pod.reports
+                   if s["containerStatuses"][0]["state"].get("waiting", {}).get("reason")
+                   == "CrashLoopBackOff"]
+        assert crashed and all(
+            {c["type"]: c["status"] for c in s["conditions"]}["Ready"] == "False"
+            for s in crashed)
+        routed(bed, cluster, 1)
+        answer, _ = post_via_ingress(bed.ingresses[cluster].url, host_of(bed, cluster),
+                                     f"/v1/models/{NAME}:predict", {"instances": IRIS})
+        assert answer == {"predictions": IRIS_CLASSES}
+
+
+    @pytest.mark.needs("test_3_the_ingress_balances_across_replicas")
+    def test_5_a_deleted_pod_stops_its_processes_and_its_replacement_serves(
+            self, fleet: Fleet) -> None:
+        bed, step = fleet
+        cluster = "cluster2"
+        old = served(bed, cluster)[0]
+        assert old.runner is not None
+        main = old.runner.container("kserve-container")
+        assert main.proc is not None and main.proc.poll() is None
+        spoke = next(s for s in bed.spokes if s.name == cluster)
+        spoke.kubectl("delete", "pod", old.name, "-n", TARGET, "--wait=false")
+        # Its processes end, it leaves the ingress, and the ReplicaSet's new pod is served.
+        eventually(lambda: main.proc is not None and main.proc.poll() is not None, timeout=60)
+        assert old.upstream not in bed.ingresses[cluster].routes().get(host_of(bed, cluster), ())
+        on_fleet(bed, step, lambda: len([p for p in served(bed, cluster) if p.ready]) == 2
+                 and old.name not in {p.name for p in served(bed, cluster)}, timeout=180)
+        upstreams = routed(bed, cluster, 2)
+        assert old.upstream not in upstreams
+        answer, upstream = post_via_ingress(bed.ingresses[cluster].url, host_of(bed, cluster),
+                                            f"/v1/models/{NAME}:predict", {"instances": IRIS})
+        assert answer == {"predictions": IRIS_CLASSES} and upstream in upstreams
+
+    def test_6_a_wrong_secret_fails_with_the_initializers_access_denied_on_the_hub(
+            self, fleet: Fleet) -> None:
+        """A second model through a connection whose secret is wrong: the S3 server refuses
+        the initializer, KServe reports the failed load with the initializer's termination
+        message (the testbed writes it as the kubelet does), and the hub shows it per
+        cluster; the first model is untouched."""
+        bed, step = fleet
+        denied, wrong = "sklearn-iris-denied", "fleet-s3-wrong"
+        isvc = inference_service(denied, wrong)
+        isvc["spec"].pop("overrides")
+        bed.hub.apply_objects([*connection_objects(bed, wrong, secret_key="not-the-secret"),
+                               isvc])
+        t0 = time.monotonic()
+        try:
+            def failed_everywhere() -> dict[str, dict[str, Any]] | None:
+                entries = hub_entries(bed, denied)
+                if all((entries.get(c) or {}).get("phase") == "Failed" for c in REPLICAS):
+                    return entries
+                return None
+
+            entries = on_fleet(bed, step, failed_everywhere, timeout=300)
+            print(f"{denied} Failed on both clusters after {time.monotonic() - t0:.1f}s: "
+                  f"{entries['cluster1'].get('message')!r}")
+            for cluster in REPLICAS:
+                entry = entries[cluster]
+                assert entry["ready"] is False and entry["reason"] == "ModelLoadFailed", entry
+                # The initializer's own words (kserve-storage asking for the bucket first).
+                assert "403" in entry["message"] and "HeadBucket" in entry["message"], entry
+                (pod,) = bed.dataplanes[cluster].pods_of(TARGET, denied)
+                assert pod.runner is not None
+                assert pod.runner.container("kserve-container").started_at is None
+            # Nothing else changed: the first model serves on.
+            assert all(hub_entries(bed)[c]["ready"] is True for c in REPLICAS)
+        finally:
+            bed.hub.kubectl("delete", "multiclusterinferenceservices", denied, "-n", NS,
+                            "--wait=false")
