@@ -25,6 +25,7 @@ FLEET = {
     "status": "the fleet as a table: intents x clusters, phase, ready, URL, revision, why not",
     "explain": "why an intent is (not) serving on one cluster, link by link",
     "clusters": "managed clusters: add-on health, platform and version, intents, stale",
+    "predict": "send a JSON input to a model on each cluster; the answers and their latency",
     "rollout": "a progressive rollout: status, history, pause, resume, undo, approve",
     "render": "the ManifestWorks the manager would write for an intent file (no hub needed)",
     "diff": "what an intent file would change in the hub's works, per cluster",

@@ -23,7 +23,7 @@ from kubernetes import config
 
 from addon_api import constants as c
 from addon_cli import explain as explaining
-from addon_cli import offline, views
+from addon_cli import offline, predict, views
 from addon_cli.hub import EXIT_NOT_READY, EXIT_USAGE, CliError, Hub
 
 
@@ -171,6 +171,37 @@ def cmd_explain(args: argparse.Namespace) -> int:
     else:
         _print(explaining.render(links, _colour(args)))
     return 0
+
+
+# predict --------------------------------------------------------------------------------------
+
+
+def cmd_predict(args: argparse.Namespace) -> int:
+    """Send one input to the model on each cluster (or those named); print the answers.
+
+    Exit 0 when every cluster answered with a 2xx, 1 otherwise.
+    """
+    hub, kind, namespace, name = _named(args, "predict")
+    if kind != c.KIND_INFERENCE_SERVICE:
+        raise CliError(EXIT_USAGE, "predict sends to models: give mcisvc/NAME")
+    try:
+        raw = sys.stdin.read() if args.filename == "-" else Path(args.filename).read_text()
+        body = json.loads(raw)
+    except (OSError, ValueError) as err:
+        raise CliError(EXIT_USAGE, f"cannot read the input {args.filename}: {err}") from err
+    if not isinstance(body, dict):
+        raise CliError(EXIT_USAGE, "the input must be a JSON object")
+    path = predict.path_of(predict.protocol_of(body, args.protocol), name)
+    sent = predict.targets(hub.intent(kind, namespace, name), path, args.cluster or [],
+                           predict.parse_via(args.via or []))
+    answers = [predict.send(t, body, args.timeout) for t in sent]
+    if args.output in ("json", "yaml"):
+        _print(_document({"items": [{**a.__dict__, "url": t.url, "host": t.host}
+                                    for a, t in zip(answers, sent, strict=True)]},
+                         args.output))
+    else:
+        _print(predict.table(answers))
+    return 0 if all(a.ok for a in answers) else EXIT_NOT_READY
 
 
 # rollout --------------------------------------------------------------------------------------
@@ -332,6 +363,24 @@ def parser(prog: str = "model-serving-addon") -> argparse.ArgumentParser:
     ex.add_argument("target", help="KIND/NAME")
     ex.add_argument("--cluster", required=True)
     ex.set_defaults(run=cmd_explain)
+
+    pr = sub.add_parser("predict", help="send a JSON input to a model on each cluster, print "
+                        "the answers and latency (exit 1 unless every cluster answered)")
+    _common(pr)
+    pr.add_argument("target", help="mcisvc/NAME")
+    pr.add_argument("-f", "--filename", required=True,
+                    help="the JSON input (V1 instances or V2 inputs; - for stdin)")
+    pr.add_argument("--cluster", action="append",
+                    help="send only to this cluster (repeatable; default: every cluster with "
+                    "a URL on the hub)")
+    pr.add_argument("--via", action="append", metavar="CLUSTER=BASE",
+                    help="send CLUSTER's request to BASE (an ingress) with the model's host "
+                    "in the Host header (repeatable)")
+    pr.add_argument("--protocol", choices=("v1", "v2"),
+                    help="the inference protocol (default: from the input's shape)")
+    pr.add_argument("--timeout", type=float, default=30.0, metavar="S",
+                    help="seconds each cluster may take to answer (default 30)")
+    pr.set_defaults(run=cmd_predict)
 
     cl = sub.add_parser("clusters", help="managed clusters: add-on, platform, intents, stale")
     _common(cl, namespaced=False)

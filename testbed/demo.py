@@ -302,18 +302,100 @@ def public_model(name: str) -> dict[str, Any]:
     return base
 
 
+FLEET_CONNECTION = "fleet-s3"
+"""The StorageConnection to the fleet's own S3 server (a fleet with a data plane)."""
+MODEL_PATH = "sklearn/iris"
+"""Where the testbed's trained iris model is in the fleet's S3 bucket."""
+
+
+def s3_connection(bed: Testbed, name: str = FLEET_CONNECTION,
+                  secret_key: str | None = None) -> list[dict[str, Any]]:
+    """The examples' S3 Secret and StorageConnection, for the fleet's S3 server.
+
+    The credentials only work there; ``secret_key`` replaces the real secret (a wrong one).
+    """
+    assert bed.s3 is not None, "a fleet with a data plane has an S3 server"
+    docs = list(yaml.safe_load_all((REPO / "examples" / "storageconnection.yaml").read_text()))
+    secret = next(d for d in docs if d["kind"] == "Secret")
+    connection = next(d for d in docs if d["kind"] == "StorageConnection")
+    secret["metadata"] = {"name": f"{name}-credentials", "namespace": NAMESPACE}
+    secret["stringData"] = {
+        "AWS_ACCESS_KEY_ID": bed.s3.access_key,
+        "AWS_SECRET_ACCESS_KEY": bed.s3.secret_key if secret_key is None else secret_key,
+    }
+    connection["metadata"] = {"name": name, "namespace": NAMESPACE}
+    connection["spec"]["secretRef"]["name"] = secret["metadata"]["name"]
+    connection["spec"]["s3"]["endpoint"] = bed.s3.endpoint
+    return [secret, connection]
+
+
+def served_inference_service(name: str = "sklearn-iris",
+                             connection: str = FLEET_CONNECTION) -> dict[str, Any]:
+    """The examples' InferenceService as ``name``, its model read through ``connection``.
+
+    KServe's storage spec: the initializer gets the connection's storage-config entry and
+    ``s3://<bucket>/<path>``.
+    """
+    isvc: dict[str, Any] = yaml.safe_load(
+        (REPO / "examples" / "inferenceservice.yaml").read_text())
+    isvc["metadata"] = {"name": name, "namespace": NAMESPACE}
+    isvc["spec"]["storageConnections"] = [connection]
+    model = isvc["spec"]["template"]["predictor"]["model"]
+    model.pop("storageUri")
+    model["storage"] = {"key": connection, "path": MODEL_PATH}
+    return isvc
+
+
 def apply_examples(hub: Cluster, testbed: Testbed) -> None:
-    """Apply every example to the demo namespace (bound to the default cluster set)."""
+    """Apply every example to the demo namespace (bound to the default cluster set).
+
+    On a fleet with a data plane the model comes from the fleet's S3 server, through a
+    StorageConnection with credentials that work only there (the examples' own point at a
+    bucket this machine cannot reach).
+    """
     testbed.bind_clusterset(NAMESPACE)
-    files = [
-        "placement.yaml",
-        "storageconnection.yaml",
-        "modelserving-kserve.yaml",
-        "servingruntime.yaml",
-        "inferenceservice.yaml",
-    ]
+    files = ["placement.yaml", "modelserving-kserve.yaml", "servingruntime.yaml"]
+    if testbed.s3 is None:
+        files[1:1] = ["storageconnection.yaml"]
+        files.append("inferenceservice.yaml")
     for name in files:
         hub.kubectl("apply", "-n", NAMESPACE, "-f", str(REPO / "examples" / name))
+    if testbed.s3 is not None:
+        hub.apply_objects([*s3_connection(testbed), served_inference_service()])
+
+
+def predictions(bed: Testbed, name: str = "sklearn-iris") -> list[str]:
+    """The iris input sent to the model on each cluster through its ingress, V1 and V2.
+
+    One line per cluster and protocol: the URL host, the answer and its latency. The host is
+    the InferenceService's URL on the hub (each cluster's entry).
+    """
+    from urllib.parse import urlsplit
+
+    from testbed.support.dataplane import IRIS, post_via_ingress, v2_iris
+    from testbed.support.waiting import eventually
+
+    out = json.loads(bed.hub.kubectl("get", "mcisvc", name, "-n", NAMESPACE, "-o",
+                                     "json").stdout)
+    lines = []
+    for entry in (out.get("status") or {}).get("clusters") or []:
+        cluster, host = entry["cluster"], str(urlsplit(entry.get("url") or "").hostname)
+        ingress = bed.ingresses[cluster]
+        # The testbed routes the host once it saw the InferenceService's URL on its own watch,
+        # which may follow the hub's Ready by a moment.
+        eventually(lambda: ingress.routes().get(host), timeout=30, interval=0.2)
+        for protocol, path, body in (
+            ("V1", f"/v1/models/{name}:predict", {"instances": IRIS}),
+            ("V2", f"/v2/models/{name}/infer", v2_iris()),
+        ):
+            started = time.monotonic()
+            answer, _ = post_via_ingress(ingress.url, host, path, body)
+            ms = (time.monotonic() - started) * 1000
+            got = answer.get("predictions") if protocol == "V1" else [
+                o.get("data") for o in answer.get("outputs") or []]
+            lines.append(f"{cluster} {protocol} http://{host} via {ingress.url}: {got} "
+                         f"({ms:.0f} ms)")
+    return lines
 
 
 def start_kserve_when_stack_ready(testbed: Testbed) -> Callable[[], None]:
@@ -396,12 +478,16 @@ def run(exit_when_done: bool, timeout: float = 900) -> int:
     """The demo; returns the process exit code."""
     phases = Phases()
     try:
-        with fleet(phases) as bed:
+        with fleet(phases, dataplane=True) as bed:
             apply_examples(bed.hub, bed)
             phases.done("examples applied on the hub")
             if not watch_until_ready(bed, phases, timeout, say=lambda t: print(t, flush=True)):
                 print("[demo] timed out; logs in", bed.log_dir, file=sys.stderr)
                 return 1
+            print("\n[demo] the iris input, sent to each cluster's model through its ingress:")
+            for line in predictions(bed):
+                print(f"  {line}", flush=True)
+            phases.done("predictions answered on both clusters")
             print("\n[demo] done. Phases:\n" + phases.summary())
             if exit_when_done:
                 bed.cleanup()
@@ -430,6 +516,10 @@ def explore_help(bed: Testbed) -> str:
     ]
     for spoke in bed.spokes:
         lines.append(f"  kubectl --kubeconfig {spoke.kubeconfig} -n models get isvc,deploy,pods")
+    if bed.ingresses:
+        via = " ".join(f"--via {n}={i.url}" for n, i in bed.ingresses.items())
+        lines.append(f"  echo '{{\"instances\": [[6.8, 2.8, 4.8, 1.4]]}}' | model-serving-addon "
+                     f"predict mcisvc/sklearn-iris -n {NAMESPACE} -f - {via} --kubeconfig {hub}")
     lines.append(f"Logs: {bed.log_dir}")
     return "\n".join(lines)
 

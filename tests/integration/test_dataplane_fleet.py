@@ -26,7 +26,6 @@ from typing import Any
 from urllib.parse import urlsplit
 
 import pytest
-import yaml
 
 from testbed import demo
 from testbed.dataplane.kubelet import FIELD_MANAGER, SERVED, ServedPod
@@ -38,44 +37,10 @@ from testbed.support.waiting import eventually, on_fleet
 NS = demo.NAMESPACE
 NAME = "sklearn-iris"
 TARGET = "models"
-CONNECTION = "fleet-s3"
 REPLICAS = {"cluster1": 1, "cluster2": 2}
 """The examples' InferenceService: one replica, two on cluster2 (its override)."""
-EXAMPLES = demo.REPO / "examples"
 
 Fleet = tuple[Testbed, Callable[[], None]]
-
-
-def connection_objects(bed: Testbed, name: str = CONNECTION,
-                       secret_key: str | None = None) -> list[dict[str, Any]]:
-    """The S3 credentials Secret and a StorageConnection naming it, for the fleet's S3
-    (``secret_key`` in place of the real secret)."""
-    assert bed.s3 is not None
-    docs = [d for d in yaml.safe_load_all((EXAMPLES / "storageconnection.yaml").read_text())]
-    secret = next(d for d in docs if d["kind"] == "Secret")
-    connection = next(d for d in docs if d["kind"] == "StorageConnection")
-    secret["metadata"] = {"name": f"{name}-credentials", "namespace": NS}
-    secret["stringData"] = {
-        "AWS_ACCESS_KEY_ID": bed.s3.access_key,
-        "AWS_SECRET_ACCESS_KEY": bed.s3.secret_key if secret_key is None else secret_key,
-    }
-    connection["metadata"] = {"name": name, "namespace": NS}
-    connection["spec"]["secretRef"]["name"] = secret["metadata"]["name"]
-    connection["spec"]["s3"]["endpoint"] = bed.s3.endpoint
-    return [secret, connection]
-
-
-def inference_service(name: str = NAME, connection: str = CONNECTION) -> dict[str, Any]:
-    """The examples' InferenceService as ``name``, reading its model through ``connection``."""
-    isvc: dict[str, Any] = yaml.safe_load((EXAMPLES / "inferenceservice.yaml").read_text())
-    isvc["metadata"] = {"name": name, "namespace": NS}
-    isvc["spec"]["storageConnections"] = [connection]
-    model = isvc["spec"]["template"]["predictor"]["model"]
-    # The model's place in the connection's bucket: KServe's storage spec (the initializer
-    # gets the storage-config entry, and s3://<bucket>/<path>).
-    model.pop("storageUri")
-    model["storage"] = {"key": connection, "path": "sklearn/iris"}
-    return isvc
 
 
 @pytest.fixture(scope="module")
@@ -84,10 +49,7 @@ def fleet(built_binaries: Callable[[str], Path], dataplane: Environments) -> Ite
         built_binaries(name)
     phases = demo.Phases()
     with demo.fleet(phases, dataplane=True) as bed:
-        bed.bind_clusterset(NS)
-        for name in ("placement.yaml", "modelserving-kserve.yaml", "servingruntime.yaml"):
-            bed.hub.kubectl("apply", "-n", NS, "-f", str(EXAMPLES / name))
-        bed.hub.apply_objects([*connection_objects(bed), inference_service()])
+        demo.apply_examples(bed.hub, bed)  # the demo's: its model through the fleet's S3
         phases.done("examples applied, with the fleet's S3 connection")
         yield bed, demo.start_kserve_when_stack_ready(bed)
         bed.cleanup()
@@ -263,6 +225,35 @@ class TestServedOnTheFleet:
         assert answer == {"predictions": IRIS_CLASSES}
 
 
+    @pytest.mark.needs("test_2_v1_and_v2_through_each_clusters_ingress")
+    def test_3b_the_fleet_cli_predicts_on_every_cluster(self, fleet: Fleet,
+                                                          tmp_path: Path) -> None:
+        """``model-serving-addon predict``, as the hub admin: the URLs from the hub, each
+        cluster's request through its ingress (``--via``); exit 1 when one cannot answer."""
+        from testbed.processes import free_port
+        from testbed.support import fleetcli
+
+        bed, _ = fleet
+        for cluster, replicas in REPLICAS.items():
+            routed(bed, cluster, replicas)
+        v1, v2 = tmp_path / "v1.json", tmp_path / "v2.json"
+        v1.write_text(json.dumps({"instances": IRIS}))
+        v2.write_text(json.dumps(v2_iris()))
+        via = [f"--via={c}={bed.ingresses[c].url}" for c in REPLICAS]
+        admin = bed.hub.kubeconfig
+        got = fleetcli.json_of(admin, "predict", f"mcisvc/{NAME}", "-n", NS, "-f", str(v1),
+                               *via)["items"]
+        assert [(a["cluster"], a["status"], a["body"]) for a in got] == [
+            (c, 200, {"predictions": IRIS_CLASSES}) for c in REPLICAS]
+        out = fleetcli.run(admin, "predict", f"mcisvc/{NAME}", "-n", NS, "-f", str(v2), *via)
+        print(out.stdout)
+        assert out.returncode == 0, out
+        assert out.stdout.count(f'"data":{json.dumps(IRIS_CLASSES).replace(" ", "")}') == 2
+        nowhere = fleetcli.run(admin, "predict", f"mcisvc/{NAME}", "-n", NS, "-f", str(v1),
+                               "--cluster=cluster1",
+                               f"--via=cluster1=http://127.0.0.1:{free_port()}")
+        assert nowhere.returncode == 1 and "refused" in nowhere.stdout, nowhere
+
     @pytest.mark.needs("test_3_the_ingress_balances_across_replicas")
     def test_5_a_deleted_pod_stops_its_processes_and_its_replacement_serves(
             self, fleet: Fleet) -> None:
@@ -293,9 +284,9 @@ class TestServedOnTheFleet:
         cluster; the first model is untouched."""
         bed, step = fleet
         denied, wrong = "sklearn-iris-denied", "fleet-s3-wrong"
-        isvc = inference_service(denied, wrong)
+        isvc = demo.served_inference_service(denied, wrong)
         isvc["spec"].pop("overrides")
-        bed.hub.apply_objects([*connection_objects(bed, wrong, secret_key="not-the-secret"),
+        bed.hub.apply_objects([*demo.s3_connection(bed, wrong, secret_key="not-the-secret"),
                                isvc])
         t0 = time.monotonic()
         try:
