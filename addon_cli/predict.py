@@ -131,11 +131,25 @@ def send(target: Target, body: Mapping[str, Any], timeout: float) -> Answer:
     return Answer(target.cluster, status, seconds, decoded)
 
 
+def summary(body: Any) -> str:
+    """What the table shows of an answer, as compact JSON.
+
+    V1: its ``predictions``; V2: each output's ``data`` (``{"outputs":[...]}``); anything
+    else whole.
+    """
+    if isinstance(body, dict) and "predictions" in body:
+        body = {"predictions": body["predictions"]}
+    elif isinstance(body, dict) and isinstance(body.get("outputs"), list):
+        body = {"outputs": [o.get("data") if isinstance(o, dict) else o
+                            for o in body["outputs"]]}
+    return json.dumps(body, separators=(",", ":"))
+
+
 def table(answers: Sequence[Answer]) -> str:
-    """The answers as aligned text: cluster, HTTP status, latency, answer."""
+    """The answers as aligned text: cluster, HTTP status, latency, answer (:func:`summary`)."""
     rows = [("CLUSTER", "STATUS", "LATENCY", "ANSWER")]
     for a in answers:
-        shown = a.error or json.dumps(a.body, separators=(",", ":"))
+        shown = a.error or summary(a.body)
         if len(shown) > MAX_SHOWN:
             shown = shown[:MAX_SHOWN - 3] + "..."
         rows.append((a.cluster, str(a.status or "-"), f"{a.seconds * 1000:.0f}ms", shown))

@@ -62,7 +62,8 @@ class ClusterInput:
     Available: partition safety); said in the entry's stale message."""
     no_addon: bool = False
     """The cluster has no ManagedClusterAddOn and the manager does not enable the add-on
-    (ModelServing only): no agent will act on the works until the admin enables it."""
+    (ModelServing only): once its work is applied and no agent reports on it, the entry says
+    the add-on is not enabled there (an agent deployed some other way still reports)."""
 
 
 @dataclass(frozen=True)
@@ -157,7 +158,9 @@ def cluster_status(
     left the Placement while not Available and whose works are kept says so (``kept``).
     """
     entry, category = _reported_status(kind, item, removed)
-    if item.no_addon and category == "progressing" and not removed:
+    if (item.no_addon and entry.phase == Phase.APPLIED and not removed
+            and item.work is not None and not item.work.value("phase")):
+        # Applied, and no agent has said anything of it: there is none to.
         entry = entry.model_copy(update={
             "phase": Phase.WAITING, "reason": Reason.ADDON_NOT_ENABLED,
             "message": f"the add-on is not enabled on {item.cluster} (no ManagedClusterAddOn "

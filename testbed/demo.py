@@ -9,6 +9,7 @@ readiness and URLs come from KServe itself.
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import subprocess
@@ -364,6 +365,11 @@ def apply_examples(hub: Cluster, testbed: Testbed) -> None:
         hub.apply_objects([*s3_connection(testbed), served_inference_service()])
 
 
+def _routed(ingress: Any, host: str) -> bool:
+    """Whether the spoke's ingress routes ``host`` to at least one ready pod."""
+    return bool(ingress.routes().get(host))
+
+
 def predictions(bed: Testbed, name: str = "sklearn-iris") -> list[str]:
     """The iris input sent to the model on each cluster through its ingress, V1 and V2.
 
@@ -383,7 +389,7 @@ def predictions(bed: Testbed, name: str = "sklearn-iris") -> list[str]:
         ingress = bed.ingresses[cluster]
         # The testbed routes the host once it saw the InferenceService's URL on its own watch,
         # which may follow the hub's Ready by a moment.
-        eventually(lambda: ingress.routes().get(host), timeout=30, interval=0.2)
+        eventually(functools.partial(_routed, ingress, host), timeout=30, interval=0.2)
         for protocol, path, body in (
             ("V1", f"/v1/models/{name}:predict", {"instances": IRIS}),
             ("V2", f"/v2/models/{name}/infer", v2_iris()),

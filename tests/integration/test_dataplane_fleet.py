@@ -248,7 +248,8 @@ class TestServedOnTheFleet:
         out = fleetcli.run(admin, "predict", f"mcisvc/{NAME}", "-n", NS, "-f", str(v2), *via)
         print(out.stdout)
         assert out.returncode == 0, out
-        assert out.stdout.count(f'"data":{json.dumps(IRIS_CLASSES).replace(" ", "")}') == 2
+        classes = json.dumps(IRIS_CLASSES).replace(" ", "")
+        assert out.stdout.count(f'{{"outputs":[{classes}]}}') == 2, out.stdout
         nowhere = fleetcli.run(admin, "predict", f"mcisvc/{NAME}", "-n", NS, "-f", str(v1),
                                "--cluster=cluster1",
                                f"--via=cluster1=http://127.0.0.1:{free_port()}")

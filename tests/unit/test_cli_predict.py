@@ -53,3 +53,6 @@ def test_the_table_shows_status_latency_and_a_cut_answer_or_the_error() -> None:
     assert lines[2].split()[:3] == ["c2", "-", "1500ms"] and "connection refused" in lines[2]
     assert lines[3].endswith("...") and len(lines[3].split()[-1]) == predict.MAX_SHOWN
     assert predict.Answer("c1", 503, 0.1).ok is False
+    v2 = {"model_name": "iris", "id": "x" * 40, "outputs": [
+        {"name": "output-0", "shape": [2], "datatype": "INT64", "data": [1, 1]}]}
+    assert predict.summary(v2) == '{"outputs":[[1,1]]}'

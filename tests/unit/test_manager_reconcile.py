@@ -308,24 +308,33 @@ def test_newer_model_serving_gets_conflict_and_sends_nothing() -> None:
 
 
 def test_a_cluster_without_the_addon_says_so_when_the_manager_does_not_enable_it() -> None:
-    """Enablement off (the chart's default): the entry names the missing add-on (Waiting),
-    the works are written for when the admin enables it, and no ManagedClusterAddOn is made."""
+    """Enablement off (the chart's default): once a cluster's work is applied and no agent
+    reports on it, the entry names the missing add-on (Waiting); the works are written for
+    when the admin enables it, and no ManagedClusterAddOn is made."""
     hub = FakeHub(placements={("ns", "p"): frozenset({"c1", "c2"})})
     hub.addons = {"c2"}  # the admin enabled it on c2 only
     reconciler = Reconciler(hub, hub, admin=OPEN_POLICY, addons=False)
     body = msv_body("kserve", "2026-01-01T00:00:00Z")
     asyncio.run(reconciler.reconcile(c.KIND_MODEL_SERVING, body))
     assert hub.addons == {"c2"}
-    assert set(hub.works_of(c.KIND_MODEL_SERVING, "ns", "kserve")) == {"c1", "c2"}
-    entries = {e["cluster"]: e for e in hub.statuses["kserve"]["clusters"]}
-    assert (entries["c1"]["phase"], entries["c1"]["reason"]) == ("Waiting", "AddonNotEnabled")
-    assert "not enabled on c1" in entries["c1"]["message"]
-    assert entries["c2"]["reason"] != "AddonNotEnabled"
-    # Once the admin enables it there, the entry is about the stack again.
-    hub.addons.add("c1")
-    asyncio.run(reconciler.reconcile(c.KIND_MODEL_SERVING, body))
-    entries = {e["cluster"]: e for e in hub.statuses["kserve"]["clusters"]}
-    assert entries["c1"]["reason"] != "AddonNotEnabled"
+    works = hub.works_of(c.KIND_MODEL_SERVING, "ns", "kserve")
+    assert set(works) == {"c1", "c2"}
+    for cl in ("c1", "c2"):  # the work agents applied both; no agent said anything yet
+        key = next(k for k, w in hub.works.items() if k[0] == cl and w.kind == c.KIND_MODEL_SERVING)
+        hub.works[key] = replace(hub.works[key], applied="True", reported=True)
+
+    def entries() -> dict[str, dict[str, Any]]:
+        asyncio.run(reconciler.reconcile(c.KIND_MODEL_SERVING, body))
+        return {e["cluster"]: e for e in hub.statuses["kserve"]["clusters"]}
+
+    got = entries()
+    assert (got["c1"]["phase"], got["c1"]["reason"]) == ("Waiting", "AddonNotEnabled")
+    assert "not enabled on c1" in got["c1"]["message"]
+    assert got["c2"]["reason"] != "AddonNotEnabled"
+    # An agent deployed some other way reports: the entry is its report.
+    key = next(k for k, w in hub.works.items() if k[0] == "c1" and w.kind == c.KIND_MODEL_SERVING)
+    hub.works[key] = replace(hub.works[key], feedback=(("phase", "Installing"),))
+    assert entries()["c1"]["phase"] == "Installing"
 
 
 def sc_body() -> dict[str, Any]:
