@@ -119,18 +119,27 @@ def test_back_off_doubles_to_its_maximum_and_resets_after_a_long_run() -> None:
     assert backoff.delay(300, 600) == 10
 
 
-def test_a_failed_init_container_holds_the_pod_with_its_message_and_is_retried(
-        tmp_path: Path, stopper: Any) -> None:
+def _failed_initializer(tmp_path: Path, stopper: Any, script: str, backoff: float
+                        ) -> PodRunner:
+    """A pod whose storage initializer runs ``script`` (logs on error as the message) and
+    failed once: the runner after its exit was seen."""
     failing = container(tmp_path, "storage-initializer", termination_message_policy=(
-        "FallbackToLogsOnError"), argv=(sys.executable, "-c", (
-            "import sys; print('downloading s3://models/iris'); "
-            "print('AccessDenied: the key id does not exist', file=sys.stderr); sys.exit(1)")))
+        "FallbackToLogsOnError"), argv=(sys.executable, "-c", script))
     plan = pod(tmp_path, (container(tmp_path, "kserve-container"),), init=(failing,))
-    runner = PodRunner(plan, tmp_path / "logs", backoff=BackOff(initial=10), probe=Answers())
+    runner = PodRunner(plan, tmp_path / "logs", backoff=BackOff(initial=backoff),
+                       probe=Answers())
     stopper(runner)
     runner.step(0.0)
     exited(runner, "storage-initializer")
     runner.step(1.0)
+    return runner
+
+
+def test_a_failed_init_container_holds_the_pod_with_its_message_and_is_retried(
+        tmp_path: Path, stopper: Any) -> None:
+    runner = _failed_initializer(tmp_path, stopper, (
+        "import sys; print('downloading s3://models/iris'); "
+        "print('AccessDenied: the key id does not exist', file=sys.stderr); sys.exit(1)"), 10)
     status = runner.status()
     assert status["phase"] == "Pending"
     conditions = {c["type"]: c["status"] for c in status["conditions"]}
@@ -256,17 +265,10 @@ def test_a_termination_message_is_this_runs_log_tail_within_the_kubelets_limits(
         tmp_path: Path, stopper: Any) -> None:
     """The kubelet's FallbackToLogsOnError: the last 80 lines, at most 2048 bytes, of the
     run that ended (not of the runs before it)."""
-    noisy = container(tmp_path, "storage-initializer", termination_message_policy=(
-        "FallbackToLogsOnError"), argv=(sys.executable, "-c", (
-            "import sys\nfor i in range(300): print(f'line {i:03d} ' + 'x' * 40)\n"
-            "sys.stdout.flush(); print('AccessDenied: the last line', file=sys.stderr); "
-            "sys.exit(1)")))
-    plan = pod(tmp_path, (container(tmp_path, "kserve-container"),), init=(noisy,))
-    runner = PodRunner(plan, tmp_path / "logs", backoff=BackOff(initial=0.0), probe=Answers())
-    stopper(runner)
-    runner.step(0.0)
-    exited(runner, "storage-initializer")
-    runner.step(1.0)
+    runner = _failed_initializer(tmp_path, stopper, (
+        "import sys\nfor i in range(300): print(f'line {i:03d} ' + 'x' * 40)\n"
+        "sys.stdout.flush(); print('AccessDenied: the last line', file=sys.stderr); "
+        "sys.exit(1)"), 0.0)
     first = runner.status()["initContainerStatuses"][0]["lastState"]["terminated"]["message"]
     assert first.endswith("AccessDenied: the last line")
     assert len(first.encode()) <= 2048 and len(first.splitlines()) <= 80
