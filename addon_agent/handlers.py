@@ -11,6 +11,7 @@ import kopf
 from kubernetes.client.exceptions import ApiException
 
 from addon_agent import (
+    dataplane,
     delivery,
     identity,
     lease,
@@ -435,6 +436,30 @@ MODEL_METRICS_SECONDS = 10.0
 (their one source: the platform reconcile runs only once per resync)."""
 
 
+def record_data_plane(kube: Kube, isvcs: list[dict[str, Any]]) -> None:
+    """Write each model's data-plane verdict on its predictor Deployment (when it changed).
+
+    Two lists (the predictors' Deployments and pods, by KServe's label), and a model's events
+    only while KServe has not built its current spec (:mod:`addon_agent.dataplane`).
+    """
+    selector = dataplane.ISVC_LABEL
+    deployments = kube.list("apps/v1", "Deployment", label_selector=selector)
+    pods = kube.list("v1", "Pod", label_selector=selector)
+    for isvc, deployment, own in dataplane.group(isvcs, deployments, pods):
+        if deployment is None:
+            continue
+        meta = isvc.get("metadata") or {}
+        ns, name = str(meta.get("namespace")), str(meta.get("name"))
+        events: list[dict[str, Any]] = []
+        if dataplane.built(isvc, deployment) is False:
+            events = kube.list("v1", "Event", namespace=ns, field_selector=(
+                f"involvedObject.kind=InferenceService,involvedObject.name={name}"))
+        patch = dataplane.annotation_patch(
+            deployment, dataplane.verdict(isvc, deployment, own, events))
+        if patch is not None:
+            kube.patch("apps/v1", "Deployment", name + c.PREDICTOR_SUFFIX, patch, ns)
+
+
 def start_model_metrics_loop(agent: Agent, interval: float = MODEL_METRICS_SECONDS) -> (
         threading.Thread):
     """Refresh the InferenceService gauges now and every ``interval`` seconds (one list)."""
@@ -443,8 +468,9 @@ def start_model_metrics_loop(agent: Agent, interval: float = MODEL_METRICS_SECON
         while True:
             try:
                 if agent.kube.served(ISVC_API, "InferenceService"):
-                    metrics.record_inference_services(
-                        agent.kube.list(ISVC_API, "InferenceService"))
+                    isvcs = agent.kube.list(ISVC_API, "InferenceService")
+                    metrics.record_inference_services(isvcs)
+                    record_data_plane(agent.kube, isvcs)
             except Exception as err:  # retried at the next interval
                 log.warning("refreshing the model metrics failed: %s", err)
             if _loops_stop.wait(interval):

@@ -74,6 +74,19 @@ ANNOTATION_RENDER_HASH: Final = f"{GROUP}/render-hash"
 ANNOTATION_REVISION: Final = f"{GROUP}/revision"
 """On a ManifestWork of an intent with a progressive rollout: the revision it renders."""
 
+ANNOTATION_SPEC_HASH: Final = f"{GROUP}/spec-hash"
+"""On an InferenceService the manager renders: a hash of its spec. KServe copies an
+InferenceService's annotations onto the predictor Deployment it builds, so the Deployment
+carrying the same hash is KServe having built the current spec (a new hash also rolls the
+predictor's pods once, like any spec change)."""
+
+ANNOTATION_DATAPLANE: Final = f"{GROUP}/dataplane"
+"""On a predictor's Deployment, written by the agent: what its pods say (compact JSON: the
+download failed, the server crash-loops, replicas ready), fed back to the hub."""
+
+PREDICTOR_SUFFIX: Final = "-predictor"
+"""KServe's Standard mode names an InferenceService's predictor Deployment NAME-predictor."""
+
 ROLLOUT_PREFIX: Final = "rollout.modelserving.opendatahub.io"
 ANNOTATION_ROLLOUT_PAUSE: Final = f"{ROLLOUT_PREFIX}/pause"
 """On an intent: "true" starts no further rollout step."""

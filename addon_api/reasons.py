@@ -158,6 +158,11 @@ class ClusterReason(StrEnum):
     BLOCKED_BY_FAILED_LOAD = "BlockedByFailedLoad"
     INVALID_SPEC = "InvalidSpec"
     ROUTE_NOT_CREATED = "RouteNotCreated"
+    STORAGE_DOWNLOAD_FAILED = "StorageDownloadFailed"
+    CRASH_LOOPING = "CrashLooping"
+    REPLICAS_NOT_READY = "ReplicasNotReady"
+    SPEC_NOT_BUILT = "SpecNotBuilt"
+    SPEC_REJECTED = "SpecRejected"
     NO_ROUTE_API = "NoRouteApi"
 
 
@@ -1005,6 +1010,75 @@ CLUSTER_PROBLEMS = Group(
                 "(OCM's work agent creates the intent's at its next resync, within 4 minutes); "
                 "otherwise rename the intent or target another namespace."
             ),
+        ),
+        Entry(
+            (CR.STORAGE_DOWNLOAD_FAILED,),
+            seen=(
+                "MultiClusterInferenceService, phase `Failed`, message `the model download "
+                "failed (exit code N: ...)`."
+            ),
+            means=(
+                "KServe's storage initializer, the init container of the predictor's pods, "
+                "could not download `storageUri`; the message is its own (e.g. an access "
+                "denied: the StorageConnection's Secret holds a wrong key; no such key: the "
+                "URI names nothing). Found by the agent in the pods' status."
+            ),
+            todo=(
+                "fix the StorageConnection's Secret or the model's `storageUri`; the pods "
+                "retry on their own, and `model-serving-addon explain mcisvc/NAME` shows the "
+                "cluster's entry."
+            ),
+        ),
+        Entry(
+            (CR.CRASH_LOOPING,),
+            seen=(
+                "MultiClusterInferenceService, phase `Failed`, message `the model server "
+                "restarted N times; last exit code X: ...`."
+            ),
+            means=(
+                "The model server keeps exiting and the kubelet restarts it with back-off; "
+                "the message is its last termination message (often the model file cannot be "
+                "loaded, or the server runs out of memory: exit code 137)."
+            ),
+            todo=(
+                "read the message and the predictor pod's logs on the cluster; fix the model "
+                "or the resources in the intent's template."
+            ),
+        ),
+        Entry(
+            (CR.REPLICAS_NOT_READY,),
+            seen=(
+                "MultiClusterInferenceService, message `K of N replicas ready`; phase `Ready` "
+                "while at least one serves, else `Progressing`."
+            ),
+            means="Fewer of the predictor's pods are ready than its Deployment asks for.",
+            todo=(
+                "wait while a rollout or restart runs; if it stays, look at the cluster's "
+                "predictor pods (scheduling, probes)."
+            ),
+        ),
+        Entry(
+            (CR.SPEC_NOT_BUILT,),
+            seen="MultiClusterInferenceService, phase `Progressing`.",
+            means=(
+                "KServe has not yet built the predictor Deployment from the intent's current "
+                "spec (the Deployment carries the hash of another spec, or is still rolling "
+                "out); what KServe reports Ready is the previous spec, and is not counted."
+            ),
+            todo="wait; if it stays, `explain` the intent and look at KServe's events there.",
+        ),
+        Entry(
+            (CR.SPEC_REJECTED,),
+            seen=(
+                "MultiClusterInferenceService, phase `Failed`, message KServe's reconcile "
+                "error (e.g. `StorageURI not supported: ...`)."
+            ),
+            means=(
+                "KServe's controller refused the current spec and kept the previous one: "
+                "its Ready is about the old spec, so the cluster is not counted Ready for "
+                "this one (nor by a rollout's gates)."
+            ),
+            todo="fix the field KServe names in the intent (or its override for the cluster).",
         ),
         Entry(
             (CR.ADDON_NOT_ENABLED,),

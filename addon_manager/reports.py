@@ -9,9 +9,12 @@ agent's phases (ServingPlatform, SealedStorageConnection) are read as the spoke 
 
 from __future__ import annotations
 
+import json
+from dataclasses import dataclass
 from enum import StrEnum
 from typing import Literal, TypeVar
 
+from addon_api.base import sanitized
 from addon_api.common import ClusterStatus
 from addon_api.reasons import ClusterPhase, ClusterReason, SealedPhase, ServingPlatformPhase
 from addon_manager.facts import FeedbackValue, WorkFact
@@ -91,8 +94,75 @@ def runtime_report(work: WorkFact, removed: bool) -> tuple[ClusterStatus, Catego
     ), "ready" if ok else "progressing"
 
 
+@dataclass(frozen=True)
+class DataPlane:
+    """What the predictor Deployment KServe built says, as fed back.
+
+    See :data:`addon_manager.render.PREDICTOR_FEEDBACK`.
+    ``built``: KServe built the Deployment from the InferenceService's current spec and it
+    has rolled out; ``reason``/``message``: the agent's verdict on the pods ("" when fine).
+    """
+
+    built: bool
+    rolling: str
+    reason: str
+    message: str
+    ready: int
+    replicas: int
+
+
+def _int(value: FeedbackValue | None) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def _verdict(work: WorkFact) -> dict[str, object]:
+    raw = work.value("dataplane")
+    try:
+        found = json.loads(raw) if isinstance(raw, str) else {}
+    except ValueError:
+        return {}
+    return found if isinstance(found, dict) else {}
+
+
+def data_plane(work: WorkFact) -> DataPlane | None:
+    """The predictor's state from the work's feedback; None when there is none to judge by.
+
+    None for a work rendered without a spec hash (before the add-on marked them) or for a
+    ModelMesh model (no predictor Deployment of its own).
+    """
+    want = _s(work.value("specHash"))
+    if not want or _s(work.value("deploymentMode")) == "ModelMesh":
+        return None
+    generation = _int(work.value("deploymentGeneration"))
+    observed = _int(work.value("deploymentObservedGeneration"))
+    replicas = _int(work.value("desiredReplicas")) or 0
+    updated = _int(work.value("updatedReplicas")) or 0
+    ready = _int(work.value("readyReplicas")) or 0
+    current = _s(work.value("builtSpecHash")) == want and (
+        generation is None or observed is None or observed >= generation)
+    rolling = (f"the predictor is rolling out: {updated} of {replicas} replicas updated"
+               if current and updated < replicas else "")
+    verdict = _verdict(work)
+    return DataPlane(
+        built=current and not rolling, rolling=rolling,
+        reason=sanitized(str(verdict.get("reason") or ""), 64),
+        message=sanitized(str(verdict.get("message") or ""), 1024),
+        ready=ready, replicas=replicas,
+    )
+
+
+POD_FAILURES = (ClusterReason.STORAGE_DOWNLOAD_FAILED, ClusterReason.CRASH_LOOPING)
+"""The agent's verdicts on a predictor's pods that are failures of the model."""
+
+
 def inference_service_report(work: WorkFact, removed: bool) -> tuple[ClusterStatus, Category]:
-    """An InferenceService's readiness, URL and model state; its failure reason when failed."""
+    """An InferenceService's readiness, URL and model state; its failure reason when failed.
+
+    Judged by KServe's status and, where it is silent or about an older spec, by the
+    predictor Deployment KServe built (:func:`data_plane`): a Ready that KServe has not
+    re-earned for the current spec never counts, and a failed download or a crash-looping
+    server is named as such.
+    """
     del removed
     cl = work.cluster
     url = _s(work.value("url")) or _s(work.value("addressUrl"))
@@ -100,6 +170,35 @@ def inference_service_report(work: WorkFact, removed: bool) -> tuple[ClusterStat
     state = _s(work.value("activeModelState"))
     failure = _s(work.value("failureReason"))
     transition = _s(work.value("transitionStatus"))
+    plane = data_plane(work)
+    serving = work.value("ready") == "True"
+    previous = " (the previous spec still serves)" if serving else ""
+    if plane is not None and not plane.built:
+        if plane.reason == ClusterReason.SPEC_REJECTED and not plane.rolling:
+            return ClusterStatus(
+                cluster=cl, phase=ClusterPhase.FAILED, reason=ClusterReason.SPEC_REJECTED,
+                message=f"KServe refused the current spec: {plane.message}{previous}",
+                url=url, external_url=external, model_state=state,
+            ), "failed"
+        if not (failure and transition not in MOVING_ISVC_TRANSITIONS):
+            return ClusterStatus(
+                cluster=cl, phase=ClusterPhase.PROGRESSING, reason=ClusterReason.SPEC_NOT_BUILT,
+                message=(plane.rolling or "KServe has not built the predictor from the "
+                         "current spec yet") + previous,
+                url=url, external_url=external, model_state=state,
+            ), "progressing"
+    if plane is not None and plane.reason in POD_FAILURES:
+        replicas = f" ({plane.ready} of {plane.replicas} replicas ready)"
+        if serving and plane.ready > 0:
+            return ClusterStatus(
+                cluster=cl, phase=ClusterPhase.READY, ready=True, reason=plane.reason,
+                message=plane.message + replicas, url=url, external_url=external,
+                model_state=state,
+            ), "ready"
+        return ClusterStatus(
+            cluster=cl, phase=ClusterPhase.FAILED, reason=plane.reason,
+            message=plane.message + replicas, url=url, external_url=external, model_state=state,
+        ), "failed"
     # KServe keeps an InferenceService Ready on its previous model while it rejects a new spec
     # (InvalidSpec) or fails to load the new model (BlockedByFailedLoad): the intent as it
     # stands is not in effect there, so the cluster is Failed, and the message says the
@@ -108,6 +207,13 @@ def inference_service_report(work: WorkFact, removed: bool) -> tuple[ClusterStat
     if transition in MOVING_ISVC_TRANSITIONS:
         failure = ""  # KServe keeps lastFailureInfo after the model it was about is gone
     if work.value("ready") == "True" and not rejected:
+        if plane is not None and plane.ready < plane.replicas:
+            return ClusterStatus(
+                cluster=cl, phase=ClusterPhase.READY, ready=True,
+                reason=ClusterReason.REPLICAS_NOT_READY,
+                message=f"{plane.ready} of {plane.replicas} replicas ready", url=url,
+                external_url=external, model_state=state,
+            ), "ready"
         return ClusterStatus(
             cluster=cl, phase=ClusterPhase.READY, ready=True, reason=ClusterReason.READY, url=url,
             external_url=external, model_state=state,

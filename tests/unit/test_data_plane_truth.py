@@ -1,0 +1,207 @@
+"""The hub tells the truth about a model's data plane (issue 30, item 4).
+
+The agent's verdict on a predictor's Deployment and pods (:mod:`addon_agent.dataplane`), and
+the hub's judgement of a model work's feedback (:func:`addon_manager.reports.inference_service_report`):
+a Ready KServe has not re-earned for the current spec never counts, a refused spec names
+KServe's error, a failed download, a crash-looping server and missing replicas are named.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from addon_agent import dataplane
+from addon_api import constants as c
+from addon_api.reasons import ClusterReason as CR
+from addon_manager.facts import WorkFact
+from addon_manager.render import owner_labels
+from addon_manager.reports import data_plane, inference_service_report
+
+Obj = dict[str, Any]
+HASH = "0123456789abcdef"
+
+
+def isvc(*, spec_hash: str = HASH, generation: int = 2, mode: str = "Standard",
+         changed: str = "2026-12-02T10:00:00Z") -> Obj:
+    return {"metadata": {
+        "name": "iris", "namespace": "models", "generation": generation,
+        "labels": owner_labels(c.KIND_INFERENCE_SERVICE, "team-a", "iris"),
+        "annotations": {c.ANNOTATION_SPEC_HASH: spec_hash, c.DEPLOYMENT_MODE_ANNOTATION: mode},
+        "managedFields": [
+            {"manager": "work-agent", "operation": "Apply", "time": changed,
+             "fieldsV1": {"f:metadata": {}, "f:spec": {}}},
+            {"manager": "kserve", "operation": "Update", "subresource": "status",
+             "time": "2026-12-02T11:00:00Z", "fieldsV1": {"f:status": {}}},
+            {"manager": "agent", "operation": "Update", "time": "2026-12-02T12:00:00Z",
+             "fieldsV1": {"f:metadata": {"f:annotations": {}}}},
+        ]}}
+
+
+def deployment(*, spec_hash: str = HASH, replicas: int = 1, generation: int = 3,
+               observed: int = 3, verdict: str | None = None) -> Obj:
+    annotations = {c.ANNOTATION_SPEC_HASH: spec_hash}
+    if verdict is not None:
+        annotations[c.ANNOTATION_DATAPLANE] = verdict
+    return {"metadata": {"name": "iris-predictor", "namespace": "models",
+                         "generation": generation, "annotations": annotations,
+                         "labels": {dataplane.ISVC_LABEL: "iris"}},
+            "spec": {"replicas": replicas},
+            "status": {"observedGeneration": observed}}
+
+
+def pod(*, ready: bool = True, init: Obj | None = None, server: Obj | None = None,
+        deleting: bool = False) -> Obj:
+    meta: Obj = {"name": "iris-predictor-x", "namespace": "models",
+                 "labels": {dataplane.ISVC_LABEL: "iris", "component": "predictor"}}
+    if deleting:
+        meta["deletionTimestamp"] = "2026-12-02T12:00:00Z"
+    status: Obj = {"conditions": [{"type": "Ready", "status": "True" if ready else "False"}]}
+    if init is not None:
+        status["initContainerStatuses"] = [{"name": "storage-initializer", **init}]
+    if server is not None:
+        status["containerStatuses"] = [{"name": "kserve-container", **server}]
+    return {"metadata": meta, "status": status}
+
+
+DENIED = {"state": {"terminated": {"exitCode": 1, "reason": "Error",
+                                   "message": "403 Forbidden: HeadBucket"}},
+          "restartCount": 0}
+LOOPING = {"restartCount": 4,
+           "state": {"waiting": {"reason": "CrashLoopBackOff"}},
+           "lastState": {"terminated": {"exitCode": 137, "reason": "Error",
+                                        "message": "killed\x1b[31m"}}}
+
+
+def test_the_agent_names_a_refused_download_with_the_initializers_own_words() -> None:
+    found = dataplane.verdict(isvc(), deployment(), [pod(ready=False, init=DENIED)], [])
+    assert found.reason == CR.STORAGE_DOWNLOAD_FAILED and found.built is True
+    assert found.message == "the model download failed (exit code 1: 403 Forbidden: HeadBucket)"
+    assert (found.ready, found.replicas) == (0, 1)
+
+
+def test_the_agent_names_a_crash_looping_server_with_restarts_and_a_clean_message() -> None:
+    found = dataplane.verdict(isvc(), deployment(), [pod(ready=False, server=LOOPING)], [])
+    assert found.reason == CR.CRASH_LOOPING and found.restarts == 4
+    assert found.message == "the model server restarted 4 times; last exit code 137: killed[31m"
+    body = json.loads(found.annotation())
+    assert body == {"built": True, "generation": 2, "message": found.message, "ready": 0,
+                    "reason": "CrashLooping", "replicas": 1, "restarts": 4}
+
+
+def test_a_pod_being_deleted_and_a_server_still_starting_are_no_failures() -> None:
+    starting = {"restartCount": 0, "state": {"running": {}}}
+    found = dataplane.verdict(isvc(), deployment(replicas=2),
+                              [pod(server=starting), pod(ready=False, init=DENIED, deleting=True)],
+                              [])
+    assert found.reason == CR.REPLICAS_NOT_READY and found.message == "1 of 2 replicas ready"
+    assert dataplane.verdict(isvc(), deployment(), [pod(server=starting)], []).reason == ""
+
+
+def test_kserve_not_having_built_the_spec_is_told_apart_from_kserve_refusing_it() -> None:
+    old = deployment(spec_hash="ffffffffffffffff")
+    assert dataplane.built(isvc(), old) is False
+    assert dataplane.built(isvc(), deployment(observed=2)) is False  # not observed yet
+    assert dataplane.built(isvc(), None) is None
+    assert dataplane.built(isvc(spec_hash=""), old) is None
+    waiting = dataplane.verdict(isvc(), old, [pod()], [])
+    assert waiting.reason == CR.SPEC_NOT_BUILT and waiting.built is False
+    events = [
+        {"type": "Warning", "reason": "InternalError", "lastTimestamp": "2026-12-02T09:00:00Z",
+         "message": "about the spec before"},
+        {"type": "Normal", "reason": "InternalError", "lastTimestamp": "2026-12-02T10:05:00Z",
+         "message": "not a warning"},
+        {"type": "Warning", "reason": "InternalError", "lastTimestamp": "2026-12-02T10:01:00Z",
+         "message": "StorageURI not supported: ftp://x"},
+    ]
+    refused = dataplane.verdict(isvc(), old, [pod()], events)
+    assert (refused.reason, refused.message) == (CR.SPEC_REJECTED,
+                                                  "StorageURI not supported: ftp://x")
+    # the spec changed again after the error: the error is about an older spec
+    assert dataplane.verdict(isvc(changed="2026-12-02T10:02:00Z"), old, [pod()],
+                             events).reason == CR.SPEC_NOT_BUILT
+
+
+def test_the_agent_groups_only_its_own_standard_models_and_writes_only_changes() -> None:
+    foreign = isvc()
+    foreign["metadata"]["labels"] = {}
+    mesh = isvc(mode="ModelMesh")
+    other = deployment()
+    other["metadata"]["name"] = "iris-transformer"
+    grouped = dataplane.group([isvc(), foreign, mesh], [other, deployment()],
+                              [pod(), {**pod(), "metadata": {**pod()["metadata"], "labels": {
+                                  dataplane.ISVC_LABEL: "iris", "component": "transformer"}}}])
+    assert len(grouped) == 1
+    mine, dep, pods = grouped[0]
+    assert dep is not None and dep["metadata"]["name"] == "iris-predictor" and len(pods) == 1
+    found = dataplane.verdict(mine, dep, pods, [])
+    patch = dataplane.annotation_patch(dep, found)
+    assert patch == {"metadata": {"annotations": {c.ANNOTATION_DATAPLANE: found.annotation()}}}
+    assert dataplane.annotation_patch(deployment(verdict=found.annotation()), found) is None
+
+
+def work(**feedback: Any) -> WorkFact:
+    base: dict[str, Any] = {"specHash": HASH, "deploymentMode": "Standard",
+                            "builtSpecHash": HASH, "deploymentGeneration": 3,
+                            "deploymentObservedGeneration": 3, "desiredReplicas": 1,
+                            "updatedReplicas": 1, "readyReplicas": 1, "ready": "True",
+                            "url": "http://iris.models"}
+    base.update(feedback)
+    return WorkFact(name="w", cluster="c1", kind=c.KIND_INFERENCE_SERVICE,
+                    intent_namespace="team-a", intent_name="iris", render_hash="h",
+                    applied="True", available="True",
+                    feedback=tuple(sorted((k, v) for k, v in base.items() if v is not None)))
+
+
+def verdict(**body: Any) -> str:
+    return json.dumps(body)
+
+
+def test_a_ready_kserve_has_not_reearned_for_the_current_spec_never_counts() -> None:
+    """Tried as a user would: an ftp:// storage URI, refused by KServe's controller, left
+    Ready True from the old spec, and the hub counted it Ready for the new one."""
+    entry, cat = inference_service_report(work(builtSpecHash="ffffffffffffffff"), False)
+    assert (cat, entry.ready, entry.phase, entry.reason) == (
+        "progressing", False, "Progressing", CR.SPEC_NOT_BUILT)
+    assert "previous spec still serves" in entry.message
+    entry, cat = inference_service_report(work(
+        builtSpecHash="ffffffffffffffff",
+        dataplane=verdict(reason="SpecRejected", message="StorageURI not supported: ftp")), False)
+    assert (cat, entry.ready, entry.reason) == ("failed", False, CR.SPEC_REJECTED)
+    assert entry.message.startswith("KServe refused the current spec: StorageURI not supported")
+    # rolling out the new spec: not yet
+    entry, cat = inference_service_report(work(desiredReplicas=2, updatedReplicas=1), False)
+    assert (cat, entry.reason) == ("progressing", CR.SPEC_NOT_BUILT)
+    assert "1 of 2 replicas updated" in entry.message
+    # the Deployment's newest generation not observed yet
+    assert inference_service_report(work(deploymentObservedGeneration=2), False)[1] == (
+        "progressing")
+    assert inference_service_report(work(), False)[1] == "ready"
+
+
+def test_pod_failures_are_named_and_a_model_serving_on_fewer_replicas_says_so() -> None:
+    denied = verdict(reason="StorageDownloadFailed", message="the model download failed (403)")
+    entry, cat = inference_service_report(work(ready="False", readyReplicas=0,
+                                               dataplane=denied), False)
+    assert (cat, entry.phase, entry.reason) == ("failed", "Failed", CR.STORAGE_DOWNLOAD_FAILED)
+    assert entry.message == "the model download failed (403) (0 of 1 replicas ready)"
+    looping = verdict(reason="CrashLooping", message="restarted 3 times")
+    entry, cat = inference_service_report(work(desiredReplicas=2, updatedReplicas=2,
+                                               dataplane=looping), False)
+    assert (cat, entry.ready, entry.reason) == ("ready", True, CR.CRASH_LOOPING)
+    assert entry.message == "restarted 3 times (1 of 2 replicas ready)"
+    entry, cat = inference_service_report(work(desiredReplicas=2, updatedReplicas=2), False)
+    assert (cat, entry.reason, entry.message) == ("ready", CR.REPLICAS_NOT_READY,
+                                                  "1 of 2 replicas ready")
+
+
+def test_feedback_without_a_spec_hash_or_of_modelmesh_is_judged_by_kserve_alone() -> None:
+    assert data_plane(work(specHash=None)) is None
+    assert data_plane(work(deploymentMode="ModelMesh", builtSpecHash=None)) is None
+    assert inference_service_report(work(specHash=None, builtSpecHash="x"), False)[1] == "ready"
+    # a hostile verdict is bounded and inert, never breaks the fold
+    hostile = work(ready="False", dataplane=verdict(reason="CrashLooping" + "x" * 500,
+                                                     message="\x07" + "m" * 5000))
+    entry, _ = inference_service_report(hostile, False)
+    assert len(entry.message) <= 1024 and "\x07" not in entry.message
+    assert inference_service_report(work(dataplane="{not json"), False)[1] == "ready"
