@@ -5,15 +5,20 @@ KServe's status of an InferenceService says Ready or not, and when it fails, one
 server that keeps crashing alike. It also keeps ``Ready: True`` from the previous spec when it
 cannot build the current one (an ``ftp://`` storage URI: "StorageURI not supported"), because
 its reconcile returns before it writes anything. The agent reads what KServe built and what
-the pods say, and writes the verdict on the InferenceService as one annotation
-(:data:`addon_api.constants.ANNOTATION_DATAPLANE`); the InferenceService's ManifestWork feeds it
-back to the hub, which judges the cluster by it.
+the pods say, and writes its verdict on the InferenceService as one annotation
+(:data:`addon_api.constants.ANNOTATION_DATAPLANE`), which the model's ManifestWork feeds back
+to the hub.
 
 Whether KServe built the current spec: the manager marks every InferenceService it renders with
 a hash of its spec (:data:`addon_api.constants.ANNOTATION_SPEC_HASH`), and KServe copies an
 InferenceService's annotations onto the predictor Deployment it builds from it. The Deployment
-carrying the InferenceService's hash, at its own observed generation, is KServe having acted on
-this spec; a Deployment with another hash is the previous spec still serving.
+carrying the InferenceService's hash, observed and rolled out, is KServe having acted on this
+spec; a Deployment with another hash is the previous spec still serving.
+
+KServe would copy the verdict annotation onto the Deployment's pod template too, restarting the
+pods at every change of verdict; the agent writes it only where KServe's
+``serviceAnnotationDisallowedList`` names it (:func:`kserve_keeps_it_off_pods`), as the
+stacks the agent installs have it (:func:`addon_agent.planning.configure_kserve`).
 
 Pure functions; the loop that lists and patches is in :mod:`addon_agent.handlers`.
 """
@@ -38,6 +43,8 @@ ISVC_LABEL: Final = "serving.kserve.io/inferenceservice"
 """KServe's label on a predictor's Deployment and pods: the InferenceService's name."""
 REJECTION_EVENT: Final = "InternalError"
 """The reason of the Warning event KServe's controller records when its reconcile fails."""
+KSERVE_CONFIG: Final = "inferenceservice-config"
+"""KServe's ConfigMap (in the controller's namespace)."""
 MESSAGE_LIMIT: Final = 512
 """At most this many characters of a fed-back message (what containers write is bounded)."""
 
@@ -80,16 +87,44 @@ def _annotations(obj: Obj | None) -> dict[str, str]:
 def built(isvc: Obj, deployment: Obj | None) -> bool | None:
     """Whether KServe built the predictor Deployment from the InferenceService's current spec.
 
-    None when there is nothing to judge by: no Deployment, or no spec hash on the
-    InferenceService (one the manager did not render).
+    The Deployment carries the spec's hash and its controller observed its newest
+    generation. None when there is nothing to judge by: no Deployment, or no spec hash on
+    the InferenceService (one the manager did not render).
     """
     want = _annotations(isvc).get(c.ANNOTATION_SPEC_HASH)
     if not want or deployment is None:
         return None
     meta = deployment.get("metadata") or {}
     seen = (deployment.get("status") or {}).get("observedGeneration")
-    current = not isinstance(seen, int) or seen >= int(meta.get("generation") or 0)
+    current = isinstance(seen, int) and seen >= int(meta.get("generation") or 0)
     return _annotations(deployment).get(c.ANNOTATION_SPEC_HASH) == want and current
+
+
+def rolling(deployment: Obj) -> str:
+    """How far the Deployment's rollout is, while it runs ("" once every replica is new)."""
+    replicas = int((deployment.get("spec") or {}).get("replicas") or 0)
+    updated = int((deployment.get("status") or {}).get("updatedReplicas") or 0)
+    if updated >= replicas:
+        return ""
+    return f"the predictor is rolling out: {updated} of {replicas} replicas updated"
+
+
+def kserve_keeps_it_off_pods(configs: list[Obj]) -> bool:
+    """Whether KServe's ``inferenceservice-config`` keeps the verdict off the predictor pods.
+
+    ``configs`` are the ConfigMaps of that name on the cluster; the verdict annotation must be
+    in the ``serviceAnnotationDisallowedList`` of its ``inferenceService`` key.
+    """
+    for config in configs:
+        try:
+            options = json.loads(((config.get("data") or {}).get("inferenceService")) or "{}")
+        except ValueError:
+            continue
+        listed = options.get("serviceAnnotationDisallowedList") if isinstance(
+            options, dict) else None
+        if isinstance(listed, list) and c.ANNOTATION_DATAPLANE in listed:
+            return True
+    return False
 
 
 def spec_changed_at(isvc: Obj) -> str:
@@ -203,7 +238,10 @@ def verdict(isvc: Obj, deployment: Obj | None, pods: list[Obj], events: list[Obj
         return Verdict(generation, False, ClusterReason.SPEC_NOT_BUILT,
                        "KServe has not built the predictor from the current spec yet",
                        ready, replicas)
+    moving = rolling(deployment) if deployment is not None else ""
     reason, message, restarts = pod_failure(live)
+    if moving and not reason:
+        return Verdict(generation, False, ClusterReason.SPEC_NOT_BUILT, moving, ready, replicas)
     if reason:
         return Verdict(generation, made, reason, message, ready, replicas, restarts)
     if deployment is not None and ready < replicas:

@@ -437,11 +437,16 @@ MODEL_METRICS_SECONDS = 10.0
 
 
 def record_data_plane(kube: Kube, isvcs: list[dict[str, Any]]) -> None:
-    """Write each model's data-plane verdict on its predictor Deployment (when it changed).
+    """Write each model's data-plane verdict on its InferenceService (when it changed).
 
-    Two lists (the predictors' Deployments and pods, by KServe's label), and a model's events
+    Only where KServe keeps the verdict off the predictor pods. Three lists (KServe's
+    config, the predictors' Deployments and pods, by KServe's label), and a model's events
     only while KServe has not built its current spec (:mod:`addon_agent.dataplane`).
     """
+    configs = kube.list("v1", "ConfigMap",
+                        field_selector=f"metadata.name={dataplane.KSERVE_CONFIG}")
+    if not dataplane.kserve_keeps_it_off_pods(configs):
+        return  # the verdict would restart the pods whenever it changes
     selector = dataplane.ISVC_LABEL
     deployments = kube.list("apps/v1", "Deployment", label_selector=selector)
     pods = kube.list("v1", "Pod", label_selector=selector)
@@ -455,9 +460,9 @@ def record_data_plane(kube: Kube, isvcs: list[dict[str, Any]]) -> None:
             events = kube.list("v1", "Event", namespace=ns, field_selector=(
                 f"involvedObject.kind=InferenceService,involvedObject.name={name}"))
         patch = dataplane.annotation_patch(
-            deployment, dataplane.verdict(isvc, deployment, own, events))
+            isvc, dataplane.verdict(isvc, deployment, own, events))
         if patch is not None:
-            kube.patch("apps/v1", "Deployment", name + c.PREDICTOR_SUFFIX, patch, ns)
+            kube.patch(ISVC_API, "InferenceService", name, patch, ns)
 
 
 def start_model_metrics_loop(agent: Agent, interval: float = MODEL_METRICS_SECONDS) -> (

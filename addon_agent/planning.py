@@ -323,7 +323,27 @@ def configure_kserve(config_map: Obj, spec: ServingPlatformSpec) -> Obj:
     _edit_json(data, "deploy", {"defaultDeploymentMode": mode})
     _edit_json(data, "ingress", {"disableIngressCreation": True})
     _edit_json(data, "service", {"serviceClusterIPNone": headless})
+    keep_off_pods(data)
     return config_map
+
+
+def keep_off_pods(data: dict[str, str]) -> None:
+    """KServe told not to copy the agent's verdict annotation onto predictor pods.
+
+    Added to ``inferenceService.serviceAnnotationDisallowedList`` (KServe adds its own
+    defaults to the list); without it each change of verdict would restart the pods.
+    """
+    try:
+        options = json.loads(data.get("inferenceService") or "{}")
+    except ValueError:
+        options = {}
+    if not isinstance(options, dict):
+        options = {}
+    listed = options.get("serviceAnnotationDisallowedList")
+    listed = [str(x) for x in listed] if isinstance(listed, list) else []
+    if c.ANNOTATION_DATAPLANE not in listed:
+        listed.append(c.ANNOTATION_DATAPLANE)
+    _edit_json(data, "inferenceService", {"serviceAnnotationDisallowedList": listed})
 
 
 def modelmesh_extras(spec: ServingPlatformSpec, namespace: str) -> list[Obj]:

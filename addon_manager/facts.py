@@ -338,14 +338,11 @@ CLAIMING_KINDS = frozenset({c.KIND_SERVING_RUNTIME, c.KIND_INFERENCE_SERVICE,
 def claimed_objects(spec: Mapping[str, Any]) -> frozenset[str]:
     """What a work's spec claims on its cluster (see :attr:`WorkFact.objects`).
 
-    The objects its manifest configs name (but those it only reads, ``ReadOnly``), and for a
-    sealed connection the ``storage-config`` Secret of each of its target namespaces (the
-    agent writes the entry there).
+    The objects its manifest configs name, and for a sealed connection the ``storage-config``
+    Secret of each of its target namespaces (the agent writes the entry there).
     """
     out = set()
     for config in spec.get("manifestConfigs") or []:
-        if (config.get("updateStrategy") or {}).get("type") == "ReadOnly":
-            continue
         ident = config.get("resourceIdentifier") or {}
         out.add(f"{ident.get('resource')}/{ident.get('namespace', '')}/{ident.get('name')}")
     for manifest in (spec.get("workload") or {}).get("manifests") or []:

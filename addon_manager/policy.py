@@ -230,9 +230,6 @@ TENANT_KINDS = frozenset({
     (c.API_VERSION, c.KIND_SEALED_STORAGE_CONNECTION),
 })
 """What a tenant's work may carry (anything else is refused: ``KindNotAllowed``)."""
-READ_KINDS = frozenset({("apps/v1", "Deployment")})
-"""What a tenant's work may name only to read it back: a manifest of one of these kinds
-with no body (``apiVersion``, ``kind``, ``metadata`` only), the predictor KServe builds."""
 
 
 @dataclass(frozen=True)
@@ -279,10 +276,6 @@ def _judge_manifest(manifest: Mapping[str, Any], hub: str, policy: Policy, agent
         out += [(REASON_NAMESPACE, line) for line in _namespace_lines(
             policy, hub, agent_ns, "spec.servingNamespaces", spec.get("servingNamespaces") or [])]
         return out
-    if (api, kind) in READ_KINDS and set(manifest) <= {"apiVersion", "kind", "metadata"}:
-        # a reference the work only reads back (no spec: nothing to apply)
-        return [(REASON_NAMESPACE, line) for line in _namespace_lines(
-            policy, hub, agent_ns, "spec.targetNamespace", str(meta.get("namespace") or ""))]
     if (api, kind) not in TENANT_KINDS:
         return [(REASON_KIND, f"{api} {kind} is not a kind the add-on sends for a tenant")]
     if kind == c.KIND_SEALED_STORAGE_CONNECTION:

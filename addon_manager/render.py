@@ -270,22 +270,13 @@ INFERENCE_SERVICE_FEEDBACK = [
     ("failureReason", ".status.modelStatus.lastFailureInfo.reason"),
     ("failureMessage", ".status.modelStatus.lastFailureInfo.message"),
 ]
-_SPEC_HASH_PATH = ".metadata.annotations." + c.ANNOTATION_SPEC_HASH.replace(".", "\\.")
 INFERENCE_SERVICE_FEEDBACK += [
-    ("specHash", _SPEC_HASH_PATH),
+    ("generation", ".metadata.generation"),
     ("deploymentMode", ".metadata.annotations." + c.DEPLOYMENT_MODE_ANNOTATION.replace(".", "\\.")),
-]
-PREDICTOR_FEEDBACK = [
-    ("builtSpecHash", _SPEC_HASH_PATH),
     ("dataplane", ".metadata.annotations." + c.ANNOTATION_DATAPLANE.replace(".", "\\.")),
-    ("deploymentGeneration", ".metadata.generation"),
-    ("deploymentObservedGeneration", ".status.observedGeneration"),
-    ("desiredReplicas", ".spec.replicas"),
-    ("updatedReplicas", ".status.updatedReplicas"),
-    ("readyReplicas", ".status.readyReplicas"),
 ]
-"""What the predictor Deployment KServe built says (a ReadOnly manifest of the work): which
-spec it was built from, the agent's data-plane verdict, and its replicas."""
+"""What KServe says of the model, and the agent's data-plane verdict (an annotation it writes
+on the InferenceService, see :mod:`addon_agent.dataplane`)."""
 ROUTE_FEEDBACK = [
     ("routeHost", ".status.ingress[0].host"),
     ("routeAdmitted", '.status.ingress[0].conditions[?(@.type=="Admitted")].status'),
@@ -552,32 +543,10 @@ def render_inference_service(
                                    exposure))
         configs.append(_ssa_config("route.openshift.io", "routes", name, target, ROUTE_FEEDBACK,
                                    force=False))
-    if mode != "ModelMesh":  # KServe builds a predictor Deployment; ModelMesh does not
-        manifests.append(predictor_reference(name, target))
-        configs.append(predictor_config(name, target))
     return _work(
         c.KIND_INFERENCE_SERVICE, ns, name, cluster, manifests, configs, field="spec.template",
         shared=_shared(memo, key),
     )
-
-
-def predictor_reference(name: str, namespace: str) -> dict[str, Any]:
-    """The predictor Deployment KServe builds for an InferenceService, as a ReadOnly manifest.
-
-    The work agent never writes it; it only reads it back (:data:`PREDICTOR_FEEDBACK`).
-    """
-    return {"apiVersion": "apps/v1", "kind": "Deployment",
-            "metadata": {"name": name + c.PREDICTOR_SUFFIX, "namespace": namespace}}
-
-
-def predictor_config(name: str, namespace: str) -> dict[str, Any]:
-    """The ReadOnly strategy and feedback rules of :func:`predictor_reference`."""
-    return {
-        "resourceIdentifier": {"group": "apps", "resource": "deployments",
-                               "name": name + c.PREDICTOR_SUFFIX, "namespace": namespace},
-        "feedbackRules": _jsonpaths(PREDICTOR_FEEDBACK),
-        "updateStrategy": {"type": "ReadOnly"},
-    }
 
 
 def route_for(name: str, namespace: str, labels: dict[str, str],

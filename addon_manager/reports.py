@@ -96,59 +96,52 @@ def runtime_report(work: WorkFact, removed: bool) -> tuple[ClusterStatus, Catego
 
 @dataclass(frozen=True)
 class DataPlane:
-    """What the predictor Deployment KServe built says, as fed back.
+    """The agent's verdict on a model's predictor, as fed back (:mod:`addon_agent.dataplane`).
 
-    See :data:`addon_manager.render.PREDICTOR_FEEDBACK`.
-    ``built``: KServe built the Deployment from the InferenceService's current spec and it
-    has rolled out; ``reason``/``message``: the agent's verdict on the pods ("" when fine).
+    ``built``: KServe built the predictor from the InferenceService's current spec and it
+    rolled out; ``reason``/``message``: why not, or what is wrong with its pods ("" when
+    nothing is); ``ready``/``replicas``: the predictor's pods ready, and asked for.
     """
 
     built: bool
-    rolling: str
     reason: str
     message: str
     ready: int
     replicas: int
 
 
-def _int(value: FeedbackValue | None) -> int | None:
-    return value if isinstance(value, int) and not isinstance(value, bool) else None
-
-
-def _verdict(work: WorkFact) -> dict[str, object]:
-    raw = work.value("dataplane")
-    try:
-        found = json.loads(raw) if isinstance(raw, str) else {}
-    except ValueError:
-        return {}
-    return found if isinstance(found, dict) else {}
+def _int(value: object) -> int:
+    return value if isinstance(value, int) and not isinstance(value, bool) else 0
 
 
 def data_plane(work: WorkFact) -> DataPlane | None:
-    """The predictor's state from the work's feedback; None when there is none to judge by.
+    """The agent's verdict from the work's feedback; None when there is none to judge by.
 
-    None for a work rendered without a spec hash (before the add-on marked them) or for a
-    ModelMesh model (no predictor Deployment of its own).
+    None without a verdict (an agent that writes none: ModelMesh, a stack it does not
+    configure) or with one the agent did not judge (no ``built``). A verdict about an older
+    generation of the InferenceService than the one fed back is not built yet: the agent
+    has not looked at the current spec.
     """
-    want = _s(work.value("specHash"))
-    if not want or _s(work.value("deploymentMode")) == "ModelMesh":
+    raw = work.value("dataplane")
+    if _s(work.value("deploymentMode")) == "ModelMesh" or not isinstance(raw, str):
         return None
-    generation = _int(work.value("deploymentGeneration"))
-    observed = _int(work.value("deploymentObservedGeneration"))
-    replicas = _int(work.value("desiredReplicas")) or 0
-    updated = _int(work.value("updatedReplicas")) or 0
-    ready = _int(work.value("readyReplicas")) or 0
-    current = _s(work.value("builtSpecHash")) == want and (
-        generation is None or observed is None or observed >= generation)
-    rolling = (f"the predictor is rolling out: {updated} of {replicas} replicas updated"
-               if current and updated < replicas else "")
-    verdict = _verdict(work)
-    return DataPlane(
-        built=current and not rolling, rolling=rolling,
-        reason=sanitized(str(verdict.get("reason") or ""), 64),
-        message=sanitized(str(verdict.get("message") or ""), 1024),
-        ready=ready, replicas=replicas,
-    )
+    try:
+        found = json.loads(raw)
+    except ValueError:
+        return None
+    if not isinstance(found, dict) or not isinstance(found.get("built"), bool):
+        return None
+    generation = _int(work.value("generation"))
+    judged = _int(found.get("generation"))
+    reason = sanitized(str(found.get("reason") or ""), 64)
+    message = sanitized(str(found.get("message") or ""), 1024)
+    built = bool(found["built"])
+    if generation and judged != generation:
+        built, reason = False, ClusterReason.SPEC_NOT_BUILT
+        message = (f"the agent has not judged generation {generation} yet (its verdict is "
+                   f"of {judged})")
+    return DataPlane(built=built, reason=reason, message=message,
+                     ready=_int(found.get("ready")), replicas=_int(found.get("replicas")))
 
 
 POD_FAILURES = (ClusterReason.STORAGE_DOWNLOAD_FAILED, ClusterReason.CRASH_LOOPING)
@@ -174,7 +167,7 @@ def inference_service_report(work: WorkFact, removed: bool) -> tuple[ClusterStat
     serving = work.value("ready") == "True"
     previous = " (the previous spec still serves)" if serving else ""
     if plane is not None and not plane.built:
-        if plane.reason == ClusterReason.SPEC_REJECTED and not plane.rolling:
+        if plane.reason == ClusterReason.SPEC_REJECTED:
             return ClusterStatus(
                 cluster=cl, phase=ClusterPhase.FAILED, reason=ClusterReason.SPEC_REJECTED,
                 message=f"KServe refused the current spec: {plane.message}{previous}",
@@ -183,7 +176,7 @@ def inference_service_report(work: WorkFact, removed: bool) -> tuple[ClusterStat
         if not (failure and transition not in MOVING_ISVC_TRANSITIONS):
             return ClusterStatus(
                 cluster=cl, phase=ClusterPhase.PROGRESSING, reason=ClusterReason.SPEC_NOT_BUILT,
-                message=(plane.rolling or "KServe has not built the predictor from the "
+                message=(plane.message or "KServe has not built the predictor from the "
                          "current spec yet") + previous,
                 url=url, external_url=external, model_state=state,
             ), "progressing"
@@ -207,7 +200,7 @@ def inference_service_report(work: WorkFact, removed: bool) -> tuple[ClusterStat
     if transition in MOVING_ISVC_TRANSITIONS:
         failure = ""  # KServe keeps lastFailureInfo after the model it was about is gone
     if work.value("ready") == "True" and not rejected:
-        if plane is not None and plane.ready < plane.replicas:
+        if plane is not None and plane.reason == ClusterReason.REPLICAS_NOT_READY:
             return ClusterStatus(
                 cluster=cl, phase=ClusterPhase.READY, ready=True,
                 reason=ClusterReason.REPLICAS_NOT_READY,

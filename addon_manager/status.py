@@ -321,11 +321,18 @@ def aggregate(
     ``Deleting``).
     """
     items = sorted(entries, key=lambda e: (_ORDER[e[1]], e[0].cluster))
+    # A cluster the Placement no longer selects keeps its entry while its work goes (its
+    # removal may be blocked there), but it is neither desired nor ready: the hub once said
+    # "Ready 2/2" for a minute with the Placement selecting one cluster. Its removal's
+    # progress, failure or silence still counts (a stuck removal is never hidden). A
+    # Placement that is gone keeps every work, and every work counts.
+    counted = [(s, cat) for s, cat in items
+               if not placement.found or s.cluster in placement.clusters]
     failed = [s.cluster for s, cat in items if cat == "failed"]
     progressing = [s.cluster for s, cat in items if cat == "progressing"]
-    ready = [s.cluster for s, cat in items if cat == "ready"]
+    ready = [s.cluster for s, cat in counted if cat == "ready"]
     stale = [s.cluster for s, cat in items if cat == "stale"]
-    desired = len(items)
+    desired = len(counted)
     prev = previous.conditions if previous else []
     conds: list[Condition] = []
 
@@ -383,7 +390,7 @@ def aggregate(
         phase = IntentPhase.DEGRADED
     elif all_ready:
         phase = IntentPhase.READY
-    elif desired and (progressing or ready):
+    elif progressing or (desired and ready):
         phase = IntentPhase.PROGRESSING
     else:
         phase = IntentPhase.PENDING
@@ -397,7 +404,7 @@ def aggregate(
             desired, len(ready), len(progressing), len(failed), stale=len(stale)
         ),
         clusters=kept,
-        clusters_omitted=max(0, desired - len(kept)),
+        clusters_omitted=max(0, len(items) - len(kept)),
     )
 
 

@@ -1,8 +1,8 @@
 """The hub tells the truth about a model's data plane (issue 30, item 4).
 
 The agent's verdict on a predictor's Deployment and pods (:mod:`addon_agent.dataplane`), and
-the hub's judgement of a model work's feedback (:func:`addon_manager.reports.inference_service_report`):
-a Ready KServe has not re-earned for the current spec never counts, a refused spec names
+the hub's judgement of a model work's feedback
+(:func:`addon_manager.reports.inference_service_report`): a Ready KServe has not re-earned for the current spec never counts, a refused spec names
 KServe's error, a failed download, a crash-looping server and missing replicas are named.
 """
 
@@ -12,8 +12,10 @@ import json
 from typing import Any
 
 from addon_agent import dataplane
+from addon_agent.planning import configure_kserve
 from addon_api import constants as c
 from addon_api.reasons import ClusterReason as CR
+from addon_api.spoke import ServingPlatformSpec
 from addon_manager.facts import WorkFact
 from addon_manager.render import owner_labels
 from addon_manager.reports import data_plane, inference_service_report
@@ -47,7 +49,7 @@ def deployment(*, spec_hash: str = HASH, replicas: int = 1, generation: int = 3,
                          "generation": generation, "annotations": annotations,
                          "labels": {dataplane.ISVC_LABEL: "iris"}},
             "spec": {"replicas": replicas},
-            "status": {"observedGeneration": observed}}
+            "status": {"observedGeneration": observed, "updatedReplicas": replicas}}
 
 
 def pod(*, ready: bool = True, init: Obj | None = None, server: Obj | None = None,
@@ -92,8 +94,8 @@ def test_the_agent_names_a_crash_looping_server_with_restarts_and_a_clean_messag
 def test_a_pod_being_deleted_and_a_server_still_starting_are_no_failures() -> None:
     starting = {"restartCount": 0, "state": {"running": {}}}
     found = dataplane.verdict(isvc(), deployment(replicas=2),
-                              [pod(server=starting), pod(ready=False, init=DENIED, deleting=True)],
-                              [])
+                              [pod(server=starting),
+                               pod(ready=False, init=DENIED, deleting=True)], [])
     assert found.reason == CR.REPLICAS_NOT_READY and found.message == "1 of 2 replicas ready"
     assert dataplane.verdict(isvc(), deployment(), [pod(server=starting)], []).reason == ""
 
@@ -140,12 +142,32 @@ def test_the_agent_groups_only_its_own_standard_models_and_writes_only_changes()
     assert dataplane.annotation_patch(deployment(verdict=found.annotation()), found) is None
 
 
-def work(**feedback: Any) -> WorkFact:
-    base: dict[str, Any] = {"specHash": HASH, "deploymentMode": "Standard",
-                            "builtSpecHash": HASH, "deploymentGeneration": 3,
-                            "deploymentObservedGeneration": 3, "desiredReplicas": 1,
-                            "updatedReplicas": 1, "readyReplicas": 1, "ready": "True",
+def test_a_rollout_still_running_is_not_built_and_kserve_is_told_to_keep_it_off_pods() -> None:
+    moving = deployment(replicas=2)
+    moving["status"]["updatedReplicas"] = 1
+    found = dataplane.verdict(isvc(), moving, [pod(), pod()], [])
+    assert (found.built, found.reason) == (False, CR.SPEC_NOT_BUILT)
+    assert found.message == "the predictor is rolling out: 1 of 2 replicas updated"
+    # a failing pod of the new spec is named while the rollout runs
+    found = dataplane.verdict(isvc(), moving, [pod(), pod(ready=False, server=LOOPING)], [])
+    assert found.reason == CR.CRASH_LOOPING
+    config = {"data": {"inferenceService": json.dumps({"resource": {"cpuRequest": "1"}})}}
+    assert not dataplane.kserve_keeps_it_off_pods([config])
+    configure_kserve(config, ServingPlatformSpec.from_wire({"platform": "KServe"}))
+    options = json.loads(config["data"]["inferenceService"])
+    assert options["resource"] == {"cpuRequest": "1"}
+    assert options["serviceAnnotationDisallowedList"] == [c.ANNOTATION_DATAPLANE]
+    configure_kserve(config, ServingPlatformSpec.from_wire({"platform": "KServe"}))
+    assert json.loads(config["data"]["inferenceService"])[
+        "serviceAnnotationDisallowedList"] == [c.ANNOTATION_DATAPLANE]
+    assert dataplane.kserve_keeps_it_off_pods([{"data": {"inferenceService": "nope"}}, config])
+
+
+def work(plane: Obj | None = None, **feedback: Any) -> WorkFact:
+    base: dict[str, Any] = {"deploymentMode": "Standard", "generation": 2, "ready": "True",
                             "url": "http://iris.models"}
+    if plane is not None:
+        base["dataplane"] = json.dumps({"generation": 2, **plane})
     base.update(feedback)
     return WorkFact(name="w", cluster="c1", kind=c.KIND_INFERENCE_SERVICE,
                     intent_namespace="team-a", intent_name="iris", render_hash="h",
@@ -153,55 +175,56 @@ def work(**feedback: Any) -> WorkFact:
                     feedback=tuple(sorted((k, v) for k, v in base.items() if v is not None)))
 
 
-def verdict(**body: Any) -> str:
-    return json.dumps(body)
+BUILT = {"built": True, "ready": 1, "replicas": 1}
 
 
 def test_a_ready_kserve_has_not_reearned_for_the_current_spec_never_counts() -> None:
     """Tried as a user would: an ftp:// storage URI, refused by KServe's controller, left
     Ready True from the old spec, and the hub counted it Ready for the new one."""
-    entry, cat = inference_service_report(work(builtSpecHash="ffffffffffffffff"), False)
+    entry, cat = inference_service_report(work({**BUILT, "built": False,
+                                                "reason": "SpecNotBuilt"}), False)
     assert (cat, entry.ready, entry.phase, entry.reason) == (
         "progressing", False, "Progressing", CR.SPEC_NOT_BUILT)
-    assert "previous spec still serves" in entry.message
-    entry, cat = inference_service_report(work(
-        builtSpecHash="ffffffffffffffff",
-        dataplane=verdict(reason="SpecRejected", message="StorageURI not supported: ftp")), False)
+    assert entry.message == ("KServe has not built the predictor from the current spec yet "
+                             "(the previous spec still serves)")
+    entry, cat = inference_service_report(work({
+        **BUILT, "built": False, "reason": "SpecRejected",
+        "message": "StorageURI not supported: ftp"}), False)
     assert (cat, entry.ready, entry.reason) == ("failed", False, CR.SPEC_REJECTED)
     assert entry.message.startswith("KServe refused the current spec: StorageURI not supported")
-    # rolling out the new spec: not yet
-    entry, cat = inference_service_report(work(desiredReplicas=2, updatedReplicas=1), False)
+    # a verdict about the generation before: the agent has not looked at this spec yet
+    entry, cat = inference_service_report(work(BUILT, generation=3), False)
     assert (cat, entry.reason) == ("progressing", CR.SPEC_NOT_BUILT)
-    assert "1 of 2 replicas updated" in entry.message
-    # the Deployment's newest generation not observed yet
-    assert inference_service_report(work(deploymentObservedGeneration=2), False)[1] == (
-        "progressing")
-    assert inference_service_report(work(), False)[1] == "ready"
+    assert "has not judged generation 3 yet" in entry.message
+    assert inference_service_report(work(BUILT), False)[1] == "ready"
 
 
 def test_pod_failures_are_named_and_a_model_serving_on_fewer_replicas_says_so() -> None:
-    denied = verdict(reason="StorageDownloadFailed", message="the model download failed (403)")
-    entry, cat = inference_service_report(work(ready="False", readyReplicas=0,
-                                               dataplane=denied), False)
+    denied = {**BUILT, "ready": 0, "reason": "StorageDownloadFailed",
+              "message": "the model download failed (403)"}
+    entry, cat = inference_service_report(work(denied, ready="False"), False)
     assert (cat, entry.phase, entry.reason) == ("failed", "Failed", CR.STORAGE_DOWNLOAD_FAILED)
     assert entry.message == "the model download failed (403) (0 of 1 replicas ready)"
-    looping = verdict(reason="CrashLooping", message="restarted 3 times")
-    entry, cat = inference_service_report(work(desiredReplicas=2, updatedReplicas=2,
-                                               dataplane=looping), False)
+    looping = {**BUILT, "replicas": 2, "reason": "CrashLooping", "message": "restarted 3 times"}
+    entry, cat = inference_service_report(work(looping), False)
     assert (cat, entry.ready, entry.reason) == ("ready", True, CR.CRASH_LOOPING)
     assert entry.message == "restarted 3 times (1 of 2 replicas ready)"
-    entry, cat = inference_service_report(work(desiredReplicas=2, updatedReplicas=2), False)
+    short = {**BUILT, "replicas": 2, "reason": "ReplicasNotReady",
+             "message": "1 of 2 replicas ready"}
+    entry, cat = inference_service_report(work(short), False)
     assert (cat, entry.reason, entry.message) == ("ready", CR.REPLICAS_NOT_READY,
                                                   "1 of 2 replicas ready")
 
 
-def test_feedback_without_a_spec_hash_or_of_modelmesh_is_judged_by_kserve_alone() -> None:
-    assert data_plane(work(specHash=None)) is None
-    assert data_plane(work(deploymentMode="ModelMesh", builtSpecHash=None)) is None
-    assert inference_service_report(work(specHash=None, builtSpecHash="x"), False)[1] == "ready"
+def test_without_a_verdict_or_for_modelmesh_kserve_alone_judges() -> None:
+    assert data_plane(work()) is None
+    assert data_plane(work({**BUILT, "built": False}, deploymentMode="ModelMesh")) is None
+    assert data_plane(work({"ready": 1})) is None  # not judged: no "built"
+    assert inference_service_report(work(), False)[1] == "ready"
     # a hostile verdict is bounded and inert, never breaks the fold
-    hostile = work(ready="False", dataplane=verdict(reason="CrashLooping" + "x" * 500,
-                                                     message="\x07" + "m" * 5000))
+    hostile = work({"built": True, "reason": "CrashLooping" + "x" * 500,
+                    "message": "\x07" + "m" * 5000}, ready="False")
     entry, _ = inference_service_report(hostile, False)
     assert len(entry.message) <= 1024 and "\x07" not in entry.message
     assert inference_service_report(work(dataplane="{not json"), False)[1] == "ready"
+    assert inference_service_report(work(dataplane="[1]"), False)[1] == "ready"

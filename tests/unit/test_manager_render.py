@@ -16,7 +16,7 @@ from addon_api.hub import (
     MultiClusterServingRuntime,
     StorageConnection,
 )
-from addon_manager import facts, naming, render
+from addon_manager import naming, render
 
 
 def _meta(name: str = "x") -> dict[str, Any]:
@@ -514,7 +514,7 @@ def test_an_oversized_template_is_a_render_error_from_a_shared_memo_too() -> Non
 def test_an_exposed_model_carries_a_route_to_its_predictor_with_feedback() -> None:
     work = render.render_inference_service(
         isvc(exposure={"type": "Route", "host": "iris.apps.example.com"}), "c1", {})
-    isvc_obj, route, _predictor = work.body["spec"]["workload"]["manifests"]
+    isvc_obj, route = work.body["spec"]["workload"]["manifests"]
     assert isvc_obj["kind"] == "InferenceService"
     assert route == {
         "apiVersion": "route.openshift.io/v1", "kind": "Route",
@@ -543,42 +543,32 @@ def test_an_override_turns_the_exposure_off_on_some_clusters() -> None:
     on = render.render_inference_service(subject, "ocp", {"vendor": "OpenShift"}, memo)
     off = render.render_inference_service(subject, "kind", {"vendor": "Kubernetes"}, memo)
     assert [m["kind"] for m in on.body["spec"]["workload"]["manifests"]] == [
-        "InferenceService", "Route", "Deployment"]
-    assert [m["kind"] for m in off.body["spec"]["workload"]["manifests"]] == [
-        "InferenceService", "Deployment"]
-    assert len(off.body["spec"]["manifestConfigs"]) == 2
+        "InferenceService", "Route"]
+    assert [m["kind"] for m in off.body["spec"]["workload"]["manifests"]] == ["InferenceService"]
+    assert len(off.body["spec"]["manifestConfigs"]) == 1
     without = render.render_inference_service(isvc(), "c1", {})
-    assert len(without.body["spec"]["workload"]["manifests"]) == 2
+    assert len(without.body["spec"]["workload"]["manifests"]) == 1
 
 
-def test_a_model_work_reads_back_the_predictor_kserve_built_from_its_spec() -> None:
+def test_a_model_work_marks_its_spec_and_reads_back_the_agents_verdict() -> None:
     """Issue 30: the InferenceService carries a hash of its spec (KServe copies it onto the
-    predictor Deployment it builds), and the work names that Deployment ReadOnly: its hash,
-    the agent's data-plane verdict and its replicas come back; nothing of it is applied or
-    claimed. A changed spec has another hash; ModelMesh builds no predictor Deployment."""
+    predictor Deployment it builds, which is how the agent knows KServe built this spec), and
+    the work feeds back the agent's data-plane verdict and the generation it is about."""
     work = render.render_inference_service(isvc(), "c1", {})
-    obj, predictor = work.body["spec"]["workload"]["manifests"]
+    (obj,) = work.body["spec"]["workload"]["manifests"]
     digest = obj["metadata"]["annotations"][c.ANNOTATION_SPEC_HASH]
     assert len(digest) == 16
-    assert predictor == {"apiVersion": "apps/v1", "kind": "Deployment",
-                         "metadata": {"name": "iris-predictor", "namespace": "models"}}
-    config = work.body["spec"]["manifestConfigs"][1]
-    assert config["updateStrategy"] == {"type": "ReadOnly"}
-    paths = {p["name"]: p["path"] for p in config["feedbackRules"][0]["jsonPaths"]}
-    assert paths["builtSpecHash"] == (
-        ".metadata.annotations.modelserving\\.opendatahub\\.io/spec-hash")
-    assert paths["dataplane"].endswith("/dataplane") and paths["readyReplicas"]
-    isvc_paths = {p["name"]: p["path"]
-                  for p in work.body["spec"]["manifestConfigs"][0]["feedbackRules"][0]["jsonPaths"]}
-    assert isvc_paths["specHash"] == paths["builtSpecHash"]
-    assert "deployments/models/iris-predictor" not in facts.claimed_objects(work.body["spec"])
+    paths = {p["name"]: p["path"]
+             for p in work.body["spec"]["manifestConfigs"][0]["feedbackRules"][0]["jsonPaths"]}
+    assert paths["dataplane"] == (
+        ".metadata.annotations.modelserving\\.opendatahub\\.io/dataplane")
+    assert paths["generation"] == ".metadata.generation"
     changed = render.render_inference_service(isvc(template={
         "predictor": {"model": {"modelFormat": {"name": "sklearn"},
                                 "storageUri": "s3://models/other"}}}), "c1", {})
-    assert (manifest(changed)["metadata"]["annotations"][c.ANNOTATION_SPEC_HASH] != digest)
-    mesh = render.render_inference_service(isvc(deploymentMode="ModelMesh"), "c1", {})
-    assert [m["kind"] for m in mesh.body["spec"]["workload"]["manifests"]] == [
-        "InferenceService"]
+    assert manifest(changed)["metadata"]["annotations"][c.ANNOTATION_SPEC_HASH] != digest
+    again = render.render_inference_service(isvc(), "c2", {"other": "label"})
+    assert manifest(again)["metadata"]["annotations"][c.ANNOTATION_SPEC_HASH] == digest
 
 
 def test_a_model_serving_without_components_sends_no_empty_map() -> None:

@@ -223,7 +223,7 @@ def _conds(status: Any) -> dict[str, Any]:
 
 
 def test_aggregate_summary_conditions_and_bounded_list() -> None:
-    pl = st.PlacementState("p", True, frozenset({"x"}))
+    pl = st.PlacementState("p", True, frozenset(e.cluster for e, _ in _entries(150, 20, 3)))
     status = st.aggregate(_entries(150, 20, 3), pl, 4, None, NOW)
     assert status.summary.desired == 173 and status.summary.ready == 150
     assert status.summary.progressing == 20 and status.summary.failed == 3
@@ -238,6 +238,23 @@ def test_aggregate_summary_conditions_and_bounded_list() -> None:
     ok = st.aggregate(_entries(2, 0, 0), pl, 5, status, NOW)
     assert ok.phase == "Ready" and _conds(ok)["Ready"].status == "True"
     assert _conds(ok)["Ready"].reason == "AllClustersReady"
+
+
+def test_a_cluster_that_left_the_placement_is_neither_desired_nor_ready() -> None:
+    """Issue 30: a cluster leaving the Placement while its stack installed kept counting
+    ("Ready 2/2" with the Placement selecting one, for about a minute). Its entry stays
+    while its work goes; its removal's progress and failures still count."""
+    two = _entries(2, 0, 0)
+    left = two[1][0].cluster
+    pl = st.PlacementState("p", True, frozenset({two[0][0].cluster}))
+    status = st.aggregate(two, pl, 1, None, NOW)
+    assert (status.summary.desired, status.summary.ready) == (1, 1)
+    assert status.summary.ready_text == "1/1" and status.phase == "Ready"
+    assert left in {x.cluster for x in status.clusters}
+    failing = [two[0], (two[1][0].model_copy(update={"ready": False}), "failed")]
+    assert st.aggregate(failing, pl, 1, None, NOW).phase == "Degraded"
+    gone = st.PlacementState("p", False)
+    assert st.aggregate(two, gone, 1, None, NOW).summary.desired == 2
 
 
 def test_transition_time_is_kept_while_status_holds() -> None:
