@@ -1,9 +1,10 @@
 """The hub tells the truth about a model's data plane (issue 30, item 4).
 
-The agent's verdict on a predictor's Deployment and pods (:mod:`addon_agent.dataplane`), and
-the hub's judgement of a model work's feedback
-(:func:`addon_manager.reports.inference_service_report`): a Ready KServe has not re-earned for the current spec never counts, a refused spec names
-KServe's error, a failed download, a crash-looping server and missing replicas are named.
+The agent's verdict on a predictor's Deployment and pods (:mod:`addon_agent.dataplane`),
+and the hub's judgement of a model work's feedback
+(:func:`addon_manager.reports.inference_service_report`): a Ready KServe has not re-earned
+for the current spec never counts, a refused spec names KServe's error, and a failed
+download, a crash-looping server and missing replicas are named.
 """
 
 from __future__ import annotations
