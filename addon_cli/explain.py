@@ -231,15 +231,33 @@ def chain(hub: Hub, intent: Mapping[str, Any], cluster: str) -> list[Link]:
     entry_link, entry = _entry_link(intent, cluster)
     links.append(entry_link)
     links.append(_work_link(hub, kind, namespace, name, cluster))
-    value = str(entry.get("reason") or "") if entry else ""
+    step = next_step(entry)
+    if step is not None:
+        links.append(step)
+    return links
+
+
+SERVING = frozenset({"", "Ready", "Available"})
+"""Reasons of a ready entry that need nothing done."""
+
+
+def next_step(entry: Mapping[str, Any]) -> Link | None:
+    """What to do about a cluster's entry: its reason's (or phase's) troubleshooting advice.
+
+    For an entry not ready, and for a ready one whose reason says something is wrong all
+    the same (a model serving on fewer replicas, or with a crash-looping one).
+    """
+    if not entry:
+        return None
+    value = str(entry.get("reason") or "")
     hint = views.advice(value) if value else None
-    if hint is None and entry:
+    if hint is None:
         value = str(entry.get("phase") or "")
         hint = views.advice(value)
-    if hint is not None and not entry.get("ready"):
-        links.append(Link("next", None, hint.todo or f"docs/troubleshooting.md, {value}",
-                          [hint.means] if hint.means else []))
-    return links
+    if hint is None or (entry.get("ready") and str(entry.get("reason") or "") in SERVING):
+        return None
+    return Link("next", None, hint.todo or f"docs/troubleshooting.md, {value}",
+                [hint.means] if hint.means else [])
 
 
 def render(links: Iterable[Link], colour: bool = False) -> str:

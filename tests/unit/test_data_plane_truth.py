@@ -17,6 +17,7 @@ from addon_agent.planning import configure_kserve
 from addon_api import constants as c
 from addon_api.reasons import ClusterReason as CR
 from addon_api.spoke import ServingPlatformSpec
+from addon_cli import explain
 from addon_manager.facts import WorkFact
 from addon_manager.render import owner_labels
 from addon_manager.reports import data_plane, inference_service_report
@@ -229,3 +230,19 @@ def test_without_a_verdict_or_for_modelmesh_kserve_alone_judges() -> None:
     assert len(entry.message) <= 1024 and "\x07" not in entry.message
     assert inference_service_report(work(dataplane="{not json"), False)[1] == "ready"
     assert inference_service_report(work(dataplane="[1]"), False)[1] == "ready"
+
+
+def test_explain_gives_the_next_step_for_each_data_plane_reason() -> None:
+    for reason in (CR.STORAGE_DOWNLOAD_FAILED, CR.CRASH_LOOPING, CR.SPEC_REJECTED,
+                   CR.SPEC_NOT_BUILT):
+        step = explain.next_step({"cluster": "c1", "ready": False, "reason": reason,
+                                  "phase": "Failed"})
+        assert step is not None and step.summary, reason
+    step = explain.next_step({"cluster": "c1", "ready": False,
+                              "reason": CR.STORAGE_DOWNLOAD_FAILED})
+    assert step is not None and "StorageConnection's Secret" in step.summary
+    # serving, but on fewer replicas: still a step; serving and fine: none
+    short = explain.next_step({"cluster": "c1", "ready": True, "reason": CR.REPLICAS_NOT_READY})
+    assert short is not None and "predictor pods" in short.summary
+    assert explain.next_step({"cluster": "c1", "ready": True, "reason": "Ready"}) is None
+    assert explain.next_step({}) is None
