@@ -256,6 +256,20 @@ def managed(isvc: Obj) -> bool:
     return labels.get(c.LABEL_INTENT_KIND) == c.KIND_INFERENCE_SERVICE
 
 
+def unjudged(isvc: Obj) -> bool:
+    """Whether a judged InferenceService's verdict is missing or about another generation."""
+    if not managed(isvc) or not _annotations(isvc).get(c.ANNOTATION_SPEC_HASH):
+        return False
+    if _annotations(isvc).get(c.DEPLOYMENT_MODE_ANNOTATION) == "ModelMesh":
+        return False
+    try:
+        found = json.loads(_annotations(isvc).get(c.ANNOTATION_DATAPLANE) or "{}")
+    except ValueError:
+        return True
+    generation = int((isvc.get("metadata") or {}).get("generation") or 0)
+    return not isinstance(found, dict) or found.get("generation") != generation
+
+
 def annotation_patch(target: Obj, found: Verdict) -> Obj | None:
     """The merge patch that records ``found`` on ``target`` (None: it is there already)."""
     value = found.annotation()

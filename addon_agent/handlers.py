@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import threading
+import time
 from typing import Any, cast
 
 import kopf
@@ -465,20 +466,36 @@ def record_data_plane(kube: Kube, isvcs: list[dict[str, Any]]) -> None:
             kube.patch(ISVC_API, "InferenceService", name, patch, ns)
 
 
+DATA_PLANE_TICK = 2.0
+"""How often the InferenceServices are looked at for a spec the agent has not judged yet (a
+changed generation): judged at once, so a rollout waits seconds for the verdict, not the
+metrics interval."""
+
+
 def start_model_metrics_loop(agent: Agent, interval: float = MODEL_METRICS_SECONDS) -> (
         threading.Thread):
-    """Refresh the InferenceService gauges now and every ``interval`` seconds (one list)."""
+    """Refresh the InferenceService gauges and data-plane verdicts every ``interval`` seconds.
+
+    In between, every :data:`DATA_PLANE_TICK` seconds, one list of the InferenceServices
+    judges again as soon as one has a generation its verdict is not about.
+    """
 
     def run() -> None:
+        last = 0.0
         while True:
             try:
                 if agent.kube.served(ISVC_API, "InferenceService"):
                     isvcs = agent.kube.list(ISVC_API, "InferenceService")
-                    metrics.record_inference_services(isvcs)
-                    record_data_plane(agent.kube, isvcs)
+                    due = time.monotonic() - last >= interval
+                    if due:
+                        metrics.record_inference_services(isvcs)
+                    if due or any(dataplane.unjudged(i) for i in isvcs):
+                        record_data_plane(agent.kube, isvcs)
+                    if due:
+                        last = time.monotonic()
             except Exception as err:  # retried at the next interval
                 log.warning("refreshing the model metrics failed: %s", err)
-            if _loops_stop.wait(interval):
+            if _loops_stop.wait(min(interval, DATA_PLANE_TICK)):
                 return
 
     thread = threading.Thread(target=run, name="model-metrics", daemon=True)

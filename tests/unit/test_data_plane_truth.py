@@ -246,3 +246,15 @@ def test_explain_gives_the_next_step_for_each_data_plane_reason() -> None:
     assert short is not None and "predictor pods" in short.summary
     assert explain.next_step({"cluster": "c1", "ready": True, "reason": "Ready"}) is None
     assert explain.next_step({}) is None
+
+
+def test_a_changed_generation_is_judged_again_at_once() -> None:
+    fresh = isvc()
+    assert dataplane.unjudged(fresh)  # no verdict yet
+    found = dataplane.verdict(fresh, deployment(), [pod()], [])
+    fresh["metadata"]["annotations"][c.ANNOTATION_DATAPLANE] = found.annotation()
+    assert not dataplane.unjudged(fresh)
+    fresh["metadata"]["generation"] = 3
+    assert dataplane.unjudged(fresh)
+    assert not dataplane.unjudged(isvc(mode="ModelMesh"))
+    assert not dataplane.unjudged(isvc(spec_hash=""))
