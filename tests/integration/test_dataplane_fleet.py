@@ -369,3 +369,41 @@ class TestServedOnTheFleet:
                             "--type=merge", "-p", json.dumps(back))
         on_fleet(bed, step, lambda: all(hub_entries(bed)[c].get("ready") is True
                                         for c in REPLICAS), timeout=180)
+
+    def test_8_a_model_that_cannot_load_crash_loops_with_the_servers_words_on_the_hub(
+            self, fleet: Fleet) -> None:
+        """A second model whose storage path holds no model file (the bucket's ``sklearn/``,
+        above the iris model): the download works, KServe's sklearn server exits at load, the
+        testbed restarts it with back-off as a kubelet does, and the hub names it
+        ``CrashLooping`` with the restarts and the server's exit status; the first model is
+        untouched."""
+        bed, step = fleet
+        broken = "sklearn-iris-broken"
+        isvc = demo.served_inference_service(broken)
+        isvc["spec"].pop("overrides")
+        isvc["spec"]["template"]["predictor"]["model"]["storage"]["path"] = "sklearn"
+        bed.hub.apply_objects([isvc])
+        t0 = time.monotonic()
+        try:
+            def looping_everywhere() -> dict[str, dict[str, Any]] | None:
+                entries = hub_entries(bed, broken)
+                if all((entries.get(c) or {}).get("reason") == "CrashLooping" for c in REPLICAS):
+                    return entries
+                return None
+
+            entries = on_fleet(bed, step, looping_everywhere, timeout=300)
+            print(f"{broken} CrashLooping on both clusters after {time.monotonic() - t0:.1f}s: "
+                  f"{entries['cluster1'].get('message')!r}")
+            for cluster in REPLICAS:
+                entry = entries[cluster]
+                assert entry["ready"] is False and entry["phase"] == "Failed", entry
+                assert entry["message"].startswith("the model server restarted "), entry
+                assert "exit code" in entry["message"], entry
+                (pod,) = bed.dataplanes[cluster].pods_of(TARGET, broken)
+                obj = spoke_pod(bed, cluster, pod.name)
+                (init,) = obj["status"]["initContainerStatuses"]
+                assert init["state"]["terminated"]["exitCode"] == 0, init  # downloaded
+            assert all(hub_entries(bed)[c]["ready"] is True for c in REPLICAS)
+        finally:
+            bed.hub.kubectl("delete", "multiclusterinferenceservices", broken, "-n", NS,
+                            "--wait=false")
