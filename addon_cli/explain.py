@@ -239,7 +239,25 @@ def chain(hub: Hub, intent: Mapping[str, Any], cluster: str) -> list[Link]:
     if hint is not None and not entry.get("ready"):
         links.append(Link("next", None, hint.todo or f"docs/troubleshooting.md, {value}",
                           [hint.means] if hint.means else []))
+    if entry and entry.get("leftovers"):
+        links.append(leftovers_link(str(entry["leftovers"])))
     return links
+
+
+KEPT_TODO = (
+    "delete what the namespace holds (the agent then deletes the namespace) or the namespace "
+    "yourself, or put it back in the ModelServing's servingNamespaces"
+)
+"""The next step for a namespace the agent kept (a ModelServing entry's ``leftovers``)."""
+
+
+def leftovers_link(leftovers: str) -> Link:
+    """The link for what the agent left on the cluster: not a failure, a cleanup to do."""
+    return Link("leftovers", None, leftovers, [
+        "dropped from servingNamespaces and kept by the agent because it holds objects the "
+        "agent did not create; the stack is not affected",
+        f"next: {KEPT_TODO}",
+    ])
 
 
 def render(links: Iterable[Link], colour: bool = False) -> str:
