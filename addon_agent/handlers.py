@@ -76,6 +76,9 @@ class Agent:
         """Sealed connections Pending until a target namespace exists."""
         self.delivery_lock = threading.Lock()
         """One delivery at a time (kopf's handlers and the namespace watch may overlap)."""
+        self.kept: dict[str, list[str]] = {}
+        """Namespaces kept when dropped from servingNamespaces, and what each holds (as the
+        last reconcile found them; the namespaces' kept label is what survives a restart)."""
 
     # ServingPlatform ----------------------------------------------------------------------------
 
@@ -176,7 +179,8 @@ class Agent:
                 raise kopf.TemporaryError(message, delay=10) from err
             self._enable_namespaces(spec)
             self.plans[name] = (generation, plan)
-            status = self.installer.read_status(plan, generation, previous)
+            status = st.with_kept(self.installer.read_status(plan, generation, previous),
+                                  self.kept)
             log.info("%s: %s (%s)", name, status.phase, status.message[:200])
             self._write_platform_status(name, status)
             self._record_metrics(spec.platform, status, plan.controllers())
@@ -193,13 +197,16 @@ class Agent:
         self._enable_namespaces(spec)
         self.plans.pop(name, None)
         log.info("%s: %s (%s)", name, check.status.phase, check.status.message[:200])
-        self._write_platform_status(name, check.status)
+        self._write_platform_status(name, st.with_kept(check.status, self.kept))
         metrics.record_platform(spec.platform, check.status.phase is Phase.AVAILABLE,
                                 check.components)
 
     def _enable_namespaces(self, spec: ServingPlatformSpec) -> None:
-        """Enable the serving namespaces (monitored by the spec's Prometheus, if any)."""
-        namespaces.reconcile(
+        """Enable the serving namespaces (monitored by the spec's Prometheus, if any).
+
+        Remembers the namespaces kept (:attr:`kept`) for the statuses written after.
+        """
+        self.kept = namespaces.reconcile(
             self.kube,
             spec.serving_namespaces,
             spec.platform,
@@ -244,7 +251,7 @@ class Agent:
                 name, st.simple_status(held.phase, held.reason, held.message, generation, previous)
             )
             return False
-        doomed = [*namespaces.created_by_agent(self.kube),
+        doomed = [*namespaces.created_by_agent(self.kube), *namespaces.kept(self.kube),
                   *self.installer.namespaces_to_delete(refs)]
         left = removal.leftovers(
             instances,
@@ -274,15 +281,17 @@ class Agent:
                 st.simple_status(Phase.REMOVING, Reason.REMOVING, message, generation, previous),
             )
             return False
+        # What is kept now is named in the message, with the stack's own leftovers.
+        self.kept = {}
         self._write_platform_status(
             name,
-            st.simple_status(
+            st.with_kept(st.simple_status(
                 Phase.REMOVED,
                 removal.REASON_LEFTOVERS if left.message else Reason.REMOVED,
                 left.message or "the stack is not installed",
                 generation,
                 previous,
-            ),
+            ), {}),
         )
         metrics.record_platform("", False, {})
         self.plans.pop(name, None)
@@ -318,7 +327,8 @@ class Agent:
                         if obj["kind"] == "Deployment" and obj["metadata"]["name"] == name:
                             self.kube.apply(obj)
                 previous = list((body.get("status") or {}).get("conditions") or [])
-                status = self.installer.read_status(plan, generation, previous)
+                status = st.with_kept(self.installer.read_status(plan, generation, previous),
+                                      self.kept)
                 fields = {k: v for k, v in status.to_patch().items() if k != "conditions"}
                 if fields != {
                     k: v for k, v in (body.get("status") or {}).items() if k != "conditions"

@@ -14,6 +14,11 @@ LABEL_SERVING_NAMESPACE: Final = f"{c.GROUP}/serving-namespace"
 """On namespaces enabled for serving by the agent (value ``"true"``)."""
 ANNOTATION_CREATED_BY_AGENT: Final = f"{c.GROUP}/created-by-agent"
 """On namespaces the agent created (so it may delete them again)."""
+LABEL_KEPT_NAMESPACE: Final = f"{c.GROUP}/kept-namespace"
+"""On a namespace the agent created and stopped serving but kept, because it held objects the
+agent did not create (value ``"true"``): the one mark the agent leaves when it hands such a
+namespace over, so that it still reports it after a restart and deletes it once it holds
+nothing else. Removing the label (or the namespace) ends that."""
 ANNOTATION_OWNED_ENTRIES: Final = f"{c.GROUP}/owned-entries"
 """On storage-config Secrets: JSON map entry name -> SealedStorageConnection ns/name."""
 

@@ -1,7 +1,10 @@
 """Serving namespaces: enable the listed ones, disable the ones dropped from the list.
 
 A namespace the agent created is deleted again only while it holds nothing the agent did not
-create (:func:`addon_agent.removal.user_objects` over :func:`contents`); otherwise it is kept.
+create (:func:`addon_agent.removal.user_objects` over :func:`contents`); otherwise it is kept:
+handed over with one mark, :data:`~addon_agent.labels.LABEL_KEPT_NAMESPACE`, by which the agent
+finds it again (after a restart too), reports it in the ServingPlatform's status
+(:func:`addon_agent.status.with_kept`) and deletes it once it holds nothing else.
 """
 
 from __future__ import annotations
@@ -85,18 +88,32 @@ def monitoring_rolebinding(namespace: str, subject: tuple[str, str]) -> dict[str
     }
 
 
+KEPT_SELECTOR = f"{lb.LABEL_KEPT_NAMESPACE}=true"
+
+
+def is_kept(ns: dict[str, Any]) -> bool:
+    """Whether the agent kept namespace ``ns`` (created by it, dropped, holding data)."""
+    return (ns["metadata"].get("labels") or {}).get(lb.LABEL_KEPT_NAMESPACE) == "true"
+
+
 def reconcile(
     kube: Kube, wanted: Sequence[str], platform: str, monitoring: tuple[str, str] | None
-) -> None:
+) -> dict[str, list[str]]:
     """Enable ``wanted`` namespaces and disable the ones the agent enabled before.
 
     ``monitoring`` is the Prometheus ServiceAccount (namespace, name) the monitoring
     RoleBinding names, or None when monitoring is off (the RoleBindings are removed).
+
+    Returns the namespaces the agent keeps and what each holds that it did not create: the
+    ones disabled now that hold such objects, and those kept earlier that still do. A kept
+    namespace that holds nothing else any more is deleted; one that is wanted again is the
+    agent's again (as created by it).
     """
     enabled = kube.list("v1", "Namespace", label_selector=f"{lb.LABEL_SERVING_NAMESPACE}=true")
+    kept_before = kube.list("v1", "Namespace", label_selector=KEPT_SELECTOR)
     for name in wanted:
         existing = kube.get("v1", "Namespace", name)
-        created = existing is None or (
+        created = existing is None or is_kept(existing) or (
             (existing["metadata"].get("annotations") or {}).get(lb.ANNOTATION_CREATED_BY_AGENT)
             == "true"
         )
@@ -106,10 +123,25 @@ def reconcile(
             kube.apply(monitoring_rolebinding(name, monitoring))
         else:
             _drop_rolebinding(kube, name)
+    held: dict[str, list[str]] = {}
     for ns in enabled:
         name = ns["metadata"]["name"]
         if name not in wanted:
-            disable(kube, ns)
+            theirs = disable(kube, ns)
+            if theirs:
+                held[name] = theirs
+    for ns in kept_before:
+        name = ns["metadata"]["name"]
+        if name in wanted or name in held:
+            continue
+        theirs = holds_user_objects(kube, name)
+        if theirs:
+            held[name] = theirs
+        elif not ns["metadata"].get("deletionTimestamp"):
+            log.info("deleting namespace %s: the agent created and kept it, and it holds "
+                     "nothing else now", name)
+            kube.delete("v1", "Namespace", name)
+    return held
 
 
 def _drop_rolebinding(kube: Kube, namespace: str) -> None:
@@ -165,28 +197,36 @@ def holds_user_objects(kube: Kube, name: str) -> list[str]:
     return removal.user_objects(contents(kube, [name]).get(name, []))
 
 
-def disable(kube: Kube, ns: dict[str, Any], checked: bool = False) -> None:
+def disable(kube: Kube, ns: dict[str, Any], checked: bool = False) -> list[str]:
     """Undo what the agent did to a namespace; delete it only when the agent created it.
 
     A namespace the agent created that holds objects the agent did not create is not deleted
     (unless ``checked``: the caller already found it holds none): it is handed over as a
-    pre-existing one would be, losing the agent's labels and annotation.
+    pre-existing one would be, losing the agent's labels and annotation, but marked kept
+    (:data:`~addon_agent.labels.LABEL_KEPT_NAMESPACE`). Returns what such a kept namespace
+    holds (empty when it was deleted, or was not the agent's).
     """
     name = ns["metadata"]["name"]
+    labels: dict[str, str] = {}
+    theirs: list[str] = []
     if (ns["metadata"].get("annotations") or {}).get(lb.ANNOTATION_CREATED_BY_AGENT) == "true":
         theirs = [] if checked else holds_user_objects(kube, name)
         if not theirs:
             log.info("deleting namespace %s: the agent created it and it holds nothing else",
                      name)
             kube.delete("v1", "Namespace", name)
-            return
+            return []
         log.warning(
             "namespace %s was created by the agent but holds objects it did not create "
             "(%s): kept, and no longer the agent's", name, ", ".join(theirs[:20])
         )
+        labels = {lb.LABEL_KEPT_NAMESPACE: "true"}
     _drop_rolebinding(kube, name)
-    # Applying an empty intent drops every field the agent's field manager owned (its labels).
-    kube.apply({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}})
+    # Applying an intent of only the kept mark drops every other field the agent's field
+    # manager owned (its labels and annotation).
+    meta: dict[str, Any] = {"name": name, **({"labels": labels} if labels else {})}
+    kube.apply({"apiVersion": "v1", "kind": "Namespace", "metadata": meta})
+    return theirs
 
 
 def created_by_agent(kube: Kube) -> list[str]:
@@ -198,12 +238,26 @@ def created_by_agent(kube: Kube) -> list[str]:
     )
 
 
+def kept(kube: Kube) -> list[str]:
+    """Namespaces the agent kept when they stopped being serving namespaces (by name)."""
+    return sorted(ns["metadata"]["name"]
+                  for ns in kube.list("v1", "Namespace", label_selector=KEPT_SELECTOR))
+
+
 def disable_all(kube: Kube, keep: frozenset[str] = frozenset()) -> None:
     """Disable every namespace the agent enabled (platform removal), but those in ``keep``.
 
     Those are left as they are: a removal never deletes what they still hold (the caller
-    found what they hold: the others hold nothing the agent did not create).
+    found what they hold: the others hold nothing the agent did not create). Namespaces the
+    agent kept earlier (:func:`kept`) and not in ``keep`` are deleted: the caller found that
+    they hold nothing else now.
     """
     for ns in kube.list("v1", "Namespace", label_selector=f"{lb.LABEL_SERVING_NAMESPACE}=true"):
         if ns["metadata"]["name"] not in keep:
             disable(kube, ns, checked=True)
+    for ns in kube.list("v1", "Namespace", label_selector=KEPT_SELECTOR):
+        name = ns["metadata"]["name"]
+        if name not in keep and not ns["metadata"].get("deletionTimestamp"):
+            log.info("deleting namespace %s: the agent created and kept it, and it holds "
+                     "nothing else now", name)
+            kube.delete("v1", "Namespace", name)

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
+from addon_api.base import sanitized
 from addon_api.common import Condition
 from addon_api.conditions import condition
 from addon_api.reasons import SealedConditionType as SealedCondition
@@ -12,7 +13,13 @@ from addon_api.reasons import SealedReason, sealed_phase
 from addon_api.reasons import ServingPlatformConditionType as PlatformCondition
 from addon_api.reasons import ServingPlatformPhase as Phase
 from addon_api.reasons import ServingPlatformReason as Reason
-from addon_api.spoke import SealedStorageConnectionStatus, ServingPlatformStatus
+from addon_api.spoke import (
+    KEPT_OBJECTS_NAMED,
+    MAX_KEPT_NAMESPACES,
+    KeptNamespace,
+    SealedStorageConnectionStatus,
+    ServingPlatformStatus,
+)
 
 Obj = dict[str, Any]
 
@@ -34,6 +41,50 @@ def not_taken_over(labels: Sequence[str]) -> str:
         f"not taken over (exist and are not the add-on's; the agent neither changes nor "
         f"deletes them): {names}"
     )
+
+
+MAX_LEFTOVERS = 512
+"""Longest leftovers line (it is fed back to the hub: short)."""
+LEFTOVERS_NAMESPACES = 3
+"""Kept namespaces the leftovers line names before "N more namespaces kept"."""
+LEFTOVERS_OBJECTS = 1
+"""Objects of each kept namespace the leftovers line names before "(N more)"."""
+
+
+def kept_namespaces(held: Mapping[str, Sequence[str]]) -> tuple[list[KeptNamespace], str]:
+    """The status entries and the leftovers line of the namespaces the agent kept.
+
+    ``held`` is what each kept namespace holds that the agent did not create (``Kind
+    ns/name``, from :func:`addon_agent.removal.user_objects`); one that holds nothing is left
+    out. Bounded: at most :data:`~addon_api.spoke.MAX_KEPT_NAMESPACES` entries naming the
+    first few objects each, and a line of at most :data:`MAX_LEFTOVERS` characters, e.g.
+    ``namespace team-a kept: holds PersistentVolumeClaim team-a/data (1 more)``, sanitised
+    (the names are the cluster's users').
+    """
+    kept = sorted((name, sorted(objects)) for name, objects in held.items() if objects)
+    entries = [KeptNamespace(name=name, objects=len(objects),
+                             holds=objects[:KEPT_OBJECTS_NAMED])
+               for name, objects in kept[:MAX_KEPT_NAMESPACES]]
+    parts = []
+    for name, objects in kept[:LEFTOVERS_NAMESPACES]:
+        more = len(objects) - LEFTOVERS_OBJECTS
+        parts.append(f"namespace {name} kept: holds {', '.join(objects[:LEFTOVERS_OBJECTS])}"
+                     + (f" ({more} more)" if more > 0 else ""))
+    if len(kept) > LEFTOVERS_NAMESPACES:
+        parts.append(f"{len(kept) - LEFTOVERS_NAMESPACES} more namespaces kept")
+    return entries, sanitized("; ".join(parts), MAX_LEFTOVERS)
+
+
+def with_kept(
+    status: ServingPlatformStatus, held: Mapping[str, Sequence[str]]
+) -> ServingPlatformStatus:
+    """``status`` naming the namespaces the agent kept (:func:`kept_namespaces`).
+
+    Both fields are set even when none are kept, so that a merge patch of
+    :meth:`~ServingPlatformStatus.to_patch` clears what an earlier status named.
+    """
+    entries, line = kept_namespaces(held)
+    return status.model_copy(update={"kept_namespaces": entries, "leftovers": line})
 
 
 def condition_true(obj: Obj | None, kind: str) -> bool:

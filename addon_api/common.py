@@ -335,6 +335,12 @@ class ClusterStatus(ApiModel):
     target_version: StatusWord = ""
     """While the stack's version changes on that cluster (ModelServings only), the version it
     goes to; empty otherwise."""
+    leftovers: StatusText = ""
+    """What the agent left on that cluster for an admin to clean up (ModelServings only):
+    namespaces dropped from servingNamespaces that it kept because they hold objects it did
+    not create, e.g. namespace team-a kept: holds PersistentVolumeClaim team-a/data (1 more).
+    The cluster stays ready; delete what the namespace holds (the agent then deletes it) or
+    the namespace, or put it back in servingNamespaces."""
     waiting_for: Annotated[list[StatusReason], Field(max_length=16)] = (
         Field(default_factory=list)
     )

@@ -18,6 +18,7 @@ from addon_api.base import (
     DnsLabel,
     DnsSubdomain,
     SecretKey,
+    StatusReason,
     StatusText,
     UniqueList,
     set_list,
@@ -53,6 +54,25 @@ class ServingPlatformSpec(PlatformSettings):
 LaxPhase = Field(strict=False)
 """A phase field takes its enum's value as a string too (as read from the API server)."""
 
+MAX_KEPT_NAMESPACES = 16
+"""Kept namespaces a ServingPlatform's status lists (the leftovers line counts the rest)."""
+KEPT_OBJECTS_NAMED = 3
+"""Objects of a kept namespace its entry names (``objects`` counts them all)."""
+
+
+class KeptNamespace(ApiModel):
+    """A serving namespace the agent created, stopped serving and kept: it holds data."""
+
+    name: DnsLabel
+    """Name of the namespace (labelled modelserving.opendatahub.io/kept-namespace)."""
+    objects: Annotated[int, Field(ge=0)] = 0
+    """How many objects the agent did not create it holds (a kind the agent may not list
+    counts as one)."""
+    holds: Annotated[list[StatusReason], Field(max_length=KEPT_OBJECTS_NAMED)] = Field(
+        default_factory=list)
+    """The first of them, as Kind namespace/name (Kind namespace/* for a kind the agent may
+    not list)."""
+
 
 class ServingPlatformStatus(ApiModel):
     """State of the serving stack on this cluster, as the agent sees it."""
@@ -75,6 +95,17 @@ class ServingPlatformStatus(ApiModel):
     version the cluster ran before it."""
     target_version: Annotated[str, Field(max_length=64)] = ""
     """The version being installed while phase is Upgrading; empty otherwise."""
+    kept_namespaces: Annotated[list[KeptNamespace], Field(max_length=MAX_KEPT_NAMESPACES)] = (
+        Field(default_factory=list))
+    """Namespaces dropped from spec.servingNamespaces that the agent created but did not
+    delete, because they hold objects it did not create (a tenant's PVCs, Jobs, a kind it
+    may not list). They are no longer served; the stack is not affected. The agent deletes
+    one once it holds nothing else; an entry also goes when the namespace is deleted or put
+    back in servingNamespaces. At most 16, by name."""
+    leftovers: StatusText = ""
+    """keptNamespaces in one short line, as the hub shows it in the cluster's entry (e.g.
+    namespace team-a kept: holds PersistentVolumeClaim team-a/data (1 more)); empty when
+    none are kept."""
     conditions: Conditions = Field(default_factory=list)
     """Available, Progressing and Degraded."""
 

@@ -234,6 +234,8 @@ def chain(hub: Hub, intent: Mapping[str, Any], cluster: str) -> list[Link]:
     step = next_step(entry)
     if step is not None:
         links.append(step)
+    if entry and entry.get("leftovers"):
+        links.append(leftovers_link(str(entry["leftovers"])))
     return links
 
 
@@ -258,6 +260,22 @@ def next_step(entry: Mapping[str, Any]) -> Link | None:
         return None
     return Link("next", None, hint.todo or f"docs/troubleshooting.md, {value}",
                 [hint.means] if hint.means else [])
+
+
+KEPT_TODO = (
+    "delete what the namespace holds (the agent then deletes the namespace) or the namespace "
+    "yourself, or put it back in the ModelServing's servingNamespaces"
+)
+"""The next step for a namespace the agent kept (a ModelServing entry's ``leftovers``)."""
+
+
+def leftovers_link(leftovers: str) -> Link:
+    """The link for what the agent left on the cluster: not a failure, a cleanup to do."""
+    return Link("leftovers", None, leftovers, [
+        "dropped from servingNamespaces and kept by the agent because it holds objects the "
+        "agent did not create; the stack is not affected",
+        f"next: {KEPT_TODO}",
+    ])
 
 
 def render(links: Iterable[Link], colour: bool = False) -> str:

@@ -249,6 +249,8 @@ SERVING_PLATFORM_FEEDBACK = [
     ("stackVersion", ".status.stackVersion"),
     ("targetVersion", ".status.targetVersion"),
     ("generation", ".metadata.generation"),
+    # namespaces dropped from servingNamespaces the agent kept (they hold data): one line
+    ("leftovers", ".status.leftovers"),
 ]
 SEALED_FEEDBACK = [
     ("phase", ".status.phase"),

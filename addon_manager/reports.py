@@ -42,12 +42,18 @@ def spoke_phase(enum: type[E], value: FeedbackValue | None) -> E | None:
 
 
 def platform_report(work: WorkFact, removed: bool) -> tuple[ClusterStatus, Category]:
-    """A ServingPlatform's phase: Available is done (Removed when the stack is to be removed)."""
+    """A ServingPlatform's phase: Available is done (Removed when the stack is to be removed).
+
+    What the agent left for an admin to clean up (namespaces it kept) is carried in the
+    entry's ``leftovers`` whatever the phase: it never makes the cluster not ready.
+    """
     reported = spoke_phase(ServingPlatformPhase, work.value("phase"))
     phase = reported or _s(work.value("phase")) or ClusterPhase.APPLIED
     msg = _s(work.value("message"))
+    left = _s(work.value("leftovers"))
     if reported in (ServingPlatformPhase.DEGRADED, ServingPlatformPhase.REMOVAL_BLOCKED):
-        return ClusterStatus(cluster=work.cluster, phase=phase, reason=phase, message=msg), "failed"
+        return ClusterStatus(cluster=work.cluster, phase=phase, reason=phase, message=msg,
+                             leftovers=left), "failed"
     ok = reported is (ServingPlatformPhase.REMOVED if removed else ServingPlatformPhase.AVAILABLE)
     seen, wanted = work.value("observedGeneration"), work.value("generation")
     if ok and isinstance(seen, int) and isinstance(wanted, int) and seen < wanted:
@@ -57,11 +63,12 @@ def platform_report(work: WorkFact, removed: bool) -> tuple[ClusterStatus, Categ
             cluster=work.cluster, phase=ClusterPhase.APPLIED, reason=ClusterReason.APPLIED,
             message=f"the agent has not reported on generation {wanted} yet (its status is of "
                     f"generation {seen}: {phase})",
-            version=_s(work.value("stackVersion")),
+            version=_s(work.value("stackVersion")), leftovers=left,
         ), "progressing"
     return ClusterStatus(
         cluster=work.cluster, phase=phase, ready=ok, reason=phase, message=msg,
         version=_s(work.value("stackVersion")), target_version=_s(work.value("targetVersion")),
+        leftovers=left,
     ), ("ready" if ok else "progressing")
 
 

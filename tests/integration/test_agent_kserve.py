@@ -6,6 +6,7 @@ from __future__ import annotations
 import base64
 import datetime as dt
 import json
+import uuid
 from pathlib import Path
 from typing import Any
 
@@ -16,6 +17,7 @@ from addon_agent.bundle_render import RUNTIMES_FILE, bundle_path
 from addon_agent.stacks import KSERVE
 from addon_api import constants as c
 from testbed import upstream
+from testbed.fleet import Testbed
 from testbed.support.agent import (
     AgentProcess,
     get,
@@ -25,6 +27,14 @@ from testbed.support.agent import (
     wait_phase,
     wait_runtimes_reported,
 )
+from testbed.support.manager import (
+    HUB_CRDS,
+    Manager,
+    get_json,
+    manager_identity,
+    model_serving,
+)
+from testbed.support.manager import placement as hub_placement
 from testbed.support.waiting import eventually
 
 NAME = "kserve"
@@ -433,3 +443,80 @@ def test_another_operators_kserve_is_refused_when_managed_and_served_with_when_u
         spoke.kubectl("delete", "servingplatform", NAME, "--timeout=60s", check=False)
         spoke.kubectl("delete", "namespace", ODH_NS, serving, "--timeout=60s", check=False)
         spoke.kubectl("delete", "crd", ISVC_CRD, "--timeout=60s", check=False)
+
+
+def _pvc(name: str, namespace: str) -> dict[str, Any]:
+    return {"apiVersion": "v1", "kind": "PersistentVolumeClaim",
+            "metadata": {"name": name, "namespace": namespace},
+            "spec": {"accessModes": ["ReadWriteOnce"],
+                     "resources": {"requests": {"storage": "1Gi"}}}}
+
+
+def test_a_dropped_namespace_kept_for_its_data_is_shown_on_the_hub_until_it_is_deleted(
+    testbed: Testbed, spoke: Any, agent: AgentProcess, hub_namespace: str, tmp_path: Path,
+) -> None:
+    """Issue 29, item 9, through the manager, OCM's work agent and this agent: a serving
+    namespace the agent created is dropped from the ModelServing's servingNamespaces while it
+    holds a tenant's PVCs. The agent keeps it (marked kept), its ServingPlatform names it, and
+    the hub's entry for the cluster shows it (still ready); a restarted agent still reports it
+    (from the mark), with what it holds now; once the namespace is deleted the entry clears."""
+    hub, ns, label = testbed.hub, hub_namespace, f"k-{uuid.uuid4().hex[:6]}"
+    hub.apply_files(HUB_CRDS)
+    hub.wait_crds_established()
+    hub.kubectl("label", "managedcluster", spoke.name, f"{label}=yes")
+    mgr = Manager(manager_identity(testbed), tmp_path / "manager.log",
+                  "--no-addon-enablement").start()
+
+    def entry() -> dict[str, Any]:
+        status = get_json(hub, "modelserving", "kserve", "-n", ns).get("status") or {}
+        return next((e for e in status.get("clusters") or [] if e["cluster"] == spoke.name), {})
+
+    def ready_entry() -> dict[str, Any]:
+        found = entry()
+        assert found.get("ready") is True and found.get("phase") == "Available", found
+        return found
+
+    try:
+        # the ModelServing's hub namespace may serve into the spoke namespace of its name
+        hub.apply_objects([hub_placement("p", ns, {label: "yes"}),
+                           model_serving("kserve", ns, "p", servingNamespaces=[ns])])
+        eventually(ready_entry, timeout=240)
+        assert get(spoke, "namespace", ns)["metadata"]["annotations"][
+            "modelserving.opendatahub.io/created-by-agent"] == "true"
+        spoke.apply_objects([_pvc("data", ns), _pvc("scratch", ns)])
+        hub.kubectl("patch", "msv", "kserve", "-n", ns, "--type=merge",
+                    "-p", json.dumps({"spec": {"servingNamespaces": []}}))
+
+        def kept(line: str) -> dict[str, Any]:
+            found = ready_entry()
+            assert found.get("leftovers", "") == line, found
+            return found
+
+        eventually(lambda: kept(
+            f"namespace {ns} kept: holds PersistentVolumeClaim {ns}/data (1 more)"), timeout=120)
+        status = get(spoke, "servingplatform", "model-serving")["status"]
+        assert status["keptNamespaces"] == [
+            {"name": ns, "objects": 2, "holds": [f"PersistentVolumeClaim {ns}/data",
+                                                 f"PersistentVolumeClaim {ns}/scratch"]}]
+        assert status["phase"] == "Available"
+        labels = get(spoke, "namespace", ns)["metadata"].get("labels") or {}
+        assert labels.get("modelserving.opendatahub.io/kept-namespace") == "true", labels
+        assert "modelserving.opendatahub.io/serving-namespace" not in labels, labels
+
+        # what is kept is known from the namespace alone: a restarted agent reports it too
+        agent.restart()
+        spoke.kubectl("delete", "pvc", "data", "-n", ns)
+        eventually(lambda: kept(f"namespace {ns} kept: holds PersistentVolumeClaim {ns}/scratch"),
+                   timeout=120)
+
+        spoke.kubectl("delete", "namespace", ns, "--wait=false")
+        eventually(lambda: kept(""), timeout=120)
+        assert get(spoke, "servingplatform", "model-serving")["status"]["keptNamespaces"] == []
+    finally:
+        hub.kubectl("delete", "msv", "kserve", "-n", ns, "--wait=false", check=False)
+        eventually(lambda: get(spoke, "servingplatform", "model-serving") is None, timeout=180)
+        eventually(lambda: get_json(hub, "modelserving", "-n", ns)["items"] == [], timeout=60)
+        mgr.stop()
+        mgr.print_tail()  # shown when the test failed
+        hub.kubectl("label", "managedcluster", spoke.name, f"{label}-", check=False)
+        spoke.kubectl("delete", "namespace", ns, "--wait=false", check=False)

@@ -41,8 +41,10 @@ class FakeKube:
             from kubernetes.client.exceptions import ApiException
             raise ApiException(status=403, reason="Forbidden")
         assert kind != "PodMetrics"
+        key, _, value = (label_selector or "").partition("=")
         items = [copy.deepcopy(o) for (k, ns, _), o in self.objects.items()
-                 if k == kind and (namespace is None or ns == namespace)]
+                 if k == kind and (namespace is None or ns == namespace)
+                 and (not key or (o["metadata"].get("labels") or {}).get(key) == value)]
         for item in items:
             item.pop("kind")  # list items of built-in kinds carry no kind
         return items
@@ -55,6 +57,9 @@ class FakeKube:
     def delete(self, api_version: str, kind: str, name: str, namespace: str | None = None) -> bool:
         self.deleted.append(f"{kind} {name}")
         return self.objects.pop((kind, namespace or "", name), None) is not None
+
+
+KEPT = {lb.LABEL_KEPT_NAMESPACE: "true"}
 
 
 def created(kube: FakeKube, name: str) -> Obj:
@@ -82,9 +87,11 @@ def test_a_namespace_holding_a_kind_the_agent_may_not_list_is_kept_and_says_why(
     ns = created(kube, "ml")
     assert namespaces.holds_user_objects(kube, "ml") == [  # type: ignore[arg-type]
         "Backup ml/* (the agent may not list them)"]
-    namespaces.disable(kube, ns)  # type: ignore[arg-type]
+    assert namespaces.disable(kube, ns) == [  # type: ignore[arg-type]
+        "Backup ml/* (the agent may not list them)"]
     assert kube.deleted == []
-    assert kube.objects[("Namespace", "", "ml")]["metadata"] == {"name": "ml"}  # handed over
+    # handed over, marked kept
+    assert kube.objects[("Namespace", "", "ml")]["metadata"] == {"name": "ml", "labels": KEPT}
 
 
 def test_a_removal_keeps_a_namespace_it_cannot_see_into() -> None:
@@ -113,8 +120,9 @@ def test_dropped_namespace_the_agent_created_is_deleted_only_when_it_holds_nothi
     kube.put("ConfigMap", "users-config", "ml-held")
     namespaces.disable(kube, held)  # type: ignore[arg-type]
     assert "Namespace ml-held" not in kube.deleted
-    # kept, and no longer the agent's: its labels and annotation are gone (empty apply)
-    assert kube.objects[("Namespace", "", "ml-held")]["metadata"] == {"name": "ml-held"}
+    # kept, and no longer the agent's: its labels and annotation are gone but the kept mark
+    assert kube.objects[("Namespace", "", "ml-held")]["metadata"] == {"name": "ml-held",
+                                                                     "labels": KEPT}
     assert kube.objects[("ConfigMap", "ml-held", "users-config")]
 
 
@@ -140,3 +148,71 @@ def test_a_group_that_goes_during_discovery_is_skipped() -> None:
     kube = Kube.__new__(Kube)
     kube.dyn = MagicMock(request=request)
     assert kube.namespaced_kinds() == [("v1", "ConfigMap")]
+
+
+def test_a_dropped_namespace_holding_data_is_reported_until_it_is_emptied_restart_or_not() -> None:
+    """Issue 29, item 9: what the agent kept when a namespace left servingNamespaces is
+    reported on every reconcile (the kept mark on the namespace is the only state: a fresh
+    agent finds it again), and the namespace goes once it holds nothing else."""
+    kube = FakeKube()
+    assert namespaces.reconcile(kube, ["ml"], "KServe", None) == {}  # type: ignore[arg-type]
+    kube.put("PersistentVolumeClaim", "data", "ml")
+    kube.put("ConfigMap", "kube-root-ca.crt", "ml")
+    kube.namespaced_kinds = lambda: [("v1", "ConfigMap"),  # type: ignore[method-assign]
+                                     ("v1", "PersistentVolumeClaim")]
+    held = {"ml": ["PersistentVolumeClaim ml/data"]}
+    assert namespaces.reconcile(kube, [], "KServe", None) == held  # type: ignore[arg-type]
+    assert kube.objects[("Namespace", "", "ml")]["metadata"] == {"name": "ml", "labels": KEPT}
+    # the next reconcile (or a restarted agent's first) still reports it
+    assert namespaces.reconcile(kube, [], "KServe", None) == held  # type: ignore[arg-type]
+    assert namespaces.kept(kube) == ["ml"]  # type: ignore[arg-type]
+    assert kube.deleted == []
+    kube.delete("v1", "PersistentVolumeClaim", "data", "ml")
+    assert namespaces.reconcile(kube, [], "KServe", None) == {}  # type: ignore[arg-type]
+    assert ("Namespace", "", "ml") not in kube.objects  # the agent's again to delete
+
+
+def test_a_kept_namespace_put_back_or_deleted_is_no_longer_reported() -> None:
+    kube = FakeKube()
+    ns = created(kube, "ml")
+    kube.put("ConfigMap", "users-config", "ml")
+    assert namespaces.disable(kube, ns) == ["ConfigMap ml/users-config"]  # type: ignore[arg-type]
+    # put back: the agent's again, as created by it (a later drop checks it again)
+    assert namespaces.reconcile(kube, ["ml"], "KServe", None) == {}  # type: ignore[arg-type]
+    meta = kube.objects[("Namespace", "", "ml")]["metadata"]
+    assert lb.LABEL_KEPT_NAMESPACE not in meta["labels"]
+    assert meta["annotations"] == {lb.ANNOTATION_CREATED_BY_AGENT: "true"}
+    assert namespaces.reconcile(kube, [], "KServe", None) == {  # type: ignore[arg-type]
+        "ml": ["ConfigMap ml/users-config"]}
+    # the admin deletes it: gone from the report (terminating counts as gone)
+    kube.objects[("Namespace", "", "ml")]["metadata"]["deletionTimestamp"] = "now"
+    assert namespaces.reconcile(kube, [], "KServe", None) == {}  # type: ignore[arg-type]
+    assert kube.deleted == []  # not deleted again by the agent
+    del kube.objects[("Namespace", "", "ml")]
+    assert namespaces.reconcile(kube, [], "KServe", None) == {}  # type: ignore[arg-type]
+
+
+def test_a_namespace_that_was_never_the_agents_is_not_marked_kept() -> None:
+    kube = FakeKube()
+    kube.put("Namespace", "theirs", labels={lb.LABEL_SERVING_NAMESPACE: "true"})
+    kube.put("ConfigMap", "users-config", "theirs")
+    assert namespaces.reconcile(kube, [], "KServe", None) == {}  # type: ignore[arg-type]
+    assert kube.objects[("Namespace", "", "theirs")]["metadata"] == {"name": "theirs"}
+
+
+def test_a_removal_deletes_an_emptied_kept_namespace_and_keeps_one_still_holding_data() -> None:
+    from addon_agent import removal
+
+    kube = FakeKube()
+    for name in ("ml-a", "ml-b"):
+        ns = created(kube, name)
+        kube.put("ConfigMap", "users-config", name)
+        namespaces.disable(kube, ns)  # type: ignore[arg-type]
+    kube.delete("v1", "ConfigMap", "users-config", "ml-b")
+    doomed = namespaces.kept(kube)  # type: ignore[arg-type]
+    left = removal.leftovers([], [], doomed,
+                             contents=namespaces.contents(kube, doomed))  # type: ignore[arg-type]
+    assert left.namespaces == frozenset({"ml-a"})
+    namespaces.disable_all(kube, keep=left.namespaces)  # type: ignore[arg-type]
+    assert ("Namespace", "", "ml-a") in kube.objects
+    assert ("Namespace", "", "ml-b") not in kube.objects

@@ -231,3 +231,46 @@ def test_a_rollout_is_done_when_every_replica_is_new_and_available() -> None:
     surge = {**done, "status": {**done["status"], "replicas": 2}}  # the old pod still there
     assert not status.deployment_rolled_out(surge)
     assert not status.deployment_rolled_out(dep(False)) and not status.deployment_rolled_out(None)
+
+
+def test_kept_namespaces_are_named_with_a_count_and_their_first_objects() -> None:
+    """Issue 29, item 9: the namespaces the agent kept reach the status, bounded."""
+    entries, line = status.kept_namespaces({
+        "team-a": ["PersistentVolumeClaim team-a/data", "Job team-a/train"],
+        "team-b": ["Backup team-b/* (the agent may not list them)"],
+        "empty": [],
+    })
+    assert [e.to_dict() for e in entries] == [
+        {"name": "team-a", "objects": 2,
+         "holds": ["Job team-a/train", "PersistentVolumeClaim team-a/data"]},
+        {"name": "team-b", "objects": 1,
+         "holds": ["Backup team-b/* (the agent may not list them)"]},
+    ]
+    assert line == ("namespace team-a kept: holds Job team-a/train (1 more); namespace team-b "
+                    "kept: holds Backup team-b/* (the agent may not list them)")
+    assert status.kept_namespaces({}) == ([], "")
+
+
+def test_many_kept_namespaces_and_hostile_names_stay_short_and_inert() -> None:
+    held = {f"ns-{i:02}": [f"ConfigMap ns-{i:02}/{'x' * 300}\x1b[31m\u202e{j}" for j in range(50)]
+            for i in range(40)}
+    entries, line = status.kept_namespaces(held)
+    assert len(entries) == 16 and entries[0].name == "ns-00" and entries[0].objects == 50
+    assert all(len(e.holds) == 3 and all(len(h) <= 256 for h in e.holds) for e in entries)
+    assert len(line) <= status.MAX_LEFTOVERS and line.endswith(" [truncated]")
+    assert "\x1b" not in line and "\u202e" not in line
+    assert all("\x1b" not in h for e in entries for h in e.holds)
+    few = status.kept_namespaces({f"n{i}": ["ConfigMap n/c"] for i in range(5)})[1]
+    assert few.endswith("; 2 more namespaces kept")
+
+
+def test_a_status_with_nothing_kept_clears_what_an_earlier_one_named() -> None:
+    base = status.simple_status(Phase.AVAILABLE, Reason.ALL_COMPONENTS_AVAILABLE, "ok", 1)
+    assert "leftovers" not in base.to_patch()  # other writers leave the fields as they are
+    cleared = status.with_kept(base, {}).to_patch()
+    assert (cleared["keptNamespaces"], cleared["leftovers"]) == ([], "")
+    named = status.with_kept(base, {"team-a": ["PersistentVolumeClaim team-a/data"]}).to_patch()
+    assert named["leftovers"] == "namespace team-a kept: holds PersistentVolumeClaim team-a/data"
+    assert named["keptNamespaces"] == [
+        {"name": "team-a", "objects": 1, "holds": ["PersistentVolumeClaim team-a/data"]}]
+    assert named["phase"] == "Available"  # the stack is fine: the phase is not touched

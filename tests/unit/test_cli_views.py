@@ -197,3 +197,41 @@ def test_a_cluster_mid_upgrade_shows_from_and_to() -> None:
     ])
     assert got == {"c1": ("KServe", "Upgrading", "v0.17.0 -> v0.20.0"),
                    "c2": ("KServe", "Available", "v0.20.0")}
+
+
+class _ViewerHub:
+    """A hub as the fleet viewer reads it: cluster1 selected, ManifestWorks not readable."""
+
+    def placement(self, namespace: str, name: str) -> dict[str, Any]:
+        return {"metadata": {"namespace": namespace, "name": name}}
+
+    def decisions(self, namespace: str, placement: str) -> list[dict[str, Any]]:
+        return [{"status": {"decisions": [{"clusterName": "cluster1"}]}}]
+
+    def works(self, selector: str, namespace: str | None = None) -> list[dict[str, Any]]:
+        from addon_cli.hub import EXIT_FORBIDDEN, CliError
+
+        raise CliError(EXIT_FORBIDDEN, "forbidden")
+
+
+def test_explain_shows_a_kept_namespace_with_the_next_step_on_a_ready_cluster() -> None:
+    """Issue 29, item 9: what the agent kept is shown with what to do, the cluster ready."""
+    left = "namespace team-a kept: holds PersistentVolumeClaim team-a/data (1 more)"
+    msv = {"kind": "ModelServing",
+           "metadata": {"namespace": "ns", "name": "kserve", "generation": 1},
+           "spec": {"placementRef": {"name": "p"}},
+           "status": {"observedGeneration": 1, "phase": "Ready", "clusters": [
+               {"cluster": "cluster1", "phase": "Available", "ready": True,
+                "reason": "Available", "leftovers": left}]}}
+    links = explain.chain(_ViewerHub(), msv, "cluster1")  # type: ignore[arg-type]
+    assert [link.name for link in links] == ["intent", "placement", "status", "work",
+                                             "leftovers"]
+    assert links[2].ok is True  # still ready
+    kept = links[-1]
+    assert kept.summary == left
+    assert any("put it back in the ModelServing's servingNamespaces" in e and
+               "delete what the namespace holds" in e for e in kept.evidence), kept
+    assert f"[..] leftovers {left}" in explain.render(links)
+    msv["status"]["clusters"][0].pop("leftovers")  # type: ignore[index]
+    assert "leftovers" not in [
+        link.name for link in explain.chain(_ViewerHub(), msv, "cluster1")]  # type: ignore[arg-type]

@@ -83,16 +83,42 @@ def test_hostile_model_feedback_never_breaks_the_status_fold(
 
 
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(phase=HOSTILE, message=HOSTILE, version=HOSTILE)
+@given(phase=HOSTILE, message=HOSTILE, version=HOSTILE, leftovers=HOSTILE)
 def test_hostile_platform_feedback_never_breaks_the_status_fold(
-    phase: str, message: str, version: str
+    phase: str, message: str, version: str, leftovers: str
 ) -> None:
     fleet = healthy_fleet()
     fleet.report(MSV, {"status": {"phase": phase, "message": message, "stackVersion": version,
-                                  "observedGeneration": 1}, "metadata": {"generation": 1}})
+                                  "leftovers": leftovers, "observedGeneration": 1},
+                       "metadata": {"generation": 1}})
     fleet.reconcile(MSV)
     status = fleet.hub.statuses["kserve"]
     entry = next(e for e in status["clusters"] if e["cluster"] == "c1")
     assert len(entry.get("phase", "")) <= 64 and len(entry.get("message", "")) <= 1024
-    assert len(entry.get("version", "")) <= 64
+    assert len(entry.get("version", "")) <= 64 and len(entry.get("leftovers", "")) <= 1024
     assert all(_inert(s) for s in _strings(status)), status
+
+
+def test_namespaces_the_agent_kept_reach_the_hubs_entry_without_making_it_not_ready() -> None:
+    """Issue 29, item 9: the agent's ServingPlatform status (as it writes it) names a kept
+    namespace; the work's feedback carries the line to the ModelServing's entry, which stays
+    Ready, and a later status with nothing kept clears it."""
+    from addon_agent import status as agent_status
+    from addon_api.spoke import ServingPlatformStatus
+    from tests.unit.test_status_truth_table import _platform
+
+    fleet = healthy_fleet()
+    ready = ServingPlatformStatus.model_validate(_platform("Available")["status"])
+    kept = agent_status.with_kept(ready, {"team-a": ["PersistentVolumeClaim team-a/data",
+                                                     "Job team-a/train"]})
+    fleet.report(MSV, {"status": kept.to_patch()})
+    fleet.reconcile(MSV)
+    status = fleet.hub.statuses["kserve"]
+    entry = next(e for e in status["clusters"] if e["cluster"] == "c1")
+    assert entry["ready"] is True and entry["phase"] == "Available", entry
+    assert entry["leftovers"] == "namespace team-a kept: holds Job team-a/train (1 more)"
+    assert status["phase"] == "Ready"
+    fleet.report(MSV, {"status": agent_status.with_kept(ready, {}).to_patch()})
+    fleet.reconcile(MSV)
+    entry = next(e for e in fleet.hub.statuses["kserve"]["clusters"] if e["cluster"] == "c1")
+    assert not entry.get("leftovers") and entry["ready"] is True
