@@ -235,6 +235,8 @@ class SpokeDataPlane:
         self._hosts: dict[tuple[str, str], tuple[str, ...]] = {}
         """(namespace, InferenceService) -> the hosts of its URLs."""
         self._simulated_uids: set[str] = set()
+        self.history: list[ServedPod] = []
+        """Every pod it started, in order, kept after the pod is gone (what the tests read)."""
         self.simulated: dict[str, str] = {}
         """``namespace/name`` of each predictor pod left to kwok -> why."""
         self._threads: list[threading.Thread] = []
@@ -421,6 +423,7 @@ class SpokeDataPlane:
                                   on_change=lambda status: self._report(served, status))
         with self._lock:
             self._pods[uid] = served
+            self.history.append(served)
         self._label(pod, SERVED)
         self.log(f"[dataplane] {self.cluster.name}: running pod {served.key} "
                  f"({', '.join(c.runner for c in plan.containers)}) on {served.upstream}")
