@@ -445,18 +445,24 @@ class Testbed:
         if spoke.name in self.dataplanes:
             yield self.dataplanes[spoke.name]
             return
+        t0 = time.monotonic()
         runners = (podspec.RELEASE_HOOK_RUNNER,)
         self._restart_kwok(spoke, runners)
         plane = SpokeDataPlane(
             spoke, spoke.directory / "hook-pods", self.log_dir / f"{spoke.name}-hook-pods",
             envs.environments(), log=self.log, runners=runners).start()
         self.dataplanes[spoke.name] = plane
+        self.log(f"[testbed] {spoke.name}: kubelet of the release hook pods started in "
+                 f"{time.monotonic() - t0:.2f}s")
         try:
             yield plane
         finally:
+            t1 = time.monotonic()
             plane.stop()
             self.dataplanes.pop(spoke.name, None)
             self._restart_kwok(spoke, None)
+            self.log(f"[testbed] {spoke.name}: kubelet of the release hook pods stopped, kwok "
+                     f"restarted in {time.monotonic() - t1:.2f}s")
 
     def _start_dataplane(self) -> None:
         """The S3 server with the models, then per spoke an ingress and the pods' kubelet.

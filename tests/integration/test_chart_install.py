@@ -268,3 +268,46 @@ def test_install_and_enable_on_cluster1(testbed: Testbed) -> None:
             check=False,
         )
         helm("uninstall", "msa", "-n", RELEASE_NAMESPACE, kubeconfig, check=False)
+
+
+def test_a_failing_release_hook_is_visible(testbed: Testbed) -> None:
+    """A hook pod whose agent-release fails (here: a ServiceAccount without the agent's rights)
+    is a real process exiting non-zero: its pod Failed with the exit code, its Job Failed, as
+    a hub admin would see them on the spoke (OCM then keeps waiting, the agent stays)."""
+    spoke = testbed.spokes[0]
+    namespace, account, job = "hook-failing", "no-rights", "release-fails"
+    try:
+        with testbed.release_hook_kubelet(spoke) as kubelet:
+            spoke.apply_objects([
+                {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}},
+                {"apiVersion": "v1", "kind": "ServiceAccount",
+                 "metadata": {"name": account, "namespace": namespace}},
+                {"apiVersion": "batch/v1", "kind": "Job",
+                 "metadata": {"name": job, "namespace": namespace},
+                 "spec": {"backoffLimit": 0, "template": {"spec": {
+                     "serviceAccountName": account, "restartPolicy": "Never",
+                     "containers": [{"name": "release", "args": ["agent-release"],
+                                     "image": "quay.io/opendatahub/model-serving-addon:dev"}],
+                 }}}},
+            ])
+            failed = eventually(lambda: (lambda j: j if j and _condition(j, "Failed") == "True"
+                                         else None)(_maybe(spoke, "job", job, "-n", namespace)),
+                                timeout=90)
+            assert _condition(failed, "Complete") != "True", failed["status"]
+            (pod,) = _maybe(spoke, "pods", "-n", namespace, "-l", f"job-name={job}")["items"]
+            assert pod["status"]["phase"] == "Failed", pod["status"]
+            (status,) = pod["status"]["containerStatuses"]
+            assert status["state"]["terminated"]["exitCode"] != 0, status
+            assert pod["metadata"]["labels"][SIMULATED_LABEL] == SERVED
+            writers = {m["manager"] for m in pod["metadata"]["managedFields"]
+                       if m.get("subresource") == "status"}
+            assert FIELD_MANAGER in writers and writers <= {FIELD_MANAGER, "kube-scheduler"}, (
+                writers)
+            (run,) = [p for p in kubelet.history if p.namespace == namespace]
+            log = (testbed.log_dir / f"{spoke.name}-hook-pods" / f"{namespace}_{run.name}"
+                   / "release.log").read_text()
+            # The API server refused the process, which acted as that ServiceAccount.
+            assert f"system:serviceaccount:{namespace}:{account}" in log, log
+    finally:
+        spoke.kubectl("delete", "namespace", namespace, "--ignore-not-found", "--wait=false",
+                      check=False)
