@@ -16,6 +16,10 @@ first, no second node and no scheduling rule is needed, and every predictor pod 
 the testbed can run is served, whichever ServingRuntime made it. ``pod-delete`` stays for every
 pod: kwok still removes a deleted pod from the API, as the kubelet does once its containers are
 gone (the testbed stops the processes when the pod is marked for deletion).
+
+A runner with args (the add-on's image, only as OCM's pre-delete hook ``agent-release``) adds
+a rule matching image *and* args (:func:`testbed.dataplane.podspec.served_rules`); a kubelet
+of some runners only (``runners``) gets kwok given the same subset.
 """
 
 from __future__ import annotations
