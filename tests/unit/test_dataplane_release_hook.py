@@ -19,7 +19,6 @@ from typing import Any
 import pytest
 import yaml
 
-from testbed.chart import render
 from testbed.dataplane import kwok, podspec
 from testbed.dataplane.podspec import ApiAccess, Environments, Refused, StaticObjects
 
@@ -36,15 +35,25 @@ HOOK = (podspec.RELEASE_HOOK_RUNNER,)
 
 
 def chart_workload(kind: str) -> dict[str, Any]:
-    """The hook Job's or the agent Deployment's pod as the chart's AddOnTemplate has it."""
-    template = next(o for o in render() if o["kind"] == "AddOnTemplate")
-    manifest = next(m for m in template["spec"]["agentSpec"]["workload"]["manifests"]
-                    if m["kind"] == kind)
-    pod = json.loads(json.dumps(manifest["spec"]["template"]).replace("{{IMAGE}}", IMAGE))
-    pod.setdefault("metadata", {}).update(
-        {"name": "release-x1", "namespace": "open-cluster-management-agent-addon",
-         "uid": "u-1"})
-    return dict(pod)
+    """The hook Job's or the agent Deployment's pod, shaped as the chart's AddOnTemplate has
+    them (charts/model-serving-addon/templates/addon.yaml; rendered by OCM on a real fleet in
+    tests/integration/test_chart_install.py)."""
+    meta = {"name": "release-x1", "namespace": "open-cluster-management-agent-addon",
+            "uid": "u-1"}
+    volumes = [{"name": "tmp", "emptyDir": {}}]
+    mounts = [{"name": "tmp", "mountPath": "/tmp"}]
+    if kind == "Job":
+        container = {"name": "release", "image": IMAGE, "args": ["agent-release"],
+                     "volumeMounts": mounts}
+        restart = "OnFailure"
+    else:
+        container = {"name": "agent", "image": IMAGE, "volumeMounts": mounts,
+                     "args": ["agent", "--cluster-name=cluster1", "--log-level=INFO"]}
+        restart = "Always"
+    return {"metadata": meta, "spec": {
+        "serviceAccountName": "model-serving-agent", "restartPolicy": restart,
+        "securityContext": {"runAsNonRoot": True}, "containers": [container],
+        "volumes": volumes}}
 
 
 def api(tokens: list[dict[str, Any]]) -> ApiAccess:
