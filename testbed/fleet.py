@@ -18,10 +18,12 @@ Startup order (each step in parallel across clusters where it can be):
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import tempfile
 import time
+from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
@@ -32,7 +34,7 @@ from addon_agent.config import DEV_EXTERNAL_WEBHOOK_CA_FILE, DEV_EXTERNAL_WEBHOO
 from testbed import identities, upstream
 from testbed.build import binary
 from testbed.cluster import Cluster, write_kubeconfig
-from testbed.dataplane import envs, kwok
+from testbed.dataplane import envs, kwok, podspec
 from testbed.dataplane.ingress import Ingress
 from testbed.dataplane.kubelet import SpokeDataPlane
 from testbed.dataplane.s3 import S3Server
@@ -395,10 +397,14 @@ class Testbed:
             ],
         )
 
-    def _start_kwok(self, cluster: Cluster) -> None:
-        # With a data plane, kwok's pod stages leave the pods the testbed runs alone.
-        config = ([f"--config={kwok.write_config(cluster.directory / 'kwok.yaml')}"]
-                  if self.dataplane else [])
+    def _start_kwok(self, cluster: Cluster, runners: tuple[str, ...] | None = None) -> None:
+        # With a data plane, kwok's pod stages leave the pods the testbed runs alone (of every
+        # runner, or of ``runners`` while a kubelet of those runs: release_hook_kubelet).
+        config = []
+        if self.dataplane or runners:
+            path = kwok.write_config(cluster.directory / "kwok.yaml",
+                                     None if self.dataplane else runners)
+            config = [f"--config={path}"]
         cluster.processes["kwok"] = self._spawn(
             f"{cluster.name}-kwok",
             [
@@ -415,7 +421,49 @@ class Testbed:
             ],
         )
 
+    def _restart_kwok(self, cluster: Cluster, runners: tuple[str, ...] | None) -> None:
+        old = cluster.processes.pop("kwok", None)
+        if old is not None:
+            old.stop()
+            self.processes.remove(old)
+        self._start_kwok(cluster, runners)
+
     # ------------------------------------------------------------ data plane
+    @contextlib.contextmanager
+    def release_hook_kubelet(self, spoke: Cluster) -> Iterator[SpokeDataPlane]:
+        """The testbed as the kubelet of OCM's pre-delete hook pods on ``spoke``, for a while.
+
+        The hook Job's pod (the add-on's image with ``args: [agent-release]``) then runs as a
+        real ``model-serving-addon agent-release`` process with a token of the pod's
+        ServiceAccount, and its status (exit code included) is the testbed's, not kwok's. In a
+        fleet with a data plane the spoke's kubelet does this already. Otherwise kwok is
+        restarted with its status stages kept off those pods (the same rules,
+        :func:`testbed.dataplane.podspec.served_rules`) and a kubelet of those pods alone is
+        started; on leaving, it is stopped and kwok restarted as it was (other pods keep
+        kwok's simulated status throughout).
+        """
+        if spoke.name in self.dataplanes:
+            yield self.dataplanes[spoke.name]
+            return
+        t0 = time.monotonic()
+        runners = (podspec.RELEASE_HOOK_RUNNER,)
+        self._restart_kwok(spoke, runners)
+        plane = SpokeDataPlane(
+            spoke, spoke.directory / "hook-pods", self.log_dir / f"{spoke.name}-hook-pods",
+            envs.environments(), log=self.log, runners=runners).start()
+        self.dataplanes[spoke.name] = plane
+        self.log(f"[testbed] {spoke.name}: kubelet of the release hook pods started in "
+                 f"{time.monotonic() - t0:.2f}s")
+        try:
+            yield plane
+        finally:
+            t1 = time.monotonic()
+            plane.stop()
+            self.dataplanes.pop(spoke.name, None)
+            self._restart_kwok(spoke, None)
+            self.log(f"[testbed] {spoke.name}: kubelet of the release hook pods stopped, kwok "
+                     f"restarted in {time.monotonic() - t1:.2f}s")
+
     def _start_dataplane(self) -> None:
         """The S3 server with the models, then per spoke an ingress and the pods' kubelet.
 

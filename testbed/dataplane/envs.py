@@ -173,4 +173,7 @@ def environments() -> Environments:
         kserve_python=KSERVE_ENV.python,
         mlserver=MLSERVER_ENV.bin("mlserver"),
         entrypoints=ENTRYPOINTS,
+        addon_cli=Path(sys.executable).parent / "model-serving-addon",
+        # The add-on's processes (the release hook) import this checkout's code.
+        addon_source=str(ENTRYPOINTS.parent.parent.parent),
     )

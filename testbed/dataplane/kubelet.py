@@ -212,8 +212,13 @@ class SpokeDataPlane:
         ingress: Ingress | None = None,
         log: Callable[[str], None] = print,
         backoff: BackOff | None = None,
+        runners: tuple[str, ...] | None = None,
     ) -> None:
         self.cluster = cluster
+        self.runners = runners
+        """The runners whose pods this kubelet runs (None: every runner's); kwok must be given
+        the same (:func:`testbed.dataplane.kwok.write_config`)."""
+        self._rules = podspec.served_rules(runners)
         self.root = root
         self.log_dir = log_dir
         self.environments = environments
@@ -230,6 +235,8 @@ class SpokeDataPlane:
         self._hosts: dict[tuple[str, str], tuple[str, ...]] = {}
         """(namespace, InferenceService) -> the hosts of its URLs."""
         self._simulated_uids: set[str] = set()
+        self.history: list[ServedPod] = []
+        """Every pod it started, in order, kept after the pod is gone (what the tests read)."""
         self.simulated: dict[str, str] = {}
         """``namespace/name`` of each predictor pod left to kwok -> why."""
         self._threads: list[threading.Thread] = []
@@ -239,6 +246,8 @@ class SpokeDataPlane:
         """Set when a watch or the event loop failed (the data plane is then stale)."""
         self._api = cluster.api_client()
         self._objects = ApiObjects(self._api)
+        self._access = podspec.ApiAccess(cluster.server, _certificate_authority(cluster),
+                                         self._pod_token)
 
     # ---------------------------------------------------------------- lifecycle
     def start(self) -> SpokeDataPlane:
@@ -367,7 +376,7 @@ class SpokeDataPlane:
                 "nodeName"):
             # Running already, waiting for a Secret or ConfigMap event, or not bound yet.
             return
-        if not podspec.runs_locally(pod):
+        if not podspec.runs_locally(pod, self._rules):
             if predictor and uid not in self._simulated_uids:
                 self._simulated_uids.add(uid)
                 images = ", ".join(podspec.pod_images(pod))
@@ -387,7 +396,8 @@ class SpokeDataPlane:
                            str((meta.get("labels") or {}).get(ISVC_LABEL, "")))
         root = self.root / f"{served.namespace}_{served.name}"
         try:
-            plan = podspec.translate(pod, root, self._objects, self.environments, free_port)
+            plan = podspec.translate(pod, root, self._objects, self.environments, free_port,
+                                     self._access)
         except ConfigError as err:
             # The kubelet's CreateContainerConfigError: tried again when the namespace's
             # Secrets or ConfigMaps change.
@@ -413,10 +423,28 @@ class SpokeDataPlane:
                                   on_change=lambda status: self._report(served, status))
         with self._lock:
             self._pods[uid] = served
+            self.history.append(served)
         self._label(pod, SERVED)
         self.log(f"[dataplane] {self.cluster.name}: running pod {served.key} "
                  f"({', '.join(c.runner for c in plan.containers)}) on {served.upstream}")
         served.runner.start()
+
+    def _pod_token(self, pod: Obj) -> str:
+        """A token of the pod's ServiceAccount, bound to the pod (a TokenRequest).
+
+        What the kubelet requests for the projected ``kube-api-access`` volume.
+        """
+        from kubernetes import client
+
+        meta, spec = pod["metadata"], pod.get("spec") or {}
+        request: Any = {"apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest",
+                   "spec": {"expirationSeconds": 3607,
+                            "boundObjectRef": {"apiVersion": "v1", "kind": "Pod",
+                                               "name": meta["name"], "uid": meta["uid"]}}}
+        response: Any = client.CoreV1Api(self._api).create_namespaced_service_account_token(
+            str(spec.get("serviceAccountName") or "default"), str(meta.get("namespace")),
+            request, _preload_content=False)
+        return str(json.loads(response.data)["status"]["token"])
 
     def _stop_pod(self, served: ServedPod) -> None:
         with self._lock:
@@ -548,6 +576,14 @@ class SpokeDataPlane:
             if pod.namespace == namespace and pod.name == name and pod.runner is not None:
                 return pod.runner.kill(container, sig)
         raise KeyError(f"{namespace}/{name} is not a pod the testbed runs")
+
+
+def _certificate_authority(cluster: Cluster) -> str:
+    """The CA file of the cluster's admin kubeconfig (what verifies its API server)."""
+    import yaml
+
+    config = yaml.safe_load(cluster.kubeconfig.read_text())
+    return str(config["clusters"][0]["cluster"].get("certificate-authority", ""))
 
 
 def isvc_hosts(isvc: Obj) -> tuple[str, ...]:

@@ -18,16 +18,24 @@ machine:
 - each port a server listens on (the container's declared ports and the runner's own, such as
   gRPC and metrics) gets a free loopback port, and the runner's flags or variables for them
   are set to it; the pod's probes (``httpGet``, ``tcpSocket``) address the mapped ports.
-  ``exec`` probes cannot run outside the image and are refused.
+  ``exec`` probes cannot run outside the image and are refused;
+- a runner may stand in for one use of an image only (:attr:`Runner.args`): the add-on's own
+  image runs as a process only for OCM's pre-delete hook (``agent-release``), never as the
+  agent's Deployment (the harness runs agents itself); a runner that calls the API server
+  (:attr:`Runner.api_access`) gets ``KUBECONFIG``, a kubeconfig with a token of the pod's
+  ServiceAccount (:class:`ApiAccess`: a TokenRequest, as the kubelet projects one), unless
+  the pod sets ``automountServiceAccountToken: false``.
 """
 
 from __future__ import annotations
 
 import base64
 import dataclasses
+import json
 import math
 import os
 import re
+import sys
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path, PurePosixPath
 from typing import Any, Protocol
@@ -179,6 +187,22 @@ class Environments:
     """The ``mlserver`` executable of MLServer's environment."""
     entrypoints: Path
     """The testbed's scripts for those Pythons (``kserve_sklearn.py``, ...)."""
+    addon_cli: Path = Path(sys.executable).parent / "model-serving-addon"
+    """The add-on's CLI entry point (``model-serving-addon``) of this environment."""
+    addon_source: str = ""
+    """``PYTHONPATH`` the add-on's processes import its code from ("" : the installed one)."""
+
+
+@dataclasses.dataclass(frozen=True)
+class ApiAccess:
+    """How a pod's process reaches its cluster's API server, as the kubelet gives it."""
+
+    server: str
+    """URL of the API server."""
+    certificate_authority: str
+    """Path of the CA bundle that verifies it."""
+    token: Callable[[Obj], str]
+    """A token of the pod's ServiceAccount, bound to the pod (TokenRequest), given the pod."""
 
 
 # --------------------------------------------------------------------------- runners
@@ -216,6 +240,13 @@ class Runner:
     """Settings the testbed adds so the server stays on loopback."""
     args_from_env: tuple[str, ...] = ()
     """Variables whose values the image's command line passes as arguments."""
+    args: tuple[str, ...] | None = None
+    """When set, the runner stands in only for containers with exactly these ``args`` (one
+    use of the image); other containers of the image have no runner."""
+    api_access: bool = False
+    """The process calls the API server: it is given ``KUBECONFIG`` (:class:`ApiAccess`)."""
+    program_env: Callable[[Environments], dict[str, str]] = lambda _: {}
+    """Variables the local program needs (not the image's), such as ``PYTHONPATH``."""
 
 
 RUNNERS: tuple[Runner, ...] = (
@@ -255,7 +286,21 @@ RUNNERS: tuple[Runner, ...] = (
         # The image's entrypoint calls kserve-storage's Storage.download(uri, dest).
         lambda e: [str(e.kserve_python), str(e.entrypoints / "storage_initializer.py")],
     ),
+    Runner(
+        "addon-agent-release",
+        ("opendatahub/model-serving-addon",),
+        # The image's entrypoint is `model-serving-addon`; OCM's pre-delete hook Job passes
+        # `agent-release` (charts/model-serving-addon/templates/addon.yaml). The agent's
+        # Deployment (args `agent ...`) has no runner: kwok keeps faking it.
+        lambda e: [str(e.addon_cli)],
+        args=("agent-release",),
+        api_access=True,
+        program_env=lambda e: {"PYTHONPATH": e.addon_source} if e.addon_source else {},
+    ),
 )
+
+RELEASE_HOOK_RUNNER = "addon-agent-release"
+"""The runner of OCM's pre-delete hook pod (the add-on's ``agent-release``)."""
 
 
 def image_repository(image: str) -> str:
@@ -275,10 +320,14 @@ def image_repository(image: str) -> str:
     return "/".join(parts)
 
 
-def runner_for(image: str) -> Runner | None:
-    """The runner standing in for ``image``, or None."""
+def runner_for(image: str, args: Sequence[str] = ()) -> Runner | None:
+    """The runner standing in for ``image`` run with ``args``, or None.
+
+    A runner with :attr:`Runner.args` takes only containers with exactly those args.
+    """
     repository = image_repository(image)
-    return next((r for r in RUNNERS if repository in r.repositories), None)
+    return next((r for r in RUNNERS if repository in r.repositories
+                 and (r.args is None or tuple(args) == r.args)), None)
 
 
 def _regex_literal(text: str) -> str:
@@ -288,16 +337,9 @@ def _regex_literal(text: str) -> str:
     return text.replace(".", "[.]")
 
 
-def served_image_pattern() -> str:
-    """A regular expression matching exactly the images some runner stands in for.
-
-    The same decision as :func:`runner_for` (registry, tag and digest as
-    :func:`image_repository` strips them), written so that Python's ``re`` and RE2 read it
-    alike: kwok's stage selectors (jq's ``test``, Go's regexp) exclude the pods it matches from
-    kwok's simulated readiness, and the testbed runs exactly those (:func:`runs_locally`).
-    """
+def _image_pattern(repositories: set[str]) -> str:
     alternatives = []
-    for repository in sorted({r for runner in RUNNERS for r in runner.repositories}):
+    for repository in sorted(repositories):
         literal = _regex_literal(repository)
         # Docker Hub's official images may be written library/NAME.
         alternatives.append(literal if "/" in repository else f"(?:library/)?{literal}")
@@ -305,22 +347,73 @@ def served_image_pattern() -> str:
     return f"^{registry}(?:{'|'.join(alternatives)})(?::[^/@]*)?(?:@.+)?$"
 
 
+def served_image_pattern() -> str:
+    """A regular expression matching exactly the images some runner stands in for, any args.
+
+    Of the runners without :attr:`Runner.args` (the others are rules of :func:`served_rules`).
+
+    The same decision as :func:`runner_for` (registry, tag and digest as
+    :func:`image_repository` strips them), written so that Python's ``re`` and RE2 read it
+    alike: kwok's stage selectors (jq's ``test``, Go's regexp) exclude the pods it matches from
+    kwok's simulated readiness, and the testbed runs exactly those (:func:`runs_locally`).
+    """
+    return _image_pattern({r for runner in RUNNERS if runner.args is None
+                           for r in runner.repositories})
+
+
+@dataclasses.dataclass(frozen=True)
+class Rule:
+    """A container is run by the testbed when its image matches and (if set) its args are."""
+
+    image: str
+    """Regular expression over the image (Python's ``re`` and RE2 alike)."""
+    args: tuple[str, ...] | None = None
+
+
+def served_rules(runners: Sequence[str] | None = None) -> tuple[Rule, ...]:
+    """The rules deciding which containers the testbed runs: of every runner, or of ``runners``.
+
+    The one decision :func:`runs_locally` makes in Python and
+    :func:`testbed.dataplane.kwok.served_query` in jq (kwok's stage selectors).
+    """
+    chosen = [r for r in RUNNERS if runners is None or r.name in runners]
+    unknown = set(runners or ()) - {r.name for r in RUNNERS}
+    if unknown:
+        raise ValueError(f"no runner named {sorted(unknown)}")
+    rules = []
+    any_args = {repo for r in chosen if r.args is None for repo in r.repositories}
+    if any_args:
+        rules.append(Rule(_image_pattern(any_args)))
+    rules += [Rule(_image_pattern(set(r.repositories)), r.args) for r in chosen
+              if r.args is not None]
+    return tuple(rules)
+
+
 def pod_images(pod: Obj) -> list[str]:
     """The images of a pod's init containers and containers, in order."""
+    return [str(c.get("image", "")) for c in _pod_containers(pod)]
+
+
+def _pod_containers(pod: Obj) -> list[Obj]:
     spec = pod.get("spec") or {}
-    return [str(c.get("image", "")) for c in
-            [*(spec.get("initContainers") or []), *(spec.get("containers") or [])]]
+    return [*(spec.get("initContainers") or []), *(spec.get("containers") or [])]
 
 
-def runs_locally(pod: Obj) -> bool:
+def runs_locally(pod: Obj, rules: Sequence[Rule] | None = None) -> bool:
     """True when every container of ``pod`` has a runner: the testbed runs it, not kwok.
 
-    Decided by :func:`served_image_pattern`, the expression kwok's stages are given, so the
-    two never both (or neither) take a pod.
+    Decided by :func:`served_rules` (all runners', or ``rules``), the rules kwok's stages are
+    given, so the two never both (or neither) take a pod.
     """
-    pattern = re.compile(served_image_pattern())
-    images = pod_images(pod)
-    return bool(images) and all(pattern.search(image) for image in images)
+    chosen = served_rules() if rules is None else rules
+
+    def taken(container: Obj) -> bool:
+        args = [str(a) for a in container.get("args") or []]
+        return any(re.search(rule.image, str(container.get("image", "")))
+                   and (rule.args is None or tuple(args) == rule.args) for rule in chosen)
+
+    containers = _pod_containers(pod)
+    return bool(containers) and all(taken(c) for c in containers)
 
 
 # ----------------------------------------------------------------------- translation
@@ -330,12 +423,13 @@ def translate(
     objects: Objects,
     environments: Environments,
     allocate_port: Callable[[], int],
+    api: ApiAccess | None = None,
 ) -> PodPlan:
     """The processes, directories and probes that run ``pod`` under ``root``.
 
     Raises :class:`Refused` when a container's image has no runner (or the pod needs
-    something no process here can give), :class:`ConfigError` when a Secret or ConfigMap
-    it needs is missing.
+    something no process here can give, such as API access without ``api``),
+    :class:`ConfigError` when a Secret or ConfigMap it needs is missing.
     """
     meta = pod.get("metadata") or {}
     spec = pod.get("spec") or {}
@@ -344,17 +438,30 @@ def translate(
     everything = [*(spec.get("initContainers") or []), *(spec.get("containers") or [])]
     runners = {}
     for container in everything:
-        runner = runner_for(str(container.get("image", "")))
+        runner = runner_for(str(container.get("image", "")),
+                            [str(a) for a in container.get("args") or []])
         if runner is None:
             raise Refused(pod_name, str(container.get("name")), str(container.get("image")),
                           "no local runner for this image")
+        if runner.api_access and api is None:
+            raise Refused(pod_name, str(container.get("name")), str(container.get("image")),
+                          "it calls the API server and this kubelet gives no API access")
         runners[container["name"]] = runner
     volumes = {v["name"]: _volume(v, root, namespace, meta, objects, pod_name)
                for v in spec.get("volumes") or []}
+    kubeconfig: Path | None = None
+    if api is not None and any(r.api_access for r in runners.values()) and (
+            spec.get("automountServiceAccountToken") is not False):
+        access = service_account_volume(pod, root, api)
+        volumes[access.name] = access
+        kubeconfig = access.path / "kubeconfig"
 
     def plan(container: Obj) -> ContainerPlan:
-        return _container(container, runners[container["name"]], pod, root, volumes, objects,
+        made = _container(container, runners[container["name"]], pod, root, volumes, objects,
                           environments, allocate_port)
+        if kubeconfig is not None and runners[container["name"]].api_access:
+            made = dataclasses.replace(made, env={**made.env, "KUBECONFIG": str(kubeconfig)})
+        return made
 
     return PodPlan(
         namespace=namespace,
@@ -366,6 +473,44 @@ def translate(
         containers=tuple(plan(c) for c in spec.get("containers") or []),
         restart_policy=str(spec.get("restartPolicy") or "Always"),
     )
+
+
+SERVICE_ACCOUNT_VOLUME = "testbed-service-account"
+"""The directory (under the pod's root) with the token and kubeconfig of the pod's
+ServiceAccount, for a runner with :attr:`Runner.api_access`."""
+
+
+def service_account_kubeconfig(server: str, certificate_authority: str, account: str,
+                               token: str) -> str:
+    """A kubeconfig (YAML, written as JSON) reaching ``server`` with ``token``."""
+    return json.dumps({
+        "apiVersion": "v1",
+        "kind": "Config",
+        "clusters": [{"name": "cluster", "cluster": {
+            "server": server, "certificate-authority": certificate_authority}}],
+        "users": [{"name": account, "user": {"token": token}}],
+        "contexts": [{"name": account, "context": {"cluster": "cluster", "user": account}}],
+        "current-context": account,
+    }, indent=2) + "\n"
+
+
+def service_account_volume(pod: Obj, root: Path, api: ApiAccess) -> VolumePlan:
+    """The token of the pod's ServiceAccount and a kubeconfig with it, as one volume.
+
+    What the kubelet projects into ``/var/run/secrets/kubernetes.io/serviceaccount`` (a
+    TokenRequest bound to the pod), written as a kubeconfig for a process outside any pod.
+    """
+    meta = pod.get("metadata") or {}
+    namespace = str(meta.get("namespace") or "default")
+    account = str((pod.get("spec") or {}).get("serviceAccountName") or "default")
+    token = api.token(pod)
+    name = f"system:serviceaccount:{namespace}:{account}"
+    return VolumePlan(SERVICE_ACCOUNT_VOLUME, root / SERVICE_ACCOUNT_VOLUME, {
+        "token": token.encode(),
+        "namespace": namespace.encode(),
+        "kubeconfig": service_account_kubeconfig(
+            api.server, api.certificate_authority, name, token).encode(),
+    })
 
 
 def _volume(
@@ -464,6 +609,7 @@ def _container(
     env["PATH"] = f"{Path(runner.program(environments)[0]).parent}:/usr/local/bin:/usr/bin:/bin"
     for key, value in runner.extra_env:
         env[key] = value
+    env.update(runner.program_env(environments))
     argv = [*runner.program(environments), *(env.get(k, "") for k in runner.args_from_env)]
     argv += args
 

@@ -1,16 +1,84 @@
-"""The chart on the testbed hub, and the agent deployed by OCM's own addon manager."""
+"""The chart on the testbed hub, and the agent deployed by OCM's own addon manager.
+
+Disabling the add-on runs OCM's pre-delete hook Job for real (issue 29, item 11): its pod is
+run by the testbed's kubelet as a ``model-serving-addon agent-release`` process with a token
+of the agent's ServiceAccount (:meth:`Testbed.release_hook_kubelet`), and OCM removes the
+agent's Deployment and RBAC only once that process exited 0.
+"""
 
 from __future__ import annotations
 
+import base64
 import json
+import time
+from pathlib import Path
 from typing import Any
 
+from addon_agent import labels as lb
+from addon_agent import storage
+from addon_agent.release import FINALIZER
 from addon_api import constants as c
-from testbed.chart import CHART, helm
+from addon_api.sealing import binding_for
+from testbed.chart import AGENT_SERVICE_ACCOUNT, CHART, helm
+from testbed.dataplane.kubelet import FIELD_MANAGER, SERVED
+from testbed.dataplane.podspec import RELEASE_HOOK_RUNNER, SIMULATED_LABEL
 from testbed.fleet import Testbed
 from testbed.support.waiting import eventually
 
 RELEASE_NAMESPACE = "model-serving-system"
+HOOK_JOB = "model-serving-agent-release"
+TEAM = "hook-team"
+CONN_NS = "hook-conns"
+CONN = "hooked"
+PLATFORM = "hook-platform"
+
+
+def _maybe(cluster: Any, *args: str) -> Any:
+    """The object as JSON, or None when it does not exist."""
+    got = cluster.kubectl("get", *args, "-o", "json", check=False)
+    return json.loads(got.stdout) if got.returncode == 0 else None
+
+
+def _agent_written_objects() -> list[dict[str, Any]]:
+    """What the agent leaves on a spoke: a storage-config entry it wrote (marked as
+    :mod:`addon_agent.delivery` marks it, next to another writer's entry) for a
+    SealedStorageConnection, which carries the agent's finalizer, as does a ServingPlatform."""
+    edit = storage.put_entry(None, CONN, binding_for(CONN_NS, CONN),
+                             {"type": "s3", "bucket": "models"})
+    theirs = base64.b64encode(json.dumps({"type": "gcs", "bucket": "theirs"}).encode()).decode()
+    return [
+        {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": TEAM}},
+        {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": CONN_NS}},
+        {"apiVersion": "v1", "kind": "Secret", "type": "Opaque",
+         "metadata": {"name": c.STORAGE_CONFIG_SECRET, "namespace": TEAM,
+                      "labels": {**lb.ours(), lb.LABEL_STORAGE_CONFIG: "true"},
+                      "annotations": {lb.ANNOTATION_OWNED_ENTRIES: storage.json_owners(edit.owners),
+                                      lb.ANNOTATION_CREATED_BY_AGENT: "true"}},
+         "data": {**(edit.data or {}), "theirs": theirs}},
+        {"apiVersion": f"{c.GROUP}/{c.VERSION}", "kind": c.KIND_SEALED_STORAGE_CONNECTION,
+         "metadata": {"name": CONN, "namespace": CONN_NS, "finalizers": [FINALIZER]},
+         "spec": {"keyId": "k1", "sealed": "c2VhbGVk", "type": "s3",
+                  "targetNamespaces": [TEAM], "entryName": CONN}},
+        {"apiVersion": f"{c.GROUP}/{c.VERSION}", "kind": c.KIND_SERVING_PLATFORM,
+         "metadata": {"name": PLATFORM, "finalizers": [FINALIZER]}, "spec": {}},
+    ]
+
+
+def _finalizers(obj: dict[str, Any] | None) -> list[str]:
+    return list(((obj or {}).get("metadata") or {}).get("finalizers") or [])
+
+
+def _remove_test_objects(spoke: Any) -> None:
+    for kind, name, namespace in ((c.KIND_SEALED_STORAGE_CONNECTION, CONN, CONN_NS),
+                                  (c.KIND_SERVING_PLATFORM, PLATFORM, None)):
+        where = ["-n", namespace] if namespace else []
+        spoke.kubectl("patch", kind.lower(), name, *where, "--type=merge",
+                      "-p", '{"metadata":{"finalizers":null}}', check=False)
+        spoke.kubectl("delete", kind.lower(), name, *where, "--ignore-not-found",
+                      "--wait=false", check=False)
+    for namespace in (TEAM, CONN_NS):
+        spoke.kubectl("delete", "namespace", namespace, "--ignore-not-found", "--wait=false",
+                      check=False)
 
 
 def _json(cluster: Any, *args: str) -> Any:
@@ -110,19 +178,86 @@ def test_install_and_enable_on_cluster1(testbed: Testbed) -> None:
 
         eventually(addon_available, timeout=120)
 
-        # Disabling the add-on removes the agent but orphans the CRDs (and their objects).
-        hub.kubectl("delete", "managedclusteraddon", c.ADDON_NAME, "-n", spoke.name)
-        eventually(
-            lambda: (
-                spoke.kubectl(
-                    "get", "deployment", "model-serving-agent", "-n", c.AGENT_NAMESPACE, check=False
-                ).returncode
-                != 0
-            ),
-            timeout=90,
-        )
+        # What the agent leaves on the spoke (written here as harness admin: the agent's pod
+        # is kwok's, no agent process runs): a plaintext entry and objects with its finalizer.
+        spoke.apply_objects(_agent_written_objects())
+        assert CONN in _maybe(spoke, "secret", c.STORAGE_CONFIG_SECRET, "-n", TEAM)["data"]
+
+        # Disabling the add-on: OCM runs the pre-delete hook Job first, and the testbed's
+        # kubelet runs its pod as the real agent-release process; the agent's Deployment and
+        # RBAC go only once it exited 0. The spoke is watched until they are gone.
+        with testbed.release_hook_kubelet(spoke) as kubelet:
+            started = time.monotonic()
+            hub.kubectl("delete", "managedclusteraddon", c.ADDON_NAME, "-n", spoke.name,
+                        "--wait=false")
+            completed_at = None
+            at_completion: dict[str, bool] = {}
+            hook_pod = None
+            while time.monotonic() - started < 180:
+                job = _maybe(spoke, "job", HOOK_JOB, "-n", c.AGENT_NAMESPACE)
+                deployment = _maybe(spoke, "deployment", "model-serving-agent", "-n",
+                                    c.AGENT_NAMESPACE)
+                role = _maybe(spoke, "clusterrole", "model-serving-agent")
+                binding = _maybe(spoke, "clusterrolebinding", "model-serving-agent")
+                pods = (_maybe(spoke, "pods", "-n", c.AGENT_NAMESPACE, "-l",
+                               f"job-name={HOOK_JOB}") or {}).get("items") or []
+                hook_pod = next((p for p in pods if p["status"].get("phase") == "Succeeded"),
+                                hook_pod)
+                if completed_at is None and job and _condition(job, "Complete") == "True":
+                    completed_at = time.monotonic() - started
+                    at_completion = {"deployment": deployment is not None
+                                     and not deployment["metadata"].get("deletionTimestamp"),
+                                     "clusterrole": role is not None,
+                                     "clusterrolebinding": binding is not None}
+                if deployment is None and role is None and binding is None:
+                    break
+                time.sleep(0.2)
+            gone_at = time.monotonic() - started
+            print(f"hook Job complete after {completed_at}s, agent gone after {gone_at:.1f}s")
+            assert completed_at is not None, "the hook Job never completed"
+            # Until the hook completed, the agent and its rights were all there.
+            assert at_completion == {"deployment": True, "clusterrole": True,
+                                     "clusterrolebinding": True}, at_completion
+            assert gone_at < 180, "the agent's Deployment or RBAC stayed"
+
+            # The hook's pod was a real process of agent-release, with a token of the agent's
+            # ServiceAccount, and exited 0; its status is the testbed's, never kwok's.
+            (run,) = [p for p in kubelet.history if p.name.startswith(f"{HOOK_JOB}-")]
+            assert run.runner is not None and run.error is None
+            (container,) = run.runner.plan.containers
+            assert container.runner == RELEASE_HOOK_RUNNER
+            assert container.argv[1:] == ("agent-release",), container.argv
+            assert container.argv[0].endswith("model-serving-addon")
+            kubeconfig = container.env["KUBECONFIG"]
+            token = json.loads(Path(kubeconfig).read_text())["users"][0]["user"]["token"]
+            claims = json.loads(base64.urlsafe_b64decode(token.split(".")[1] + "=="))
+            assert claims["sub"] == (
+                f"system:serviceaccount:{c.AGENT_NAMESPACE}:{AGENT_SERVICE_ACCOUNT}"), claims
+            assert claims["kubernetes.io"]["pod"]["name"] == run.name, claims
+            assert run.runner.runs[0].state["terminated"]["exitCode"] == 0
+            assert hook_pod is not None, "the Succeeded hook pod was never seen"
+            assert hook_pod["metadata"]["labels"][SIMULATED_LABEL] == SERVED
+            writers = {m["manager"] for m in hook_pod["metadata"]["managedFields"]
+                       if m.get("subresource") == "status"}
+            assert FIELD_MANAGER in writers and writers <= {FIELD_MANAGER, "kube-scheduler"}, (
+                writers)
+            (status,) = hook_pod["status"]["containerStatuses"]
+            assert status["state"]["terminated"]["exitCode"] == 0, status
+            log = (testbed.log_dir / f"{spoke.name}-hook-pods"
+                   / f"{c.AGENT_NAMESPACE}_{run.name}" / "release.log")
+            assert f"{CONN_NS}/{CONN}" in log.read_text(), log.read_text()
+
+        # The agent's entry and finalizers are gone; the other writer's entry stays.
+        secret = _maybe(spoke, "secret", c.STORAGE_CONFIG_SECRET, "-n", TEAM)
+        assert set(secret["data"]) == {"theirs"}, secret["data"]
+        assert FINALIZER not in _finalizers(
+            _maybe(spoke, c.KIND_SEALED_STORAGE_CONNECTION.lower(), CONN, "-n", CONN_NS))
+        assert FINALIZER not in _finalizers(
+            _maybe(spoke, c.KIND_SERVING_PLATFORM.lower(), PLATFORM))
+        # The CRDs are orphaned (and their objects kept).
         spoke.kubectl("get", "crd", f"servingplatforms.{c.GROUP}")
     finally:
+        _remove_test_objects(spoke)
         hub.kubectl(
             "delete",
             "managedclusteraddon",
@@ -133,3 +268,46 @@ def test_install_and_enable_on_cluster1(testbed: Testbed) -> None:
             check=False,
         )
         helm("uninstall", "msa", "-n", RELEASE_NAMESPACE, kubeconfig, check=False)
+
+
+def test_a_failing_release_hook_is_visible(testbed: Testbed) -> None:
+    """A hook pod whose agent-release fails (here: a ServiceAccount without the agent's rights)
+    is a real process exiting non-zero: its pod Failed with the exit code, its Job Failed, as
+    a hub admin would see them on the spoke (OCM then keeps waiting, the agent stays)."""
+    spoke = testbed.spokes[0]
+    namespace, account, job = "hook-failing", "no-rights", "release-fails"
+    try:
+        with testbed.release_hook_kubelet(spoke) as kubelet:
+            spoke.apply_objects([
+                {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}},
+                {"apiVersion": "v1", "kind": "ServiceAccount",
+                 "metadata": {"name": account, "namespace": namespace}},
+                {"apiVersion": "batch/v1", "kind": "Job",
+                 "metadata": {"name": job, "namespace": namespace},
+                 "spec": {"backoffLimit": 0, "template": {"spec": {
+                     "serviceAccountName": account, "restartPolicy": "Never",
+                     "containers": [{"name": "release", "args": ["agent-release"],
+                                     "image": "quay.io/opendatahub/model-serving-addon:dev"}],
+                 }}}},
+            ])
+            failed = eventually(lambda: (lambda j: j if j and _condition(j, "Failed") == "True"
+                                         else None)(_maybe(spoke, "job", job, "-n", namespace)),
+                                timeout=90)
+            assert _condition(failed, "Complete") != "True", failed["status"]
+            (pod,) = _maybe(spoke, "pods", "-n", namespace, "-l", f"job-name={job}")["items"]
+            assert pod["status"]["phase"] == "Failed", pod["status"]
+            (status,) = pod["status"]["containerStatuses"]
+            assert status["state"]["terminated"]["exitCode"] != 0, status
+            assert pod["metadata"]["labels"][SIMULATED_LABEL] == SERVED
+            writers = {m["manager"] for m in pod["metadata"]["managedFields"]
+                       if m.get("subresource") == "status"}
+            assert FIELD_MANAGER in writers and writers <= {FIELD_MANAGER, "kube-scheduler"}, (
+                writers)
+            (run,) = [p for p in kubelet.history if p.namespace == namespace]
+            log = (testbed.log_dir / f"{spoke.name}-hook-pods" / f"{namespace}_{run.name}"
+                   / "release.log").read_text()
+            # The API server refused the process, which acted as that ServiceAccount.
+            assert f"system:serviceaccount:{namespace}:{account}" in log, log
+    finally:
+        spoke.kubectl("delete", "namespace", namespace, "--ignore-not-found", "--wait=false",
+                      check=False)
