@@ -12,7 +12,10 @@ storage initializer (KServe's kserve-storage) downloads the model with the crede
 agent delivered, KServe's sklearn server loads it; the hub shows the model Ready on a cluster
 only after that cluster's server answered; V1 and V2 predictions through each cluster's ingress
 give the model's known answers, spread over cluster2's replicas; a killed server makes its
-cluster not Ready on the hub until the testbed, as kubelet, has restarted it.
+cluster not Ready on the hub until the testbed, as kubelet, has restarted it. The model
+servers' own metrics reach the hub: each spoke's Prometheus scrapes them through the
+PodMonitor the agent renders (the ModelServing enables monitoring), the hub's federates them
+with the chart's allowlist, each series with its cluster.
 """
 
 from __future__ import annotations
@@ -27,7 +30,8 @@ from urllib.parse import urlsplit
 
 import pytest
 
-from testbed import demo
+from addon_api import constants as c
+from testbed import demo, observability
 from testbed.dataplane.kubelet import FIELD_MANAGER, SERVED, ServedPod
 from testbed.dataplane.podspec import SIMULATED_LABEL, Environments
 from testbed.fleet import Testbed
@@ -53,6 +57,17 @@ def fleet(built_binaries: Callable[[str], Path], dataplane: Environments) -> Ite
         phases.done("examples applied, with the fleet's S3 connection")
         yield bed, demo.start_kserve_when_stack_ready(bed)
         bed.cleanup()
+
+
+@pytest.fixture(scope="module")
+def prometheus(fleet: Fleet) -> Iterator[observability.FleetPrometheus]:
+    """Real Prometheus servers watching the fleet (started by the first step that needs
+    them, once the agents have rendered their monitors): one per spoke, the hub's federating."""
+    bed, _ = fleet
+    servers = observability.start_for_fleet(bed, c.AGENT_NAMESPACE,
+                                            demo.RELEASE_NAMESPACE, bed.metrics_addresses)
+    yield servers
+    servers.stop()
 
 
 def hub_entries(bed: Testbed, name: str = NAME) -> dict[str, dict[str, Any]]:
@@ -313,3 +328,82 @@ class TestServedOnTheFleet:
         finally:
             bed.hub.kubectl("delete", "multiclusterinferenceservices", denied, "-n", NS,
                             "--wait=false")
+
+    @pytest.mark.needs("test_2_v1_and_v2_through_each_clusters_ingress")
+    def test_7_the_hubs_prometheus_holds_the_models_request_series_per_cluster(
+            self, fleet: Fleet, prometheus: observability.FleetPrometheus) -> None:
+        """Predictions through each cluster's ingress show on the hub's Prometheus: KServe's
+        sklearn server's own request histogram, scraped through the agent's PodMonitor,
+        federated with the cluster label; the dashboard's model panels and a progressive
+        rollout's ``metric`` gate (as the manager scopes it) read those series."""
+        from addon_api.hub import MultiClusterInferenceService
+        from addon_api.rollout import MetricGate
+        from addon_manager import metricgate, policy
+
+        bed, step = fleet
+        started = time.monotonic()
+        for cluster, replicas in REPLICAS.items():
+            sync = prometheus.pod_targets[cluster]
+
+            def scraped(sync: observability.PodTargetSync = sync, n: int = replicas,
+                        cluster: str = cluster) -> list[observability.Target] | None:
+                found = [t for t in sync.sync() if t.labels.get("inferenceservice") == NAME]
+                pods = {p.name for p in served(bed, cluster) if p.ready}
+                return found if len(found) == n and {t.labels["pod"] for t in found} == pods \
+                    else None
+
+            targets = on_fleet(bed, step, scraped, timeout=60)
+            ports = {p.name: p.upstream for p in served(bed, cluster)}
+            for target in targets:
+                # The annotation's port 8080 of the model container: the server's HTTP port.
+                assert target.address == ports[target.labels["pod"]], (target, ports)
+                assert target.path == "/metrics" and target.labels["namespace"] == TARGET
+        sent = 10
+        for cluster, replicas in REPLICAS.items():
+            routed(bed, cluster, replicas)
+            for _ in range(sent):
+                answer, _ = post_via_ingress(bed.ingresses[cluster].url, host_of(bed, cluster),
+                                             f"/v1/models/{NAME}:predict", {"instances": IRIS})
+                assert answer == {"predictions": IRIS_CLASSES}
+        hub = prometheus.hub
+        selector = (f'request_predict_seconds_count{{namespace="{TARGET}",'
+                    f'inferenceservice="{NAME}"}}')
+
+        def counted() -> dict[str, float] | None:
+            got = {r["metric"].get("cluster", ""): float(r["value"][1])
+                   for r in hub.query(f"sum by (cluster) ({selector})")}
+            return got if set(got) == set(REPLICAS) and min(got.values()) >= sent else None
+
+        counts = on_fleet(bed, step, counted, timeout=90)
+        print(f"the hub's Prometheus counts {counts} predictions per cluster "
+              f"{time.monotonic() - started:.1f}s after its servers started")
+        series = hub.query(selector)
+        assert {s["metric"]["cluster"] for s in series} == set(REPLICAS)
+        for sample in series:
+            labels = sample["metric"]
+            assert labels["model_name"] == NAME and labels["container"] == "kserve-container"
+            assert labels["pod"].startswith(f"{NAME}-predictor-"), labels
+        assert len(series) >= sum(REPLICAS.values())
+        # The dashboard's per-model panels give a value for the model on both clusters.
+        panels = {p["title"]: p for p in prometheus.dashboard["panels"]}
+        for title in ("Model requests per second, per cluster", "Model latency p50, per cluster",
+                      "Model latency p99, per cluster"):
+            expr = panels[title]["targets"][0]["expr"].replace("$cluster", ".*")
+            got = {r["metric"]["cluster"]: float(r["value"][1]) for r in hub.query(expr)
+                   if r["metric"].get("inferenceservice") == NAME}
+            assert set(got) == set(REPLICAS) and all(v > 0 for v in got.values()), (title, got)
+            print(f"{title}: {got}")
+        # A progressive rollout's metric gate on the server's own counter, as the manager
+        # scopes it to this intent's pods and runs it: one sample per cluster, in bounds.
+        intent = MultiClusterInferenceService.model_validate(json.loads(bed.hub.kubectl(
+            "get", "multiclusterinferenceservices", NAME, "-n", NS, "-o", "json").stdout))
+        gate = policy.scoped_gate(intent, MetricGate.model_validate(
+            {"metric": "request_predict_seconds_count", "rate": "5m", "minValue": 0.001}))
+        assert gate is not None
+        clusters = tuple(REPLICAS)
+        verdict = metricgate.judge(gate, clusters,
+                                   hub.query(metricgate.query_for(gate, clusters)))
+        assert verdict.state == "Passed", verdict
+        print(f"metric gate {metricgate.query_for(gate, clusters)}: {verdict.message}")
+        assert hub.evaluated_since(time.time() - 30), hub.rules()
+

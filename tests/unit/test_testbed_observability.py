@@ -183,7 +183,7 @@ def test_a_pod_annotated_with_a_port_nothing_serves_fails() -> None:
     [target] = obs.pod_targets([_pod_monitor(), mlserver], ports)
     assert target.address == "127.0.0.1:41005"
     wrong = _predictor("p", annotations={"prometheus.kserve.io/port": "9999"})
-    with pytest.raises(obs.TargetError, match="127.0.0.1:9999, a port its processes do not"):
+    with pytest.raises(obs.TargetError, match=r"127\.0\.0\.1:9999, a port its processes do not"):
         obs.pod_targets([_pod_monitor(), wrong], ports)
 
 
