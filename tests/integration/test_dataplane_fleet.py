@@ -358,25 +358,41 @@ class TestServedOnTheFleet:
                 # The annotation's port 8080 of the model container: the server's HTTP port.
                 assert target.address == ports[target.labels["pod"]], (target, ports)
                 assert target.path == "/metrics" and target.labels["namespace"] == TARGET
-        sent = 10
-        for cluster, replicas in REPLICAS.items():
-            routed(bed, cluster, replicas)
-            for _ in range(sent):
-                answer, _ = post_via_ingress(bed.ingresses[cluster].url, host_of(bed, cluster),
-                                             f"/v1/models/{NAME}:predict", {"instances": IRIS})
-                assert answer == {"predictions": IRIS_CLASSES}
         hub = prometheus.hub
         selector = (f'request_predict_seconds_count{{namespace="{TARGET}",'
                     f'inferenceservice="{NAME}"}}')
 
-        def counted() -> dict[str, float] | None:
+        def predict(times: int) -> None:
+            for cluster, replicas in REPLICAS.items():
+                routed(bed, cluster, replicas)
+                for _ in range(times):
+                    answer, _ = post_via_ingress(
+                        bed.ingresses[cluster].url, host_of(bed, cluster),
+                        f"/v1/models/{NAME}:predict", {"instances": IRIS})
+                    assert answer == {"predictions": IRIS_CLASSES}
+
+        def counted(at_least: dict[str, float]) -> dict[str, float] | None:
             got = {r["metric"].get("cluster", ""): float(r["value"][1])
                    for r in hub.query(f"sum by (cluster) ({selector})")}
-            return got if set(got) == set(REPLICAS) and min(got.values()) >= sent else None
+            return got if set(got) == set(REPLICAS) and all(
+                got[c] >= n for c, n in at_least.items()) else None
 
-        counts = on_fleet(bed, step, counted, timeout=90)
-        print(f"the hub's Prometheus counts {counts} predictions per cluster "
+        # A server's histogram has no series before its first prediction: a first round
+        # makes every replica's, then a second one must show as an increase on the hub.
+        predict(4)
+        before = on_fleet(bed, step, lambda: counted(dict.fromkeys(REPLICAS, 4.0)),
+                          timeout=90)
+        sent = 10
+        predict(sent)
+        counts = on_fleet(bed, step, lambda: counted({c: n + sent for c, n in before.items()}),
+                          timeout=90)
+        print(f"the hub's Prometheus counts {before} then {counts} predictions per cluster, "
               f"{time.monotonic() - started:.1f}s after its servers started")
+        for cluster, spoke_server in prometheus.spokes.items():
+            # Every replica's server is a target of its spoke's Prometheus, and up.
+            eventually(lambda s=spoke_server, n=REPLICAS[cluster]: [
+                t["health"] for t in s.targets()
+                if t["labels"].get("inferenceservice") == NAME] == ["up"] * n, timeout=30)
         series = hub.query(selector)
         assert {s["metric"]["cluster"] for s in series} == set(REPLICAS)
         for sample in series:
