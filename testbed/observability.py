@@ -390,11 +390,11 @@ def pod_targets(objects: Iterable[Obj], ports: Mapping[tuple[str, str], Mapping[
 def file_sd(found: Sequence[Target]) -> list[Obj]:
     """Prometheus ``file_sd`` target groups for ``found``.
 
-    Their job, path and scheme are target labels, so one ``file_sd`` scrape job carries them
-    all.
+    Their path and scheme are target labels, so one ``file_sd`` scrape job carries them all;
+    their ``job`` is the one prometheus-operator gives (``<namespace>/<monitor>``).
     """
     return [{"targets": [t.address],
-             "labels": {**t.labels, "job": t.job, "__metrics_path__": t.path,
+             "labels": {"job": t.job, **t.labels, "__metrics_path__": t.path,
                         "__scheme__": t.scheme}}
             for t in sorted(found, key=lambda t: (t.job, t.address))]
 

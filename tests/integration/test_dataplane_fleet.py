@@ -423,3 +423,132 @@ class TestServedOnTheFleet:
         print(f"metric gate {metricgate.query_for(gate, clusters)}: {verdict.message}")
         assert hub.evaluated_since(time.time() - 30), hub.rules()
 
+
+    @pytest.mark.needs("test_7_the_hubs_prometheus_holds_the_models_request_series_per_cluster")
+    def test_8_a_revision_whose_model_fails_its_requests_is_rolled_back_by_the_metric_gate(
+            self, fleet: Fleet, prometheus: observability.FleetPrometheus,
+            tmp_path: Path) -> None:
+        """A progressive rollout gated on the model server's own error counter, under real
+        traffic: MLServer serves a canary on both clusters (revision 1); revision 2 reads a
+        model that loads but fails every iris request (trained on three features); on the
+        first step's cluster the failures reach the hub's Prometheus, the gate's ratio
+        exceeds its bound, and the rollout rolls back; the other cluster never gets it."""
+        import subprocess
+        import threading
+
+        import yaml
+
+        from testbed.dataplane import envs
+        from testbed.dataplane.s3 import BUCKET
+
+        bed, step = fleet
+        hub, canary = bed.hub, "iris-canary"
+        assert bed.s3 is not None
+        # The failing model, uploaded beside the good ones through the S3 API.
+        bad = tmp_path / "bad"
+        subprocess.run([str(envs.KSERVE_ENV.python), "-c", (
+            "import json, sys, joblib\n"
+            "from sklearn import datasets, svm\n"
+            "x, y = datasets.load_iris(return_X_y=True)\n"
+            "d = sys.argv[1]\n"
+            "import os; os.makedirs(d, exist_ok=True)\n"
+            "joblib.dump(svm.SVC(gamma='scale').fit(x[:, :3], y), d + '/model.joblib')\n"
+            "json.dump({'implementation': 'mlserver_sklearn.SKLearnModel',"
+            " 'parameters': {'uri': './model.joblib', 'version': 'v1'}},"
+            " open(d + '/model-settings.json', 'w'))\n"), str(bad)],
+            check=True, timeout=120)
+        subprocess.run([str(envs.KSERVE_ENV.python), str(envs.ENTRYPOINTS / "s3_seed.py"),
+                        bed.s3.endpoint, BUCKET, f"{bad}=mlserver/iris-3-features"],
+                       env={"AWS_ACCESS_KEY_ID": bed.s3.access_key,
+                            "AWS_SECRET_ACCESS_KEY": bed.s3.secret_key,
+                            "PATH": "/usr/bin:/bin"}, check=True, timeout=120)
+        # The manager judges metric gates against the hub's Prometheus.
+        manager = next(p for p in bed.processes if p.name == "manager")
+        manager.kill()
+        manager.argv.append(f"--prometheus-url=http://{prometheus.hub.address}")
+        manager.start()
+        scope = f'cluster=~"$clusters",namespace="{TARGET}",inferenceservice="{canary}"'
+        failed = f"sum by (cluster) (rate(model_infer_request_failure_total{{{scope}}}[1m]))"
+        succeeded = f"sum by (cluster) (rate(model_infer_request_success_total{{{scope}}}[1m]))"
+        gate = {"query": f"({failed} / ({succeeded} + {failed})) or on (cluster) "
+                         f"({failed} / {failed}) or on (cluster) (0 * {succeeded})",
+                "maxValue": 0.1}
+
+        def model(path: str) -> dict[str, Any]:
+            isvc = demo.served_inference_service(canary)
+            isvc["spec"].pop("overrides")
+            predictor = isvc["spec"]["template"]["predictor"]
+            # MLServer serves its metrics on 8082, not the 8080 KServe's runtime annotates.
+            predictor["annotations"] = {"prometheus.kserve.io/port": "8082"}
+            predictor["model"].update({"runtime": "kserve-mlserver", "protocolVersion": "v2"})
+            predictor["model"]["storage"]["path"] = path
+            isvc["spec"]["rollout"] = {
+                "strategy": "Progressive", "maxConcurrency": 1, "minSuccessTime": "30s",
+                "progressDeadline": "5m", "failurePolicy": "Rollback", "metricGate": gate}
+            return isvc
+
+        def rollout() -> dict[str, Any]:
+            got = json.loads(hub.kubectl("get", "mcisvc", canary, "-n", NS, "-o", "json").stdout)
+            return dict((got.get("status") or {}).get("rollout") or {})
+
+        stop = threading.Event()
+        answers: dict[str, list[int]] = {c: [] for c in REPLICAS}
+        hosts: dict[str, str] = {}
+
+        def traffic() -> None:
+            """V2 iris requests to each cluster's canary, a few per second, as users send."""
+            while not stop.wait(0.3):
+                if len(hosts) < len(REPLICAS):
+                    for cluster, entry in hub_entries(bed, canary).items():
+                        host = urlsplit(entry.get("url") or "").hostname
+                        if host:
+                            hosts[cluster] = host
+                for cluster, host in hosts.items():
+                    if not bed.dataplanes[cluster].routes().get(host):
+                        continue
+                    try:
+                        post_via_ingress(bed.ingresses[cluster].url, host,
+                                         f"/v2/models/{canary}/infer", v2_iris())
+                        answers[cluster].append(200)
+                    except Exception as err:  # the failing revision's 500s
+                        answers[cluster].append(int(getattr(err, "code", 0) or 0))
+
+        sender = threading.Thread(target=traffic, daemon=True)
+        hub.kubectl("apply", "-n", NS, "-f", "-", input=yaml.safe_dump(model("mlserver/iris")))
+        sender.start()
+        t0 = time.monotonic()
+        try:
+            on_fleet(bed, step, lambda: rollout().get("phase") == "Complete"
+                     and all((hub_entries(bed, canary).get(c) or {}).get("ready") is True
+                             for c in REPLICAS), timeout=420)
+            print(f"{canary} revision 1 (MLServer) complete on both clusters after "
+                  f"{time.monotonic() - t0:.1f}s; answers so far "
+                  f"{ {c: a.count(200) for c, a in answers.items()} }")
+            assert all(200 in a for a in answers.values()), answers
+            first = rollout()
+            t1 = time.monotonic()
+            hub.kubectl("apply", "-n", NS, "-f", "-",
+                        input=yaml.safe_dump(model("mlserver/iris-3-features")))
+
+            def rolled_back() -> dict[str, Any] | None:
+                got = rollout()
+                return got if got.get("phase") == "RolledBack" else None
+
+            roll = on_fleet(bed, step, rolled_back, timeout=420)
+            statuses = {c: sorted(set(a)) for c, a in answers.items()}
+            print(f"revision 2 rolled back {time.monotonic() - t1:.1f}s after the change: "
+                  f"{roll.get('message')!r}; answers {statuses}")
+            assert roll.get("failedRevision") == int(first["targetRevision"]) + 1, roll
+            assert roll.get("stableRevision") == first["targetRevision"], roll
+            assert "is not <= 0.1" in str(roll.get("message")), roll
+            # The failures were real answers of the first step's cluster.
+            assert 500 in answers["cluster1"], answers
+            assert 500 not in answers["cluster2"], answers
+            # The clusters serve the good revision again.
+            on_fleet(bed, step, lambda: all(
+                (hub_entries(bed, canary).get(c) or {}).get("ready") is True
+                for c in REPLICAS), timeout=300)
+        finally:
+            stop.set()
+            sender.join(timeout=30)
+            hub.kubectl("delete", "mcisvc", canary, "-n", NS, "--wait=false")

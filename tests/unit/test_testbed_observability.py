@@ -152,8 +152,7 @@ def test_the_predictor_pod_monitor_leads_to_the_model_servers_port() -> None:
                              "job": "kserve/kserve-predictors"}
     [group] = obs.file_sd([target])
     assert group == {"targets": ["127.0.0.1:41001"], "labels": {
-        **target.labels, "job": "podMonitor/kserve/kserve-predictors/0",
-        "__metrics_path__": "/metrics", "__scheme__": "http"}}
+        **target.labels, "__metrics_path__": "/metrics", "__scheme__": "http"}}
     # A declared container port gives the same single target (the annotation's port wins).
     declared = _predictor(ports=[{"containerPort": 8080, "name": "http1"},
                                  {"containerPort": 8081, "name": "grpc"}])
