@@ -444,7 +444,8 @@ class TestServedOnTheFleet:
         bed, step = fleet
         hub, canary = bed.hub, "iris-canary"
         assert bed.s3 is not None
-        # The failing model, uploaded beside the good ones through the S3 API.
+        # The failing model, uploaded beside the good ones through the S3 API (under a prefix
+        # of its own: KServe's storage code downloads every key that starts with the path).
         bad = tmp_path / "bad"
         subprocess.run([str(envs.KSERVE_ENV.python), "-c", (
             "import json, sys, joblib\n"
@@ -458,7 +459,7 @@ class TestServedOnTheFleet:
             " open(d + '/model-settings.json', 'w'))\n"), str(bad)],
             check=True, timeout=120)
         subprocess.run([str(envs.KSERVE_ENV.python), str(envs.ENTRYPOINTS / "s3_seed.py"),
-                        bed.s3.endpoint, BUCKET, f"{bad}=mlserver/iris-3-features"],
+                        bed.s3.endpoint, BUCKET, f"{bad}=failing/iris-3-features"],
                        env={"AWS_ACCESS_KEY_ID": bed.s3.access_key,
                             "AWS_SECRET_ACCESS_KEY": bed.s3.secret_key,
                             "PATH": "/usr/bin:/bin"}, check=True, timeout=120)
@@ -518,17 +519,23 @@ class TestServedOnTheFleet:
         sender.start()
         t0 = time.monotonic()
         try:
-            on_fleet(bed, step, lambda: rollout().get("phase") == "Complete"
-                     and all((hub_entries(bed, canary).get(c) or {}).get("ready") is True
-                             for c in REPLICAS), timeout=420)
+            def settled() -> dict[str, Any] | None:
+                got = rollout()
+                if got.get("phase") in ("Halted", "RolledBack"):
+                    return got  # failed: no use waiting
+                return got if got.get("phase") == "Complete" and all(
+                    (hub_entries(bed, canary).get(c) or {}).get("ready") is True
+                    for c in REPLICAS) else None
+
+            first = on_fleet(bed, step, settled, timeout=420)
+            assert first.get("phase") == "Complete", first
             print(f"{canary} revision 1 (MLServer) complete on both clusters after "
                   f"{time.monotonic() - t0:.1f}s; answers so far "
                   f"{ {c: a.count(200) for c, a in answers.items()} }")
             assert all(200 in a for a in answers.values()), answers
-            first = rollout()
             t1 = time.monotonic()
             hub.kubectl("apply", "-n", NS, "-f", "-",
-                        input=yaml.safe_dump(model("mlserver/iris-3-features")))
+                        input=yaml.safe_dump(model("failing/iris-3-features")))
 
             def rolled_back() -> dict[str, Any] | None:
                 got = rollout()
