@@ -133,7 +133,10 @@ class TestServedOnTheFleet:
               f"the examples were applied")
 
         def every_replica_served() -> bool:
-            return all(len([p for p in served(bed, c) if p.ready]) == n
+            # Exactly n pods, all ready: KServe may first have used the built-in
+            # ClusterServingRuntime (the namespaced one's work arrived later) and then rolls
+            # the Deployment over to the namespaced runtime; wait until the old pods are gone.
+            return all(len(pods := served(bed, c)) == n and all(p.ready for p in pods)
                        for c, n in REPLICAS.items()) and ready_everywhere()
 
         on_fleet(bed, step, every_replica_served, timeout=300)
