@@ -8,6 +8,7 @@ from __future__ import annotations
 import base64
 import copy
 import json
+import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
@@ -199,7 +200,7 @@ def phase_of(obj: Obj) -> int:
         return 3
     if kind in ("Deployment", "StatefulSet", "DaemonSet"):
         return 4
-    if kind in ("HorizontalPodAutoscaler", "ServiceMonitor"):
+    if kind in ("HorizontalPodAutoscaler", "ServiceMonitor", "PodMonitor"):
         return 5
     return 2
 
@@ -477,6 +478,62 @@ def stack_service_monitor(stack: Stack, objects: list[Obj]) -> Obj | None:
     return None
 
 
+PREDICTOR_MONITOR = "kserve-predictors"
+ISVC_LABEL = "serving.kserve.io/inferenceservice"
+"""Label KServe puts on every pod of an InferenceService (value: its name)."""
+MODEL_CONTAINER = "kserve-container"
+"""Name KServe gives the model server's container in a predictor pod."""
+PROMETHEUS_PORT_ANNOTATION = "prometheus.kserve.io/port"
+PROMETHEUS_PATH_ANNOTATION = "prometheus.kserve.io/path"
+"""Where a serving runtime's server exports its metrics: KServe's built-in runtimes declare
+both in their ``spec.annotations``, which KServe copies to the predictor pods; a predictor's
+own annotations override them (e.g. ``"8082"`` for MLServer, which serves its metrics on a
+port of their own)."""
+
+
+def _meta_label(annotation: str, kind: str = "annotation") -> str:
+    """The name Prometheus' Kubernetes discovery gives a pod annotation or label."""
+    return f"__meta_kubernetes_pod_{kind}_" + re.sub(r"[^a-zA-Z0-9_]", "_", annotation)
+
+
+def kserve_predictor_pod_monitor(stack: Stack, namespaces: list[str]) -> Obj:
+    """A PodMonitor for the model servers of KServe's predictor pods in the serving namespaces.
+
+    It scrapes the model container of every InferenceService pod on the port and path its
+    pod's :data:`PROMETHEUS_PORT_ANNOTATION` and :data:`PROMETHEUS_PATH_ANNOTATION` name
+    (pods without a port annotation are not scraped), and labels each series with the
+    InferenceService (``inferenceservice``) besides prometheus-operator's ``namespace``,
+    ``pod`` and ``container``: what the hub's dashboard, alerts and metric gates select on.
+    """
+    port, path = _meta_label(PROMETHEUS_PORT_ANNOTATION), _meta_label(PROMETHEUS_PATH_ANNOTATION)
+    return {
+        "apiVersion": "monitoring.coreos.com/v1",
+        "kind": "PodMonitor",
+        "metadata": {"name": PREDICTOR_MONITOR, "namespace": stack.namespace},
+        "spec": {
+            "selector": {"matchExpressions": [{"key": ISVC_LABEL, "operator": "Exists"}]},
+            "namespaceSelector": {"matchNames": list(namespaces)} if namespaces else {"any": True},
+            "podMetricsEndpoints": [
+                {
+                    "path": "/metrics",
+                    "relabelings": [
+                        {"action": "keep", "sourceLabels": ["__meta_kubernetes_pod_container_name"],
+                         "regex": MODEL_CONTAINER},
+                        {"action": "keep", "sourceLabels": [port], "regex": "[0-9]+"},
+                        {"action": "replace", "sourceLabels": ["__address__", port],
+                         "regex": "(.+?)(?::[0-9]+)?;([0-9]+)", "replacement": "$1:$2",
+                         "targetLabel": "__address__"},
+                        {"action": "replace", "sourceLabels": [path], "regex": "(/.*)",
+                         "replacement": "$1", "targetLabel": "__metrics_path__"},
+                        {"action": "replace", "sourceLabels": [_meta_label(ISVC_LABEL, "label")],
+                         "targetLabel": "inferenceservice"},
+                    ],
+                }
+            ],
+        },
+    }
+
+
 AGENT_APP = "model-serving-agent"
 AGENT_METRICS_SERVICE = "model-serving-agent-metrics"
 
@@ -585,6 +642,8 @@ def plan(
         )
         if monitor is not None:
             extra.append(monitor)
+        if stack.platform == KSERVE.platform:
+            extra.append(kserve_predictor_pod_monitor(stack, spec.serving_namespaces))
         if agent_metrics is not None:
             extra += agent_monitoring(*agent_metrics)
     if served:

@@ -10,6 +10,15 @@ process's real address; a wrong port name, target port or
 selector fails the translation (:class:`TargetError`) or finds nothing, as it would leave a
 real cluster unscraped.
 
+The PodMonitors the agent renders for KServe's predictor pods (when monitoring is enabled) are
+translated the same way for the pods the testbed's data plane runs as processes
+(:func:`pod_targets`): the pod's labels, annotations and containers become the meta labels
+Prometheus' Kubernetes discovery gives a pod, the monitor's relabelings are applied to them as
+Prometheus applies them, and the resulting ``podIP:port`` (every served pod's IP is
+``127.0.0.1``) is mapped to the loopback port the testbed gave that container port. Pods come
+and go, so these targets are rewritten into a file the spoke's server discovers
+(``file_sd``) by :class:`PodTargetSync`, every :data:`SCRAPE_INTERVAL`.
+
 The hub server federates each spoke server's ``/federate`` with one ``match[]`` selector per
 name of the chart's ACM allowlist (what ACM's metrics collector asks for), adds the
 ``cluster`` label the collector adds, scrapes the manager, and evaluates the chart's alert
@@ -18,8 +27,12 @@ rules (with every ``for`` shortened to :data:`SHORT_FOR` so a test sees alerts f
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 import json
+import os
+import re
+import threading
 import urllib.parse
 import urllib.request
 from collections.abc import Iterable, Mapping, Sequence
@@ -204,6 +217,264 @@ def federation_config(spokes: Mapping[str, str], names: Sequence[str]) -> list[O
     } for cluster, address in sorted(spokes.items())]
 
 
+# PodMonitors ----------------------------------------------------------------------------------
+
+_META_NAME = re.compile(r"[^a-zA-Z0-9_]")
+
+
+def _sanitized(name: str) -> str:
+    return _META_NAME.sub("_", name)
+
+
+def _expand(replacement: str, match: re.Match[str]) -> str:
+    """A relabel ``replacement`` with ``$1`` / ``${1}`` / ``${name}`` filled from ``match``."""
+    def group(m: re.Match[str]) -> str:
+        key = m.group(1) or m.group(2)
+        try:
+            return match.group(int(key) if key.isdigit() else key) or ""
+        except (IndexError, re.error):
+            return ""
+    return re.sub(r"\$\{(\w+)\}|\$(\w+)", group, replacement)
+
+
+def relabel(labels: Mapping[str, str], rules: Sequence[Obj]) -> dict[str, str] | None:
+    """``labels`` after ``rules``, as Prometheus relabels a target; None when one drops it.
+
+    Actions ``keep``, ``drop``, ``replace`` and ``labelmap``.
+
+    prometheus-operator's field names (``sourceLabels``, ``targetLabel``) and Prometheus'
+    defaults: separator ``;``, regex ``(.*)`` anchored at both ends, replacement ``$1``;
+    a replacement that expands to nothing removes the target label.
+    """
+    out = dict(labels)
+    for rule in rules:
+        action = str(rule.get("action") or "replace").lower()
+        regex = re.compile(str(rule.get("regex", "(.*)")))
+        value = str(rule.get("separator", ";")).join(
+            out.get(str(name), "") for name in rule.get("sourceLabels") or [])
+        match = regex.fullmatch(value)
+        if (action == "keep" and match is None) or (action == "drop" and match is not None):
+            return None
+        if action == "replace":
+            target = str(rule["targetLabel"])
+            if match is None:
+                continue
+            result = _expand(str(rule.get("replacement", "$1")), match)
+            if result:
+                out[target] = result
+            else:
+                out.pop(target, None)
+        elif action == "labelmap":
+            for name, label_value in list(out.items()):
+                found = regex.fullmatch(name)
+                if found:
+                    out[_expand(str(rule.get("replacement", "$1")), found)] = label_value
+        elif action not in ("keep", "drop"):
+            raise TargetError(f"relabel action {action!r} is not translated by the testbed")
+    return out
+
+
+def _selects(selector: Obj, labels: Mapping[str, str]) -> bool:
+    if not _matches(selector.get("matchLabels") or {}, labels):
+        return False
+    for expression in selector.get("matchExpressions") or []:
+        key, op, values = expression["key"], expression["operator"], expression.get("values")
+        present = key in labels
+        if ((op == "Exists" and not present) or (op == "DoesNotExist" and present)
+                or (op == "In" and labels.get(key) not in (values or []))
+                or (op == "NotIn" and present and labels[key] in (values or []))):
+            return False
+    return True
+
+
+def _pod_meta(pod: Obj, container: Obj, port: Obj | None) -> dict[str, str]:
+    """The meta labels of Prometheus' ``role: pod`` discovery for one container (port)."""
+    meta, status = pod["metadata"], pod.get("status") or {}
+    ip = str(status.get("podIP") or "")
+    out = {
+        "__address__": f"{ip}:{port['containerPort']}" if port else ip,
+        "__meta_kubernetes_namespace": str(meta.get("namespace")),
+        "__meta_kubernetes_pod_name": str(meta["name"]),
+        "__meta_kubernetes_pod_ip": ip,
+        "__meta_kubernetes_pod_phase": str(status.get("phase") or ""),
+        "__meta_kubernetes_pod_container_name": str(container["name"]),
+        "__meta_kubernetes_pod_container_image": str(container.get("image") or ""),
+    }
+    if port:
+        out["__meta_kubernetes_pod_container_port_number"] = str(port["containerPort"])
+        out["__meta_kubernetes_pod_container_port_name"] = str(port.get("name") or "")
+    for kind, values in (("label", meta.get("labels")), ("annotation", meta.get("annotations"))):
+        for key, value in (values or {}).items():
+            out[f"__meta_kubernetes_pod_{kind}_{_sanitized(key)}"] = str(value)
+            out[f"__meta_kubernetes_pod_{kind}present_{_sanitized(key)}"] = "true"
+    return out
+
+
+def _operator_rules(monitor: Obj, endpoint: Obj) -> list[Obj]:
+    """The relabelings prometheus-operator puts before a PodMonitor endpoint's own."""
+    rules: list[Obj] = [{"action": "drop", "sourceLabels": ["__meta_kubernetes_pod_phase"],
+                         "regex": "(Failed|Succeeded)"}]
+    if endpoint.get("port"):
+        rules.append({"action": "keep", "regex": str(endpoint["port"]),
+                      "sourceLabels": ["__meta_kubernetes_pod_container_port_name"]})
+    elif endpoint.get("portNumber"):
+        rules.append({"action": "keep", "regex": str(endpoint["portNumber"]),
+                      "sourceLabels": ["__meta_kubernetes_pod_container_port_number"]})
+    rules += [
+        {"sourceLabels": ["__meta_kubernetes_namespace"], "targetLabel": "namespace"},
+        {"sourceLabels": ["__meta_kubernetes_pod_container_name"], "targetLabel": "container"},
+        {"sourceLabels": ["__meta_kubernetes_pod_name"], "targetLabel": "pod"},
+        {"targetLabel": "job", "replacement":
+            f"{monitor['metadata']['namespace']}/{monitor['metadata']['name']}"},
+    ]
+    if endpoint.get("port"):
+        rules.append({"targetLabel": "endpoint", "replacement": str(endpoint["port"])})
+    return rules
+
+
+def pod_targets(objects: Iterable[Obj], ports: Mapping[tuple[str, str], Mapping[int, int]]
+                ) -> list[Target]:
+    """Scrape targets for the PodMonitors among ``objects`` (which also hold the Pods).
+
+    ``ports`` maps (namespace, pod name) of each pod the testbed runs to its container ports
+    -> the loopback ports its processes serve them on; other pods (kwok's) run nothing and
+    are skipped. A monitor selects pods by label in its namespace or
+    ``namespaceSelector`` (``matchNames`` or ``any``); each container (each declared port,
+    or the container alone) is relabelled as Prometheus would; a target left whose
+    ``podIP:port`` the pod's processes do not serve raises :class:`TargetError` (it would be
+    a target down on a real cluster).
+    """
+    by_kind: dict[str, list[Obj]] = {}
+    for obj in objects:
+        by_kind.setdefault(str(obj.get("kind")), []).append(obj)
+    out: dict[tuple[str, str], Target] = {}
+    for monitor in by_kind.get("PodMonitor", []):
+        meta, spec = monitor["metadata"], monitor["spec"]
+        where = spec.get("namespaceSelector") or {}
+        names = where.get("matchNames") or [meta["namespace"]]
+        for i, endpoint in enumerate(spec.get("podMetricsEndpoints") or []):
+            rules = _operator_rules(monitor, endpoint) + list(endpoint.get("relabelings") or [])
+            for pod in by_kind.get("Pod", []):
+                pmeta = pod["metadata"]
+                key = (str(pmeta.get("namespace")), str(pmeta["name"]))
+                if key not in ports or not (where.get("any") or key[0] in names):
+                    continue
+                if not _selects(spec.get("selector") or {}, pmeta.get("labels") or {}):
+                    continue
+                for container in pod["spec"].get("containers") or []:
+                    for port in container.get("ports") or [None]:
+                        labels = _pod_meta(pod, container, port)
+                        labels["__metrics_path__"] = str(endpoint.get("path") or "/metrics")
+                        labels["__scheme__"] = str(endpoint.get("scheme") or "http")
+                        result = relabel(labels, rules)
+                        if result is None:
+                            continue
+                        host, _, number = result["__address__"].rpartition(":")
+                        served = ports[key].get(int(number)) if number.isdigit() else None
+                        if served is None:
+                            raise TargetError(
+                                f"PodMonitor {meta['namespace']}/{meta['name']}: pod "
+                                f"{key[0]}/{key[1]} is scraped on {result['__address__']}, "
+                                f"a port its processes do not serve ({dict(ports[key])})")
+                        address = f"{host or '127.0.0.1'}:{served}"
+                        target = Target(
+                            job=f"podMonitor/{meta['namespace']}/{meta['name']}/{i}",
+                            address=address, path=result["__metrics_path__"],
+                            labels={k: v for k, v in sorted(result.items())
+                                    if not k.startswith("__")},
+                            scheme=result["__scheme__"])
+                        out.setdefault((target.job, address), target)
+    return list(out.values())
+
+
+def file_sd(found: Sequence[Target]) -> list[Obj]:
+    """Prometheus ``file_sd`` target groups for ``found``.
+
+    Their path and scheme are target labels, so one ``file_sd`` scrape job carries them all;
+    their ``job`` is the one prometheus-operator gives (``<namespace>/<monitor>``).
+    """
+    return [{"targets": [t.address],
+             "labels": {"job": t.job, **t.labels, "__metrics_path__": t.path,
+                        "__scheme__": t.scheme}}
+            for t in sorted(found, key=lambda t: (t.job, t.address))]
+
+
+def file_sd_config(path: Path) -> Obj:
+    """A scrape config reading its targets from ``path`` (written by :class:`PodTargetSync`)."""
+    return {"job_name": "podmonitors",
+            "file_sd_configs": [{"files": [str(path)], "refresh_interval": SCRAPE_INTERVAL}]}
+
+
+class PodTargetSync:
+    """Keeps a spoke server's PodMonitor targets current.
+
+    Every :data:`SCRAPE_INTERVAL`, the spoke's PodMonitors and Pods and the data plane's port
+    map go through :func:`pod_targets` into ``path`` (replaced atomically, only when it
+    changes).
+    """
+
+    def __init__(self, spoke: Any, plane: Any, path: Path, interval: float = 2.0) -> None:
+        self.spoke, self.plane, self.path, self.interval = spoke, plane, path, interval
+        self.error: str | None = None
+        """The last translation error (a monitor leading to a port nothing serves)."""
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True,
+                                        name=f"{spoke.name} pod targets")
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._written = ""
+        self._write([])
+
+    def ports(self) -> dict[tuple[str, str], dict[int, int]]:
+        """(namespace, pod) -> container port -> loopback port, of the pods served now."""
+        out: dict[tuple[str, str], dict[int, int]] = {}
+        for pod in self.plane.pods():
+            if pod.runner is not None and not pod.deleting:
+                merged: dict[int, int] = {}
+                for container in pod.runner.plan.containers:
+                    merged.update(container.ports)
+                out[(pod.namespace, pod.name)] = merged
+        return out
+
+    def sync(self) -> list[Target]:
+        """Translate once and write the file; the targets."""
+        objects = _items(self.spoke, "podmonitors.monitoring.coreos.com,pods")
+        try:
+            found = pod_targets(objects, self.ports())
+            self.error = None
+        except TargetError as err:
+            self.error = str(err)
+            raise
+        self._write(found)
+        return found
+
+    def _write(self, found: Sequence[Target]) -> None:
+        text = json.dumps(file_sd(found), indent=1, sort_keys=True)
+        if text != self._written:
+            partial = self.path.with_suffix(".tmp")
+            partial.write_text(text)
+            os.replace(partial, self.path)
+            self._written = text
+
+    def _run(self) -> None:
+        while not self._stop.wait(self.interval):
+            try:
+                self.sync()
+            except Exception as err:  # kept for the test to read; retried
+                self.error = f"{type(err).__name__}: {err}"
+
+    def start(self) -> PodTargetSync:
+        """Sync once now, then in the background."""
+        self.sync()
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        """Stop syncing."""
+        self._stop.set()
+        if self._thread.is_alive():
+            self._thread.join(timeout=10)
+
+
 def shorten_for(groups: list[Obj], duration: str = SHORT_FOR) -> list[Obj]:
     """The rule groups with every alert's ``for`` set to ``duration``."""
     out: list[Obj] = json.loads(json.dumps(groups))
@@ -291,9 +562,13 @@ class FleetPrometheus:
     spokes: dict[str, Prometheus]
     allowlist: list[str]
     dashboard: Obj
+    pod_targets: dict[str, PodTargetSync] = dataclasses.field(default_factory=dict)
+    """Per spoke with a data plane: its PodMonitors' targets (the model servers)."""
 
     def stop(self) -> None:
         """Stop every server."""
+        for sync in self.pod_targets.values():
+            sync.stop()
         for server in [self.hub, *self.spokes.values()]:
             server.stop()
 
@@ -340,9 +615,10 @@ def start_for_fleet(bed: Any, agent_namespace: str, release_namespace: str,
                     addresses: Mapping[str, str]) -> FleetPrometheus:
     """Start a Prometheus per spoke and one on the hub for a running fleet.
 
-    Each spoke's scrapes the agent through its ServiceMonitor; the hub's federates with the
-    chart's allowlist, scrapes the manager through the chart's ServiceMonitor and evaluates
-    the chart's rules.
+    Each spoke's scrapes the agent through its ServiceMonitor and, on a fleet with a data
+    plane, the model servers of the pods it runs through the PodMonitors on the spoke
+    (:class:`PodTargetSync`); the hub's federates with the chart's allowlist, scrapes the
+    manager through the chart's ServiceMonitor and evaluates the chart's rules.
 
     ``addresses``: ``manager`` and ``<spoke>-agent`` -> the ``host:port`` of their metrics.
     """
@@ -360,6 +636,7 @@ def start_for_fleet(bed: Any, agent_namespace: str, release_namespace: str,
     manager = next(o for o in rendered if o["kind"] == "Deployment")
     spokes: dict[str, Prometheus] = {}
     started: list[Prometheus] = []
+    syncs: dict[str, PodTargetSync] = {}
     try:
         for spoke in bed.spokes:
             objects = _items(spoke, "servicemonitors.monitoring.coreos.com,services,deployments")
@@ -370,10 +647,15 @@ def start_for_fleet(bed: Any, agent_namespace: str, release_namespace: str,
             found = targets(objects, processes)
             if not found:
                 raise TargetError(f"{spoke.name}: no ServiceMonitor leads to the agent")
-            token = monitoring_token(spoke, bed.run_dir / "prometheus" / spoke.name)
-            server = Prometheus(f"{spoke.name}-prometheus", bed.run_dir / "prometheus" /
-                                spoke.name, bed.log_dir,
-                                scrape_configs(found, {SA_TOKEN: token})).start()
+            directory = bed.run_dir / "prometheus" / spoke.name
+            token = monitoring_token(spoke, directory)
+            scrape = scrape_configs(found, {SA_TOKEN: token})
+            plane = (getattr(bed, "dataplanes", None) or {}).get(spoke.name)
+            if plane is not None:
+                syncs[spoke.name] = PodTargetSync(spoke, plane, directory / "pods.json")
+                scrape.append(file_sd_config(syncs[spoke.name].path))
+            server = Prometheus(f"{spoke.name}-prometheus", directory, bed.log_dir,
+                                scrape).start()
             started.append(server)
             spokes[spoke.name] = server
         manager_targets = targets(rendered, {
@@ -386,8 +668,12 @@ def start_for_fleet(bed: Any, agent_namespace: str, release_namespace: str,
             + scrape_configs(manager_targets),
             shorten_for(rules),
         ).start()
+        for sync in syncs.values():
+            sync.start()
     except BaseException:
+        for sync in syncs.values():
+            sync.stop()
         for server in started:
             server.stop()
         raise
-    return FleetPrometheus(hub, spokes, allowlist, dashboard)
+    return FleetPrometheus(hub, spokes, allowlist, dashboard, syncs)

@@ -70,6 +70,11 @@ def test_the_testbeds_runtimes_are_the_bundles(bundles: Path) -> None:
         bundled["image"])
     assert example["image"].rsplit(":", 1)[1] == bundled["image"].rsplit(":", 1)[1]
     assert example["args"] == bundled["args"]
+    # And it says where the server's metrics are as the bundle's does (the agent's PodMonitor
+    # scrapes the port and path these annotations name on the predictor pods).
+    assert sklearn_runtime()["annotations"] == runtimes["kserve-sklearnserver"]["spec"][
+        "annotations"] == {"prometheus.kserve.io/port": "8080",
+                           "prometheus.kserve.io/path": "/metrics"}
     assert translate(runtimes["kserve-sklearnserver"]["spec"]).containers[0].argv == (
         translate(sklearn_runtime()).containers[0].argv)
 

@@ -12,7 +12,10 @@ storage initializer (KServe's kserve-storage) downloads the model with the crede
 agent delivered, KServe's sklearn server loads it; the hub shows the model Ready on a cluster
 only after that cluster's server answered; V1 and V2 predictions through each cluster's ingress
 give the model's known answers, spread over cluster2's replicas; a killed server makes its
-cluster not Ready on the hub until the testbed, as kubelet, has restarted it.
+cluster not Ready on the hub until the testbed, as kubelet, has restarted it. The model
+servers' own metrics reach the hub: each spoke's Prometheus scrapes them through the
+PodMonitor the agent renders (the ModelServing enables monitoring), the hub's federates them
+with the chart's allowlist, each series with its cluster.
 """
 
 from __future__ import annotations
@@ -27,7 +30,8 @@ from urllib.parse import urlsplit
 
 import pytest
 
-from testbed import demo
+from addon_api import constants as c
+from testbed import demo, observability
 from testbed.dataplane.kubelet import FIELD_MANAGER, SERVED, ServedPod
 from testbed.dataplane.podspec import SIMULATED_LABEL, Environments
 from testbed.fleet import Testbed
@@ -53,6 +57,17 @@ def fleet(built_binaries: Callable[[str], Path], dataplane: Environments) -> Ite
         phases.done("examples applied, with the fleet's S3 connection")
         yield bed, demo.start_kserve_when_stack_ready(bed)
         bed.cleanup()
+
+
+@pytest.fixture(scope="module")
+def prometheus(fleet: Fleet) -> Iterator[observability.FleetPrometheus]:
+    """Real Prometheus servers watching the fleet (started by the first step that needs
+    them, once the agents have rendered their monitors): one per spoke, the hub's federating."""
+    bed, _ = fleet
+    servers = observability.start_for_fleet(bed, c.AGENT_NAMESPACE,
+                                            demo.RELEASE_NAMESPACE, bed.metrics_addresses)
+    yield servers
+    servers.stop()
 
 
 def hub_entries(bed: Testbed, name: str = NAME) -> dict[str, dict[str, Any]]:
@@ -118,7 +133,10 @@ class TestServedOnTheFleet:
               f"the examples were applied")
 
         def every_replica_served() -> bool:
-            return all(len([p for p in served(bed, c) if p.ready]) == n
+            # Exactly n pods, all ready: KServe may first have used the built-in
+            # ClusterServingRuntime (the namespaced one's work arrived later) and then rolls
+            # the Deployment over to the namespaced runtime; wait until the old pods are gone.
+            return all(len(pods := served(bed, c)) == n and all(p.ready for p in pods)
                        for c, n in REPLICAS.items()) and ready_everywhere()
 
         on_fleet(bed, step, every_replica_served, timeout=300)
@@ -318,3 +336,234 @@ class TestServedOnTheFleet:
         finally:
             bed.hub.kubectl("delete", "multiclusterinferenceservices", denied, "-n", NS,
                             "--wait=false")
+
+    @pytest.mark.needs("test_2_v1_and_v2_through_each_clusters_ingress")
+    def test_7_the_hubs_prometheus_holds_the_models_request_series_per_cluster(
+            self, fleet: Fleet, prometheus: observability.FleetPrometheus) -> None:
+        """Predictions through each cluster's ingress show on the hub's Prometheus: KServe's
+        sklearn server's own request histogram, scraped through the agent's PodMonitor,
+        federated with the cluster label; the dashboard's model panels and a progressive
+        rollout's ``metric`` gate (as the manager scopes it) read those series."""
+        from addon_api.hub import MultiClusterInferenceService
+        from addon_api.rollout import MetricGate
+        from addon_manager import metricgate, policy
+
+        bed, step = fleet
+        started = time.monotonic()
+        for cluster, replicas in REPLICAS.items():
+            sync = prometheus.pod_targets[cluster]
+
+            def scraped(sync: observability.PodTargetSync = sync, n: int = replicas,
+                        cluster: str = cluster) -> list[observability.Target] | None:
+                found = [t for t in sync.sync() if t.labels.get("inferenceservice") == NAME]
+                pods = {p.name for p in served(bed, cluster) if p.ready}
+                return found if len(found) == n and {t.labels["pod"] for t in found} == pods \
+                    else None
+
+            targets = on_fleet(bed, step, scraped, timeout=60)
+            ports = {p.name: p.upstream for p in served(bed, cluster)}
+            for target in targets:
+                # The annotation's port 8080 of the model container: the server's HTTP port.
+                assert target.address == ports[target.labels["pod"]], (target, ports)
+                assert target.path == "/metrics" and target.labels["namespace"] == TARGET
+        hub = prometheus.hub
+        selector = (f'request_predict_seconds_count{{namespace="{TARGET}",'
+                    f'inferenceservice="{NAME}"}}')
+
+        def predict(times: int) -> None:
+            for cluster, replicas in REPLICAS.items():
+                routed(bed, cluster, replicas)
+                for _ in range(times):
+                    answer, _ = post_via_ingress(
+                        bed.ingresses[cluster].url, host_of(bed, cluster),
+                        f"/v1/models/{NAME}:predict", {"instances": IRIS})
+                    assert answer == {"predictions": IRIS_CLASSES}
+
+        def counted(at_least: dict[str, float]) -> dict[str, float] | None:
+            got = {r["metric"].get("cluster", ""): float(r["value"][1])
+                   for r in hub.query(f"sum by (cluster) ({selector})")}
+            return got if set(got) == set(REPLICAS) and all(
+                got[c] >= n for c, n in at_least.items()) else None
+
+        # A server's histogram has no series before its first prediction: a first round
+        # makes every replica's, then a second one must show as an increase on the hub.
+        predict(4)
+        before = on_fleet(bed, step, lambda: counted(dict.fromkeys(REPLICAS, 4.0)),
+                          timeout=90)
+        sent = 10
+        predict(sent)
+        counts = on_fleet(bed, step, lambda: counted({c: n + sent for c, n in before.items()}),
+                          timeout=90)
+        print(f"the hub's Prometheus counts {before} then {counts} predictions per cluster, "
+              f"{time.monotonic() - started:.1f}s after its servers started")
+        for cluster, spoke_server in prometheus.spokes.items():
+            # Every replica's server is a target of its spoke's Prometheus, and up.
+            eventually(lambda s=spoke_server, n=REPLICAS[cluster]: [
+                t["health"] for t in s.targets()
+                if t["labels"].get("inferenceservice") == NAME] == ["up"] * n, timeout=30)
+        series = hub.query(selector)
+        assert {s["metric"]["cluster"] for s in series} == set(REPLICAS)
+        for sample in series:
+            labels = sample["metric"]
+            assert labels["model_name"] == NAME and labels["container"] == "kserve-container"
+            assert labels["pod"].startswith(f"{NAME}-predictor-"), labels
+        assert len(series) >= sum(REPLICAS.values())
+        # The dashboard's per-model panels give a value for the model on both clusters.
+        panels = {p["title"]: p for p in prometheus.dashboard["panels"]}
+        for title in ("Model requests per second, per cluster", "Model latency p50, per cluster",
+                      "Model latency p99, per cluster"):
+            expr = panels[title]["targets"][0]["expr"].replace("$cluster", ".*")
+            got = {r["metric"]["cluster"]: float(r["value"][1]) for r in hub.query(expr)
+                   if r["metric"].get("inferenceservice") == NAME}
+            assert set(got) == set(REPLICAS) and all(v > 0 for v in got.values()), (title, got)
+            print(f"{title}: {got}")
+        # A progressive rollout's metric gate on the server's own counter, as the manager
+        # scopes it to this intent's pods and runs it: one sample per cluster, in bounds.
+        intent = MultiClusterInferenceService.model_validate(json.loads(bed.hub.kubectl(
+            "get", "multiclusterinferenceservices", NAME, "-n", NS, "-o", "json").stdout))
+        gate = policy.scoped_gate(intent, MetricGate.model_validate(
+            {"metric": "request_predict_seconds_count", "rate": "5m", "minValue": 0.001}))
+        assert gate is not None
+        clusters = tuple(REPLICAS)
+        verdict = metricgate.judge(gate, clusters,
+                                   hub.query(metricgate.query_for(gate, clusters)))
+        assert verdict.state == "Passed", verdict
+        print(f"metric gate {metricgate.query_for(gate, clusters)}: {verdict.message}")
+        assert hub.evaluated_since(time.time() - 30), hub.rules()
+
+
+    @pytest.mark.needs("test_7_the_hubs_prometheus_holds_the_models_request_series_per_cluster")
+    def test_8_a_revision_whose_model_fails_its_requests_is_rolled_back_by_the_metric_gate(
+            self, fleet: Fleet, prometheus: observability.FleetPrometheus,
+            tmp_path: Path) -> None:
+        """A progressive rollout gated on the model server's own error counter, under real
+        traffic: MLServer serves a canary on both clusters (revision 1); revision 2 reads a
+        model that loads but fails every iris request (trained on three features); on the
+        first step's cluster the failures reach the hub's Prometheus, the gate's ratio
+        exceeds its bound, and the rollout rolls back; the other cluster never gets it."""
+        import subprocess
+        import threading
+
+        import yaml
+
+        from testbed.dataplane import envs
+        from testbed.dataplane.s3 import BUCKET
+
+        bed, step = fleet
+        hub, canary = bed.hub, "iris-canary"
+        assert bed.s3 is not None
+        # The failing model, uploaded beside the good ones through the S3 API (under a prefix
+        # of its own: KServe's storage code downloads every key that starts with the path).
+        bad = tmp_path / "bad"
+        subprocess.run([str(envs.KSERVE_ENV.python), "-c", (
+            "import json, sys, joblib\n"
+            "from sklearn import datasets, svm\n"
+            "x, y = datasets.load_iris(return_X_y=True)\n"
+            "d = sys.argv[1]\n"
+            "import os; os.makedirs(d, exist_ok=True)\n"
+            "joblib.dump(svm.SVC(gamma='scale').fit(x[:, :3], y), d + '/model.joblib')\n"
+            "json.dump({'implementation': 'mlserver_sklearn.SKLearnModel',"
+            " 'parameters': {'uri': './model.joblib', 'version': 'v1'}},"
+            " open(d + '/model-settings.json', 'w'))\n"), str(bad)],
+            check=True, timeout=120)
+        subprocess.run([str(envs.KSERVE_ENV.python), str(envs.ENTRYPOINTS / "s3_seed.py"),
+                        bed.s3.endpoint, BUCKET, f"{bad}=failing/iris-3-features"],
+                       env={"AWS_ACCESS_KEY_ID": bed.s3.access_key,
+                            "AWS_SECRET_ACCESS_KEY": bed.s3.secret_key,
+                            "PATH": "/usr/bin:/bin"}, check=True, timeout=120)
+        # The manager judges metric gates against the hub's Prometheus.
+        manager = next(p for p in bed.processes if p.name == "manager")
+        manager.kill()
+        manager.argv.append(f"--prometheus-url=http://{prometheus.hub.address}")
+        manager.start()
+        scope = f'cluster=~"$clusters",namespace="{TARGET}",inferenceservice="{canary}"'
+        failed = f"sum by (cluster) (rate(model_infer_request_failure_total{{{scope}}}[1m]))"
+        succeeded = f"sum by (cluster) (rate(model_infer_request_success_total{{{scope}}}[1m]))"
+        gate = {"query": f"({failed} / ({succeeded} + {failed})) or on (cluster) "
+                         f"({failed} / {failed}) or on (cluster) (0 * {succeeded})",
+                "maxValue": 0.1}
+
+        def model(path: str) -> dict[str, Any]:
+            isvc = demo.served_inference_service(canary)
+            isvc["spec"].pop("overrides")
+            predictor = isvc["spec"]["template"]["predictor"]
+            # MLServer serves its metrics on 8082, not the 8080 KServe's runtime annotates.
+            predictor["annotations"] = {"prometheus.kserve.io/port": "8082"}
+            predictor["model"].update({"runtime": "kserve-mlserver", "protocolVersion": "v2"})
+            predictor["model"]["storage"]["path"] = path
+            isvc["spec"]["rollout"] = {
+                "strategy": "Progressive", "maxConcurrency": 1, "minSuccessTime": "30s",
+                "progressDeadline": "5m", "failurePolicy": "Rollback", "metricGate": gate}
+            return isvc
+
+        def rollout() -> dict[str, Any]:
+            got = json.loads(hub.kubectl("get", "mcisvc", canary, "-n", NS, "-o", "json").stdout)
+            return dict((got.get("status") or {}).get("rollout") or {})
+
+        stop = threading.Event()
+        answers: dict[str, list[int]] = {c: [] for c in REPLICAS}
+        hosts: dict[str, str] = {}
+
+        def traffic() -> None:
+            """V2 iris requests to each cluster's canary, a few per second, as users send."""
+            while not stop.wait(0.3):
+                if len(hosts) < len(REPLICAS):
+                    for cluster, entry in hub_entries(bed, canary).items():
+                        host = urlsplit(entry.get("url") or "").hostname
+                        if host:
+                            hosts[cluster] = host
+                for cluster, host in hosts.items():
+                    if not bed.dataplanes[cluster].routes().get(host):
+                        continue
+                    try:
+                        post_via_ingress(bed.ingresses[cluster].url, host,
+                                         f"/v2/models/{canary}/infer", v2_iris())
+                        answers[cluster].append(200)
+                    except Exception as err:  # the failing revision's 500s
+                        answers[cluster].append(int(getattr(err, "code", 0) or 0))
+
+        sender = threading.Thread(target=traffic, daemon=True)
+        hub.kubectl("apply", "-n", NS, "-f", "-", input=yaml.safe_dump(model("mlserver/iris")))
+        sender.start()
+        t0 = time.monotonic()
+        try:
+            def settled() -> dict[str, Any] | None:
+                got = rollout()
+                if got.get("phase") in ("Halted", "RolledBack"):
+                    return got  # failed: no use waiting
+                return got if got.get("phase") == "Complete" and all(
+                    (hub_entries(bed, canary).get(c) or {}).get("ready") is True
+                    for c in REPLICAS) else None
+
+            first = on_fleet(bed, step, settled, timeout=420)
+            assert first.get("phase") == "Complete", first
+            print(f"{canary} revision 1 (MLServer) complete on both clusters after "
+                  f"{time.monotonic() - t0:.1f}s; answers so far "
+                  f"{ {c: a.count(200) for c, a in answers.items()} }")
+            assert all(200 in a for a in answers.values()), answers
+            t1 = time.monotonic()
+            hub.kubectl("apply", "-n", NS, "-f", "-",
+                        input=yaml.safe_dump(model("failing/iris-3-features")))
+
+            def rolled_back() -> dict[str, Any] | None:
+                got = rollout()
+                return got if got.get("phase") == "RolledBack" else None
+
+            roll = on_fleet(bed, step, rolled_back, timeout=420)
+            statuses = {c: sorted(set(a)) for c, a in answers.items()}
+            print(f"revision 2 rolled back {time.monotonic() - t1:.1f}s after the change: "
+                  f"{roll.get('message')!r}; answers {statuses}")
+            assert roll.get("failedRevision") == int(first["targetRevision"]) + 1, roll
+            assert roll.get("stableRevision") == first["targetRevision"], roll
+            assert "is not <= 0.1" in str(roll.get("message")), roll
+            # The failures were real answers of the first step's cluster.
+            assert 500 in answers["cluster1"], answers
+            assert 500 not in answers["cluster2"], answers
+            # The clusters serve the good revision again.
+            on_fleet(bed, step, lambda: all(
+                (hub_entries(bed, canary).get(c) or {}).get("ready") is True
+                for c in REPLICAS), timeout=300)
+        finally:
+            stop.set()
+            sender.join(timeout=30)
+            hub.kubectl("delete", "mcisvc", canary, "-n", NS, "--wait=false")

@@ -190,6 +190,11 @@ def test_hub_prometheus_federates_the_fleet_and_a_healthy_fleet_fires_no_alert(
     def empty_panels() -> list[tuple[str, dict[str, int]]]:
         out = []
         for panel in prometheus.dashboard["panels"]:
+            if "model_serving_" not in json.dumps(panel["targets"]):
+                # The model servers' own panels: kwok fakes this fleet's predictor pods, so
+                # no server exports them here; the data plane's fleet shows them with data
+                # (tests/integration/test_dataplane_fleet.py, step 7).
+                continue
             got = {t["refId"]: len(hub.query(t["expr"].replace("$cluster", ".*")))
                    for t in panel["targets"]}
             if not any(got.values()):

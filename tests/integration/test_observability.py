@@ -27,6 +27,24 @@ RULE_TESTS = Path(__file__).parents[1] / "data" / "alert_rules_test.yaml"
 
 METRIC = re.compile(r"\bmodel_serving_[a-z_]+\b")
 SUFFIXES = {"counter": ("_total",), "histogram": ("_bucket", "_sum", "_count"), "gauge": ("",)}
+MODEL_SERVER_METRICS = {
+    # KServe's Python model servers (kserve/metrics.py: a histogram per model_name).
+    "request_predict_seconds_bucket": ("kserve", "kserve/metrics.py", '"request_predict_seconds"'),
+    "request_predict_seconds_sum": ("kserve", "kserve/metrics.py", '"request_predict_seconds"'),
+    "request_predict_seconds_count": ("kserve", "kserve/metrics.py", '"request_predict_seconds"'),
+    # MLServer (counters of its data plane, starlette-exporter's histogram of its REST app).
+    "model_infer_request_success_total": (
+        "mlserver", "mlserver/handlers/dataplane.py", '"model_infer_request_success"'),
+    "model_infer_request_failure_total": (
+        "mlserver", "mlserver/handlers/dataplane.py", '"model_infer_request_failure"'),
+    **{f"rest_server_request_duration_seconds{suffix}": (
+        "mlserver", "starlette_exporter/middleware.py", '_request_duration_seconds"')
+       for suffix in ("_bucket", "_sum", "_count")},
+}
+"""Model servers' metrics the chart federates, dashboards and alerts on -> (the server's
+virtualenv, the file of the installed package defining it, how it is named there). The
+data plane's fleet test scrapes KServe's for real (tests/integration/test_dataplane_fleet.py)."""
+NAMED = re.compile(r"\b(model_serving_[a-z_]+|" + "|".join(MODEL_SERVER_METRICS) + r")\b")
 
 
 def _exported() -> set[str]:
@@ -58,7 +76,22 @@ def test_allowlist_names_exported_metrics(observability: dict[str, Any]) -> None
         observability["observability-metrics-custom-allowlist"]["data"]["uwl_metrics_list.yaml"]
     )["names"]
     assert len(allow) == len(set(allow)) > 5
-    assert set(allow) <= _exported(), set(allow) - _exported()
+    known = _exported() | set(MODEL_SERVER_METRICS)
+    assert set(allow) <= known, set(allow) - known
+    assert set(MODEL_SERVER_METRICS) <= set(allow), set(MODEL_SERVER_METRICS) - set(allow)
+
+
+def test_the_model_server_metrics_are_the_installed_servers(dataplane: Any) -> None:
+    """Each model-server metric of the allowlist is defined, by that name, in the package
+    the testbed's model servers run (the virtualenvs of ``python -m testbed build``)."""
+    sites = {env: next(Path(program).parents[1].glob("lib/python3*/site-packages"))
+             for env, program in (("kserve", dataplane.kserve_python),
+                                  ("mlserver", dataplane.mlserver))}
+    for name, (env, relative, spelled) in MODEL_SERVER_METRICS.items():
+        assert spelled in (sites[env] / relative).read_text(), (name, sites[env] / relative)
+    # MLServer names its REST histogram with this prefix (starlette-exporter's "prefix").
+    settings = (sites["mlserver"] / "mlserver" / "settings.py").read_text()
+    assert 'metrics_rest_server_prefix: str = "rest_server"' in settings
 
 
 def _dashboard(observability: dict[str, Any]) -> dict[str, Any]:
@@ -77,10 +110,15 @@ def test_dashboard_metrics_are_exported_and_federated(observability: dict[str, A
         )["names"]
     )
     panels = _dashboard(observability)["panels"]
-    used = {m for p in panels for t in p["targets"] for m in METRIC.findall(t["expr"])}
+    used = {m for p in panels for t in p["targets"] for m in NAMED.findall(t["expr"])}
     assert used, "the dashboard queries no add-on metric"
-    assert used <= _exported(), used - _exported()
+    assert used <= _exported() | set(MODEL_SERVER_METRICS), used - _exported()
     assert used <= allow, f"not federated: {used - allow}"
+    # Per model and cluster: request rate, error ratio, p50 and p99 latency.
+    titles = {p["title"] for p in panels}
+    assert {"Model requests per second, per cluster", "Model latency p50, per cluster",
+            "Model latency p99, per cluster",
+            "Model errors: share of failed inference requests, per cluster"} <= titles
 
 
 def test_dashboard_is_a_well_formed_grafana_dashboard(observability: dict[str, Any]) -> None:
@@ -111,12 +149,15 @@ def test_alert_rules_use_exported_metrics_in_both_forms(observability: dict[str,
     assert {r["alert"] for r in rules} >= {
         "ModelServingAgentMetricsAbsent",
         "ModelServingModelNotReady",
+        "ModelServingModelErrorRatioHigh",
+        "ModelServingModelLatencyHigh",
     }
+    known = _exported() | set(MODEL_SERVER_METRICS)
     for rule in rules:
         assert rule["labels"]["severity"] in ("warning", "critical")
         assert rule["annotations"]["summary"]
-        used = set(METRIC.findall(rule["expr"]))
-        assert used and used <= _exported(), (rule["alert"], used - _exported())
+        used = set(NAMED.findall(rule["expr"]))
+        assert used and used <= known, (rule["alert"], used - known)
 
 
 def _rules_file(observability: dict[str, Any], directory: Path) -> list[str]:

@@ -378,3 +378,45 @@ def test_modelmesh_service_monitor_covers_the_serving_namespaces() -> None:
     assert monitors["model-serving-agent"]["metadata"]["namespace"] == "agent-ns"
     off = ServingPlatformSpec.model_validate({"platform": "ModelMesh", "servingNamespaces": ["a"]})
     assert not by_kind(planning.plan([], off, MODELMESH, facts), "ServiceMonitor")
+
+
+def test_kserve_predictor_pod_monitor_with_monitoring_and_the_operator() -> None:
+    """Monitoring on a cluster with prometheus-operator: a PodMonitor in KServe's namespace
+    for the model containers of the InferenceService pods of the serving namespaces, on the
+    port and path KServe's runtimes annotate; none without the operator or monitoring, and
+    none for ModelMesh (its runtimes have their ServiceMonitor)."""
+    on = ServingPlatformSpec.model_validate(
+        {"platform": "KServe", "servingNamespaces": ["models", "team-b"],
+         "monitoring": {"enabled": True}})
+    facts = ClusterFacts(prometheus_operator=True)
+    (monitor,) = by_kind(planning.plan([], on, KSERVE, facts), "PodMonitor")
+    assert monitor["metadata"] == {
+        "name": planning.PREDICTOR_MONITOR, "namespace": KSERVE.namespace,
+        "labels": monitor["metadata"]["labels"]}
+    assert monitor["spec"]["namespaceSelector"] == {"matchNames": ["models", "team-b"]}
+    assert monitor["spec"]["selector"] == {"matchExpressions": [
+        {"key": "serving.kserve.io/inferenceservice", "operator": "Exists"}]}
+    (endpoint,) = monitor["spec"]["podMetricsEndpoints"]
+    assert endpoint["path"] == "/metrics" and "port" not in endpoint
+    keeps = [(r["sourceLabels"], r["regex"]) for r in endpoint["relabelings"]
+             if r["action"] == "keep"]
+    assert keeps == [(["__meta_kubernetes_pod_container_name"], "kserve-container"),
+                     (["__meta_kubernetes_pod_annotation_prometheus_kserve_io_port"], "[0-9]+")]
+    rules = {r["targetLabel"]: r for r in endpoint["relabelings"] if r["action"] == "replace"}
+    address = rules["__address__"]
+    assert address["sourceLabels"] == [
+        "__address__", "__meta_kubernetes_pod_annotation_prometheus_kserve_io_port"]
+    assert rules["__metrics_path__"]["sourceLabels"] == [
+        "__meta_kubernetes_pod_annotation_prometheus_kserve_io_path"]
+    assert rules["inferenceservice"]["sourceLabels"] == [
+        "__meta_kubernetes_pod_label_serving_kserve_io_inferenceservice"]
+    assert not by_kind(planning.plan([], on, KSERVE, ClusterFacts()), "PodMonitor")
+    off = ServingPlatformSpec.model_validate({"platform": "KServe", "servingNamespaces": ["m"]})
+    assert not by_kind(planning.plan([], off, KSERVE, facts), "PodMonitor")
+    mm = ServingPlatformSpec.model_validate(
+        {"platform": "ModelMesh", "servingNamespaces": ["m"], "monitoring": {"enabled": True}})
+    assert not by_kind(planning.plan([], mm, MODELMESH, facts), "PodMonitor")
+    anywhere = ServingPlatformSpec.model_validate(
+        {"platform": "KServe", "monitoring": {"enabled": True}})
+    (monitor,) = by_kind(planning.plan([], anywhere, KSERVE, facts), "PodMonitor")
+    assert monitor["spec"]["namespaceSelector"] == {"any": True}

@@ -112,3 +112,91 @@ def test_an_https_endpoint_with_a_token_is_scraped_with_the_monitoring_token(tmp
     assert config["scheme"] == "https"
     assert config["authorization"] == {"credentials_file": str(token)}
     assert config["tls_config"] == {"insecure_skip_verify": True}
+
+
+# PodMonitors: the agent's monitor of KServe's predictor pods -> the served pods' processes.
+
+
+def _predictor(name: str = "iris-predictor-7d9-x", namespace: str = "models",
+               annotations: dict[str, str] | None = None, phase: str = "Running",
+               ports: list[dict[str, Any]] | None = None) -> dict[str, Any]:
+    """A predictor pod as KServe's controller makes it from the sklearn runtime (the
+    runtime's prometheus.kserve.io annotations copied to the pod; no declared port), with
+    the status the testbed's kubelet writes."""
+    container: dict[str, Any] = {"name": "kserve-container", "image": "kserve/sklearnserver"}
+    if ports is not None:
+        container["ports"] = ports
+    return {
+        "kind": "Pod",
+        "metadata": {"name": name, "namespace": namespace, "labels": {
+            "serving.kserve.io/inferenceservice": "iris", "component": "predictor"},
+            "annotations": {"prometheus.kserve.io/port": "8080",
+                            "prometheus.kserve.io/path": "/metrics"}
+            if annotations is None else annotations},
+        "spec": {"containers": [container, {"name": "sidecar", "image": "other"}]},
+        "status": {"podIP": "127.0.0.1", "phase": phase},
+    }
+
+
+def _pod_monitor(namespaces: list[str] | None = None) -> dict[str, Any]:
+    return planning.kserve_predictor_pod_monitor(KSERVE, namespaces or ["models"])
+
+
+def test_the_predictor_pod_monitor_leads_to_the_model_servers_port() -> None:
+    ports = {("models", "iris-predictor-7d9-x"): {8080: 41001, 8081: 41002}}
+    [target] = obs.pod_targets([_pod_monitor(), _predictor()], ports)
+    assert (target.address, target.path, target.scheme) == ("127.0.0.1:41001", "/metrics",
+                                                             "http")
+    assert target.labels == {"namespace": "models", "pod": "iris-predictor-7d9-x",
+                             "container": "kserve-container", "inferenceservice": "iris",
+                             "job": "kserve/kserve-predictors"}
+    [group] = obs.file_sd([target])
+    assert group == {"targets": ["127.0.0.1:41001"], "labels": {
+        **target.labels, "__metrics_path__": "/metrics", "__scheme__": "http"}}
+    # A declared container port gives the same single target (the annotation's port wins).
+    declared = _predictor(ports=[{"containerPort": 8080, "name": "http1"},
+                                 {"containerPort": 8081, "name": "grpc"}])
+    assert [t.address for t in obs.pod_targets([_pod_monitor(), declared], ports)] == [
+        "127.0.0.1:41001"]
+
+
+def test_the_predictor_pod_monitor_skips_what_it_should_not_scrape() -> None:
+    ports = {("models", "p"): {8080: 41001}, ("other", "p"): {8080: 41003}}
+    monitor = _pod_monitor()
+    assert obs.pod_targets([monitor, _predictor("p", annotations={})], ports) == []
+    assert obs.pod_targets([monitor, _predictor("p", phase="Failed")], ports) == []
+    assert obs.pod_targets([monitor, _predictor("p", namespace="other")], ports) == []
+    assert obs.pod_targets([monitor, _predictor("kwoks")], ports) == []  # runs nothing
+    unlabelled = _predictor("p")
+    del unlabelled["metadata"]["labels"]["serving.kserve.io/inferenceservice"]
+    assert obs.pod_targets([monitor, unlabelled], ports) == []
+    anywhere = planning.kserve_predictor_pod_monitor(KSERVE, [])
+    assert len(obs.pod_targets([anywhere, _predictor("p", namespace="other")], ports)) == 1
+
+
+def test_a_pod_annotated_with_a_port_nothing_serves_fails() -> None:
+    """MLServer serves its metrics on 8082, not the 8080 KServe's runtime annotates: the
+    predictor's own annotation must say so, or the target would be down."""
+    ports = {("models", "p"): {8080: 41001, 8082: 41005}}
+    mlserver = _predictor("p", annotations={"prometheus.kserve.io/port": "8082"})
+    [target] = obs.pod_targets([_pod_monitor(), mlserver], ports)
+    assert target.address == "127.0.0.1:41005"
+    wrong = _predictor("p", annotations={"prometheus.kserve.io/port": "9999"})
+    with pytest.raises(obs.TargetError, match=r"127\.0\.0\.1:9999, a port its processes do not"):
+        obs.pod_targets([_pod_monitor(), wrong], ports)
+
+
+def test_relabel_follows_prometheus_semantics() -> None:
+    labels = {"__address__": "10.0.0.1:80", "a": "x", "b": "y"}
+    assert obs.relabel(labels, [{"action": "keep", "sourceLabels": ["a"], "regex": "x|z"}])
+    assert obs.relabel(labels, [{"action": "keep", "sourceLabels": ["a"], "regex": "xx?y"}]) \
+        is None  # anchored
+    assert obs.relabel(labels, [{"action": "drop", "sourceLabels": ["b"], "regex": "y"}]) is None
+    out = obs.relabel(labels, [
+        {"sourceLabels": ["a", "b"], "targetLabel": "ab", "regex": "(.*);(.*)",
+         "replacement": "${2}-$1"},
+        {"sourceLabels": ["missing"], "targetLabel": "a"},  # expands to "": removed
+        {"action": "labelmap", "regex": "(b)", "replacement": "copy_$1"}])
+    assert out == {"__address__": "10.0.0.1:80", "ab": "y-x", "b": "y", "copy_b": "y"}
+    with pytest.raises(obs.TargetError, match="hashmod"):
+        obs.relabel(labels, [{"action": "hashmod", "targetLabel": "h", "modulus": 2}])

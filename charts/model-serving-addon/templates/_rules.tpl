@@ -73,4 +73,18 @@
       annotations:
         summary: '{{ "{{ $labels.kind }} {{ $labels.namespace }}/{{ $labels.name }}" }}: its last change failed a rollout step and is not in effect.'
         description: 'status.rollout.message names the cluster, the gate and what it saw; the clusters serve the last good revision (RolledBack) or stay where the rollout halted. Change the spec to try again.'
+    - alert: ModelServingModelErrorRatioHigh
+      expr: sum by (cluster, namespace, inferenceservice) (rate(model_infer_request_failure_total[5m])) / ((sum by (cluster, namespace, inferenceservice) (rate(model_infer_request_success_total[5m])) + sum by (cluster, namespace, inferenceservice) (rate(model_infer_request_failure_total[5m]))) or sum by (cluster, namespace, inferenceservice) (rate(model_infer_request_success_total[5m])) or sum by (cluster, namespace, inferenceservice) (rate(model_infer_request_failure_total[5m]))) > {{ .Values.observability.modelErrorRatio }}
+      for: {{ .Values.observability.modelAlertMinutes }}m
+      labels: {severity: warning}
+      annotations:
+        summary: 'Model {{ "{{ $labels.namespace }}/{{ $labels.inferenceservice }}" }} fails {{ "{{ $value | humanizePercentage }}" }} of its inference requests on {{ "{{ $labels.cluster }}" }}.'
+        description: 'From the model server''s own counters (MLServer''s model_infer_request_failure_total), over 5 minutes. The predictor pods'' logs on that cluster say why; a progressive rollout''s metric gate can hold such a revision back.'
+    - alert: ModelServingModelLatencyHigh
+      expr: (histogram_quantile(0.99, sum by (cluster, namespace, inferenceservice, le) (rate(request_predict_seconds_bucket[5m]))) > {{ .Values.observability.modelLatencyP99Seconds }}) or (histogram_quantile(0.99, sum by (cluster, namespace, inferenceservice, le) (rate(rest_server_request_duration_seconds_bucket{path=~".*/infer"}[5m]))) > {{ .Values.observability.modelLatencyP99Seconds }})
+      for: {{ .Values.observability.modelAlertMinutes }}m
+      labels: {severity: warning}
+      annotations:
+        summary: 'Model {{ "{{ $labels.namespace }}/{{ $labels.inferenceservice }}" }} answers in {{ "{{ $value | humanizeDuration }}" }} at p99 on {{ "{{ $labels.cluster }}" }}.'
+        description: 'The p99 latency over 5 minutes from the model server''s own histogram (KServe''s request_predict_seconds, MLServer''s REST request duration) exceeds observability.modelLatencyP99Seconds. Check the predictor pods'' CPU and replicas on that cluster.'
 {{- end -}}
