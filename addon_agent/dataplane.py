@@ -12,8 +12,8 @@ to the hub.
 Whether KServe built the current spec: the manager marks every InferenceService it renders with
 a hash of its spec (:data:`addon_api.constants.ANNOTATION_SPEC_HASH`), and KServe copies an
 InferenceService's annotations onto the predictor Deployment it builds from it. The Deployment
-carrying the InferenceService's hash, observed and rolled out, is KServe having acted on this
-spec; a Deployment with another hash is the previous spec still serving.
+carrying the InferenceService's hash is KServe having acted on this spec; a Deployment with
+another hash is the previous spec still serving.
 
 KServe would copy the verdict annotation onto the Deployment's pod template too, restarting the
 pods at every change of verdict; the agent writes it only where KServe's
@@ -87,26 +87,15 @@ def _annotations(obj: Obj | None) -> dict[str, str]:
 def built(isvc: Obj, deployment: Obj | None) -> bool | None:
     """Whether KServe built the predictor Deployment from the InferenceService's current spec.
 
-    The Deployment carries the spec's hash and its controller observed its newest
-    generation. None when there is nothing to judge by: no Deployment, or no spec hash on
-    the InferenceService (one the manager did not render).
+    The Deployment carries the spec's hash. Its own rollout does not count: KServe rebuilding
+    the same spec (a controller upgrade changing the server's image) rolls it while the model
+    serves, and KServe's Ready follows that. None when there is nothing to judge by: no
+    Deployment, or no spec hash on the InferenceService (one the manager did not render).
     """
     want = _annotations(isvc).get(c.ANNOTATION_SPEC_HASH)
     if not want or deployment is None:
         return None
-    meta = deployment.get("metadata") or {}
-    seen = (deployment.get("status") or {}).get("observedGeneration")
-    current = isinstance(seen, int) and seen >= int(meta.get("generation") or 0)
-    return _annotations(deployment).get(c.ANNOTATION_SPEC_HASH) == want and current
-
-
-def rolling(deployment: Obj) -> str:
-    """How far the Deployment's rollout is, while it runs ("" once every replica is new)."""
-    replicas = int((deployment.get("spec") or {}).get("replicas") or 0)
-    updated = int((deployment.get("status") or {}).get("updatedReplicas") or 0)
-    if updated >= replicas:
-        return ""
-    return f"the predictor is rolling out: {updated} of {replicas} replicas updated"
+    return _annotations(deployment).get(c.ANNOTATION_SPEC_HASH) == want
 
 
 def kserve_keeps_it_off_pods(configs: list[Obj]) -> bool:
@@ -238,10 +227,7 @@ def verdict(isvc: Obj, deployment: Obj | None, pods: list[Obj], events: list[Obj
         return Verdict(generation, False, ClusterReason.SPEC_NOT_BUILT,
                        "KServe has not built the predictor from the current spec yet",
                        ready, replicas)
-    moving = rolling(deployment) if deployment is not None else ""
     reason, message, restarts = pod_failure(live)
-    if moving and not reason:
-        return Verdict(generation, False, ClusterReason.SPEC_NOT_BUILT, moving, ready, replicas)
     if reason:
         return Verdict(generation, made, reason, message, ready, replicas, restarts)
     if deployment is not None and ready < replicas:

@@ -1062,8 +1062,8 @@ CLUSTER_PROBLEMS = Group(
             seen="MultiClusterInferenceService, phase `Progressing`.",
             means=(
                 "KServe has not yet built the predictor Deployment from the intent's current "
-                "spec (the Deployment carries the hash of another spec, or is still rolling "
-                "out); what KServe reports Ready is the previous spec, and is not counted."
+                "spec (the Deployment carries the hash of another spec); what KServe reports "
+                "Ready is the previous spec, and is not counted."
             ),
             todo="wait; if it stays, `explain` the intent and look at KServe's events there.",
         ),
