@@ -29,6 +29,7 @@ import json
 from dataclasses import dataclass
 from typing import Any, Final
 
+from addon_agent.planning import ISVC_LABEL, MODEL_CONTAINER, json_of
 from addon_api import constants as c
 from addon_api.base import sanitized
 from addon_api.reasons import ClusterReason
@@ -37,14 +38,8 @@ Obj = dict[str, Any]
 
 STORAGE_INITIALIZER: Final = "storage-initializer"
 """KServe's name of the init container that downloads the model."""
-MODEL_CONTAINER: Final = "kserve-container"
-"""KServe's name of the model server's container."""
-ISVC_LABEL: Final = "serving.kserve.io/inferenceservice"
-"""KServe's label on a predictor's Deployment and pods: the InferenceService's name."""
 REJECTION_EVENT: Final = "InternalError"
 """The reason of the Warning event KServe's controller records when its reconcile fails."""
-KSERVE_CONFIG: Final = "inferenceservice-config"
-"""KServe's ConfigMap (in the controller's namespace)."""
 MESSAGE_LIMIT: Final = 512
 """At most this many characters of a fed-back message (what containers write is bounded)."""
 
@@ -105,12 +100,8 @@ def kserve_keeps_it_off_pods(configs: list[Obj]) -> bool:
     in the ``serviceAnnotationDisallowedList`` of its ``inferenceService`` key.
     """
     for config in configs:
-        try:
-            options = json.loads(((config.get("data") or {}).get("inferenceService")) or "{}")
-        except ValueError:
-            continue
-        listed = options.get("serviceAnnotationDisallowedList") if isinstance(
-            options, dict) else None
+        listed = json_of(config.get("data") or {}, "inferenceService").get(
+            "serviceAnnotationDisallowedList")
         if isinstance(listed, list) and c.ANNOTATION_DATAPLANE in listed:
             return True
     return False
@@ -177,14 +168,18 @@ def _ready(pod: Obj) -> bool:
                for cond in (pod.get("status") or {}).get("conditions") or [])
 
 
-def pod_failure(pods: list[Obj]) -> tuple[str, str, int]:
-    """The worst of the predictor pods: (reason, message, restarts), ("", "", 0) for none.
+def _live(pods: list[Obj]) -> list[Obj]:
+    """The pods not being deleted."""
+    return [p for p in pods if not (p.get("metadata") or {}).get("deletionTimestamp")]
+
+
+def pod_failure(live: list[Obj]) -> tuple[str, str, int]:
+    """The worst of the live predictor pods: (reason, message, restarts); ("", "", 0): none.
 
     A storage initializer that failed (the download) comes first, then a model server that
     crash-loops (restarted with back-off), with the container's own exit code and termination
     message.
     """
-    live = [p for p in pods if not (p.get("metadata") or {}).get("deletionTimestamp")]
     for pod in live:
         init = _status(pod, STORAGE_INITIALIZER, init=True)
         done = _terminated(init)
@@ -216,7 +211,7 @@ def verdict(isvc: Obj, deployment: Obj | None, pods: list[Obj], events: list[Obj
     generation = int((isvc.get("metadata") or {}).get("generation") or 0)
     made = built(isvc, deployment)
     replicas = int(((deployment or {}).get("spec") or {}).get("replicas") or 0)
-    live = [p for p in pods if not (p.get("metadata") or {}).get("deletionTimestamp")]
+    live = _live(pods)
     ready = sum(1 for p in live if _ready(p))
     base = Verdict(generation=generation, built=made, ready=ready, replicas=replicas)
     if made is False:
@@ -236,17 +231,19 @@ def verdict(isvc: Obj, deployment: Obj | None, pods: list[Obj], events: list[Obj
     return base
 
 
-def managed(isvc: Obj) -> bool:
-    """Whether the InferenceService is one a hub intent of the add-on put here."""
+def judged(isvc: Obj) -> bool:
+    """Whether the agent judges the InferenceService.
+
+    Those a hub intent of the add-on put here, but ModelMesh's (no Deployment of their own).
+    """
     labels = (isvc.get("metadata") or {}).get("labels") or {}
-    return labels.get(c.LABEL_INTENT_KIND) == c.KIND_INFERENCE_SERVICE
+    return (labels.get(c.LABEL_INTENT_KIND) == c.KIND_INFERENCE_SERVICE
+            and _annotations(isvc).get(c.DEPLOYMENT_MODE_ANNOTATION) != "ModelMesh")
 
 
 def unjudged(isvc: Obj) -> bool:
     """Whether a judged InferenceService's verdict is missing or about another generation."""
-    if not managed(isvc) or not _annotations(isvc).get(c.ANNOTATION_SPEC_HASH):
-        return False
-    if _annotations(isvc).get(c.DEPLOYMENT_MODE_ANNOTATION) == "ModelMesh":
+    if not judged(isvc) or not _annotations(isvc).get(c.ANNOTATION_SPEC_HASH):
         return False
     try:
         found = json.loads(_annotations(isvc).get(c.ANNOTATION_DATAPLANE) or "{}")
@@ -271,10 +268,9 @@ def _key(obj: Obj) -> tuple[str, str]:
 
 def group(isvcs: list[Obj], deployments: list[Obj], pods: list[Obj]
           ) -> list[tuple[Obj, Obj | None, list[Obj]]]:
-    """Each judged InferenceService with its predictor Deployment and its predictor pods.
+    """Each :func:`judged` InferenceService with its predictor Deployment and pods.
 
-    Judged: those a hub intent put here, but ModelMesh's (they have no Deployment of their
-    own). ``deployments`` and ``pods`` are those labelled with an InferenceService's name
+    ``deployments`` and ``pods`` are those labelled with an InferenceService's name
     (KServe's label), from any namespace.
     """
     by_deployment: dict[tuple[str, str], Obj] = {}
@@ -289,10 +285,7 @@ def group(isvcs: list[Obj], deployments: list[Obj], pods: list[Obj]
         if labels.get("component", "predictor") == "predictor":
             by_pods.setdefault(_key(pod), []).append(pod)
     out: list[tuple[Obj, Obj | None, list[Obj]]] = []
-    for isvc in isvcs:
-        mode = _annotations(isvc).get(c.DEPLOYMENT_MODE_ANNOTATION)
-        if not managed(isvc) or mode == "ModelMesh":
-            continue
+    for isvc in (i for i in isvcs if judged(i)):
         meta = isvc.get("metadata") or {}
         key = (str(meta.get("namespace") or ""), str(meta.get("name") or ""))
         out.append((isvc, by_deployment.get(key), by_pods.get(key, [])))

@@ -21,6 +21,7 @@ from addon_agent import (
     namespace_waits,
     namespaces,
     ownership,
+    planning,
     removal,
     tenancy,
 )
@@ -455,10 +456,10 @@ def record_data_plane(kube: Kube, isvcs: list[dict[str, Any]]) -> None:
     only while KServe has not built its current spec (:mod:`addon_agent.dataplane`).
     """
     configs = kube.list("v1", "ConfigMap",
-                        field_selector=f"metadata.name={dataplane.KSERVE_CONFIG}")
+                        field_selector=f"metadata.name={planning.KSERVE_CONFIG}")
     if not dataplane.kserve_keeps_it_off_pods(configs):
         return  # the verdict would restart the pods whenever it changes
-    selector = dataplane.ISVC_LABEL
+    selector = planning.ISVC_LABEL
     deployments = kube.list("apps/v1", "Deployment", label_selector=selector)
     pods = kube.list("v1", "Pod", label_selector=selector)
     for isvc, deployment, own in dataplane.group(isvcs, deployments, pods):

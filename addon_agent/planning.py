@@ -304,13 +304,17 @@ def hpa_for(deployment: Obj, spec: ComponentSpec) -> Obj:
 # Platform configuration --------------------------------------------------------------------------
 
 
-def _edit_json(data: dict[str, str], key: str, values: dict[str, Any]) -> None:
+def json_of(data: dict[str, str], key: str) -> dict[str, Any]:
+    """The JSON object under ``key`` of a ConfigMap's data ({} when absent or not one)."""
     try:
         current = json.loads(data.get(key) or "{}")
     except ValueError:
-        current = {}
-    if not isinstance(current, dict):
-        current = {}
+        return {}
+    return current if isinstance(current, dict) else {}
+
+
+def _edit_json(data: dict[str, str], key: str, values: dict[str, Any]) -> None:
+    current = json_of(data, key)
     current.update(values)
     data[key] = json.dumps(current, indent=2, sort_keys=True)
 
@@ -334,13 +338,7 @@ def keep_off_pods(data: dict[str, str]) -> None:
     Added to ``inferenceService.serviceAnnotationDisallowedList`` (KServe adds its own
     defaults to the list); without it each change of verdict would restart the pods.
     """
-    try:
-        options = json.loads(data.get("inferenceService") or "{}")
-    except ValueError:
-        options = {}
-    if not isinstance(options, dict):
-        options = {}
-    listed = options.get("serviceAnnotationDisallowedList")
+    listed = json_of(data, "inferenceService").get("serviceAnnotationDisallowedList")
     listed = [str(x) for x in listed] if isinstance(listed, list) else []
     if c.ANNOTATION_DATAPLANE not in listed:
         listed.append(c.ANNOTATION_DATAPLANE)

@@ -105,9 +105,10 @@ def runtime_report(work: WorkFact, removed: bool) -> tuple[ClusterStatus, Catego
 class DataPlane:
     """The agent's verdict on a model's predictor, as fed back (:mod:`addon_agent.dataplane`).
 
-    ``built``: KServe built the predictor from the InferenceService's current spec and it
-    rolled out; ``reason``/``message``: why not, or what is wrong with its pods ("" when
-    nothing is); ``ready``/``replicas``: the predictor's pods ready, and asked for.
+    ``built``: KServe built the predictor from the InferenceService's current spec, and the
+    verdict is about its current generation; ``reason``/``message``: why not, or what is
+    wrong with its pods ("" when nothing is); ``ready``/``replicas``: the predictor's pods
+    ready, and asked for.
     """
 
     built: bool
@@ -158,16 +159,20 @@ POD_FAILURES = (ClusterReason.STORAGE_DOWNLOAD_FAILED, ClusterReason.CRASH_LOOPI
 def inference_service_report(work: WorkFact, removed: bool) -> tuple[ClusterStatus, Category]:
     """An InferenceService's readiness, URL and model state; its failure reason when failed.
 
-    Judged by KServe's status and, where it is silent or about an older spec, by the
-    predictor Deployment KServe built (:func:`data_plane`): a Ready that KServe has not
-    re-earned for the current spec never counts, and a failed download or a crash-looping
-    server is named as such.
+    Judged by the agent's data-plane verdict first (:func:`data_plane`): a Ready that KServe
+    has not re-earned for the current spec never counts, and a failed download or a
+    crash-looping server is named as such; then by KServe's status.
     """
     del removed
-    cl = work.cluster
     url = _s(work.value("url")) or _s(work.value("addressUrl"))
     external = external_url(work)
     state = _s(work.value("activeModelState"))
+
+    def entry(phase: str, reason: str, message: str = "", ready: bool = False) -> ClusterStatus:
+        return ClusterStatus(cluster=work.cluster, phase=phase, ready=ready, reason=reason,
+                             message=message, url=url, external_url=external,
+                             model_state=state)
+
     failure = _s(work.value("failureReason"))
     transition = _s(work.value("transitionStatus"))
     plane = data_plane(work)
@@ -175,30 +180,17 @@ def inference_service_report(work: WorkFact, removed: bool) -> tuple[ClusterStat
     previous = " (the previous spec still serves)" if serving else ""
     if plane is not None and not plane.built:
         if plane.reason == ClusterReason.SPEC_REJECTED:
-            return ClusterStatus(
-                cluster=cl, phase=ClusterPhase.FAILED, reason=ClusterReason.SPEC_REJECTED,
-                message=f"KServe refused the current spec: {plane.message}{previous}",
-                url=url, external_url=external, model_state=state,
-            ), "failed"
+            return entry(ClusterPhase.FAILED, ClusterReason.SPEC_REJECTED,
+                         f"KServe refused the current spec: {plane.message}{previous}"), "failed"
         if not (failure and transition not in MOVING_ISVC_TRANSITIONS):
-            return ClusterStatus(
-                cluster=cl, phase=ClusterPhase.PROGRESSING, reason=ClusterReason.SPEC_NOT_BUILT,
-                message=(plane.message or "KServe has not built the predictor from the "
-                         "current spec yet") + previous,
-                url=url, external_url=external, model_state=state,
-            ), "progressing"
+            return entry(ClusterPhase.PROGRESSING, ClusterReason.SPEC_NOT_BUILT,
+                         (plane.message or "KServe has not built the predictor from the "
+                          "current spec yet") + previous), "progressing"
     if plane is not None and plane.reason in POD_FAILURES:
-        replicas = f" ({plane.ready} of {plane.replicas} replicas ready)"
+        message = f"{plane.message} ({plane.ready} of {plane.replicas} replicas ready)"
         if serving and plane.ready > 0:
-            return ClusterStatus(
-                cluster=cl, phase=ClusterPhase.READY, ready=True, reason=plane.reason,
-                message=plane.message + replicas, url=url, external_url=external,
-                model_state=state,
-            ), "ready"
-        return ClusterStatus(
-            cluster=cl, phase=ClusterPhase.FAILED, reason=plane.reason,
-            message=plane.message + replicas, url=url, external_url=external, model_state=state,
-        ), "failed"
+            return entry(ClusterPhase.READY, plane.reason, message, ready=True), "ready"
+        return entry(ClusterPhase.FAILED, plane.reason, message), "failed"
     # KServe keeps an InferenceService Ready on its previous model while it rejects a new spec
     # (InvalidSpec) or fails to load the new model (BlockedByFailedLoad): the intent as it
     # stands is not in effect there, so the cluster is Failed, and the message says the
@@ -206,32 +198,18 @@ def inference_service_report(work: WorkFact, removed: bool) -> tuple[ClusterStat
     rejected = transition in FAILED_ISVC_TRANSITIONS
     if transition in MOVING_ISVC_TRANSITIONS:
         failure = ""  # KServe keeps lastFailureInfo after the model it was about is gone
-    if work.value("ready") == "True" and not rejected:
+    if serving and not rejected:
         if plane is not None and plane.reason == ClusterReason.REPLICAS_NOT_READY:
-            return ClusterStatus(
-                cluster=cl, phase=ClusterPhase.READY, ready=True,
-                reason=ClusterReason.REPLICAS_NOT_READY,
-                message=f"{plane.ready} of {plane.replicas} replicas ready", url=url,
-                external_url=external, model_state=state,
-            ), "ready"
-        return ClusterStatus(
-            cluster=cl, phase=ClusterPhase.READY, ready=True, reason=ClusterReason.READY, url=url,
-            external_url=external, model_state=state,
-        ), "ready"
+            return entry(ClusterPhase.READY, ClusterReason.REPLICAS_NOT_READY,
+                         f"{plane.ready} of {plane.replicas} replicas ready", ready=True), "ready"
+        return entry(ClusterPhase.READY, ClusterReason.READY, ready=True), "ready"
     if failure or rejected:
         message = _s(work.value("failureMessage")) or _s(work.value("readyMessage"))
-        if work.value("ready") == "True":
+        if serving:
             message = f"{message} (the previous model still serves)".strip()
-        return ClusterStatus(
-            cluster=cl, phase=ClusterPhase.FAILED, reason=failure or transition,
-            message=message, url=url, external_url=external, model_state=state,
-        ), "failed"
-    return ClusterStatus(
-        cluster=cl, phase=ClusterPhase.PROGRESSING,
-        reason=_s(work.value("readyReason")) or ClusterReason.APPLIED,
-        message=_s(work.value("readyMessage")), url=url, external_url=external,
-        model_state=state,
-    ), "progressing"
+        return entry(ClusterPhase.FAILED, failure or transition, message), "failed"
+    return entry(ClusterPhase.PROGRESSING, _s(work.value("readyReason")) or ClusterReason.APPLIED,
+                 _s(work.value("readyMessage"))), "progressing"
 
 
 def external_url(work: WorkFact) -> str:
