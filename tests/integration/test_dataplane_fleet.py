@@ -487,8 +487,8 @@ class TestServedOnTheFleet:
             isvc = demo.served_inference_service(canary)
             isvc["spec"].pop("overrides")
             predictor = isvc["spec"]["template"]["predictor"]
-            # MLServer serves its metrics on 8082, not the 8080 KServe's runtime annotates.
-            predictor["annotations"] = {"prometheus.kserve.io/port": "8082"}
+            # No port annotation of its own: the agent's kserve-mlserver runtime names
+            # MLServer's metrics port (8082), not the 8080 KServe's upstream runtime annotates.
             predictor["model"].update({"runtime": "kserve-mlserver", "protocolVersion": "v2"})
             predictor["model"]["storage"]["path"] = path
             isvc["spec"]["rollout"] = {
