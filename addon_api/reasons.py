@@ -160,6 +160,7 @@ class ClusterReason(StrEnum):
     ROUTE_NOT_CREATED = "RouteNotCreated"
     STORAGE_DOWNLOAD_FAILED = "StorageDownloadFailed"
     CRASH_LOOPING = "CrashLooping"
+    MODEL_NOT_LOADED = "ModelNotLoaded"
     REPLICAS_NOT_READY = "ReplicasNotReady"
     SPEC_NOT_BUILT = "SpecNotBuilt"
     SPEC_REJECTED = "SpecRejected"
@@ -1030,15 +1031,36 @@ CLUSTER_PROBLEMS = Group(
             ),
         ),
         Entry(
+            (CR.MODEL_NOT_LOADED,),
+            seen=(
+                "MultiClusterInferenceService, phase `Failed`, message `the model server "
+                "exited before it was ever ready: the model did not load (restarted N times; "
+                "last exit code X: ...)`."
+            ),
+            means=(
+                "The model was downloaded, but the model server exits while it starts, before "
+                "it ever answered its readiness check: it cannot load what it was given (no "
+                "model file at the path, a file of another format or library version, a "
+                "model for another runtime). The message ends with the server's own last "
+                "words. Found by the agent in the pods' status: the server's restarts, and "
+                "the pod never Ready since its storage initializer finished."
+            ),
+            todo=(
+                "check what the storage path holds (one model file the runtime loads: "
+                "`model.joblib` for sklearn), the model format and the runtime in the intent; "
+                "the predictor pod's logs on the cluster say more."
+            ),
+        ),
+        Entry(
             (CR.CRASH_LOOPING,),
             seen=(
                 "MultiClusterInferenceService, phase `Failed`, message `the model server "
                 "restarted N times; last exit code X: ...`."
             ),
             means=(
-                "The model server keeps exiting and the kubelet restarts it with back-off; "
-                "the message is its last termination message (often the model file cannot be "
-                "loaded, or the server runs out of memory: exit code 137)."
+                "The model server, ready before, keeps exiting and the kubelet restarts it "
+                "with back-off; the message is its last termination message (the server runs "
+                "out of memory: exit code 137; killed; a fault while serving)."
             ),
             todo=(
                 "read the message and the predictor pod's logs on the cluster; fix the model "
