@@ -337,6 +337,63 @@ class TestServedOnTheFleet:
             bed.hub.kubectl("delete", "multiclusterinferenceservices", denied, "-n", NS,
                             "--wait=false")
 
+    def test_6b_a_model_file_that_cannot_load_is_named_on_the_hub(
+            self, fleet: Fleet, tmp_path: Path) -> None:
+        """A second model whose ``model.joblib`` is no model (bytes joblib cannot read),
+        uploaded through the S3 API: the download works, KServe's sklearn server exits while
+        loading it, the testbed restarts it with back-off as a kubelet does, and the hub names
+        it ``ModelNotLoaded`` with the server's own last words (KServe says ModelLoadFailed,
+        as for a failed download); the first model is untouched."""
+        import subprocess
+
+        from testbed.dataplane import envs
+        from testbed.dataplane.s3 import BUCKET
+
+        bed, step = fleet
+        assert bed.s3 is not None
+        broken = "sklearn-iris-broken"
+        garbage = tmp_path / "garbage"
+        garbage.mkdir()
+        (garbage / "model.joblib").write_bytes(b"this is not a model\n")
+        subprocess.run([str(envs.KSERVE_ENV.python), str(envs.ENTRYPOINTS / "s3_seed.py"),
+                        bed.s3.endpoint, BUCKET, f"{garbage}=broken/iris"],
+                       env={"AWS_ACCESS_KEY_ID": bed.s3.access_key,
+                            "AWS_SECRET_ACCESS_KEY": bed.s3.secret_key,
+                            "PATH": "/usr/bin:/bin"}, check=True, timeout=120)
+        isvc = demo.served_inference_service(broken)
+        isvc["spec"].pop("overrides")
+        isvc["spec"]["template"]["predictor"]["model"]["storage"]["path"] = "broken/iris"
+        bed.hub.apply_objects([isvc])
+        t0 = time.monotonic()
+        try:
+            def not_loaded_everywhere() -> dict[str, dict[str, Any]] | None:
+                entries = hub_entries(bed, broken)
+                if all((entries.get(c) or {}).get("reason") == "ModelNotLoaded"
+                       for c in REPLICAS):
+                    return entries
+                return None
+
+            entries = on_fleet(bed, step, not_loaded_everywhere, timeout=300)
+            print(f"{broken} ModelNotLoaded on both clusters after "
+                  f"{time.monotonic() - t0:.1f}s: {entries['cluster1'].get('message')!r}")
+            for cluster in REPLICAS:
+                entry = entries[cluster]
+                assert entry["ready"] is False and entry["phase"] == "Failed", entry
+                assert entry["message"].startswith(
+                    "the model server exited before it was ever ready: the model did not "
+                    "load (restarted "), entry
+                assert "exit code 1" in entry["message"], entry
+                (pod,) = bed.dataplanes[cluster].pods_of(TARGET, broken)
+                obj = spoke_pod(bed, cluster, pod.name)
+                (init,) = obj["status"]["initContainerStatuses"]
+                assert init["state"]["terminated"]["exitCode"] == 0, init  # downloaded
+                (main,) = obj["status"]["containerStatuses"]
+                assert main["restartCount"] >= 1 and main["ready"] is False, main
+            assert all(hub_entries(bed)[c]["ready"] is True for c in REPLICAS)
+        finally:
+            bed.hub.kubectl("delete", "multiclusterinferenceservices", broken, "-n", NS,
+                            "--wait=false")
+
     @pytest.mark.needs("test_2_v1_and_v2_through_each_clusters_ingress")
     def test_7_the_hubs_prometheus_holds_the_models_request_series_per_cluster(
             self, fleet: Fleet, prometheus: observability.FleetPrometheus) -> None:
@@ -430,6 +487,11 @@ class TestServedOnTheFleet:
         assert verdict.state == "Passed", verdict
         print(f"metric gate {metricgate.query_for(gate, clusters)}: {verdict.message}")
         assert hub.evaluated_since(time.time() - 30), hub.rules()
+        # What `make demo` prints last: each cluster's rate and latency from the hub.
+        lines = demo.traffic_lines(bed, prometheus, NAME, requests=6)
+        print("\n".join(lines))
+        assert [line.split(":")[0] for line in lines] == list(REPLICAS), lines
+        assert not [line for line in lines if "nan" in line], lines
 
 
     @pytest.mark.needs("test_7_the_hubs_prometheus_holds_the_models_request_series_per_cluster")
