@@ -395,6 +395,57 @@ class TestServedOnTheFleet:
                             "--wait=false")
 
     @pytest.mark.needs("test_2_v1_and_v2_through_each_clusters_ingress")
+    def test_6c_a_spec_kserve_refuses_is_not_ready_on_the_hub_while_the_old_one_serves(
+            self, fleet: Fleet) -> None:
+        """Tried as a user would (issue 30): an ``ftp://`` storage URI passes KServe's webhook,
+        its controller refuses it ("StorageURI not supported") and keeps ``Ready: True`` from
+        the previous spec. The hub must not count that: each cluster is Failed with KServe's
+        words while the old model still answers; put back, Ready again (KServe's predictor
+        was built from that spec all along)."""
+        bed, step = fleet
+        ftp = {"spec": {"template": {"predictor": {"model": {
+            "storage": None, "storageUri": "ftp://models.example/iris"}}}}}
+        back = {"spec": {"template": {"predictor": {"model": {
+            "storageUri": None, "storage": {"key": demo.FLEET_CONNECTION,
+                                            "path": demo.MODEL_PATH}}}}}}
+        t0 = time.monotonic()
+        bed.hub.kubectl("patch", "multiclusterinferenceservices", NAME, "-n", NS, "--type=merge",
+                        "-p", json.dumps(ftp))
+        try:
+            def refused_everywhere() -> dict[str, dict[str, Any]] | None:
+                entries = hub_entries(bed)
+                if all((entries.get(c) or {}).get("reason") == "SpecRejected" for c in REPLICAS):
+                    return entries
+                return None
+
+            entries = on_fleet(bed, step, refused_everywhere, timeout=180)
+            print(f"the ftp:// spec refused on both clusters after {time.monotonic() - t0:.1f}s: "
+                  f"{entries['cluster1']['message']!r}")
+            for cluster in REPLICAS:
+                entry = entries[cluster]
+                assert entry["ready"] is False and entry["phase"] == "Failed", entry
+                assert "StorageURI not supported" in entry["message"], entry
+                assert "previous spec still serves" in entry["message"], entry
+                # KServe still says Ready (about the old spec), and the old model answers.
+                spoke = next(s for s in bed.spokes if s.name == cluster)
+                isvc = json.loads(spoke.kubectl("get", "inferenceservice", NAME, "-n", TARGET,
+                                                "-o", "json").stdout)
+                ready = {c["type"]: c["status"] for c in isvc["status"]["conditions"]}["Ready"]
+                assert ready == "True", isvc["status"]
+                answer, _ = post_via_ingress(bed.ingresses[cluster].url, host_of(bed, cluster),
+                                             f"/v1/models/{NAME}:predict", {"instances": IRIS})
+                assert answer == {"predictions": IRIS_CLASSES}
+            mcis = json.loads(bed.hub.kubectl("get", "multiclusterinferenceservices", NAME,
+                                              "-n", NS, "-o", "json").stdout)
+            conditions = {c["type"]: c["status"] for c in mcis["status"]["conditions"]}
+            assert conditions["Ready"] == "False", mcis["status"]
+        finally:
+            bed.hub.kubectl("patch", "multiclusterinferenceservices", NAME, "-n", NS,
+                            "--type=merge", "-p", json.dumps(back))
+        on_fleet(bed, step, lambda: all(hub_entries(bed)[c].get("ready") is True
+                                        for c in REPLICAS), timeout=180)
+
+    @pytest.mark.needs("test_2_v1_and_v2_through_each_clusters_ingress")
     def test_7_the_hubs_prometheus_holds_the_models_request_series_per_cluster(
             self, fleet: Fleet, prometheus: observability.FleetPrometheus) -> None:
         """Predictions through each cluster's ingress show on the hub's Prometheus: KServe's
