@@ -27,7 +27,7 @@ bundles: venv
 
 crds: venv
 	$(BIN)/model-serving-addon crds
-	$(BIN)/python -m addon_api.reasons
+	$(BIN)/python -m addon_cli.troubleshooting
 
 lint: venv
 	$(BIN)/ruff check addon_api addon_manager addon_agent addon_cli testbed tests bench

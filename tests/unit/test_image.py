@@ -16,6 +16,7 @@ import zipfile
 from pathlib import Path
 
 from addon_agent import kustomize
+from addon_cli import troubleshooting
 from testbed import build
 from testbed.support.containerfile import runtime_executables, stages
 
@@ -94,6 +95,11 @@ def test_wheel_has_every_role_and_the_console_script(tmp_path: Path) -> None:
         "addon_api/sealing.py",
     ):
         assert module in names, module
+    # explain's troubleshooting prose is package data: every family's YAML file ships
+    for family in troubleshooting.FAMILIES:
+        data = f"addon_cli/troubleshooting/{family}.yaml"
+        assert data in names, data
+        assert zipfile.ZipFile(wheel).read(data) == (ROOT / data).read_bytes(), data
     entry_points = next(n for n in names if n.endswith("entry_points.txt"))
     text = zipfile.ZipFile(wheel).read(entry_points).decode()
     assert "model-serving-addon = addon_api.cli:main" in text
