@@ -30,7 +30,7 @@ crds: venv
 	$(BIN)/python -m addon_cli.troubleshooting
 
 lint: venv
-	$(BIN)/ruff check addon_api addon_manager addon_agent addon_cli testbed tests bench
+	$(BIN)/ruff check model_serving_addon addon_api addon_manager addon_agent addon_cli testbed tests bench
 	$(BIN)/mypy
 
 # Every test that needs only Python: no Go, no built binaries, no network. A test that needs

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-PRODUCT = ("addon_api", "addon_manager", "addon_agent", "addon_cli")
+PRODUCT = ("model_serving_addon", "addon_api", "addon_manager", "addon_agent", "addon_cli")
 HARNESS = ("testbed", "tests", "bench")
 
 
@@ -33,7 +33,7 @@ def imported_packages(path: Path) -> set[str]:
     [*((p, HARNESS) for p in PRODUCT), ("testbed", ("tests",)), ("bench", ("tests",)),
      # Manager and agent share only addon_api; the fleet command line may use the manager's
      # rendering, and nothing of the product uses the command line.
-     ("addon_api", ("addon_manager", "addon_agent", "addon_cli")),
+     ("addon_api", ("model_serving_addon", "addon_manager", "addon_agent", "addon_cli")),
      ("addon_manager", ("addon_agent", "addon_cli")),
      ("addon_agent", ("addon_manager", "addon_cli"))],
 )
