@@ -21,6 +21,9 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 LINT_IMPORTS = Path(sys.executable).with_name("lint-imports")
+FLOOR_PLAN = ("layers", "roles-apart", "cli-without-agent", "product-without-harness",
+              "harness-without-tests")
+"""The contracts between top-level packages (ids in ``.importlinter``)."""
 
 
 def root_packages() -> list[str]:
@@ -72,17 +75,19 @@ def test_the_unplanted_copy_passes(tree_copy: Path) -> None:
 
 @pytest.mark.parametrize(
     ("module", "line", "broken"),
+    # Whole packages (and the entry, whose modules are fixed): robust to moves inside them.
     [
-        ("addon_agent/planted.py", "from addon_manager import naming", {"layers", "roles-apart"}),
-        ("addon_manager/planted.py", "import addon_agent.main", {"layers", "roles-apart"}),
-        ("addon_api/planted.py", "from addon_cli import views", {"layers"}),
+        ("addon_agent/planted.py", "import addon_manager", {"layers", "roles-apart"}),
+        ("addon_manager/planted.py", "from addon_agent import main", {"layers", "roles-apart"}),
+        ("addon_api/planted.py", "import addon_cli", {"layers"}),
         # inside a function, and indirect: the entry imports the agent
         ("addon_manager/planted.py", "def f() -> None:\n    import model_serving_addon.cli",
          {"layers", "roles-apart"}),
-        ("addon_cli/planted.py", "from testbed.support import waiting",
+        ("addon_cli/planted.py", "import addon_agent", {"cli-without-agent"}),
+        ("addon_cli/planted.py", "from testbed import support",
          {"product-without-harness"}),
         ("model_serving_addon/planted.py", "import bench", {"product-without-harness"}),
-        ("bench/planted.py", "from tests import conftest", {"harness-without-tests"}),
+        ("bench/planted.py", "import tests", {"harness-without-tests"}),
         ("testbed/support/planted.py", "import tests.unit", {"harness-without-tests"}),
     ],
 )
@@ -95,9 +100,11 @@ def test_a_planted_import_breaks_its_contract(
     out = lint_imports(tree)
     assert out.returncode == 1, out.stdout + out.stderr
     names = contract_names()
-    for contract, name in names.items():
+    # Only the floor plan's contracts: those appended for the layers inside a role may well
+    # object to a module that is in none of their layers.
+    for contract in FLOOR_PLAN:
         verdict = "BROKEN" if contract in broken else "KEPT"
-        assert f"{name} {verdict}" in out.stdout, (contract, out.stdout)
+        assert f"{names[contract]} {verdict}" in out.stdout, (contract, out.stdout)
     planted = module.removesuffix(".py").replace("/", ".")
     assert planted in out.stdout
 
