@@ -477,6 +477,8 @@ def stack_service_monitor(stack: Stack, objects: list[Obj]) -> Obj | None:
 
 
 PREDICTOR_MONITOR = "kserve-predictors"
+ISVC_API = "serving.kserve.io/v1beta1"
+"""API version of KServe's InferenceService the agent reads."""
 ISVC_LABEL = "serving.kserve.io/inferenceservice"
 """Label KServe puts on every pod of an InferenceService (value: its name)."""
 MODEL_CONTAINER = "kserve-container"

@@ -23,7 +23,7 @@ from typing import Any
 import pytest
 
 from addon_agent import bundle_source, planning
-from addon_agent.installer import INVENTORY_CONFIGMAP, Ref
+from addon_agent.inventory import INVENTORY_CONFIGMAP, Ref
 from addon_agent.kube import Kube, api_client_for
 from addon_agent.stacks import STACKS
 from addon_api import constants as c

@@ -17,8 +17,8 @@ import pytest
 
 from addon_agent import delivery
 from addon_agent import tenancy as agent_tenancy
+from addon_agent.agent import Agent
 from addon_agent.config import AgentConfig
-from addon_agent.handlers import Agent
 from addon_agent.main import parse as agent_parse
 from addon_agent.namespace_waits import NamespaceWaits
 from addon_api import constants as c
