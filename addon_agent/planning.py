@@ -1,6 +1,7 @@
 """Pure install planning: bundle objects + ServingPlatform spec -> ordered desired objects.
 
-Nothing here talks to a cluster; :mod:`addon_agent.installer` does the I/O.
+Nothing here talks to a cluster; :mod:`addon_agent.planner` and :mod:`addon_agent.applier`
+do the I/O.
 """
 
 from __future__ import annotations
@@ -88,10 +89,10 @@ class Plan:
     warnings: list[str] = field(default_factory=list)
     certificates: list[CertRequest] = field(default_factory=list)
     runtime_errors: list[str] = field(default_factory=list)
-    """Serving runtimes the last install could not apply (filled in by the installer)."""
+    """Serving runtimes the last install could not apply (filled in by the applier)."""
     conflicts: list[str] = field(default_factory=list)
     """``Kind ns/name`` of objects of the plan that exist and are someone else's: not taken
-    over (filled in by the installer); the stack is not Ready while there are any."""
+    over (filled in by the applier); the stack is not Ready while there are any."""
     runtime_conflicts: list[str] = field(default_factory=list)
     """The same for serving runtimes (optional: one of that name serves anyway)."""
 
