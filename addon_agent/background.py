@@ -13,9 +13,9 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from addon_agent import dataplane, metrics, planning
+from addon_agent import dataplane, kserve_plan, metrics
+from addon_agent.kserve_plan import ISVC_API
 from addon_agent.kube import Kube
-from addon_agent.planning import ISVC_API
 
 log = logging.getLogger(__name__)
 
@@ -50,10 +50,10 @@ def record_data_plane(kube: Kube, isvcs: list[dict[str, Any]]) -> None:
     only while KServe has not built its current spec (:mod:`addon_agent.dataplane`).
     """
     configs = kube.list("v1", "ConfigMap",
-                        field_selector=f"metadata.name={planning.KSERVE_CONFIG}")
+                        field_selector=f"metadata.name={kserve_plan.KSERVE_CONFIG}")
     if not dataplane.kserve_keeps_it_off_pods(configs):
         return  # the verdict would restart the pods whenever it changes
-    selector = planning.ISVC_LABEL
+    selector = kserve_plan.ISVC_LABEL
     deployments = kube.list("apps/v1", "Deployment", label_selector=selector)
     pods = kube.list("v1", "Pod", label_selector=selector)
     for isvc, deployment, own in dataplane.group(isvcs, deployments, pods):

@@ -15,6 +15,7 @@ from typing import Any
 
 from addon_agent import bundle_source, planning, webhook_ca
 from addon_agent.kube import Kube
+from addon_agent.manifests import b64
 from addon_agent.observe import Observer
 from addon_agent.planning import Plan
 from addon_agent.stacks import select
@@ -74,7 +75,7 @@ class Planner:
             # run outside the cluster (the testbed's real KServe controller), the webhooks call
             # that server; the agent owns this shape, so no resync undoes it.
             url, ca_pem = self.external_webhook
-            planning.point_webhooks_at(the_plan.objects, url, planning.b64(ca_pem.decode()))
+            planning.point_webhooks_at(the_plan.objects, url, b64(ca_pem.decode()))
         elif the_plan.certificates:
             webhook_ca.add_webhook_certs(self.kube, self.agent_namespace, the_plan)
         return the_plan

@@ -15,6 +15,7 @@ import datetime as dt
 from addon_agent import certs, planning
 from addon_agent import labels as lb
 from addon_agent.kube import Kube
+from addon_agent.manifests import b64
 from addon_agent.planning import Plan
 
 WEBHOOK_CA_SECRET = "model-serving-agent-webhook-ca"
@@ -44,8 +45,8 @@ def current_ca(kube: Kube, agent_namespace: str, now: dt.datetime) -> certs.KeyP
             },
             "type": "kubernetes.io/tls",
             "data": {
-                "tls.crt": planning.b64(pair.cert_pem),
-                "tls.key": planning.b64(pair.key_pem),
+                "tls.crt": b64(pair.cert_pem),
+                "tls.key": b64(pair.key_pem),
             },
         }
     )
@@ -76,5 +77,5 @@ def add_webhook_certs(kube: Kube, agent_namespace: str, the_plan: Plan) -> None:
     # A Secret of the bundle with the same name (e.g. an empty placeholder) is replaced.
     names = {planning.key_of(s) for s in secrets}
     objects = [o for o in objects if planning.key_of(o) not in names or o in secrets]
-    planning.inject_ca_bundle(objects, planning.b64(ca.cert_pem))
+    planning.inject_ca_bundle(objects, b64(ca.cert_pem))
     the_plan.objects = planning.order(objects)

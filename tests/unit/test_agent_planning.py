@@ -4,7 +4,7 @@ import copy
 import json
 from typing import Any
 
-from addon_agent import planning
+from addon_agent import kserve_plan, planning
 from addon_agent.planning import ClusterFacts
 from addon_agent.stacks import KSERVE, MODELMESH
 from addon_api.spoke import ServingPlatformSpec
@@ -391,7 +391,7 @@ def test_kserve_predictor_pod_monitor_with_monitoring_and_the_operator() -> None
     facts = ClusterFacts(prometheus_operator=True)
     (monitor,) = by_kind(planning.plan([], on, KSERVE, facts), "PodMonitor")
     assert monitor["metadata"] == {
-        "name": planning.PREDICTOR_MONITOR, "namespace": KSERVE.namespace,
+        "name": kserve_plan.PREDICTOR_MONITOR, "namespace": KSERVE.namespace,
         "labels": monitor["metadata"]["labels"]}
     assert monitor["spec"]["namespaceSelector"] == {"matchNames": ["models", "team-b"]}
     assert monitor["spec"]["selector"] == {"matchExpressions": [
