@@ -15,6 +15,9 @@ KServe and ModelMesh bundles hold): :func:`check_kinds` refuses the whole bundle
 
 The built-in serving runtimes of a rendered bundle (``runtimes.yaml``) are appended to its
 objects; planning keeps or drops every serving runtime of the bundle as the spec says.
+
+Layer: cluster I/O (see :mod:`addon_agent`): may import the pure and base layers, never the
+shell.
 """
 
 from __future__ import annotations

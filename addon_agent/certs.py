@@ -2,6 +2,9 @@
 
 Pure functions over PEM strings: a CA the agent keeps, and serving certificates
 for the webhook Services signed by it. Both are renewed well before they expire.
+
+Layer: pure (see :mod:`addon_agent`): no I/O; may import the base layer, the pure modules below
+it and ``addon_api``.
 """
 
 from __future__ import annotations

@@ -6,6 +6,9 @@ agent's, to wait until it is Established, to report status, to find a stack's ob
 full GET makes the API server decode, convert and encode all of it, and the client parse
 it, every time. :class:`CrdCache` asks first for the CRD's metadata alone and reads the
 whole object again only when its resourceVersion moved since the last full read.
+
+Layer: cluster I/O (see :mod:`addon_agent`): may import the pure and base layers, never the
+shell.
 """
 
 from __future__ import annotations

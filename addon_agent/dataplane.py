@@ -21,6 +21,9 @@ pods at every change of verdict; the agent writes it only where KServe's
 stacks the agent installs have it (:func:`addon_agent.kserve_plan.configure_kserve`).
 
 Pure functions; the loop that lists and patches is in :mod:`addon_agent.handlers`.
+
+Layer: pure (see :mod:`addon_agent`): no I/O; may import the base layer, the pure modules below
+it and ``addon_api``.
 """
 
 from __future__ import annotations

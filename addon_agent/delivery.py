@@ -1,4 +1,8 @@
-"""Deliver a SealedStorageConnection: decrypt it and maintain its storage-config entries."""
+"""Deliver a SealedStorageConnection: decrypt it and maintain its storage-config entries.
+
+Layer: cluster I/O (see :mod:`addon_agent`): may import the pure and base layers, never the
+shell.
+"""
 
 from __future__ import annotations
 

@@ -16,6 +16,9 @@ Rotation (see docs/user-guide.md#rotating-an-agent-key):
 3. Meanwhile the agent opens payloads sealed to either key, so every entry stays delivered.
 4. Once every SealedStorageConnection is sealed to the next key and delivered
    (:func:`rotation_done`), the agent promotes it to current and drops the old key.
+
+Layer: cluster I/O (see :mod:`addon_agent`): may import the pure and base layers, never the
+shell.
 """
 
 from __future__ import annotations

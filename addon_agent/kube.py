@@ -1,4 +1,8 @@
-"""Thin synchronous Kubernetes I/O for the agent (dynamic client, server-side apply)."""
+"""Thin synchronous Kubernetes I/O for the agent (dynamic client, server-side apply).
+
+Layer: cluster I/O (see :mod:`addon_agent`): may import the pure and base layers, never the
+shell.
+"""
 
 from __future__ import annotations
 

@@ -1,4 +1,7 @@
-"""Labels and annotations the agent puts on what it creates (how it finds its own objects)."""
+"""Labels and annotations the agent puts on what it creates (how it finds its own objects).
+
+Layer: base (see :mod:`addon_agent`): imports only ``addon_api``.
+"""
 
 from __future__ import annotations
 

@@ -1,4 +1,8 @@
-"""The add-on health Lease (OCM's lease-based health check), renewed in a thread."""
+"""The add-on health Lease (OCM's lease-based health check), renewed in a thread.
+
+Layer: cluster I/O (see :mod:`addon_agent`): may import the pure and base layers, never the
+shell.
+"""
 
 from __future__ import annotations
 

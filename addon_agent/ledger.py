@@ -18,6 +18,9 @@ release kept it in the add-on namespace carries its records over once, at start
   that is stopped on the hub (per-tenant work executors and OCM's executor validation).
 
 Writes are compare-and-swap on the Lease's resourceVersion and only ever raise a sequence.
+
+Layer: cluster I/O (see :mod:`addon_agent`): may import the pure and base layers, never the
+shell.
 """
 
 from __future__ import annotations

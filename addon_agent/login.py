@@ -1,4 +1,8 @@
-"""kopf credentials from an explicit kubeconfig (never falls back to in-cluster ones)."""
+"""kopf credentials from an explicit kubeconfig (never falls back to in-cluster ones).
+
+Layer: cluster I/O (see :mod:`addon_agent`): may import the pure and base layers, never the
+shell.
+"""
 
 from __future__ import annotations
 

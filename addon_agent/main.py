@@ -1,4 +1,7 @@
-"""``model-serving-addon agent``: run the spoke agent (kopf, embedded, cluster-wide)."""
+"""``model-serving-addon agent``: run the spoke agent (kopf, embedded, cluster-wide).
+
+Layer: shell (see :mod:`addon_agent`): may import every layer.
+"""
 
 from __future__ import annotations
 

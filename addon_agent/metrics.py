@@ -1,4 +1,8 @@
-"""Prometheus metrics of the agent (served on /metrics)."""
+"""Prometheus metrics of the agent (served on /metrics).
+
+Layer: cluster I/O (see :mod:`addon_agent`): may import the pure and base layers, never the
+shell.
+"""
 
 from __future__ import annotations
 

@@ -3,6 +3,9 @@
 A delivery into a namespace that does not exist yet (or is still terminating) is Pending, not
 failed. The agent records it here and delivers again the moment the namespace is there (its
 namespace watch), instead of waiting for the next resync.
+
+Layer: cluster I/O (see :mod:`addon_agent`): may import the pure and base layers, never the
+shell.
 """
 
 from __future__ import annotations

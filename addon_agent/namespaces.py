@@ -5,6 +5,9 @@ create (:func:`addon_agent.removal.user_objects` over :func:`contents`); otherwi
 handed over with one mark, :data:`~addon_agent.labels.LABEL_KEPT_NAMESPACE`, by which the agent
 finds it again (after a restart too), reports it in the ServingPlatform's status
 (:func:`addon_agent.status.with_kept`) and deletes it once it holds nothing else.
+
+Layer: cluster I/O (see :mod:`addon_agent`): may import the pure and base layers, never the
+shell.
 """
 
 from __future__ import annotations

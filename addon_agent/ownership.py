@@ -7,6 +7,9 @@ owner reference, a ``managed-by`` label that is not the agent's, an OLM label, o
 manager named as an operator's) makes the installation someone else's: under
 ``managementState: Managed`` the agent refuses to install over it and changes nothing; under
 ``Unmanaged`` it serves with it (:func:`unmanaged_status`). Everything here is pure.
+
+Layer: pure (see :mod:`addon_agent`): no I/O; may import the base layer, the pure modules below
+it and ``addon_api``.
 """
 
 from __future__ import annotations

@@ -2,6 +2,9 @@
 
 Nothing here talks to a cluster; :mod:`addon_agent.planner` and :mod:`addon_agent.applier`
 do the I/O.
+
+Layer: pure (see :mod:`addon_agent`): no I/O; may import the base layer, the pure modules below
+it and ``addon_api``.
 """
 
 from __future__ import annotations

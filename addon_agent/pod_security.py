@@ -5,6 +5,9 @@ The agent makes every pod template it installs meet the Kubernetes Pod Security 
 image's user or anything stricter) and labels the namespaces it creates for the stacks so the
 API server enforces it (:data:`NAMESPACE_LABELS`). :func:`violations` lists what a pod spec
 breaks, as the PodSecurity admission would; the tests run it over every plan.
+
+Layer: pure (see :mod:`addon_agent`): no I/O; may import the base layer, the pure modules below
+it and ``addon_api``.
 """
 
 from __future__ import annotations

@@ -9,6 +9,9 @@ its sidecars shrink (:data:`SINGLE_NODE_KSERVE`), so do the built-in serving run
 (:func:`fit_runtime`), and each ModelMesh runtime runs one pod.
 Whatever the ModelServing sets explicitly (``spec.components``' replicas, autoscaling and
 resources, ``spec.modelmesh.podsPerRuntime``) wins over the profile. Everything here is pure.
+
+Layer: pure (see :mod:`addon_agent`): no I/O; may import the base layer, the pure modules below
+it and ``addon_api``.
 """
 
 from __future__ import annotations

@@ -17,6 +17,8 @@ The Job runs :func:`release`, which
 It does not uninstall the serving stack: models keep serving (with the credentials they
 already downloaded). To remove the stack, delete the ModelServing (or take the cluster out of
 its Placement) before disabling the add-on (docs/user-guide.md).
+
+Layer: shell (see :mod:`addon_agent`): may import every layer.
 """
 
 from __future__ import annotations

@@ -11,6 +11,9 @@ deletes all its objects). A forced removal never deletes user objects either: th
 kinds that still have instances are left in place and named. A namespace the agent created is
 kept, with or without ``force``, while it holds objects the agent did not create
 (:func:`user_objects`), and named as a leftover.
+
+Layer: pure (see :mod:`addon_agent`): no I/O; may import the base layer, the pure modules below
+it and ``addon_api``.
 """
 
 from __future__ import annotations

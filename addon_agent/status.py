@@ -1,4 +1,8 @@
-"""Pure status computation for ServingPlatform and SealedStorageConnection."""
+"""Pure status computation for ServingPlatform and SealedStorageConnection.
+
+Layer: pure (see :mod:`addon_agent`): no I/O; may import the base layer, the pure modules below
+it and ``addon_api``.
+"""
 
 from __future__ import annotations
 

@@ -1,4 +1,8 @@
-"""storage-config entries owned by SealedStorageConnections (pure merge logic)."""
+"""storage-config entries owned by SealedStorageConnections (pure merge logic).
+
+Layer: pure (see :mod:`addon_agent`): no I/O; may import the base layer, the pure modules below
+it and ``addon_api``.
+"""
 
 from __future__ import annotations
 

@@ -12,6 +12,9 @@ its namespaces is refused whole. The hub namespace is read from the object's nam
 ``spec.source`` must agree), else from ``spec.source``; a connection naming neither is judged
 as hub namespace "" (allowed only by a ``*`` entry). Kept apart from the delivery itself, and
 called from one place (:meth:`addon_agent.handlers.Agent.deliver`).
+
+Layer: pure (see :mod:`addon_agent`): no I/O; may import the base layer, the pure modules below
+it and ``addon_api``.
 """
 
 from __future__ import annotations
