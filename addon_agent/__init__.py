@@ -1,23 +1,11 @@
 """Spoke-side agent: installs the serving stack and reports status.
 
-Its modules sit in four layers; a module imports only from its own layer's lower rows and
-the layers below, never above (``agent.importlinter.ini``, ``docs/architecture.md``):
-
-* **shell**: ``main`` and ``release`` (the programs), ``handlers`` (registers the kopf
-  handlers, each calling one method), ``agent`` (the state and the reconciles: read,
-  decide, write the one status) and ``background`` (the loops). May import every layer.
-* **cluster I/O**: reads and writes of the cluster, the disk and the network, deciding
-  nothing: ``planner`` (bundle + facts -> plan) and ``applier`` (plan -> writes, prune,
-  uninstall), ``observe`` (the reads the decisions need), ``webhook_ca``, ``namespaces``,
-  ``delivery``, ``identity``, ``ledger``, ``lease``, ``bundle_source``, ``login``,
-  ``metrics``, ``namespace_waits``; below them ``inventory``, ``crd_cache``,
-  ``bundle_render``, ``kustomize``; lowest ``kube``, the client. May import the pure and
-  base layers.
-* **pure**: decisions and planning, no I/O (no cluster client, no kopf): ``decisions`` (the
-  ServingPlatform reconcile: what was read -> the status to write), ``planning`` (the
-  generic planner), ``dataplane``, ``ownership``, ``removal``, ``status``, ``tenancy``,
-  ``storage``, ``certs``; below them one module per stack, ``kserve_plan`` and
-  ``modelmesh_plan`` (neither imports the other); lowest ``pod_security``, ``profiles``,
-  ``manifests``. May import the base layer and ``addon_api``.
-* **base**: ``stacks`` (the pins), ``labels``, ``config``. Import only ``addon_api``.
+Its floor plan, top to bottom; a part imports only from the parts below it
+(``agent.importlinter.ini``, ``docs/architecture.md``, "Agent layout"): the programs
+``main`` (``model-serving-addon agent``) and ``release`` (``agent-release``, OCM's
+pre-delete hook); ``shell`` (kopf wiring, the agent's state and reconciles, the loops);
+``io`` (reads and writes of the cluster, disk and network, deciding nothing); the build
+tools ``bundle_render`` and ``kustomize``; ``pure`` (decisions and planning, no I/O); the
+base modules ``stacks`` (the pins), ``labels`` and ``config``, which import only
+``addon_api``. Each package's docstring says what it holds and may import.
 """

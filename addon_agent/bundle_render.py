@@ -6,9 +6,6 @@ for every stack in :mod:`addon_agent.stacks` at every version the agent carries,
 ``runtimes.yaml`` (the built-in serving runtimes) for a stack that ships them; ``--cache
 DIR`` renders into ``DIR/<render key>`` once (what the tests and the demo use). Bundles are
 build/test artefacts and are never committed.
-
-Layer: cluster I/O (see :mod:`addon_agent`): may import the pure and base layers, never the
-shell.
 """
 
 from __future__ import annotations

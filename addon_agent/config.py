@@ -3,8 +3,6 @@
 They come from the command line, except the development-only ones that exist for the testbed
 alone (its KServe controller runs outside the cluster): those come from the environment, so
 they are not part of the agent's public command line.
-
-Layer: base (see :mod:`addon_agent`): imports only ``addon_api``.
 """
 
 from __future__ import annotations

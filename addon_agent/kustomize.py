@@ -4,9 +4,6 @@ The agent renders a ``devFlags.manifests`` kustomization at run time with the st
 ``kustomize build``.  The image's build stage installs exactly this module and version and
 its runtime stage copies the binary to :data:`IMAGE_PATH`; the testbed builds the same pin
 (``testbed.build``), and a unit test checks that the Containerfile says the same.
-
-Layer: cluster I/O (see :mod:`addon_agent`): may import the pure and base layers, never the
-shell.
 """
 
 from __future__ import annotations

@@ -1,7 +1,4 @@
-"""Labels and annotations the agent puts on what it creates (how it finds its own objects).
-
-Layer: base (see :mod:`addon_agent`): imports only ``addon_api``.
-"""
+"""Labels and annotations the agent puts on what it creates (how it finds its own objects)."""
 
 from __future__ import annotations
 

@@ -1,7 +1,4 @@
-"""``model-serving-addon agent``: run the spoke agent (kopf, embedded, cluster-wide).
-
-Layer: shell (see :mod:`addon_agent`): may import every layer.
-"""
+"""``model-serving-addon agent``: run the spoke agent (kopf, embedded, cluster-wide)."""
 
 from __future__ import annotations
 
@@ -15,10 +12,10 @@ from pathlib import Path
 import kopf
 from prometheus_client import start_http_server
 
-from addon_agent import lease, metrics
-from addon_agent.agent import Agent
 from addon_agent.config import DEV_EXTERNAL_WEBHOOK_CA_FILE, DEV_EXTERNAL_WEBHOOK_URL, AgentConfig
-from addon_agent.handlers import register
+from addon_agent.io import lease, metrics
+from addon_agent.shell.agent import Agent
+from addon_agent.shell.handlers import register
 from addon_api import constants as c
 from addon_api import sealing, tenancy
 

@@ -17,8 +17,6 @@ The Job runs :func:`release`, which
 It does not uninstall the serving stack: models keep serving (with the credentials they
 already downloaded). To remove the stack, delete the ModelServing (or take the cluster out of
 its Placement) before disabling the add-on (docs/user-guide.md).
-
-Layer: shell (see :mod:`addon_agent`): may import every layer.
 """
 
 from __future__ import annotations
@@ -33,8 +31,8 @@ from typing import Any
 
 from kubernetes.dynamic.exceptions import ConflictError, NotFoundError
 
-from addon_agent import delivery
-from addon_agent.kube import Kube, api_client_for
+from addon_agent.io import delivery
+from addon_agent.io.kube import Kube, api_client_for
 from addon_api import constants as c
 
 log = logging.getLogger(__name__)

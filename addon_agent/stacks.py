@@ -2,8 +2,6 @@
 
 ``testbed`` (and anything else that needs the versions) imports these pins
 instead of repeating them.
-
-Layer: base (see :mod:`addon_agent`): imports only ``addon_api``.
 """
 
 from __future__ import annotations

@@ -1,8 +1,8 @@
 """The ServingPlatform reconcile as a table: each decision and the status it returns.
 
-Two halves. The pure decisions (:mod:`addon_agent.decisions`): what was read goes in, the
+Two halves. The pure decisions (:mod:`addon_agent.pure.decisions`): what was read goes in, the
 phase, reason and message to write come out. Then the reconcile itself
-(:class:`addon_agent.agent.Agent`) with the cluster's readers and writers replaced by
+(:class:`addon_agent.shell.agent.Agent`) with the cluster's readers and writers replaced by
 fakes: every way a reconcile can end writes exactly one status, the one its decision
 returned (a removal also writes ``Removing`` before it deletes anything).
 """
@@ -17,13 +17,14 @@ import kopf
 import pytest
 from kubernetes.client.exceptions import ApiException
 
-from addon_agent import decisions, namespaces, ownership, planning, removal
-from addon_agent.agent import Agent
-from addon_agent.applier import NotReady
-from addon_agent.bundle_source import BundleError
-from addon_agent.decisions import Failure, Outcome, Reading, Route, Upgrade
-from addon_agent.inventory import Ref
+from addon_agent.io import namespaces
+from addon_agent.io.applier import NotReady
+from addon_agent.io.bundle_source import BundleError
+from addon_agent.io.inventory import Ref
 from addon_agent.main import parse
+from addon_agent.pure import decisions, ownership, planning, removal
+from addon_agent.pure.decisions import Failure, Outcome, Reading, Route, Upgrade
+from addon_agent.shell.agent import Agent
 from addon_agent.stacks import KSERVE, UnknownVersion
 from addon_api import constants as c
 from addon_api.reasons import ServingPlatformPhase as Phase

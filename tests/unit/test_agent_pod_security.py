@@ -5,8 +5,8 @@ from __future__ import annotations
 import copy
 from typing import Any
 
-from addon_agent import modelmesh_plan, planning, pod_security
-from addon_agent.planning import ClusterFacts
+from addon_agent.pure import modelmesh_plan, planning, pod_security
+from addon_agent.pure.planning import ClusterFacts
 from addon_agent.stacks import MODELMESH
 from addon_api.spoke import ServingPlatformSpec
 

@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 import yaml
 
-from addon_agent import modelmesh_plan, planning, profiles
+from addon_agent.pure import modelmesh_plan, planning, profiles
 from addon_agent.stacks import KSERVE, MODELMESH
 from addon_api.spoke import ServingPlatformSpec
 

@@ -16,12 +16,12 @@ from typing import Any
 from kubernetes.client.exceptions import ApiException
 
 from addon_agent import labels as lb
-from addon_agent import planning
-from addon_agent.applier import Applier
-from addon_agent.crd_cache import CrdCache
-from addon_agent.inventory import Inventory
-from addon_agent.observe import Observer
-from addon_agent.planning import ClusterFacts
+from addon_agent.io.applier import Applier
+from addon_agent.io.crd_cache import CrdCache
+from addon_agent.io.inventory import Inventory
+from addon_agent.io.observe import Observer
+from addon_agent.pure import planning
+from addon_agent.pure.planning import ClusterFacts
 from addon_agent.stacks import KSERVE
 from addon_api.spoke import ServingPlatformSpec
 

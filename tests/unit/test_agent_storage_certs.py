@@ -6,9 +6,9 @@ import json
 
 import pytest
 
-from addon_agent import certs, storage
 from addon_agent import labels as lb
 from addon_agent.bundle_render import pin_latest_images
+from addon_agent.pure import certs, storage
 
 
 def secret(data: dict[str, str], owners: dict[str, str]) -> dict[str, object]:

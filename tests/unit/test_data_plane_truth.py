@@ -1,6 +1,6 @@
 """The hub tells the truth about a model's data plane (issue 30, item 4).
 
-The agent's verdict on a predictor's Deployment and pods (:mod:`addon_agent.dataplane`),
+The agent's verdict on a predictor's Deployment and pods (:mod:`addon_agent.pure.dataplane`),
 and the hub's judgement of a model work's feedback
 (:func:`addon_manager.reports.inference_service_report`): a Ready KServe has not re-earned
 for the current spec never counts, a refused spec names KServe's error, and a failed
@@ -12,8 +12,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from addon_agent import dataplane, kserve_plan
-from addon_agent.kserve_plan import configure_kserve
+from addon_agent.pure import dataplane, kserve_plan
+from addon_agent.pure.kserve_plan import configure_kserve
 from addon_api import constants as c
 from addon_api.reasons import ClusterReason as CR
 from addon_api.spoke import ServingPlatformSpec

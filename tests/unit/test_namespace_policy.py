@@ -15,12 +15,12 @@ from typing import Any
 import kopf
 import pytest
 
-from addon_agent import delivery
-from addon_agent import tenancy as agent_tenancy
-from addon_agent.agent import Agent
 from addon_agent.config import AgentConfig
+from addon_agent.io import delivery
+from addon_agent.io.namespace_waits import NamespaceWaits
 from addon_agent.main import parse as agent_parse
-from addon_agent.namespace_waits import NamespaceWaits
+from addon_agent.pure import tenancy as agent_tenancy
+from addon_agent.shell.agent import Agent
 from addon_api import constants as c
 from addon_api import tenancy
 from addon_manager import main, naming, policy

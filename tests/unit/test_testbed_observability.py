@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from addon_agent import kserve_plan, planning
+from addon_agent.pure import kserve_plan, planning
 from addon_agent.stacks import KSERVE
 from testbed import observability as obs
 

@@ -1,0 +1,233 @@
+"""Thin synchronous Kubernetes I/O for the agent (dynamic client, server-side apply)."""
+
+from __future__ import annotations
+
+import os
+import tempfile
+import threading
+from typing import Any
+
+from kubernetes import client, config
+from kubernetes.dynamic import DynamicClient
+from kubernetes.dynamic.exceptions import NotFoundError, ResourceNotFoundError
+
+from addon_api import constants as c
+
+Obj = dict[str, Any]
+PARTIAL_METADATA = "application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1"
+
+
+def api_client_for(kubeconfig: str | None) -> client.ApiClient:
+    """An ApiClient from ``kubeconfig``, or from in-cluster config when none is given."""
+    if kubeconfig:
+        api: client.ApiClient = config.new_client_from_config(config_file=kubeconfig)  # type: ignore[no-untyped-call]
+        return api
+    config.load_incluster_config()  # type: ignore[no-untyped-call]
+    return client.ApiClient()
+
+
+class Kube:
+    """Get, list, apply and delete any kind by apiVersion/kind."""
+
+    def __init__(self, api: client.ApiClient) -> None:
+        self.api = api
+        # The dynamic client caches discovery in a file shared by every process of the user
+        # unless told otherwise; a cache left by another process (or an earlier run) would
+        # claim kinds that are gone. Each Kube gets its own, fresh cache file.
+        self._cache_dir = tempfile.TemporaryDirectory(prefix="agent-discovery-")
+        self.dyn = DynamicClient(  # type: ignore[no-untyped-call]
+            api, cache_file=os.path.join(self._cache_dir.name, "discovery.json")
+        )
+        self._discovery_lock = threading.RLock()
+        """The dynamic client's discovery cache is not thread-safe: a lookup while another
+        thread invalidates it fails inside the client (``KeyError: 'resources'``). The agent's
+        handlers run in threads, so every lookup and invalidation holds this lock."""
+
+    def resource(self, api_version: str, kind: str) -> Any:
+        """The dynamic resource of a kind; rediscovers once (new CRDs)."""
+        with self._discovery_lock:
+            try:
+                return self.dyn.resources.get(api_version=api_version, kind=kind)
+            except ResourceNotFoundError:
+                self.dyn.resources.invalidate_cache()
+                return self.dyn.resources.get(api_version=api_version, kind=kind)
+
+    def rediscover(self) -> None:
+        """Forget the discovered kinds (CRDs came or went); the next lookup asks again."""
+        with self._discovery_lock:
+            self.dyn.resources.invalidate_cache()
+
+    def served(self, api_version: str, kind: str) -> bool:
+        """Whether the API server serves a kind."""
+        try:
+            self.resource(api_version, kind)
+        except ResourceNotFoundError:
+            return False
+        return True
+
+    def _discovery(self, path: str) -> Obj:
+        out = self.dyn.request("GET", path)
+        result: Obj = out.to_dict() if hasattr(out, "to_dict") else dict(out)
+        return result
+
+    def namespaced_kinds(self) -> list[tuple[str, str]]:
+        """(apiVersion, kind) of every namespaced kind the API server lists.
+
+        Preferred versions, no subresources: what a namespace can hold.
+        """
+        lists = [("v1", self._discovery("/api/v1"))]
+        for group in self._discovery("/apis").get("groups") or []:
+            version = (group.get("preferredVersion") or {}).get("groupVersion")
+            if version:
+                try:
+                    lists.append((version, self._discovery(f"/apis/{version}")))
+                except NotFoundError:  # its last CRD went between the two requests (removal)
+                    continue
+        return [
+            (api_version, str(r["kind"]))
+            for api_version, resources in lists
+            for r in resources.get("resources") or []
+            if "/" not in r["name"] and r.get("namespaced") and "list" in (r.get("verbs") or [])
+        ]
+
+    def apply(self, obj: Obj, *, force: bool = True) -> Obj:
+        """Server-side apply ``obj`` with the agent's field manager."""
+        res = self.resource(obj["apiVersion"], obj["kind"])
+        meta = obj["metadata"]
+        out = res.server_side_apply(
+            body=obj,
+            name=meta["name"],
+            namespace=meta.get("namespace") if res.namespaced else None,
+            field_manager=c.FIELD_MANAGER,
+            force_conflicts=force,
+        )
+        result: Obj = out.to_dict()
+        return result
+
+    def get(
+        self, api_version: str, kind: str, name: str, namespace: str | None = None
+    ) -> Obj | None:
+        """An object, or None when it does not exist."""
+        res = self.resource(api_version, kind)
+        try:
+            out = res.get(name=name, namespace=namespace if res.namespaced else None)
+        except NotFoundError:
+            return None
+        result: Obj = out.to_dict()
+        return result
+
+    def metadata(
+        self, api_version: str, kind: str, name: str, namespace: str | None = None,
+        *, cached: bool = False,
+    ) -> Obj | None:
+        """Metadata of an object (metadata-only GET), None when absent.
+
+        ``cached`` lets the API server answer from its watch cache (resourceVersion 0): no
+        storage read, but it may trail the latest write by a moment.
+        """
+        res = self.resource(api_version, kind)
+        try:
+            out = res.get(
+                name=name,
+                namespace=namespace if res.namespaced else None,
+                header_params={"Accept": PARTIAL_METADATA},
+                resource_version="0" if cached else None,
+            )
+        except NotFoundError:
+            return None
+        meta: Obj = out.to_dict().get("metadata") or {}
+        return meta
+
+    def resource_version(
+        self, api_version: str, kind: str, name: str, namespace: str | None = None
+    ) -> str | None:
+        """metadata.resourceVersion of an object (metadata-only GET), None when absent."""
+        meta = self.metadata(api_version, kind, name, namespace)
+        version = (meta or {}).get("resourceVersion")
+        return str(version) if version else None
+
+    def list(
+        self,
+        api_version: str,
+        kind: str,
+        *,
+        namespace: str | None = None,
+        label_selector: str | None = None,
+        field_selector: str | None = None,
+    ) -> list[Obj]:
+        """Objects of a kind (all namespaces unless ``namespace``)."""
+        res = self.resource(api_version, kind)
+        kwargs: dict[str, Any] = {}
+        if label_selector:
+            kwargs["label_selector"] = label_selector
+        if field_selector:
+            kwargs["field_selector"] = field_selector
+        if res.namespaced and namespace:
+            kwargs["namespace"] = namespace
+        try:
+            out = res.get(**kwargs).to_dict()
+        except NotFoundError:  # the kind went away (its CRD was deleted): discovery is stale
+            self.rediscover()
+            return []
+        items: list[Obj] = out.get("items", [])
+        return items
+
+    def delete(self, api_version: str, kind: str, name: str, namespace: str | None = None) -> bool:
+        """Delete an object (background propagation); False when it was already gone."""
+        res = self.resource(api_version, kind)
+        try:
+            res.delete(
+                name=name,
+                namespace=namespace if res.namespaced else None,
+                body={"propagationPolicy": "Background"},
+            )
+        except NotFoundError:
+            return False
+        return True
+
+    def patch_status(
+        self, api_version: str, kind: str, name: str, status: Obj, namespace: str | None = None
+    ) -> None:
+        """Merge-patch the status subresource of an object."""
+        res = self.resource(api_version, kind)
+        res.status.patch(
+            body={"status": status},
+            name=name,
+            namespace=namespace if res.namespaced else None,
+            content_type="application/merge-patch+json",
+        )
+
+    def patch(
+        self, api_version: str, kind: str, name: str, body: Obj, namespace: str | None = None
+    ) -> Obj:
+        """Merge-patch an object."""
+        res = self.resource(api_version, kind)
+        out = res.patch(
+            body=body,
+            name=name,
+            namespace=namespace if res.namespaced else None,
+            content_type="application/merge-patch+json",
+        )
+        result: Obj = out.to_dict()
+        return result
+
+
+def create(kube: Kube, obj: Obj) -> Obj:
+    """Create an object (fails if it exists)."""
+    res = kube.resource(obj["apiVersion"], obj["kind"])
+    out = res.create(
+        body=obj, namespace=obj["metadata"].get("namespace") if res.namespaced else None
+    )
+    result: Obj = out.to_dict()
+    return result
+
+
+def replace(kube: Kube, obj: Obj) -> Obj:
+    """Replace an object; its metadata.resourceVersion makes this a compare-and-swap."""
+    res = kube.resource(obj["apiVersion"], obj["kind"])
+    meta = obj["metadata"]
+    out = res.replace(
+        body=obj, name=meta["name"], namespace=meta.get("namespace") if res.namespaced else None
+    )
+    result: Obj = out.to_dict()
+    return result
