@@ -1,6 +1,6 @@
 """The ServingPlatform reconcile as decisions: what was read goes in, the status comes out.
 
-A reconcile (:meth:`addon_agent.shell.agent.Agent.reconcile_platform`) reads, asks these
+A reconcile (:meth:`addon_agent.shell.platform.Platforms.reconcile`) reads, asks these
 functions, and writes the one status they return (an :class:`Outcome`). In the order a
 reconcile meets them:
 

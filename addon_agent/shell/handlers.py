@@ -1,7 +1,7 @@
-"""kopf handlers of the agent: each registers and calls one method of the Agent.
+"""kopf handlers of the agent: each registers and calls one method.
 
-Nothing here decides or writes a status: the reconciles are
-:class:`addon_agent.shell.agent.Agent`'s, the loops :mod:`addon_agent.shell.background`'s.
+Nothing here decides or writes a status: the reconciles are :mod:`addon_agent.shell.platform`'s
+and :mod:`addon_agent.shell.sealed`'s, the loops :mod:`addon_agent.shell.background`'s.
 """
 
 from __future__ import annotations
@@ -48,23 +48,23 @@ def register(agent: Agent, registry: kopf.OperatorRegistry) -> None:
         settings.scanning.disabled = True
         identity.ensure_namespace(agent.kube, config.namespace)
         identity.ensure_namespace(agent.kube, config.state_namespace)
-        agent.ledger.adopt(config.namespace)
-        agent.keyring = identity.load_keyring(agent.kube, config.namespace,
+        agent.sealed.ledger.adopt(config.namespace)
+        agent.sealed.keyring = identity.load_keyring(agent.kube, config.namespace,
                                               config.state_namespace)
         lease.start(agent.kube, config.namespace, config.lease_seconds)
-        background.start_identity_loop(agent.refresh_identity, config.resync_seconds)
+        background.start_identity_loop(agent.sealed.refresh_identity, config.resync_seconds)
         background.start_model_metrics_loop(agent.kube)
 
     @kopf.on.resume(*PLATFORMS, backoff=backoff, registry=registry)
     @kopf.on.create(*PLATFORMS, backoff=backoff, registry=registry)
     @kopf.on.update(*PLATFORMS, field="spec", backoff=backoff, registry=registry)
     def platform_changed(body: kopf.Body, **_: Any) -> None:
-        agent.reconcile_platform(body)
+        agent.platforms.reconcile(body)
 
     @kopf.timer(*PLATFORMS, interval=config.resync_seconds, backoff=backoff, registry=registry)
     def platform_resync(body: kopf.Body, **_: Any) -> None:
         try:
-            agent.reconcile_platform(body)
+            agent.platforms.reconcile(body)
         except Exception:
             metrics.RECONCILE_ERRORS.labels(kind="ServingPlatform").inc()
             raise
@@ -79,35 +79,35 @@ def register(agent: Agent, registry: kopf.OperatorRegistry) -> None:
     def stack_deployment_event(type: str | None, body: kopf.Body, **_: Any) -> None:
         if type is None:  # the initial listing; the resume handlers cover it
             return
-        agent.deployment_changed(
+        agent.platforms.deployment_changed(
             body.metadata.get("namespace") or "", body.metadata["name"], deleted=type == "DELETED"
         )
 
     @kopf.on.delete(*PLATFORMS, backoff=backoff, registry=registry)
     def platform_deleted(body: kopf.Body, **_: Any) -> None:
-        agent.delete_platform(body)
+        agent.platforms.delete(body)
 
     @kopf.on.resume(*SEALED, registry=registry)
     @kopf.on.create(*SEALED, registry=registry)
     @kopf.on.update(*SEALED, field="spec", registry=registry)
     def sealed_changed(body: kopf.Body, **_: Any) -> None:
-        agent.deliver(body)
+        agent.sealed.deliver(body)
 
     @kopf.timer(
         *SEALED, interval=max(config.resync_seconds, 30), backoff=backoff, registry=registry
     )
     def sealed_resync(body: kopf.Body, **_: Any) -> None:
-        agent.deliver(body)
+        agent.sealed.deliver(body)
 
     @kopf.on.delete(*SEALED, registry=registry)
     def sealed_deleted(body: kopf.Body, **_: Any) -> None:
-        agent.waits.done((body.metadata["namespace"], body.metadata["name"]))
-        agent.forget(body)
+        agent.sealed.waits.done((body.metadata["namespace"], body.metadata["name"]))
+        agent.sealed.forget(body)
 
     @kopf.on.event("", "v1", "namespaces", registry=registry,
-                   when=lambda name, **_: agent.waits.waiting_for(str(name)))
+                   when=lambda name, **_: agent.sealed.waits.waiting_for(str(name)))
     def namespace_event(type: str | None, body: kopf.Body, name: str, **_: Any) -> None:
         """A namespace that sealed connections wait for appeared: deliver them now."""
         if type == "DELETED" or body.metadata.get("deletionTimestamp"):
             return
-        agent.deliver_waiting(name)
+        agent.sealed.deliver_waiting(name)

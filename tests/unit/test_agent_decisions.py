@@ -10,7 +10,6 @@ returned (a removal also writes ``Removing`` before it deletes anything).
 from __future__ import annotations
 
 import copy
-import threading
 from typing import Any
 
 import kopf
@@ -24,7 +23,7 @@ from addon_agent.io.inventory import Ref
 from addon_agent.main import parse
 from addon_agent.pure import decisions, ownership, planning, removal
 from addon_agent.pure.decisions import Failure, Outcome, Reading, Route, Upgrade
-from addon_agent.shell.agent import Agent
+from addon_agent.shell.platform import Platforms
 from addon_agent.stacks import KSERVE, UnknownVersion
 from addon_api import constants as c
 from addon_api.reasons import ServingPlatformPhase as Phase
@@ -282,18 +281,15 @@ def _refused_write() -> ApiException:
 def _agent(kube: _Kube, *, plan: Exception | None = None,
            install: Exception | Upgrade | None = None, available: bool = True,
            installation: ownership.Installation | None = None,
-           remaining: list[Ref] | None = None, flags: tuple[str, ...] = ()) -> Agent:
-    agent = object.__new__(Agent)
-    agent.config = parse(["--namespace=agent-ns", *flags])
-    agent.kube = kube  # type: ignore[assignment]
-    agent.planner = _Planner(plan)  # type: ignore[assignment]
-    agent.observer = _Observer(installation or ownership.Installation(KSERVE),  # type: ignore[assignment]
-                               available)
-    agent.applier = _Applier(install, remaining or [])  # type: ignore[assignment]
-    agent.inventory = _Inventory()  # type: ignore[assignment]
-    agent.lock = threading.Lock()
-    agent.plans, agent.upgrading, agent.kept = {}, set(), {}
-    return agent
+           remaining: list[Ref] | None = None, flags: tuple[str, ...] = ()) -> Platforms:
+    return Platforms(
+        parse(["--namespace=agent-ns", *flags]),
+        kube,  # type: ignore[arg-type]
+        _Planner(plan),  # type: ignore[arg-type]
+        _Observer(installation or ownership.Installation(KSERVE), available),  # type: ignore[arg-type]
+        _Applier(install, remaining or []),  # type: ignore[arg-type]
+        _Inventory(),  # type: ignore[arg-type]
+    )
 
 
 def _platform(name: str = "default", created: str = "2026-01-01T00:00:00Z", **spec: Any) -> Obj:
@@ -350,7 +346,7 @@ def test_each_way_a_reconcile_ends_writes_its_one_status(
 ) -> None:
     kube = _Kube(_platform(**spec))
     agent = _agent(kube, **setup)
-    agent.reconcile_platform(kopf.Body(_platform(**spec)))  # type: ignore[arg-type]
+    agent.reconcile(kopf.Body(_platform(**spec)))  # type: ignore[arg-type]
     assert _written(kube) == written
     assert {name for name, _ in kube.written} == {"default"}
 
@@ -358,7 +354,7 @@ def test_each_way_a_reconcile_ends_writes_its_one_status(
 def test_a_platform_that_does_not_own_the_stack_only_says_so() -> None:
     kube = _Kube(_platform("older", "2025-01-01T00:00:00Z"), _platform())
     agent = _agent(kube)
-    agent.reconcile_platform(kopf.Body(_platform()))  # type: ignore[arg-type]
+    agent.reconcile(kopf.Body(_platform()))  # type: ignore[arg-type]
     assert _written(kube) == [("Degraded", "AnotherPlatformOwns")]
     assert agent.applier.installed == 0  # type: ignore[attr-defined]
 
@@ -367,7 +363,7 @@ def test_a_refused_write_is_reported_then_retried_by_kopf() -> None:
     kube = _Kube(_platform())
     agent = _agent(kube, install=_refused_write())
     with pytest.raises(kopf.TemporaryError, match="apply failed: 409 Conflict"):
-        agent.reconcile_platform(kopf.Body(_platform()))  # type: ignore[arg-type]
+        agent.reconcile(kopf.Body(_platform()))  # type: ignore[arg-type]
     assert _written(kube) == [("Degraded", "ApplyFailed")]
 
 
@@ -376,15 +372,15 @@ def test_a_deleted_platform_is_not_reconciled_and_a_deletion_waits_for_the_remov
     agent = _agent(kube)
     deleting = {**_platform(), "metadata": {**_platform()["metadata"],
                                             "deletionTimestamp": "2026-01-02T00:00:00Z"}}
-    agent.reconcile_platform(kopf.Body(deleting))  # type: ignore[arg-type]
+    agent.reconcile(kopf.Body(deleting))  # type: ignore[arg-type]
     assert kube.written == []
     agent = _agent(kube, remaining=[Ref("v1", "ConfigMap", "kserve", "inferenceservice-config")])
     with pytest.raises(kopf.TemporaryError, match="stack not removed yet"):
-        agent.delete_platform(kopf.Body(deleting))  # type: ignore[arg-type]
+        agent.delete(kopf.Body(deleting))  # type: ignore[arg-type]
     assert _written(kube) == [("Removing", "Removing"), ("Removing", "Removing")]
     kube.written.clear()
     agent = _agent(kube)
-    agent.delete_platform(kopf.Body(deleting))  # type: ignore[arg-type]
+    agent.delete(kopf.Body(deleting))  # type: ignore[arg-type]
     assert _written(kube) == [("Removing", "Removing"), ("Removed", "Removed")]
 
 

@@ -121,7 +121,7 @@ def _held(*instances: removal.Instance) -> dict[str, Any]:
 
 
 def _sealed(phase: str, reason: str, message: str) -> dict[str, Any]:
-    """A SealedStorageConnection's status as the agent writes it (handlers.Agent.deliver)."""
+    """A SealedStorageConnection's status as the agent writes it (SealedConnections.deliver)."""
     status = agent_status.sealed_status(SealedReason(reason), message, 1)
     assert status.phase == phase
     return {"status": status.to_patch()}
