@@ -214,6 +214,18 @@ class _Kube:
     def patch_status(self, api_version: str, kind: str, name: str, status: Obj,
                      namespace: str | None = None) -> None:
         self.written.append((name, status))
+        for platform in self.platforms:
+            if platform["metadata"]["name"] == name:
+                platform["status"] = status
+
+    def get(self, api_version: str, kind: str, name: str, namespace: str | None = None) -> Any:
+        assert kind == c.KIND_SERVING_PLATFORM
+        return next((copy.deepcopy(p) for p in self.platforms if p["metadata"]["name"] == name),
+                    None)
+
+    def metadata(self, api_version: str, kind: str, name: str,
+                 namespace: str | None = None) -> Obj | None:
+        return None  # the Deployment is gone
 
 
 class _Planner:
@@ -256,6 +268,7 @@ class _Applier:
         self.outcome = outcome
         self.remaining = remaining
         self.installed = 0
+        self.redeployed: list[str] = []
 
     def install(self, the_plan: planning.Plan) -> Upgrade | None:
         if isinstance(self.outcome, Exception):
@@ -265,6 +278,9 @@ class _Applier:
 
     def uninstall(self, keep: frozenset[str] = frozenset()) -> list[Ref]:
         return self.remaining
+
+    def redeploy(self, the_plan: planning.Plan, name: str) -> None:
+        self.redeployed.append(name)
 
 
 class _Inventory:
@@ -390,3 +406,18 @@ def test_an_outcome_without_a_status_writes_nothing_but_runs_what_follows() -> N
     ran: list[bool] = []
     agent.finish(READING, Outcome(None, after=lambda: ran.append(True)))
     assert (kube.written, ran) == ([], [True])
+
+
+def test_a_deployments_event_refreshes_the_status_only_when_more_than_conditions_change() -> None:
+    kube = _Kube(_platform())
+    agent = _agent(kube)
+    agent.reconcile(kopf.Body(_platform()))  # type: ignore[arg-type]
+    assert _written(kube) == [("Available", "AllComponentsAvailable")]
+    agent.deployment_changed("kserve", KSERVE.controller, deleted=False)
+    assert len(kube.written) == 1  # nothing but the conditions' times would change
+    agent.observer.available = False  # type: ignore[attr-defined]
+    agent.deployment_changed("kserve", KSERVE.controller, deleted=True)
+    assert agent.applier.redeployed == [KSERVE.controller]  # type: ignore[attr-defined]
+    assert _written(kube)[1:] == [("Degraded", "ComponentsUnavailable")]
+    agent.deployment_changed("kserve", "someone-elses", deleted=True)  # not the plan's
+    assert len(kube.written) == 2
