@@ -6,6 +6,7 @@ build tools ``bundle_render`` and ``kustomize``, and ``addon_api``; never
 ``planner`` (bundle + facts + webhook certificates -> a plan) and ``applier`` (a plan ->
 ordered writes, pruning, uninstall), which do not import each other; ``observe`` (the reads
 the decisions need), ``webhook_ca``, ``namespaces``, ``delivery``, ``identity``, ``ledger``,
-``lease``, ``bundle_source``, ``login``, ``metrics``, ``namespace_waits``; ``inventory``,
+``lease``, ``bundle_source``, ``login``, ``metrics`` (the process's ``/metrics``),
+``namespace_waits`` (which connections wait for which namespace, in memory); ``inventory``,
 ``crd_cache``; ``kube``, the client every other module goes through.
 """
