@@ -50,7 +50,7 @@ def register(agent: Agent, registry: kopf.OperatorRegistry) -> None:
         identity.ensure_namespace(agent.kube, config.state_namespace)
         agent.sealed.ledger.adopt(config.namespace)
         agent.sealed.keyring = identity.load_keyring(agent.kube, config.namespace,
-                                              config.state_namespace)
+                                                     config.state_namespace)
         lease.start(agent.kube, config.namespace, config.lease_seconds)
         background.start_identity_loop(agent.sealed.refresh_identity, config.resync_seconds)
         background.start_model_metrics_loop(agent.kube)
