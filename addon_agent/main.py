@@ -12,9 +12,10 @@ from pathlib import Path
 import kopf
 from prometheus_client import start_http_server
 
-from addon_agent import lease, metrics
 from addon_agent.config import DEV_EXTERNAL_WEBHOOK_CA_FILE, DEV_EXTERNAL_WEBHOOK_URL, AgentConfig
-from addon_agent.handlers import Agent, register
+from addon_agent.io import lease, metrics
+from addon_agent.shell.agent import Agent
+from addon_agent.shell.handlers import register
 from addon_api import constants as c
 from addon_api import sealing, tenancy
 

@@ -31,8 +31,8 @@ from typing import Any
 
 from kubernetes.dynamic.exceptions import ConflictError, NotFoundError
 
-from addon_agent import delivery
-from addon_agent.kube import Kube, api_client_for
+from addon_agent.io import delivery
+from addon_agent.io.kube import Kube, api_client_for
 from addon_api import constants as c
 
 log = logging.getLogger(__name__)

@@ -9,7 +9,7 @@ and the agent's own namespace.
 
 Pure and shared: the manager checks every field that names a spoke namespace before it
 writes a work, and the agent checks a SealedStorageConnection's targets again before it
-writes any credential (:mod:`addon_agent.tenancy`). The per-tenant executor identity that
+writes any credential (:mod:`addon_agent.pure.tenancy`). The per-tenant executor identity that
 OCM's work agent applies tenant works with is named here too, so both sides agree.
 """
 
@@ -40,7 +40,7 @@ EXECUTOR_PREFIX = "model-serving-tenant-"
 ACCESS_KIND = "TenantAccess"
 """Intent-kind label of the per-(tenant, cluster) work holding the executor and its RBAC (and
 of the objects it applies: the agent keeps a namespace holding them, see
-:func:`addon_agent.removal.user_objects`)."""
+:func:`addon_agent.pure.removal.user_objects`)."""
 
 _LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 

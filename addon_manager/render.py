@@ -278,7 +278,7 @@ INFERENCE_SERVICE_FEEDBACK += [
     ("dataplane", ".metadata.annotations." + c.ANNOTATION_DATAPLANE.replace(".", "\\.")),
 ]
 """What KServe says of the model, and the agent's data-plane verdict (an annotation it writes
-on the InferenceService, see :mod:`addon_agent.dataplane`)."""
+on the InferenceService, see :mod:`addon_agent.pure.dataplane`)."""
 ROUTE_FEEDBACK = [
     ("routeHost", ".status.ingress[0].host"),
     ("routeAdmitted", '.status.ingress[0].conditions[?(@.type=="Admitted")].status'),

@@ -103,7 +103,7 @@ def runtime_report(work: WorkFact, removed: bool) -> tuple[ClusterStatus, Catego
 
 @dataclass(frozen=True)
 class DataPlane:
-    """The agent's verdict on a model's predictor, as fed back (:mod:`addon_agent.dataplane`).
+    """The agent's verdict on a model's predictor, as fed back (:mod:`addon_agent.pure.dataplane`).
 
     ``built``: KServe built the predictor from the InferenceService's current spec, and the
     verdict is about its current generation; ``reason``/``message``: why not, or what is

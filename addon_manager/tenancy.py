@@ -11,7 +11,7 @@ the policy and applied with the work agent's own identity: the ServiceAccount, a
 spoke namespace the tenant may target a Role for exactly the kinds its works carry
 (ServingRuntimes, InferenceServices) with its RoleBinding; in the agent namespace a Role for
 SealedStorageConnections (whose targets the agent checks again, see
-:mod:`addon_agent.tenancy`). A forged work that names the executor and targets any other
+:mod:`addon_agent.pure.tenancy`). A forged work that names the executor and targets any other
 namespace is refused by the work agent itself.
 
 Pure, like :mod:`addon_manager.render`.

@@ -26,7 +26,7 @@ from typing import Any
 
 import yaml
 
-from addon_agent.pod_security import NAMESPACE_LABELS
+from addon_agent.pure.pod_security import NAMESPACE_LABELS
 from addon_agent.stacks import KSERVE
 from addon_api import constants as c
 from addon_api import tenancy

@@ -42,7 +42,7 @@ from typing import Any
 
 import yaml
 
-from addon_agent.planning import SA_TOKEN
+from addon_agent.pure.kserve_plan import SA_TOKEN
 from addon_agent.stacks import KSERVE
 from addon_api.platform import Monitoring
 from testbed.build import binary

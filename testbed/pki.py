@@ -17,7 +17,7 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec, rsa
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
-from addon_agent import certs
+from addon_agent.pure import certs
 
 _VALIDITY = datetime.timedelta(days=7)
 

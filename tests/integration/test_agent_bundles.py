@@ -16,8 +16,9 @@ from typing import Any
 
 import pytest
 
-from addon_agent import bundle_source, certs
 from addon_agent.bundle_render import BUNDLE_FILE, bundle_path
+from addon_agent.io import bundle_source
+from addon_agent.pure import certs
 from addon_agent.stacks import KSERVE
 from testbed import upstream
 from testbed.support.agent import (
@@ -238,8 +239,8 @@ def test_kind_off_the_allowlist_refuses_the_bundle(
 
 
 def test_pinned_bundles_hold_only_allowed_kinds(bundles: Path) -> None:
-    from addon_agent import planning
     from addon_agent.bundle_render import RUNTIMES_FILE
+    from addon_agent.pure import planning
     from addon_agent.stacks import CARRIED
 
     seen = set()
@@ -259,8 +260,8 @@ def test_pinned_bundles_hold_only_allowed_kinds(bundles: Path) -> None:
 def test_every_pod_of_every_carried_stack_passes_pod_security_restricted(bundles: Path) -> None:
     """What OpenShift's restricted-v2 and Pod Security ``restricted`` admit: every pod template
     the agent installs, of every stack and version it carries, with the default settings."""
-    from addon_agent import planning, pod_security
     from addon_agent.bundle_render import RUNTIMES_FILE
+    from addon_agent.pure import planning, pod_security
     from addon_agent.stacks import CARRIED
     from addon_api.spoke import ServingPlatformSpec
 
@@ -299,8 +300,8 @@ def test_every_pod_of_every_carried_stack_passes_pod_security_restricted(bundles
 def test_every_carried_stack_fits_one_node_under_the_single_node_profile(bundles: Path) -> None:
     """SingleNode on the real bundles: every Deployment and StatefulSet one replica, no pod
     anti-affinity, no container requesting more than the profile's cap."""
-    from addon_agent import planning, profiles
     from addon_agent.bundle_render import RUNTIMES_FILE
+    from addon_agent.pure import planning, profiles
     from addon_agent.stacks import CARRIED
     from addon_api.spoke import ServingPlatformSpec
 

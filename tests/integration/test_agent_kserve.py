@@ -12,8 +12,8 @@ from typing import Any
 
 import yaml
 
-from addon_agent import certs
 from addon_agent.bundle_render import RUNTIMES_FILE, bundle_path
+from addon_agent.pure import certs
 from addon_agent.stacks import KSERVE
 from addon_api import constants as c
 from testbed import upstream

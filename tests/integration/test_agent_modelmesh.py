@@ -11,8 +11,8 @@ from typing import Any
 import pytest
 import yaml
 
-from addon_agent import pod_security
 from addon_agent.bundle_render import RUNTIMES_FILE, bundle_path
+from addon_agent.pure import pod_security
 from addon_agent.stacks import MODELMESH
 from addon_api import constants as c
 from testbed import upstream

@@ -371,7 +371,7 @@ def test_modelmesh_is_warned_about_at_admission_with_the_apis_message() -> None:
 
 
 def test_the_manager_and_agent_pods_pass_pod_security_restricted() -> None:
-    from addon_agent import pod_security
+    from addon_agent.pure import pod_security
 
     objs = render()
     pods = {o["metadata"]["name"]: o["spec"]["template"]["spec"] for o in objs

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from addon_agent import labels as lb
-from addon_agent import storage
+from addon_agent.pure import storage
 from addon_agent.release import FINALIZER
 from addon_api import constants as c
 from addon_api.sealing import binding_for
@@ -41,7 +41,7 @@ def _maybe(cluster: Any, *args: str) -> Any:
 
 def _agent_written_objects() -> list[dict[str, Any]]:
     """What the agent leaves on a spoke: a storage-config entry it wrote (marked as
-    :mod:`addon_agent.delivery` marks it, next to another writer's entry) for a
+    :mod:`addon_agent.io.delivery` marks it, next to another writer's entry) for a
     SealedStorageConnection, which carries the agent's finalizer, as does a ServingPlatform."""
     edit = storage.put_entry(None, CONN, binding_for(CONN_NS, CONN),
                              {"type": "s3", "bucket": "models"})

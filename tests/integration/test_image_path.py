@@ -36,7 +36,7 @@ data: {image: example/runtime:v1}
 AGENT = """\
 import json, sys
 from pathlib import Path
-from addon_agent import bundle_source
+from addon_agent.io import bundle_source
 from addon_agent.stacks import KSERVE
 from addon_api.platform import ManifestsSource
 tarball, bundles, cache = sys.argv[1:]

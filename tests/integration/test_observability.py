@@ -19,7 +19,7 @@ import pytest
 import yaml
 from prometheus_client import REGISTRY
 
-import addon_agent.metrics
+import addon_agent.io.metrics
 import addon_manager.metrics
 from testbed.chart import CHART, render
 
@@ -49,7 +49,7 @@ NAMED = re.compile(r"\b(model_serving_[a-z_]+|" + "|".join(MODEL_SERVER_METRICS)
 
 def _exported() -> set[str]:
     """Sample names our two processes can expose (both modules are imported above)."""
-    assert addon_agent.metrics and addon_manager.metrics
+    assert addon_agent.io.metrics and addon_manager.metrics
     names: set[str] = set()
     for family in REGISTRY.collect():
         if family.name.startswith("model_serving_"):

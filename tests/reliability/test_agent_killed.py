@@ -22,9 +22,10 @@ from typing import Any
 
 import pytest
 
-from addon_agent import bundle_source, planning
-from addon_agent.installer import INVENTORY_CONFIGMAP, Ref
-from addon_agent.kube import Kube, api_client_for
+from addon_agent.io import bundle_source
+from addon_agent.io.inventory import INVENTORY_CONFIGMAP, Ref
+from addon_agent.io.kube import Kube, api_client_for
+from addon_agent.pure import planning
 from addon_agent.stacks import STACKS
 from addon_api import constants as c
 from addon_api.spoke import ServingPlatformSpec

@@ -7,8 +7,8 @@ from typing import Any
 
 import pytest
 
-from addon_agent import bundle_source
 from addon_agent.bundle_render import BUNDLE_FILE, MANIFEST_FILE, RUNTIMES_FILE, bundle_path
+from addon_agent.io import bundle_source
 from addon_agent.stacks import KSERVE, MODELMESH
 from addon_api.platform import ManifestsSource
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from addon_agent.crd_cache import CrdCache
+from addon_agent.io.crd_cache import CrdCache
 
 
 class FakeKube:

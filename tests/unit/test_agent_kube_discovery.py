@@ -8,7 +8,7 @@ import time
 from types import SimpleNamespace
 from typing import Any
 
-from addon_agent.kube import Kube
+from addon_agent.io.kube import Kube
 
 
 class RacyResources:

@@ -6,7 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from addon_agent import bundle_source, kustomize
+from addon_agent import kustomize
+from addon_agent.io import bundle_source
 
 
 def _kustomization(root: Path) -> Path:

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import yaml
 
-from addon_agent.login import connection_info
+from addon_agent.io.login import connection_info
 
 
 def _kubeconfig(tmp_path: Path, user: dict[str, str]) -> str:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from addon_agent import metrics
+from addon_agent.io import metrics
 
 
 def _platforms() -> dict[str, float]:

@@ -10,8 +10,8 @@ from typing import Any, cast
 
 import pytest
 
-from addon_agent import delivery, identity
-from addon_agent.kube import Kube
+from addon_agent.io import delivery, identity
+from addon_agent.io.kube import Kube
 from addon_agent.main import default_namespace, parse
 from addon_api import constants as c
 from addon_api import sealing
@@ -122,7 +122,7 @@ def test_the_state_namespace_defaults_to_its_own_and_is_never_a_tenants_target()
 
 
 def test_the_seal_ledger_is_carried_over_once_and_never_lowered() -> None:
-    from addon_agent import ledger
+    from addon_agent.io import ledger
 
     kube = FakeKube()
     old = ledger.Ledger(cast(Kube, kube), "addon-ns")

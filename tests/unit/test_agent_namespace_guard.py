@@ -7,7 +7,7 @@ import copy
 from typing import Any
 
 from addon_agent import labels as lb
-from addon_agent import namespaces
+from addon_agent.io import namespaces
 
 Obj = dict[str, Any]
 
@@ -95,7 +95,7 @@ def test_a_namespace_holding_a_kind_the_agent_may_not_list_is_kept_and_says_why(
 
 
 def test_a_removal_keeps_a_namespace_it_cannot_see_into() -> None:
-    from addon_agent import removal
+    from addon_agent.pure import removal
 
     kube = FakeKube("Backup")
     created(kube, "ml")
@@ -132,7 +132,7 @@ def test_a_group_that_goes_during_discovery_is_skipped() -> None:
 
     from kubernetes.dynamic.exceptions import NotFoundError
 
-    from addon_agent.kube import Kube
+    from addon_agent.io.kube import Kube
 
     answers: dict[str, Any] = {
         "/api/v1": {"resources": [{"name": "configmaps", "kind": "ConfigMap",
@@ -201,7 +201,7 @@ def test_a_namespace_that_was_never_the_agents_is_not_marked_kept() -> None:
 
 
 def test_a_removal_deletes_an_emptied_kept_namespace_and_keeps_one_still_holding_data() -> None:
-    from addon_agent import removal
+    from addon_agent.pure import removal
 
     kube = FakeKube()
     for name in ("ml-a", "ml-b"):

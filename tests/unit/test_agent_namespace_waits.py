@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from addon_agent.namespace_waits import NamespaceWaits
+from addon_agent.io.namespace_waits import NamespaceWaits
 
 
 def test_a_namespace_appearing_hands_over_exactly_the_connections_waiting_for_it() -> None:

@@ -5,7 +5,7 @@ import datetime as dt
 import pytest
 
 from addon_agent import labels as lb
-from addon_agent import lease, namespaces
+from addon_agent.io import lease, namespaces
 from addon_api.platform import Monitoring
 
 

@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 
 from addon_agent import labels as lb
-from addon_agent import ownership
+from addon_agent.pure import ownership
 from addon_agent.stacks import KSERVE
 from addon_api.reasons import ServingPlatformPhase as Phase
 from addon_api.reasons import ServingPlatformReason as Reason

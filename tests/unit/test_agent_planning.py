@@ -4,8 +4,8 @@ import copy
 import json
 from typing import Any
 
-from addon_agent import planning
-from addon_agent.planning import ClusterFacts
+from addon_agent.pure import kserve_plan, planning
+from addon_agent.pure.planning import ClusterFacts
 from addon_agent.stacks import KSERVE, MODELMESH
 from addon_api.spoke import ServingPlatformSpec
 
@@ -261,7 +261,7 @@ def test_service_monitor_only_with_operator_and_monitoring() -> None:
 
 
 def test_point_webhooks_at_external_server_keeps_paths() -> None:
-    from addon_agent.planning import point_webhooks_at
+    from addon_agent.pure.planning import point_webhooks_at
 
     objs: list[dict[str, Any]] = [
         {"kind": "MutatingWebhookConfiguration", "webhooks": [
@@ -391,7 +391,7 @@ def test_kserve_predictor_pod_monitor_with_monitoring_and_the_operator() -> None
     facts = ClusterFacts(prometheus_operator=True)
     (monitor,) = by_kind(planning.plan([], on, KSERVE, facts), "PodMonitor")
     assert monitor["metadata"] == {
-        "name": planning.PREDICTOR_MONITOR, "namespace": KSERVE.namespace,
+        "name": kserve_plan.PREDICTOR_MONITOR, "namespace": KSERVE.namespace,
         "labels": monitor["metadata"]["labels"]}
     assert monitor["spec"]["namespaceSelector"] == {"matchNames": ["models", "team-b"]}
     assert monitor["spec"]["selector"] == {"matchExpressions": [

@@ -8,8 +8,8 @@ from typing import Any
 
 import pytest
 
-from addon_agent import tenancy as agent_tenancy
 from addon_agent.main import parse
+from addon_agent.pure import tenancy as agent_tenancy
 from addon_api import constants as c
 from addon_api import tenancy
 from addon_api.spoke import ServingPlatformSpec

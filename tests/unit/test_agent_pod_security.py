@@ -5,8 +5,8 @@ from __future__ import annotations
 import copy
 from typing import Any
 
-from addon_agent import planning, pod_security
-from addon_agent.planning import ClusterFacts
+from addon_agent.pure import modelmesh_plan, planning, pod_security
+from addon_agent.pure.planning import ClusterFacts
 from addon_agent.stacks import MODELMESH
 from addon_api.spoke import ServingPlatformSpec
 
@@ -73,7 +73,7 @@ def test_the_modelmesh_plan_pods_and_namespace_are_restricted() -> None:
     plan = planning.plan(bundle, spec, MODELMESH, ClusterFacts())
     pods = {o["metadata"]["name"]: o["spec"]["template"]["spec"] for o in plan.objects
             if o["kind"] in planning.POD_OWNERS}
-    assert {"modelmesh-controller", planning.ETCD_NAME} <= set(pods)
+    assert {"modelmesh-controller", modelmesh_plan.ETCD_NAME} <= set(pods)
     assert {name: pod_security.violations(pod) for name, pod in pods.items()} == {
         name: [] for name in pods}
     ns = next(o for o in plan.objects if o["kind"] == "Namespace")

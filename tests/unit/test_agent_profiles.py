@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 import yaml
 
-from addon_agent import planning, profiles
+from addon_agent.pure import modelmesh_plan, planning, profiles
 from addon_agent.stacks import KSERVE, MODELMESH
 from addon_api.spoke import ServingPlatformSpec
 
@@ -96,8 +96,8 @@ def test_what_components_set_wins_over_the_profile(
 def test_single_node_modelmesh_runs_one_pod_per_runtime_unless_set() -> None:
     def pods(**kw: Any) -> int:
         spec = ServingPlatformSpec.model_validate({"platform": "ModelMesh", **kw})
-        config = next(o for o in planning.modelmesh_extras(spec, MODELMESH.namespace)
-                      if o["metadata"]["name"] == planning.MODELMESH_CONFIG)
+        config = next(o for o in modelmesh_plan.modelmesh_extras(spec, MODELMESH.namespace)
+                      if o["metadata"]["name"] == modelmesh_plan.MODELMESH_CONFIG)
         return int(yaml.safe_load(config["data"]["config.yaml"])["podsPerRuntime"])
 
     assert pods() == 2

@@ -6,7 +6,7 @@ import copy
 from typing import Any, cast
 
 from addon_agent import release
-from addon_agent.kube import Kube
+from addon_agent.io.kube import Kube
 from addon_api import constants as c
 
 Obj = dict[str, Any]

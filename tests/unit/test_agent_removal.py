@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from addon_agent import removal
+from addon_agent.pure import removal
 from addon_api import constants as c
 from addon_api import tenancy
 

@@ -1,6 +1,6 @@
-"""KServe's built-in runtimes through the installer, against an in-memory API server.
+"""KServe's built-in runtimes through the applier, against an in-memory API server.
 
-The installer's side of ``builtInRuntimes``: the agent's runtimes are applied and removed
+The applier's side of ``builtInRuntimes``: the agent's runtimes are applied and removed
 again, a runtime of the same name someone else made is never touched (and reported), and a
 runtime the stack's webhook cannot admit is reported without stopping the install. Any other
 object of the bundle that someone else made is never touched either, and keeps the stack
@@ -11,15 +11,17 @@ from __future__ import annotations
 
 import copy
 import json
-from pathlib import Path
 from typing import Any
 
 from kubernetes.client.exceptions import ApiException
 
 from addon_agent import labels as lb
-from addon_agent import planning
-from addon_agent.installer import Installer
-from addon_agent.planning import ClusterFacts
+from addon_agent.io.applier import Applier
+from addon_agent.io.crd_cache import CrdCache
+from addon_agent.io.inventory import Inventory
+from addon_agent.io.observe import Observer
+from addon_agent.pure import planning
+from addon_agent.pure.planning import ClusterFacts
 from addon_agent.stacks import KSERVE
 from addon_api.spoke import ServingPlatformSpec
 
@@ -52,7 +54,7 @@ USERS = {
 
 
 class FakeKube:
-    """Just what :meth:`Installer.install` uses; ``refuse`` makes runtime updates fail."""
+    """Just what :meth:`Applier.install` uses; ``refuse`` makes runtime updates fail."""
 
     def __init__(self) -> None:
         self.objects: dict[Key, Obj] = {}
@@ -104,11 +106,15 @@ def _refused(message: str) -> ApiException:
     return err
 
 
-def installer(kube: FakeKube, tmp_path: Path) -> Installer:
-    return Installer(kube, tmp_path, "agent-ns", tmp_path / "cache", 8383)  # type: ignore[arg-type]
+def applier(kube: FakeKube) -> Applier:
+    return Applier(kube, CrdCache(kube), Inventory(kube, "agent-ns"))  # type: ignore[arg-type]
 
 
-def install(inst: Installer, **kserve: Any) -> planning.Plan:
+def observer(kube: FakeKube) -> Observer:
+    return Observer(kube, CrdCache(kube))  # type: ignore[arg-type]
+
+
+def install(inst: Applier, **kserve: Any) -> planning.Plan:
     spec = ServingPlatformSpec.model_validate({"platform": "KServe", "kserve": kserve})
     the_plan = planning.plan(planning.parse_bundle(BUNDLE), spec, KSERVE, ClusterFacts())
     inst.install(the_plan)
@@ -119,10 +125,10 @@ def runtime(kube: FakeKube, name: str) -> Obj | None:
     return kube.objects.get(("ClusterServingRuntime", "", name))
 
 
-def test_builtin_runtimes_installed_and_removed_leaving_a_foreign_one(tmp_path: Path) -> None:
+def test_builtin_runtimes_installed_and_removed_leaving_a_foreign_one() -> None:
     kube = FakeKube()
     kube.apply(copy.deepcopy(USERS))
-    inst = installer(kube, tmp_path)
+    inst = applier(kube)
     the_plan = install(inst)
     sklearn = runtime(kube, "kserve-sklearnserver")
     assert sklearn is not None and lb.is_ours(sklearn)
@@ -133,7 +139,7 @@ def test_builtin_runtimes_installed_and_removed_leaving_a_foreign_one(tmp_path: 
     assert the_plan.runtime_errors == []
     assert the_plan.runtime_conflicts == ["ClusterServingRuntime kserve-xgbserver"]
     assert the_plan.conflicts == []
-    inventory = {(r.kind, r.name) for r in inst.inventory()}
+    inventory = {(r.kind, r.name) for r in inst.inventory.load()}
     assert ("ClusterServingRuntime", "kserve-sklearnserver") in inventory
     assert ("ClusterServingRuntime", "kserve-xgbserver") not in inventory
 
@@ -146,29 +152,27 @@ def test_builtin_runtimes_installed_and_removed_leaving_a_foreign_one(tmp_path: 
     assert runtime(kube, "kserve-sklearnserver") is not None
 
 
-def test_runtime_the_webhook_refuses_is_reported_and_retried(tmp_path: Path) -> None:
+def test_runtime_the_webhook_refuses_is_reported_and_retried() -> None:
     kube = FakeKube()
-    install(installer(kube, tmp_path))  # first install: created before the webhook exists
+    install(applier(kube))  # first install: created before the webhook exists
     # A new agent process (nothing cached) applies again: now updates, through the webhook,
     # whose server does not answer yet.
     kube.refuse = 'Internal error occurred: failed calling webhook "clusterservingruntime"'
-    inst = installer(kube, tmp_path)
+    inst = applier(kube)
     the_plan = install(inst)
     assert sorted(the_plan.runtime_errors) == [
         f"ClusterServingRuntime {name}: {kube.refuse}"
         for name in ("kserve-sklearnserver", "kserve-xgbserver")
     ]
     # the rest of the install went on; the runtimes stay the agent's (kept in the inventory)
-    inventory = {(r.kind, r.name) for r in inst.inventory()}
+    inventory = {(r.kind, r.name) for r in inst.inventory.load()}
     assert ("ClusterServingRuntime", "kserve-sklearnserver") in inventory
     assert runtime(kube, "kserve-sklearnserver") is not None
     kube.refuse = None  # the webhook serves: the next reconcile clears the errors
     assert install(inst).runtime_errors == []
 
 
-def test_a_same_named_object_someone_else_made_is_never_applied_labelled_or_deleted(
-    tmp_path: Path,
-) -> None:
+def test_a_same_named_object_someone_else_made_is_never_applied_labelled_or_deleted() -> None:
     kube = FakeKube()
     theirs: Obj = {
         "apiVersion": "v1",
@@ -179,12 +183,12 @@ def test_a_same_named_object_someone_else_made_is_never_applied_labelled_or_dele
     }
     kube.apply(copy.deepcopy(theirs))
     before = copy.deepcopy(kube.objects[("ConfigMap", "kserve", "inferenceservice-config")])
-    inst = installer(kube, tmp_path)
+    inst = applier(kube)
     the_plan = install(inst)
     assert the_plan.conflicts == ["ConfigMap kserve/inferenceservice-config"]
     assert kube.objects[("ConfigMap", "kserve", "inferenceservice-config")] == before
     assert ("ConfigMap", "inferenceservice-config") not in {
-        (r.kind, r.name) for r in inst.inventory()}
+        (r.kind, r.name) for r in inst.inventory.load()}
     assert runtime(kube, "kserve-sklearnserver") is not None  # the rest is installed
     assert inst.uninstall() == []
     assert runtime(kube, "kserve-sklearnserver") is None
@@ -197,12 +201,12 @@ def _established_crd(name: str) -> Obj:
             "status": {"conditions": [{"type": "Established", "status": "True"}]}}
 
 
-def test_the_facts_name_an_openshift_cluster_by_its_served_apis(tmp_path: Path) -> None:
+def test_the_facts_name_an_openshift_cluster_by_its_served_apis() -> None:
     """The service CA's and the SecurityContextConstraints' CRDs make an OpenShift cluster:
     the plan then takes certificates from the service CA and names no runtime user."""
     kube = FakeKube()
-    assert installer(kube, tmp_path).facts() == ClusterFacts()
+    assert observer(kube).facts() == ClusterFacts()
     for name in ("servicecas.operator.openshift.io",
                  "securitycontextconstraints.security.openshift.io"):
         kube.apply(_established_crd(name))
-    assert installer(kube, tmp_path).facts() == ClusterFacts(service_ca=True, assigns_users=True)
+    assert observer(kube).facts() == ClusterFacts(service_ca=True, assigns_users=True)

@@ -5,7 +5,8 @@ from __future__ import annotations
 import pytest
 
 from addon_agent import labels as lb
-from addon_agent import planning, stacks
+from addon_agent import stacks
+from addon_agent.pure import planning
 from addon_api.platform import PlatformSettings
 
 

@@ -4,7 +4,7 @@ from typing import Any
 
 import pytest
 
-from addon_agent import status
+from addon_agent.pure import status
 from addon_api.conditions import condition
 from addon_api.reasons import SealedReason
 from addon_api.reasons import ServingPlatformPhase as Phase

@@ -8,9 +8,9 @@ from typing import Any
 import pytest
 import yaml
 
-from addon_agent import certs, storage
 from addon_agent import labels as lb
 from addon_agent.bundle_render import mlserver_metrics_port, pin_latest_images
+from addon_agent.pure import certs, storage
 
 
 def secret(data: dict[str, str], owners: dict[str, str]) -> dict[str, object]:

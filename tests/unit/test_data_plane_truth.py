@@ -1,6 +1,6 @@
 """The hub tells the truth about a model's data plane (issue 30, item 4).
 
-The agent's verdict on a predictor's Deployment and pods (:mod:`addon_agent.dataplane`),
+The agent's verdict on a predictor's Deployment and pods (:mod:`addon_agent.pure.dataplane`),
 and the hub's judgement of a model work's feedback
 (:func:`addon_manager.reports.inference_service_report`): a Ready KServe has not re-earned
 for the current spec never counts, a refused spec names KServe's error, and a failed
@@ -12,8 +12,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from addon_agent import dataplane, planning
-from addon_agent.planning import configure_kserve
+from addon_agent.pure import dataplane, kserve_plan
+from addon_agent.pure.kserve_plan import configure_kserve
 from addon_api import constants as c
 from addon_api.reasons import ClusterReason as CR
 from addon_api.spoke import ServingPlatformSpec
@@ -49,7 +49,7 @@ def deployment(*, spec_hash: str = HASH, replicas: int = 1, generation: int = 3,
         annotations[c.ANNOTATION_DATAPLANE] = verdict
     return {"metadata": {"name": "iris-predictor", "namespace": "models",
                          "generation": generation, "annotations": annotations,
-                         "labels": {planning.ISVC_LABEL: "iris"}},
+                         "labels": {kserve_plan.ISVC_LABEL: "iris"}},
             "spec": {"replicas": replicas},
             "status": {"observedGeneration": observed, "updatedReplicas": replicas}}
 
@@ -57,7 +57,7 @@ def deployment(*, spec_hash: str = HASH, replicas: int = 1, generation: int = 3,
 def pod(*, ready: bool = True, init: Obj | None = None, server: Obj | None = None,
         deleting: bool = False) -> Obj:
     meta: Obj = {"name": "iris-predictor-x", "namespace": "models",
-                 "labels": {planning.ISVC_LABEL: "iris", "component": "predictor"}}
+                 "labels": {kserve_plan.ISVC_LABEL: "iris", "component": "predictor"}}
     if deleting:
         meta["deletionTimestamp"] = "2026-12-02T12:00:00Z"
     status: Obj = {"conditions": [{"type": "Ready", "status": "True" if ready else "False"}]}
@@ -133,7 +133,7 @@ def test_the_agent_groups_only_its_own_standard_models_and_writes_only_changes()
     other["metadata"]["name"] = "iris-transformer"
     grouped = dataplane.group([isvc(), foreign, mesh], [other, deployment()],
                               [pod(), {**pod(), "metadata": {**pod()["metadata"], "labels": {
-                                  planning.ISVC_LABEL: "iris", "component": "transformer"}}}])
+                                  kserve_plan.ISVC_LABEL: "iris", "component": "transformer"}}}])
     assert len(grouped) == 1
     mine, dep, pods = grouped[0]
     assert dep is not None and dep["metadata"]["name"] == "iris-predictor" and len(pods) == 1

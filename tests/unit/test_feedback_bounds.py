@@ -103,7 +103,7 @@ def test_namespaces_the_agent_kept_reach_the_hubs_entry_without_making_it_not_re
     """Issue 29, item 9: the agent's ServingPlatform status (as it writes it) names a kept
     namespace; the work's feedback carries the line to the ModelServing's entry, which stays
     Ready, and a later status with nothing kept clears it."""
-    from addon_agent import status as agent_status
+    from addon_agent.pure import status as agent_status
     from addon_api.spoke import ServingPlatformStatus
     from tests.unit.test_status_truth_table import _platform
 

@@ -15,12 +15,12 @@ from typing import Any
 import kopf
 import pytest
 
-from addon_agent import delivery
-from addon_agent import tenancy as agent_tenancy
 from addon_agent.config import AgentConfig
-from addon_agent.handlers import Agent
+from addon_agent.io import delivery
+from addon_agent.io.namespace_waits import NamespaceWaits
 from addon_agent.main import parse as agent_parse
-from addon_agent.namespace_waits import NamespaceWaits
+from addon_agent.pure import tenancy as agent_tenancy
+from addon_agent.shell.sealed import SealedConnections
 from addon_api import constants as c
 from addon_api import tenancy
 from addon_manager import main, naming, policy
@@ -348,8 +348,8 @@ class _StatusKube(FakeKube):
         self.statuses[name] = status
 
 
-def _agent(targets: str) -> tuple[Agent, _StatusKube]:
-    agent = object.__new__(Agent)
+def _agent(targets: str) -> tuple[SealedConnections, _StatusKube]:
+    agent = object.__new__(SealedConnections)
     config = agent_parse([f"--target-namespaces={targets}", "--namespace=agent-ns"])
     assert isinstance(config, AgentConfig)
     kube = _StatusKube("team-a", "team-b")

@@ -8,7 +8,7 @@ import json
 
 import pytest
 
-from addon_agent import identity, ledger
+from addon_agent.io import identity, ledger
 from addon_api import sealing
 from addon_api.hashing import keyed_hash, short_hash
 from addon_manager import pinning, sealkeys

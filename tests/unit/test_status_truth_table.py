@@ -3,8 +3,8 @@
 One cluster, c1, serves a model: the ModelServing ``kserve`` (platform KServe), the
 StorageConnection ``s3`` and the MultiClusterInferenceService ``iris`` that reads through
 it. Each row starts from that fleet healthy, then puts c1 in one situation: the spoke's
-objects get the status the agent (``addon_agent.status``, ``addon_agent.removal``,
-``addon_agent.delivery``) or KServe would write, the work agent feeds it back through the
+objects get the status the agent (``addon_agent.pure.status``, ``addon_agent.pure.removal``,
+``addon_agent.io.delivery``) or KServe would write, the work agent feeds it back through the
 rules the manager renders (``addon_manager.render``) or reports a refused apply the way OCM
 does, and ``addon_manager.facts.parse_work`` reads the ManifestWork. The real
 :class:`~addon_manager.reconcile.Reconciler` then reconciles the three intents, and each
@@ -40,8 +40,8 @@ from typing import Any, NamedTuple
 
 import pytest
 
-from addon_agent import removal
-from addon_agent import status as agent_status
+from addon_agent.pure import removal
+from addon_agent.pure import status as agent_status
 from addon_api import constants as c
 from addon_api import sealing
 from addon_api.reasons import SealedReason
@@ -112,7 +112,7 @@ def _platform(
 
 
 def _held(*instances: removal.Instance) -> dict[str, Any]:
-    """The ServingPlatform of an uninstall the agent holds back (see addon_agent.removal)."""
+    """The ServingPlatform of an uninstall the agent holds back (see addon_agent.pure.removal)."""
     held = removal.hold(instances, force=False)
     assert held is not None
     return {
@@ -121,7 +121,7 @@ def _held(*instances: removal.Instance) -> dict[str, Any]:
 
 
 def _sealed(phase: str, reason: str, message: str) -> dict[str, Any]:
-    """A SealedStorageConnection's status as the agent writes it (handlers.Agent.deliver)."""
+    """A SealedStorageConnection's status as the agent writes it (SealedConnections.deliver)."""
     status = agent_status.sealed_status(SealedReason(reason), message, 1)
     assert status.phase == phase
     return {"status": status.to_patch()}

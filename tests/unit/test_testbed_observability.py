@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from addon_agent import planning
+from addon_agent.pure import kserve_plan, planning
 from addon_agent.stacks import KSERVE
 from testbed import observability as obs
 
@@ -95,7 +95,7 @@ def test_an_https_endpoint_with_a_token_is_scraped_with_the_monitoring_token(tmp
             "control-plane": "kserve-controller-manager"}}, "spec": {"containers": [
                 {"name": "kube-rbac-proxy", "ports": [{"name": "https",
                                                         "containerPort": 8443}]}]}}}}
-    monitor = planning.stack_service_monitor(KSERVE, [service])
+    monitor = kserve_plan.stack_service_monitor(KSERVE, [service])
     assert monitor is not None
     monitor["metadata"]["namespace"] = "kserve"
     processes = {("kserve", "kserve-controller-manager"): "127.0.0.1:25000"}
@@ -104,11 +104,11 @@ def test_an_https_endpoint_with_a_token_is_scraped_with_the_monitoring_token(tmp
     webhook["metadata"]["name"] = "kserve-controller-manager-service"
     webhook["spec"]["ports"] = [{"name": "webhook", "port": 443, "targetPort": 9443}]
     [target] = obs.targets([monitor, webhook, service, deployment], processes)
-    assert (target.scheme, target.bearer_token_file) == ("https", planning.SA_TOKEN)
+    assert (target.scheme, target.bearer_token_file) == ("https", kserve_plan.SA_TOKEN)
     with pytest.raises(obs.TargetError, match="no token for bearerTokenFile"):
         obs.scrape_configs([target])
     token = tmp_path / "token"
-    [config] = obs.scrape_configs([target], {planning.SA_TOKEN: token})
+    [config] = obs.scrape_configs([target], {kserve_plan.SA_TOKEN: token})
     assert config["scheme"] == "https"
     assert config["authorization"] == {"credentials_file": str(token)}
     assert config["tls_config"] == {"insecure_skip_verify": True}
@@ -139,7 +139,7 @@ def _predictor(name: str = "iris-predictor-7d9-x", namespace: str = "models",
 
 
 def _pod_monitor(namespaces: list[str] | None = None) -> dict[str, Any]:
-    return planning.kserve_predictor_pod_monitor(KSERVE, namespaces or ["models"])
+    return kserve_plan.kserve_predictor_pod_monitor(KSERVE, namespaces or ["models"])
 
 
 def test_the_predictor_pod_monitor_leads_to_the_model_servers_port() -> None:
@@ -170,7 +170,7 @@ def test_the_predictor_pod_monitor_skips_what_it_should_not_scrape() -> None:
     unlabelled = _predictor("p")
     del unlabelled["metadata"]["labels"]["serving.kserve.io/inferenceservice"]
     assert obs.pod_targets([monitor, unlabelled], ports) == []
-    anywhere = planning.kserve_predictor_pod_monitor(KSERVE, [])
+    anywhere = kserve_plan.kserve_predictor_pod_monitor(KSERVE, [])
     assert len(obs.pod_targets([anywhere, _predictor("p", namespace="other")], ports)) == 1
 
 

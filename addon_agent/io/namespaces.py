@@ -1,10 +1,10 @@
 """Serving namespaces: enable the listed ones, disable the ones dropped from the list.
 
 A namespace the agent created is deleted again only while it holds nothing the agent did not
-create (:func:`addon_agent.removal.user_objects` over :func:`contents`); otherwise it is kept:
+create (:func:`addon_agent.pure.removal.user_objects` over :func:`contents`); otherwise it is kept:
 handed over with one mark, :data:`~addon_agent.labels.LABEL_KEPT_NAMESPACE`, by which the agent
 finds it again (after a restart too), reports it in the ServingPlatform's status
-(:func:`addon_agent.status.with_kept`) and deletes it once it holds nothing else.
+(:func:`addon_agent.pure.status.with_kept`) and deletes it once it holds nothing else.
 """
 
 from __future__ import annotations
@@ -17,8 +17,8 @@ from kubernetes.client.exceptions import ApiException
 from kubernetes.dynamic.exceptions import ResourceNotFoundError
 
 from addon_agent import labels as lb
-from addon_agent import removal
-from addon_agent.kube import Kube
+from addon_agent.io.kube import Kube
+from addon_agent.pure import removal
 from addon_api import constants as c
 
 log = logging.getLogger(__name__)
@@ -160,9 +160,9 @@ def contents(kube: Kube, names: Iterable[str]) -> dict[str, list[dict[str, Any]]
 
     A kind the agent may not list (a CRD whose vendor did not aggregate it into the ``view``
     role the agent is bound to) stands in each namespace as one object marked
-    :data:`~addon_agent.removal.UNSEEN` (:func:`~addon_agent.removal.unseen`): what the agent
-    cannot see may hold data, so it counts as an object the agent did not create. A kind that
-    went between discovery and the list (its CRD deleted) holds nothing.
+    :data:`~addon_agent.pure.removal.UNSEEN` (:func:`~addon_agent.pure.removal.unseen`): what
+    the agent cannot see may hold data, so it counts as an object the agent did not create. A
+    kind that went between discovery and the list (its CRD deleted) holds nothing.
     """
     wanted = []
     for name in names:

@@ -27,9 +27,9 @@ from typing import Any
 
 from kubernetes.dynamic.exceptions import ConflictError
 
-from addon_agent import kube as kio
 from addon_agent import labels as lb
-from addon_agent.kube import Kube
+from addon_agent.io import kube as kio
+from addon_agent.io.kube import Kube
 from addon_api import constants as c
 
 ANNOTATION = f"{c.GROUP}/accepted-sequences"

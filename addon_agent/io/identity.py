@@ -25,9 +25,9 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from addon_agent import kube as kio
 from addon_agent import labels as lb
-from addon_agent.kube import Kube
+from addon_agent.io import kube as kio
+from addon_agent.io.kube import Kube
 from addon_api import constants as c
 from addon_api import sealing
 

@@ -8,7 +8,7 @@ import threading
 from typing import Any
 
 from addon_agent import labels as lb
-from addon_agent.kube import Kube
+from addon_agent.io.kube import Kube
 from addon_api import constants as c
 
 log = logging.getLogger(__name__)

@@ -11,7 +11,7 @@ its namespaces is refused whole. The hub namespace is read from the object's nam
 (``<hub namespace>.<name>``, the name the manager gives it and binds into the sealed envelope;
 ``spec.source`` must agree), else from ``spec.source``; a connection naming neither is judged
 as hub namespace "" (allowed only by a ``*`` entry). Kept apart from the delivery itself, and
-called from one place (:meth:`addon_agent.handlers.Agent.deliver`).
+called from one place (:meth:`addon_agent.shell.sealed.SealedConnections.deliver`).
 """
 
 from __future__ import annotations

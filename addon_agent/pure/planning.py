@@ -1,28 +1,25 @@
 """Pure install planning: bundle objects + ServingPlatform spec -> ordered desired objects.
 
-Nothing here talks to a cluster; :mod:`addon_agent.installer` does the I/O.
+Nothing here talks to a cluster; :mod:`addon_agent.io.planner` and :mod:`addon_agent.io.applier`
+do the I/O.
 """
 
 from __future__ import annotations
 
-import base64
 import copy
-import json
-import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Final, Protocol
 
 import yaml
 
 from addon_agent import labels as lb
-from addon_agent import pod_security, profiles
+from addon_agent.pure import kserve_plan, modelmesh_plan, pod_security, profiles
+from addon_agent.pure.manifests import Obj, b64
 from addon_agent.stacks import KSERVE, MODELMESH, Stack
 from addon_api import constants as c
-from addon_api.platform import ComponentSpec, KServeOptions, ModelMeshOptions
+from addon_api.platform import ComponentSpec
 from addon_api.spoke import ServingPlatformSpec
-
-Obj = dict[str, Any]
 
 CLUSTER_SCOPED_KINDS = frozenset(
     {
@@ -44,13 +41,6 @@ SERVING_GROUP = "serving.kserve.io"
 RUNTIME_KINDS = frozenset({"ServingRuntime", "ClusterServingRuntime"})
 CERT_MANAGER_GROUP = "cert-manager.io"
 MAX_ACTIVE_REPLICAS = 2
-ETCD_IMAGE = "quay.io/coreos/etcd:v3.5.4"
-ETCD_NAME = "etcd"
-ETCD_SECRET = "model-serving-etcd"
-ETCD_KEY = "etcd_connection"
-MODELMESH_CONFIG = "model-serving-config"
-KSERVE_CONFIG = "inferenceservice-config"
-SA_TOKEN = "/var/run/secrets/kubernetes.io/serviceaccount/token"
 
 
 @dataclass(frozen=True)
@@ -67,7 +57,7 @@ class ClusterFacts:
     assigns_users: bool = False
     """OpenShift's SecurityContextConstraints CRD is served: its ``restricted-v2`` gives each
     pod a user from the namespace's range and refuses another, so the serving runtimes the
-    agent ships name no ``runAsUser`` (:func:`addon_agent.pod_security.harden_runtime`)."""
+    agent ships name no ``runAsUser`` (:func:`addon_agent.pure.pod_security.harden_runtime`)."""
 
 
 @dataclass(frozen=True)
@@ -88,10 +78,10 @@ class Plan:
     warnings: list[str] = field(default_factory=list)
     certificates: list[CertRequest] = field(default_factory=list)
     runtime_errors: list[str] = field(default_factory=list)
-    """Serving runtimes the last install could not apply (filled in by the installer)."""
+    """Serving runtimes the last install could not apply (filled in by the applier)."""
     conflicts: list[str] = field(default_factory=list)
     """``Kind ns/name`` of objects of the plan that exist and are someone else's: not taken
-    over (filled in by the installer); the stack is not Ready while there are any."""
+    over (filled in by the applier); the stack is not Ready while there are any."""
     runtime_conflicts: list[str] = field(default_factory=list)
     """The same for serving runtimes (optional: one of that name serves anyway)."""
 
@@ -108,11 +98,6 @@ class Plan:
         return [
             o["metadata"]["name"] for o in self.objects if o["kind"] == "CustomResourceDefinition"
         ]
-
-
-def b64(text: str) -> str:
-    """Base64 of a UTF-8 string (Secret ``data`` values)."""
-    return base64.b64encode(text.encode()).decode()
 
 
 def parse_bundle(text: str) -> list[Obj]:
@@ -144,15 +129,6 @@ def key_of(obj: Obj) -> tuple[str, str, str, str]:
 def is_runtime(obj: Obj) -> bool:
     """Whether ``obj`` is a (Cluster)ServingRuntime."""
     return group_of(obj) == SERVING_GROUP and obj.get("kind") in RUNTIME_KINDS
-
-
-def runtimes_wanted(spec: ServingPlatformSpec, stack: Stack) -> bool:
-    """Whether the serving runtimes of the bundle are installed (``builtInRuntimes``)."""
-    if stack.platform == MODELMESH.platform:
-        return (spec.modelmesh or ModelMeshOptions()).built_in_runtimes
-    if stack.platform == KSERVE.platform:
-        return (spec.kserve or KServeOptions()).built_in_runtimes
-    return True
 
 
 UPGRADE_FIRST = frozenset({
@@ -301,235 +277,39 @@ def hpa_for(deployment: Obj, spec: ComponentSpec) -> Obj:
     }
 
 
-# Platform configuration --------------------------------------------------------------------------
+# Per stack ---------------------------------------------------------------------------------------
 
 
-def json_of(data: dict[str, str], key: str) -> dict[str, Any]:
-    """The JSON object under ``key`` of a ConfigMap's data ({} when absent or not one)."""
-    try:
-        current = json.loads(data.get(key) or "{}")
-    except ValueError:
-        return {}
-    return current if isinstance(current, dict) else {}
+class StackPlanning(Protocol):
+    """What one stack adds to the generic plan (one module per stack implements it)."""
+
+    def runtimes_wanted(self, spec: ServingPlatformSpec) -> bool:
+        """Whether the bundle's built-in serving runtimes stay in the plan."""
+
+    def extras(self, spec: ServingPlatformSpec, stack: Stack) -> list[Obj]:
+        """Objects the stack adds to its bundle (before anything is planned)."""
+
+    def configure(self, obj: Obj, spec: ServingPlatformSpec) -> None:
+        """Edit one object of the plan for ``spec`` (after the generic edits)."""
+
+    def monitors(self, spec: ServingPlatformSpec, stack: Stack, objects: list[Obj]) -> list[Obj]:
+        """The stack's ServiceMonitors/PodMonitors (monitoring on, prometheus-operator there)."""
 
 
-def _edit_json(data: dict[str, str], key: str, values: dict[str, Any]) -> None:
-    current = json_of(data, key)
-    current.update(values)
-    data[key] = json.dumps(current, indent=2, sort_keys=True)
+STACK_PLANNING: Final[dict[str, StackPlanning]] = {
+    KSERVE.platform: kserve_plan.PLANNING,
+    MODELMESH.platform: modelmesh_plan.PLANNING,
+}
+"""Each stack's part of the plan, by platform: :mod:`addon_agent.pure.kserve_plan`,
+:mod:`addon_agent.pure.modelmesh_plan`."""
 
 
-def configure_kserve(config_map: Obj, spec: ServingPlatformSpec) -> Obj:
-    """Headless Standard mode in ``inferenceservice-config``."""
-    options = spec.kserve
-    mode = options.deployment_mode if options else "Standard"
-    headless = options.service_cluster_ip_none if options else True
-    data = config_map.setdefault("data", {})
-    _edit_json(data, "deploy", {"defaultDeploymentMode": mode})
-    _edit_json(data, "ingress", {"disableIngressCreation": True})
-    _edit_json(data, "service", {"serviceClusterIPNone": headless})
-    keep_off_pods(data)
-    return config_map
+def runtimes_wanted(spec: ServingPlatformSpec, stack: Stack) -> bool:
+    """Whether the serving runtimes of the bundle are installed (``builtInRuntimes``)."""
+    return STACK_PLANNING[stack.platform].runtimes_wanted(spec)
 
 
-def keep_off_pods(data: dict[str, str]) -> None:
-    """KServe told not to copy the agent's verdict annotation onto predictor pods.
-
-    Added to ``inferenceService.serviceAnnotationDisallowedList`` (KServe adds its own
-    defaults to the list); without it each change of verdict would restart the pods.
-    """
-    listed = json_of(data, "inferenceService").get("serviceAnnotationDisallowedList")
-    listed = [str(x) for x in listed] if isinstance(listed, list) else []
-    if c.ANNOTATION_DATAPLANE not in listed:
-        listed.append(c.ANNOTATION_DATAPLANE)
-    _edit_json(data, "inferenceService", {"serviceAnnotationDisallowedList": listed})
-
-
-def modelmesh_extras(spec: ServingPlatformSpec, namespace: str) -> list[Obj]:
-    """``model-serving-config`` and, for the built-in etcd, etcd plus its connection Secret."""
-    options = spec.modelmesh
-    pods = profiles.pods_per_runtime(spec)
-    config = {
-        "apiVersion": "v1",
-        "kind": "ConfigMap",
-        "metadata": {"name": MODELMESH_CONFIG, "namespace": namespace},
-        "data": {"config.yaml": yaml.safe_dump({"podsPerRuntime": pods})},
-    }
-    out: list[Obj] = [config]
-    etcd = options.etcd if options else None
-    if etcd is not None and etcd.external is not None:
-        return out
-    selector = {"app.kubernetes.io/name": ETCD_NAME, c.LABEL_COMPONENT: ETCD_NAME}
-    connection = {
-        "endpoints": f"http://{ETCD_NAME}.{namespace}.svc:2379",
-        "root_prefix": "modelmesh-serving",
-    }
-    out += [
-        {
-            "apiVersion": "v1",
-            "kind": "Secret",
-            "metadata": {"name": ETCD_SECRET, "namespace": namespace},
-            "type": "Opaque",
-            "data": {ETCD_KEY: b64(json.dumps(connection))},
-        },
-        {
-            "apiVersion": "v1",
-            "kind": "Service",
-            "metadata": {"name": ETCD_NAME, "namespace": namespace},
-            "spec": {
-                "selector": selector,
-                "ports": [{"name": "client", "port": 2379, "targetPort": 2379}],
-            },
-        },
-        {
-            "apiVersion": "apps/v1",
-            "kind": "Deployment",
-            "metadata": {"name": ETCD_NAME, "namespace": namespace},
-            "spec": {
-                "replicas": 1,
-                "selector": {"matchLabels": selector},
-                "template": {
-                    "metadata": {"labels": selector},
-                    "spec": {
-                        "containers": [
-                            {
-                                "name": ETCD_NAME,
-                                "image": ETCD_IMAGE,
-                                "command": [
-                                    "etcd",
-                                    "--data-dir=/tmp/etcd.data",
-                                    "--listen-client-urls=http://0.0.0.0:2379",
-                                    f"--advertise-client-urls=http://{ETCD_NAME}.{namespace}.svc:2379",
-                                ],
-                                "ports": [{"containerPort": 2379, "name": "client"}],
-                                "resources": {
-                                    "requests": {"cpu": "50m", "memory": "64Mi"},
-                                    "limits": {"cpu": "500m", "memory": "512Mi"},
-                                },
-                            }
-                        ]
-                    },
-                },
-            },
-        },
-    ]
-    return out
-
-
-def external_etcd_env(deployment: Obj, secret_name: str) -> Obj:
-    """Point the ModelMesh controller at an existing etcd connection Secret."""
-    for container in deployment["spec"]["template"]["spec"].get("containers", []):
-        for env in container.get("env", []):
-            if env.get("name") == "ETCD_SECRET_NAME":
-                env["value"] = secret_name
-    return deployment
-
-
-def modelmesh_service_monitor(stack: Stack, namespaces: list[str]) -> Obj:
-    """A ServiceMonitor for the ModelMesh runtime Services in the serving namespaces."""
-    selector = {"modelmesh-service": "modelmesh-serving"}
-    return {
-        "apiVersion": "monitoring.coreos.com/v1",
-        "kind": "ServiceMonitor",
-        "metadata": {"name": "modelmesh-service-monitor", "namespace": stack.namespace},
-        "spec": {
-            "selector": {"matchLabels": selector},
-            "namespaceSelector": {"matchNames": list(namespaces)} if namespaces else {"any": True},
-            "endpoints": [
-                {
-                    "path": "/metrics",
-                    "port": "prometheus",
-                    "scheme": "https",
-                    "tlsConfig": {"insecureSkipVerify": True},
-                }
-            ],
-        },
-    }
-
-
-def stack_service_monitor(stack: Stack, objects: list[Obj]) -> Obj | None:
-    """A ServiceMonitor for the stack's metrics Service, if the bundle has one."""
-    for obj in objects:
-        meta = obj["metadata"]
-        if obj["kind"] == "Service" and meta["name"] == stack.metrics_service:
-            ports = obj["spec"].get("ports", [])
-            port = ports[0].get("name", "https") if ports else "https"
-            return {
-                "apiVersion": "monitoring.coreos.com/v1",
-                "kind": "ServiceMonitor",
-                "metadata": {
-                    "name": f"{stack.controller}-metrics",
-                    "namespace": meta.get("namespace", ""),
-                },
-                "spec": {
-                    "selector": {"matchLabels": obj["spec"].get("selector", {})},
-                    "endpoints": [
-                        {
-                            "port": port,
-                            "scheme": "https",
-                            "bearerTokenFile": SA_TOKEN,
-                            "tlsConfig": {"insecureSkipVerify": True},
-                        }
-                    ],
-                },
-            }
-    return None
-
-
-PREDICTOR_MONITOR = "kserve-predictors"
-ISVC_LABEL = "serving.kserve.io/inferenceservice"
-"""Label KServe puts on every pod of an InferenceService (value: its name)."""
-MODEL_CONTAINER = "kserve-container"
-"""Name KServe gives the model server's container in a predictor pod."""
-PROMETHEUS_PORT_ANNOTATION = "prometheus.kserve.io/port"
-PROMETHEUS_PATH_ANNOTATION = "prometheus.kserve.io/path"
-"""Where a serving runtime's server exports its metrics: KServe's built-in runtimes declare
-both in their ``spec.annotations``, which KServe copies to the predictor pods; a predictor's
-own annotations override them (e.g. ``"8082"`` for MLServer, which serves its metrics on a
-port of their own)."""
-
-
-def _meta_label(annotation: str, kind: str = "annotation") -> str:
-    """The name Prometheus' Kubernetes discovery gives a pod annotation or label."""
-    return f"__meta_kubernetes_pod_{kind}_" + re.sub(r"[^a-zA-Z0-9_]", "_", annotation)
-
-
-def kserve_predictor_pod_monitor(stack: Stack, namespaces: list[str]) -> Obj:
-    """A PodMonitor for the model servers of KServe's predictor pods in the serving namespaces.
-
-    It scrapes the model container of every InferenceService pod on the port and path its
-    pod's :data:`PROMETHEUS_PORT_ANNOTATION` and :data:`PROMETHEUS_PATH_ANNOTATION` name
-    (pods without a port annotation are not scraped), and labels each series with the
-    InferenceService (``inferenceservice``) besides prometheus-operator's ``namespace``,
-    ``pod`` and ``container``: what the hub's dashboard, alerts and metric gates select on.
-    """
-    port, path = _meta_label(PROMETHEUS_PORT_ANNOTATION), _meta_label(PROMETHEUS_PATH_ANNOTATION)
-    return {
-        "apiVersion": "monitoring.coreos.com/v1",
-        "kind": "PodMonitor",
-        "metadata": {"name": PREDICTOR_MONITOR, "namespace": stack.namespace},
-        "spec": {
-            "selector": {"matchExpressions": [{"key": ISVC_LABEL, "operator": "Exists"}]},
-            "namespaceSelector": {"matchNames": list(namespaces)} if namespaces else {"any": True},
-            "podMetricsEndpoints": [
-                {
-                    "path": "/metrics",
-                    "relabelings": [
-                        {"action": "keep", "sourceLabels": ["__meta_kubernetes_pod_container_name"],
-                         "regex": MODEL_CONTAINER},
-                        {"action": "keep", "sourceLabels": [port], "regex": "[0-9]+"},
-                        {"action": "replace", "sourceLabels": ["__address__", port],
-                         "regex": "(.+?)(?::[0-9]+)?;([0-9]+)", "replacement": "$1:$2",
-                         "targetLabel": "__address__"},
-                        {"action": "replace", "sourceLabels": [path], "regex": "(/.*)",
-                         "replacement": "$1", "targetLabel": "__metrics_path__"},
-                        {"action": "replace", "sourceLabels": [_meta_label(ISVC_LABEL, "label")],
-                         "targetLabel": "inferenceservice"},
-                    ],
-                }
-            ],
-        },
-    }
+# The agent's own monitoring ----------------------------------------------------------------------
 
 
 AGENT_APP = "model-serving-agent"
@@ -571,13 +351,18 @@ def plan(
     facts: ClusterFacts,
     agent_metrics: tuple[str, int] | None = None,
 ) -> Plan:
-    """Ordered desired objects of ``stack`` configured by ``spec`` on a cluster with ``facts``."""
+    """Ordered desired objects of ``stack`` configured by ``spec`` on a cluster with ``facts``.
+
+    What every stack gets is done here; what is one stack's is its :class:`StackPlanning`
+    (:data:`STACK_PLANNING`): its extra objects, whether its built-in runtimes stay, its
+    edits of the bundle's objects (after the generic ones) and its monitors.
+    """
+    own = STACK_PLANNING[stack.platform]
     objects = normalise_scope(copy.deepcopy(bundle))
     result = Plan(stack=stack, objects=[])
     images = spec.dev_flags.images if spec.dev_flags else {}
-    if stack.platform == MODELMESH.platform:
-        objects += modelmesh_extras(spec, stack.namespace)
-    if not runtimes_wanted(spec, stack):
+    objects += own.extras(spec, stack)
+    if not own.runtimes_wanted(spec):
         objects = [o for o in objects if not is_runtime(o)]
     extra: list[Obj] = []
     served: list[CertRequest] = []
@@ -592,14 +377,6 @@ def plan(
                 )
                 (served if facts.service_ca else result.certificates).append(request)
             continue
-        if (
-            obj["kind"] == "ConfigMap"
-            and meta["name"] == KSERVE_CONFIG
-            and stack.platform == KSERVE.platform
-        ):
-            configure_kserve(obj, spec)
-            if profiles.single_node(spec):
-                profiles.fit_kserve_config(obj.setdefault("data", {}))
         if is_runtime(obj):
             pod_security.harden_runtime(obj, assigns_users=facts.assigns_users)
             if profiles.single_node(spec):
@@ -623,25 +400,11 @@ def plan(
                 result.warnings.append(
                     f"{name} may run {replicas} replicas; with leader election only one is active"
                 )
-            etcd = spec.modelmesh.etcd if spec.modelmesh else None
-            if (
-                stack.platform == MODELMESH.platform
-                and etcd is not None
-                and etcd.external is not None
-            ):
-                external_etcd_env(obj, etcd.external.secret_ref.name)
+        own.configure(obj, spec)
         result.objects.append(obj)
     monitoring = spec.monitoring is not None and spec.monitoring.enabled
     if monitoring and facts.prometheus_operator:
-        monitor = (
-            modelmesh_service_monitor(stack, spec.serving_namespaces)
-            if stack.platform == MODELMESH.platform
-            else stack_service_monitor(stack, result.objects)
-        )
-        if monitor is not None:
-            extra.append(monitor)
-        if stack.platform == KSERVE.platform:
-            extra.append(kserve_predictor_pod_monitor(stack, spec.serving_namespaces))
+        extra += own.monitors(spec, stack, result.objects)
         if agent_metrics is not None:
             extra += agent_monitoring(*agent_metrics)
     if served:

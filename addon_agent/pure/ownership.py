@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any, Final
 
 from addon_agent import labels as lb
-from addon_agent import status as st
+from addon_agent.pure import status as st
 from addon_agent.stacks import KSERVE, Stack, release
 from addon_api import constants as c
 from addon_api.common import Condition

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from addon_agent.kube import Kube
+from addon_agent.io.kube import Kube
 
 Obj = dict[str, Any]
 

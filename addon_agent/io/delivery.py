@@ -8,10 +8,10 @@ from typing import Any, Protocol
 
 from kubernetes.dynamic.exceptions import ConflictError, ForbiddenError
 
-from addon_agent import kube as kio
 from addon_agent import labels as lb
-from addon_agent import storage
-from addon_agent.kube import Kube
+from addon_agent.io import kube as kio
+from addon_agent.io.kube import Kube
+from addon_agent.pure import storage
 from addon_api import constants as c
 from addon_api import sealing
 from addon_api.reasons import SealedReason
@@ -92,7 +92,7 @@ def _terminating(namespaces: list[str]) -> DeliveryError:
 
 
 class LedgerLike(Protocol):
-    """Where the last accepted sequence per binding is kept (see :mod:`addon_agent.ledger`)."""
+    """Where the last accepted sequence per binding is kept (see :mod:`addon_agent.io.ledger`)."""
 
     def last(self, binding: str) -> int | None:
         """The last sequence accepted for ``binding``."""

@@ -55,7 +55,7 @@ def kept_namespaces(held: Mapping[str, Sequence[str]]) -> tuple[list[KeptNamespa
     """The status entries and the leftovers line of the namespaces the agent kept.
 
     ``held`` is what each kept namespace holds that the agent did not create (``Kind
-    ns/name``, from :func:`addon_agent.removal.user_objects`); one that holds nothing is left
+    ns/name``, from :func:`addon_agent.pure.removal.user_objects`); one that holds nothing is left
     out. Bounded: at most :data:`~addon_api.spoke.MAX_KEPT_NAMESPACES` entries naming the
     first few objects each, and a line of at most :data:`MAX_LEFTOVERS` characters, e.g.
     ``namespace team-a kept: holds PersistentVolumeClaim team-a/data (1 more)``, sanitised

@@ -18,9 +18,9 @@ another hash is the previous spec still serving.
 KServe would copy the verdict annotation onto the Deployment's pod template too, restarting the
 pods at every change of verdict; the agent writes it only where KServe's
 ``serviceAnnotationDisallowedList`` names it (:func:`kserve_keeps_it_off_pods`), as the
-stacks the agent installs have it (:func:`addon_agent.planning.configure_kserve`).
+stacks the agent installs have it (:func:`addon_agent.pure.kserve_plan.configure_kserve`).
 
-Pure functions; the loop that lists and patches is in :mod:`addon_agent.handlers`.
+Pure functions; the loop that lists and patches is in :mod:`addon_agent.shell.handlers`.
 """
 
 from __future__ import annotations
@@ -29,7 +29,8 @@ import json
 from dataclasses import dataclass
 from typing import Any, Final
 
-from addon_agent.planning import ISVC_LABEL, MODEL_CONTAINER, json_of
+from addon_agent.pure.kserve_plan import ISVC_LABEL, MODEL_CONTAINER
+from addon_agent.pure.manifests import json_of
 from addon_api import constants as c
 from addon_api.base import sanitized
 from addon_api.reasons import ClusterReason

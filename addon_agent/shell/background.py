@@ -1,0 +1,109 @@
+"""The agent's background loops: key refresh, model metrics and data-plane verdicts (shell).
+
+Each loop is a daemon thread started once by the
+handlers' startup (:mod:`addon_agent.shell.handlers`); what it computes comes from the pure layer
+(:mod:`addon_agent.pure.dataplane`, :mod:`addon_agent.io.metrics`).
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable
+from typing import Any
+
+from addon_agent.io import metrics
+from addon_agent.io.kube import Kube
+from addon_agent.pure import dataplane, kserve_plan
+from addon_agent.pure.kserve_plan import ISVC_API
+
+log = logging.getLogger(__name__)
+
+_loops_stop = threading.Event()
+
+
+def start_identity_loop(refresh: Callable[[], None], interval: float) -> threading.Thread:
+    """Call ``refresh`` (the agent's keys: rotation requests, promotion) every ``interval`` s."""
+
+    def run() -> None:
+        while not _loops_stop.wait(max(interval, 1.0)):
+            try:
+                refresh()
+            except Exception as err:  # retried at the next interval
+                log.warning("identity refresh failed: %s", err)
+
+    thread = threading.Thread(target=run, name="identity", daemon=True)
+    thread.start()
+    return thread
+
+
+MODEL_METRICS_SECONDS = 10.0
+"""How often the InferenceService gauges are refreshed from the cluster's InferenceServices
+(their one source: the platform reconcile runs only once per resync)."""
+
+
+def record_data_plane(kube: Kube, isvcs: list[dict[str, Any]]) -> None:
+    """Write each model's data-plane verdict on its InferenceService (when it changed).
+
+    Only where KServe keeps the verdict off the predictor pods. Three lists (KServe's
+    config, the predictors' Deployments and pods, by KServe's label), and a model's events
+    only while KServe has not built its current spec (:mod:`addon_agent.pure.dataplane`).
+    """
+    configs = kube.list("v1", "ConfigMap",
+                        field_selector=f"metadata.name={kserve_plan.KSERVE_CONFIG}")
+    if not dataplane.kserve_keeps_it_off_pods(configs):
+        return  # the verdict would restart the pods whenever it changes
+    selector = kserve_plan.ISVC_LABEL
+    deployments = kube.list("apps/v1", "Deployment", label_selector=selector)
+    pods = kube.list("v1", "Pod", label_selector=selector)
+    for isvc, deployment, own in dataplane.group(isvcs, deployments, pods):
+        if deployment is None:
+            continue
+        meta = isvc.get("metadata") or {}
+        ns, name = str(meta.get("namespace")), str(meta.get("name"))
+        events: list[dict[str, Any]] = []
+        if dataplane.built(isvc, deployment) is False:
+            events = kube.list("v1", "Event", namespace=ns, field_selector=(
+                f"involvedObject.kind=InferenceService,involvedObject.name={name}"))
+        patch = dataplane.annotation_patch(
+            isvc, dataplane.verdict(isvc, deployment, own, events))
+        if patch is not None:
+            kube.patch(ISVC_API, "InferenceService", name, patch, ns)
+
+
+DATA_PLANE_TICK = 2.0
+"""How often the InferenceServices are looked at for a spec the agent has not judged yet (a
+changed generation): judged at once, so a rollout waits seconds for the verdict, not the
+metrics interval."""
+
+
+def start_model_metrics_loop(kube: Kube, interval: float = MODEL_METRICS_SECONDS) -> (
+        threading.Thread):
+    """Refresh the InferenceService gauges and data-plane verdicts every ``interval`` seconds.
+
+    In between, every :data:`DATA_PLANE_TICK` seconds, one list of the InferenceServices
+    judges again as soon as one has a generation its verdict is not about.
+    """
+
+    def run() -> None:
+        last = 0.0
+        while True:
+            try:
+                if kube.served(ISVC_API, "InferenceService"):
+                    isvcs = kube.list(ISVC_API, "InferenceService")
+                    due = time.monotonic() - last >= interval
+                    if due:
+                        metrics.record_inference_services(isvcs)
+                    if due or any(dataplane.unjudged(i) for i in isvcs):
+                        record_data_plane(kube, isvcs)
+                    if due:
+                        last = time.monotonic()
+            except Exception as err:  # retried at the next interval
+                log.warning("refreshing the model metrics failed: %s", err)
+            if _loops_stop.wait(min(interval, DATA_PLANE_TICK)):
+                return
+
+    thread = threading.Thread(target=run, name="model-metrics", daemon=True)
+    thread.start()
+    return thread

@@ -1,0 +1,82 @@
+"""A version change through the applier, against an in-memory API server.
+
+:meth:`addon_agent.io.applier.Applier.install` applies the new version's controllers (and what
+they need to start) first and returns the :class:`~addon_agent.pure.decisions.Upgrade` it
+waits for; the configuration follows only once the controllers have rolled out.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from addon_agent import labels as lb
+from addon_agent.io.applier import Applier
+from addon_agent.io.crd_cache import CrdCache
+from addon_agent.io.inventory import Inventory
+from addon_agent.pure import planning
+from addon_agent.pure.decisions import Upgrade
+from addon_agent.pure.planning import ClusterFacts
+from addon_agent.stacks import KSERVE
+from addon_api.spoke import ServingPlatformSpec
+from tests.unit.test_agent_runtimes import FakeKube
+
+Obj = dict[str, Any]
+
+BUNDLE = """
+apiVersion: v1
+kind: ConfigMap
+metadata: {name: inferenceservice-config, namespace: kserve}
+data: {deploy: '{}'}
+---
+apiVersion: v1
+kind: ServiceAccount
+metadata: {name: kserve-controller-manager, namespace: kserve}
+---
+apiVersion: apps/v1
+kind: Deployment
+metadata: {name: kserve-controller-manager, namespace: kserve}
+spec:
+  replicas: 1
+  selector: {matchLabels: {app: k}}
+  template:
+    metadata: {labels: {app: k}}
+    spec: {containers: [{name: manager, image: kserve/kserve-controller:VERSION}]}
+"""
+
+
+def _plan(version: str) -> planning.Plan:
+    spec = ServingPlatformSpec.model_validate({"platform": "KServe", "version": version,
+                                              "kserve": {"builtInRuntimes": False}})
+    return planning.plan(planning.parse_bundle(BUNDLE.replace("VERSION", version)), spec,
+                         KSERVE.at(version), ClusterFacts())
+
+
+def _version(kube: FakeKube, kind: str, name: str) -> str:
+    obj = kube.objects[(kind, "kserve", name)]
+    return str(obj["metadata"]["labels"][lb.LABEL_STACK_VERSION])
+
+
+def _rolled_out(kube: FakeKube) -> None:
+    deployment = kube.objects[("Deployment", "kserve", "kserve-controller-manager")]
+    deployment["status"] = {"replicas": 1, "updatedReplicas": 1,
+                            "conditions": [{"type": "Available", "status": "True"}]}
+
+
+def test_a_version_change_applies_the_controllers_first_and_waits_for_their_rollout() -> None:
+    kube = FakeKube()
+    applier = Applier(kube, CrdCache(kube), Inventory(kube, "agent-ns"))  # type: ignore[arg-type]
+    assert applier.install(_plan("v0.17.0")) is None  # a first install: everything at once
+    assert _version(kube, "ConfigMap", "inferenceservice-config") == "v0.17.0"
+
+    upgrade = applier.install(_plan("v0.20.0"))
+    assert isinstance(upgrade, Upgrade)
+    assert (upgrade.source, upgrade.target) == ("v0.17.0", "v0.20.0")
+    assert "waiting for kserve-controller-manager to roll out" in upgrade.message
+    assert _version(kube, "Deployment", "kserve-controller-manager") == "v0.20.0"
+    assert _version(kube, "ServiceAccount", "kserve-controller-manager") == "v0.20.0"
+    assert _version(kube, "ConfigMap", "inferenceservice-config") == "v0.17.0"  # not yet
+
+    _rolled_out(kube)
+    assert applier.install(_plan("v0.20.0")) is None
+    assert _version(kube, "ConfigMap", "inferenceservice-config") == "v0.20.0"
+    assert applier.upgrade_source(_plan("v0.20.0")) == ""
