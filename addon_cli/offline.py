@@ -1,6 +1,6 @@
 """``render`` and ``diff``: the ManifestWorks an intent makes for each cluster, without a hub.
 
-The works come from the manager's own rendering (:mod:`addon_manager.render`), so what
+The works come from the manager's own rendering (:mod:`addon_manager.kinds.render`), so what
 ``render`` prints is what the manager writes, byte for byte, for a cluster with those labels.
 Two things only the hub knows are shown as placeholders: a StorageConnection's sealed payload
 (sealed to each cluster's agent key with the manager's keys) and, for a progressive rollout,
@@ -27,8 +27,9 @@ from addon_api.hub import (
     StorageConnection,
 )
 from addon_cli.views import MODELS
-from addon_manager import naming, render, tenancy
-from addon_manager.kinds import spec_of
+from addon_manager.facts import naming
+from addon_manager.kinds import render, tenancy
+from addon_manager.kinds.registry import spec_of
 
 SEALED_SHOWN = "<sealed on the hub to this cluster's agent key>"
 """What stands in for a StorageConnection's sealed payload (and its keyed render hash)."""

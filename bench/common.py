@@ -19,7 +19,8 @@ from kubernetes.client.exceptions import ApiException
 
 from addon_api import constants as c
 from addon_api.hub import MultiClusterInferenceService
-from addon_manager import naming, render
+from addon_manager.facts import naming
+from addon_manager.kinds import render
 from testbed import identities
 from testbed.fleet import Testbed
 from testbed.support.fake_fleet import PLATFORM_META, FakeFleet

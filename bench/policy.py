@@ -1,5 +1,5 @@
 """What judging every rendered work costs a fan-out: the plan of one intent to N clusters with
-the policy's judge (``addon_manager.policy.judge_work``) and, in the same process, with the
+the policy's judge (``addon_manager.engine.policy.judge_work``) and, in the same process, with the
 judge replaced by a no-op, alternating.
 
 ``python -m bench.policy --clusters 1000 --rounds 7``
@@ -21,11 +21,11 @@ from collections.abc import Callable
 from typing import Any
 
 from addon_api import constants as c
-from addon_manager import policy
-from addon_manager.facts import WorkFact
-from addon_manager.kinds import spec_of
-from addon_manager.plan import plan
-from addon_manager.reconcile import Reconciler
+from addon_manager.engine import policy
+from addon_manager.engine.plan import plan
+from addon_manager.facts.records import WorkFact
+from addon_manager.kinds.registry import spec_of
+from addon_manager.shell.reconcile import Reconciler
 from testbed.support.fake_hub import OPEN_POLICY, FakeHub
 
 TEMPLATE = {"predictor": {

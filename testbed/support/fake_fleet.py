@@ -18,7 +18,8 @@ from kubernetes.client.exceptions import ApiException
 from addon_api import constants as c
 from addon_api.common import Resource
 from addon_api.hub import ModelServing, MultiClusterInferenceService, MultiClusterServingRuntime
-from addon_manager import naming, render
+from addon_manager.facts import naming
+from addon_manager.kinds import render
 from testbed.fleet import Testbed
 from testbed.support.manager import differences
 

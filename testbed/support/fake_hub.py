@@ -9,13 +9,13 @@ from typing import Any
 from addon_api import constants as c
 from addon_api import tenancy
 from addon_api.common import merge_patch
-from addon_manager import conflicts
-from addon_manager.apply import WriteError
-from addon_manager.facts import ClusterFact, WorkFact, parse_work
-from addon_manager.policy import Policy
-from addon_manager.revisions import RevisionFact
-from addon_manager.revisions import parse as parse_revision
-from addon_manager.secrets import (
+from addon_manager.engine.policy import Policy
+from addon_manager.facts import conflicts
+from addon_manager.facts.records import ClusterFact, WorkFact, parse_work
+from addon_manager.facts.revisions import RevisionFact
+from addon_manager.facts.revisions import parse as parse_revision
+from addon_manager.shell.apply import WriteError
+from addon_manager.shell.secrets import (
     PENDING,
     READABLE,
     SecretAccess,

@@ -17,7 +17,8 @@ import pytest
 
 from addon_api import constants as c
 from addon_api import sealing
-from addon_manager import naming, render
+from addon_manager.facts import naming
+from addon_manager.kinds import render
 from testbed import identities
 from testbed.fleet import Testbed
 from testbed.support.manager import (

@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 
 from addon_api.hub import MultiClusterInferenceService
-from addon_manager import render
+from addon_manager.kinds import render
 from testbed.fleet import Testbed
 from testbed.support.manager import (
     Manager,

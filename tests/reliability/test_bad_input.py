@@ -45,8 +45,9 @@ from addon_api.hub import (
     StorageConnection,
 )
 from addon_api.spoke import SealedStorageConnection, ServingPlatform
-from addon_manager import naming, render
-from addon_manager.kinds import KINDS
+from addon_manager.facts import naming
+from addon_manager.kinds import render
+from addon_manager.kinds.registry import KINDS
 from tests.reliability.bad_input import (
     BAD_NAMES,
     CLUSTER_LABELS,

@@ -14,8 +14,8 @@ import yaml
 from addon_api import constants as c
 from addon_cli import main as cli
 from addon_cli import offline
-from addon_manager import naming
-from addon_manager.reconcile import Reconciler
+from addon_manager.facts import naming
+from addon_manager.shell.reconcile import Reconciler
 from testbed.support.fake_hub import OPEN_POLICY, FakeHub
 from tests.unit.test_manager_reconcile import isvc_body, msv_body, platform_ready
 

@@ -6,9 +6,9 @@ from __future__ import annotations
 from typing import Any
 
 from addon_api import constants as c
-from addon_manager import handlers
-from addon_manager.facts import AddonFact, agent_namespace, parse_addon
-from addon_manager.reconcile import Reconciler
+from addon_manager.facts.records import AddonFact, agent_namespace, parse_addon
+from addon_manager.shell import handlers
+from addon_manager.shell.reconcile import Reconciler
 from testbed.support.fake_hub import FakeHub
 
 

@@ -18,10 +18,12 @@ from addon_api import constants as c
 from addon_api import sealing
 from addon_api import tenancy as api_tenancy
 from addon_api.hub import HUB_RESOURCES
-from addon_manager import kinds, naming, policy, tenancy
-from addon_manager.facts import WorkFact
-from addon_manager.plan import Executed, Plan, finish
-from addon_manager.reconcile import Reconciler
+from addon_manager.engine import policy
+from addon_manager.engine.plan import Executed, Plan, finish
+from addon_manager.facts import naming
+from addon_manager.facts.records import WorkFact
+from addon_manager.kinds import registry, tenancy
+from addon_manager.shell.reconcile import Reconciler
 from testbed.support.fake_hub import OPEN_POLICY, FakeHub
 from tests.unit.test_manager_reconcile import isvc_body, msv_body, platform_ready, sc_body
 
@@ -93,31 +95,32 @@ def plan_of(hub: FakeHub, kind: str, body: dict[str, Any] | None = None,
 
 
 def test_every_hub_kind_has_one_spec_named_from_its_crd() -> None:
-    assert [cls.crd.plural for cls in HUB_RESOURCES] == [s.plural for s in kinds.KINDS.values()]
-    assert set(kinds.KINDS) == set(c.HUB_KINDS)
-    for kind, spec in kinds.KINDS.items():
+    assert [cls.crd.plural for cls in HUB_RESOURCES] == [s.plural for s in registry.KINDS.values()]
+    assert set(registry.KINDS) == set(c.HUB_KINDS)
+    for kind, spec in registry.KINDS.items():
         assert spec.kind == kind and spec.model.crd.plural == spec.plural
-    assert kinds.STACK_OWNERS == (c.KIND_MODEL_SERVING,)
-    assert set(kinds.STACK_HOLDERS) == {c.KIND_SERVING_RUNTIME, c.KIND_INFERENCE_SERVICE}
-    assert set(kinds.TENANT_KINDS) == set(c.HUB_KINDS) - {c.KIND_MODEL_SERVING}
+    assert registry.STACK_OWNERS == (c.KIND_MODEL_SERVING,)
+    assert set(registry.STACK_HOLDERS) == {c.KIND_SERVING_RUNTIME, c.KIND_INFERENCE_SERVICE}
+    assert set(registry.TENANT_KINDS) == set(c.HUB_KINDS) - {c.KIND_MODEL_SERVING}
 
 
 def test_what_a_change_of_each_kind_of_work_wakes() -> None:
-    woken = {k: sorted((kind, dep.same_namespace) for kind, dep in kinds.dependents(k, gone=True))
+    woken = {k: sorted((kind, dep.same_namespace)
+                       for kind, dep in registry.dependents(k, gone=True))
              for k in
-             (*c.HUB_KINDS, kinds.IDENTITY, kinds.ACCESS)}
+             (*c.HUB_KINDS, registry.IDENTITY, registry.ACCESS)}
     assert woken[c.KIND_MODEL_SERVING] == [(c.KIND_INFERENCE_SERVICE, False),
                                            (c.KIND_SERVING_RUNTIME, False)]
     # a stack's removal waits for what holds it
     assert woken[c.KIND_INFERENCE_SERVICE] == [(c.KIND_MODEL_SERVING, False)]
     assert woken[c.KIND_SERVING_RUNTIME] == [(c.KIND_MODEL_SERVING, False)]
     assert woken[c.KIND_STORAGE_CONNECTION] == [(c.KIND_INFERENCE_SERVICE, False)]
-    assert woken[kinds.IDENTITY] == [(c.KIND_STORAGE_CONNECTION, False)]
-    assert woken[kinds.ACCESS] == sorted((k, True) for k in kinds.TENANT_KINDS)
-    assert kinds.ACCESS == api_tenancy.ACCESS_KIND
+    assert woken[registry.IDENTITY] == [(c.KIND_STORAGE_CONNECTION, False)]
+    assert woken[registry.ACCESS] == sorted((k, True) for k in registry.TENANT_KINDS)
+    assert registry.ACCESS == api_tenancy.ACCESS_KIND
     # a model's or runtime's work that appears or changes does not concern the stack's owner
-    assert kinds.dependents(c.KIND_INFERENCE_SERVICE) == []
-    assert kinds.dependents(c.KIND_SERVING_RUNTIME) == []
+    assert registry.dependents(c.KIND_INFERENCE_SERVICE) == []
+    assert registry.dependents(c.KIND_SERVING_RUNTIME) == []
 
 
 # The plan is pure -------------------------------------------------------------------------------
@@ -256,9 +259,9 @@ def test_clusters_the_same_overrides_select_share_one_validated_spec() -> None:
 
 
 def test_a_write_is_trusted_until_the_facts_show_a_version_at_least_as_new() -> None:
-    from addon_manager import render
-    from addon_manager.apply import resource_version_of
-    from addon_manager.plan import WATCH_GRACE, Recent
+    from addon_manager.engine.plan import WATCH_GRACE, Recent
+    from addon_manager.kinds import render
+    from addon_manager.shell.apply import resource_version_of
 
     work = WorkFact(name="w", cluster="c1", kind=c.KIND_INFERENCE_SERVICE,
                     intent_namespace="ns", intent_name="iris", render_hash="old",

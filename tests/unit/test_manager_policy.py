@@ -8,8 +8,10 @@ from typing import Any
 import pytest
 
 from addon_api import constants as c
-from addon_manager import conflicts, main, policy
-from addon_manager.reconcile import Reconciler
+from addon_manager.engine import policy
+from addon_manager.facts import conflicts
+from addon_manager.shell import main
+from addon_manager.shell.reconcile import Reconciler
 from tests.unit.test_manager_reconcile import FakeHub, msv_body
 
 DIGEST = "0" * 64

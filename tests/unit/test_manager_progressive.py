@@ -8,9 +8,9 @@ from dataclasses import replace
 from typing import Any
 
 from addon_api import constants as c
-from addon_manager import naming, revisions
-from addon_manager.reconcile import Reconciler
-from addon_manager.rollout import MetricAnswer
+from addon_manager.engine.rollout import MetricAnswer
+from addon_manager.facts import naming, revisions
+from addon_manager.shell.reconcile import Reconciler
 from testbed.support.fake_hub import OPEN_POLICY, FakeHub
 from tests.unit.test_manager_reconcile import isvc_body, platform_ready
 
@@ -183,7 +183,7 @@ def test_a_report_from_before_the_revision_neither_passes_nor_fails_the_step() -
 def test_a_partitioned_cluster_in_the_step_counts_as_not_ready() -> None:
     from datetime import UTC, datetime, timedelta
 
-    from addon_manager.facts import ClusterFact
+    from addon_manager.facts.records import ClusterFact
 
     hub = FakeHub(placements={("ns", "p"): frozenset(CLUSTERS)})
     platform_ready(hub, *CLUSTERS)

@@ -15,10 +15,10 @@ import pytest
 from addon_api import constants as c
 from addon_api import sealing
 from addon_api.platform import MODELMESH_DEPRECATED
-from addon_manager import conflicts, naming
-from addon_manager.facts import ClusterFact, WorkFact, parse_work
-from addon_manager.reconcile import Outcome, Reconciler
-from addon_manager.secrets import parse_secret
+from addon_manager.facts import conflicts, naming
+from addon_manager.facts.records import ClusterFact, WorkFact, parse_work
+from addon_manager.shell.reconcile import Outcome, Reconciler
+from addon_manager.shell.secrets import parse_secret
 from testbed.support.fake_hub import OPEN_POLICY, FakeHub
 
 
@@ -987,7 +987,7 @@ def test_the_stack_of_a_cluster_that_left_while_unavailable_stays_intents_or_not
 
 
 def test_the_default_grace_is_a_day() -> None:
-    from addon_manager import main
+    from addon_manager.shell import main
 
     assert Reconciler(FakeHub(), FakeHub(), admin=OPEN_POLICY).unavailable_grace == 86400
     assert main.parse_args([]).unavailable_grace == 86400

@@ -16,7 +16,8 @@ from addon_api.hub import (
     MultiClusterServingRuntime,
     StorageConnection,
 )
-from addon_manager import naming, render
+from addon_manager.facts import naming
+from addon_manager.kinds import render
 
 
 def _meta(name: str = "x") -> dict[str, Any]:

@@ -7,7 +7,7 @@ import base64
 
 from kubernetes import client
 
-from addon_manager.secrets import (
+from addon_manager.shell.secrets import (
     PENDING,
     READABLE,
     SecretWatches,

@@ -10,10 +10,11 @@ import yaml
 
 from addon_api import constants as c
 from addon_api.common import ClusterStatus
-from addon_manager import conflicts, ordering, placement
-from addon_manager import status as st
-from addon_manager.facts import ClusterFact, WorkFact, parse_cluster, parse_work
-from addon_manager.render import owner_labels
+from addon_manager.engine import status as st
+from addon_manager.facts import conflicts, placement
+from addon_manager.facts.records import ClusterFact, WorkFact, parse_cluster, parse_work
+from addon_manager.kinds import ordering
+from addon_manager.kinds.render import owner_labels
 
 NOW = datetime(2026, 1, 1, tzinfo=UTC)
 
@@ -665,7 +666,7 @@ def test_a_status_patch_nulls_what_the_rollout_no_longer_has() -> None:
 
 
 def test_a_stack_is_ready_only_once_the_agent_reported_on_the_latest_spec() -> None:
-    from addon_manager.reports import platform_report
+    from addon_manager.kinds.reports import platform_report
 
     kind = c.KIND_MODEL_SERVING
     # the work agent applied generation 3 (spec.version changed); the agent's status is

@@ -7,9 +7,10 @@ from typing import Any
 
 from addon_api import constants as c
 from addon_api import tenancy
-from addon_manager import handlers, naming
-from addon_manager.facts import WorkFact
-from addon_manager.reconcile import Reconciler
+from addon_manager.facts import naming
+from addon_manager.facts.records import WorkFact
+from addon_manager.shell import handlers
+from addon_manager.shell.reconcile import Reconciler
 from testbed.support.fake_hub import FakeHub
 
 INTENTS = {

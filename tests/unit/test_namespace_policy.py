@@ -23,10 +23,12 @@ from addon_agent.main import parse as agent_parse
 from addon_agent.namespace_waits import NamespaceWaits
 from addon_api import constants as c
 from addon_api import tenancy
-from addon_manager import main, naming, policy
-from addon_manager import tenancy as mt
-from addon_manager.facts import WorkFact
-from addon_manager.reconcile import Reconciler
+from addon_manager.engine import policy
+from addon_manager.facts import naming
+from addon_manager.facts.records import WorkFact
+from addon_manager.kinds import tenancy as mt
+from addon_manager.shell import main
+from addon_manager.shell.reconcile import Reconciler
 from testbed.support.fake_hub import FakeHub
 from tests.unit.test_agent_namespace import FakeKube
 from tests.unit.test_manager_reconcile import msv_body, platform_ready
@@ -250,7 +252,7 @@ def test_a_failed_grant_is_retried_at_once_then_at_most_every_interval(
     hub.writes.clear()
 
     clock = [1000.0]
-    monkeypatch.setattr("addon_manager.reconcile.time.monotonic", lambda: clock[0])
+    monkeypatch.setattr("addon_manager.shell.reconcile.time.monotonic", lambda: clock[0])
     outcome = asyncio.run(reconciler.reconcile(c.KIND_SERVING_RUNTIME, body))
     assert applies(hub) == [("apply", f"c1/{access}")]
     labels = hub.bodies[("c1", access)]["metadata"]["labels"]
@@ -393,7 +395,7 @@ def test_agent_refuses_a_sealed_connection_into_another_tenants_namespace(
 
 def test_a_sealed_work_keeps_its_keyed_render_hash_under_an_executor() -> None:
     """The executor is hashed in, and a work carrying sealed data stays HMAC-keyed."""
-    from addon_manager import render
+    from addon_manager.kinds import render
 
     key = b"k" * 32
     inputs = render.SealInputs(public_key="p", key_id="k", binding="b", secret_digest="",
@@ -408,7 +410,7 @@ def test_a_sealed_work_keeps_its_keyed_render_hash_under_an_executor() -> None:
 
 
 def test_an_access_work_reports_where_its_rolebindings_are_applied() -> None:
-    from addon_manager.facts import parse_work
+    from addon_manager.facts.records import parse_work
 
     def manifest(kind: str, ns: str, applied: str) -> dict[str, Any]:
         return {"resourceMeta": {"kind": kind, "namespace": ns, "name": "model-serving-tenant-a"},

@@ -11,8 +11,9 @@ import pytest
 from addon_agent import identity, ledger
 from addon_api import sealing
 from addon_api.hashing import keyed_hash, short_hash
-from addon_manager import pinning, sealkeys
-from addon_manager.ordering import AgentKey
+from addon_manager.kinds import pinning
+from addon_manager.kinds.ordering import AgentKey
+from addon_manager.shell import sealkeys
 
 ENTRY = {"type": "s3", "access_key_id": "AKIA-demo", "secret_access_key": "s3cr3t-demo"}
 BINDING = sealing.Binding("cluster1", "agent-ns", "team-a.s3", ("models", "other"), "s3", "s3")

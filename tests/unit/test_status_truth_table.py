@@ -5,9 +5,9 @@ StorageConnection ``s3`` and the MultiClusterInferenceService ``iris`` that read
 it. Each row starts from that fleet healthy, then puts c1 in one situation: the spoke's
 objects get the status the agent (``addon_agent.status``, ``addon_agent.removal``,
 ``addon_agent.delivery``) or KServe would write, the work agent feeds it back through the
-rules the manager renders (``addon_manager.render``) or reports a refused apply the way OCM
-does, and ``addon_manager.facts.parse_work`` reads the ManifestWork. The real
-:class:`~addon_manager.reconcile.Reconciler` then reconciles the three intents, and each
+rules the manager renders (``addon_manager.kinds.render``) or reports a refused apply the way OCM
+does, and ``addon_manager.facts.records.parse_work`` reads the ManifestWork. The real
+:class:`~addon_manager.shell.reconcile.Reconciler` then reconciles the three intents, and each
 intent's entry for c1 (phase, reason, ready, a message fragment) and its own phase and Ready
 condition are compared with the row.
 
@@ -45,9 +45,9 @@ from addon_agent import status as agent_status
 from addon_api import constants as c
 from addon_api import sealing
 from addon_api.reasons import SealedReason
-from addon_manager import naming
-from addon_manager.facts import parse_work
-from addon_manager.reconcile import Reconciler
+from addon_manager.facts import naming
+from addon_manager.facts.records import parse_work
+from addon_manager.shell.reconcile import Reconciler
 from testbed.support.fake_hub import OPEN_POLICY, FakeHub
 
 MSV, SC, MCIS = c.KIND_MODEL_SERVING, c.KIND_STORAGE_CONNECTION, c.KIND_INFERENCE_SERVICE

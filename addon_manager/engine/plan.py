@@ -4,9 +4,9 @@
 the sealer's pins, the manager's memory of its own recent writes and the time) and returns a
 :class:`Plan`: the works to apply and delete, the pins to record, the add-ons to enable and,
 per cluster, what its status entry is made of. It performs no I/O and changes nothing; the
-executor (:mod:`addon_manager.execute`) performs a plan and :func:`finish` folds what the
+executor (:mod:`addon_manager.shell.execute`) performs a plan and :func:`finish` folds what the
 executor reports into the intent's status. What each kind does differently comes from its
-:class:`~addon_manager.kinds.KindSpec`.
+:class:`~addon_manager.kinds.registry.KindSpec`.
 """
 
 from __future__ import annotations
@@ -22,24 +22,16 @@ from addon_api import constants as c
 from addon_api.base import field_errors
 from addon_api.common import Condition, IntentStatus, Resource
 from addon_api.reasons import ClusterReason, IntentReason
-from addon_manager import (
-    conflicts,
-    naming,
-    ordering,
-    partition,
-    policy,
-    prepare,
-    progressive,
-    render,
-    tenancy,
-)
-from addon_manager import status as st
-from addon_manager.facts import CLAIMING_KINDS, ClusterFact, WorkFact, claimed_objects
-from addon_manager.kinds import STACK_HOLDERS, STACK_OWNERS, KindSpec
-from addon_manager.revisions import RevisionFact
-from addon_manager.rollout import KEEP, MetricAnswer
-from addon_manager.sealkeys import Sealer
-from addon_manager.world import World
+from addon_manager.engine import partition, policy, progressive
+from addon_manager.engine import status as st
+from addon_manager.engine.rollout import KEEP, MetricAnswer
+from addon_manager.facts import conflicts, naming
+from addon_manager.facts.records import CLAIMING_KINDS, ClusterFact, WorkFact, claimed_objects
+from addon_manager.facts.revisions import RevisionFact
+from addon_manager.facts.world import World
+from addon_manager.kinds import ordering, prepare, render, tenancy
+from addon_manager.kinds.registry import STACK_HOLDERS, STACK_OWNERS, KindSpec
+from addon_manager.shell.sealkeys import Sealer
 
 WATCH_GRACE = 15.0
 """Seconds a write of ours is trusted before the watch shows it (no duplicate writes)."""
@@ -241,7 +233,7 @@ def plan(spec: KindSpec, body: Mapping[str, Any], snap: Snapshot, *,
 
     A cluster the Placement no longer selects loses its works, unless it left while its
     ManagedCluster is not Available: then they are kept for the unavailable grace (see
-    :mod:`addon_manager.partition`) and its entry says until when.
+    :mod:`addon_manager.engine.partition`) and its entry says until when.
     """
     meta = body.get("metadata") or {}
     ns, name = str(meta.get("namespace")), str(meta.get("name"))
@@ -551,7 +543,7 @@ def _tenant_gate(
 ) -> tuple[render.RenderedWork, list[ordering.Wait]]:
     """A tenant work as its tenant's executor applies it, waiting for that identity.
 
-    The tenant's access work (executor and RBAC, :mod:`addon_manager.tenancy`) is written
+    The tenant's access work (executor and RBAC, :mod:`addon_manager.kinds.tenancy`) is written
     when needed; a tenant allowed any namespace has no executor.
     """
     ns = out.namespace

@@ -16,7 +16,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from addon_manager.facts import ClusterFact
+from addon_manager.facts.records import ClusterFact
 
 UNAVAILABLE_GRACE = 86400.0
 """Default seconds the works of a cluster that left its Placement while not Available are

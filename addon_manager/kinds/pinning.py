@@ -1,7 +1,7 @@
 """Which agent key the manager seals to on a cluster: the pinned one, and explicit rotation.
 
 Pure decisions. The pins and approvals live in the manager-owned ConfigMap
-``model-serving-sealing`` in the manager's namespace (see :mod:`addon_manager.sealkeys`): only
+``model-serving-sealing`` in the manager's namespace (see :mod:`addon_manager.shell.sealkeys`): only
 hub admins of that namespace and the manager write there, not the authors of ManifestWorks
 in cluster namespaces, who could otherwise substitute the key they read credentials with.
 
@@ -22,8 +22,8 @@ from dataclasses import dataclass
 from addon_api import constants as c
 from addon_api import sealing
 from addon_api.reasons import ClusterReason
-from addon_manager.facts import WorkFact
-from addon_manager.ordering import AgentKey
+from addon_manager.facts.records import WorkFact
+from addon_manager.kinds.ordering import AgentKey
 
 REASON_KEY_CHANGED = ClusterReason.AGENT_KEY_CHANGED
 REASON_IDENTITY_INVALID = ClusterReason.IDENTITY_WORK_INVALID

@@ -14,7 +14,7 @@ SealedStorageConnections (whose targets the agent checks again, see
 :mod:`addon_agent.tenancy`). A forged work that names the executor and targets any other
 namespace is refused by the work agent itself.
 
-Pure, like :mod:`addon_manager.render`.
+Pure, like :mod:`addon_manager.kinds.render`.
 """
 
 from __future__ import annotations
@@ -27,9 +27,10 @@ from addon_api import constants as c
 from addon_api import tenancy
 from addon_api.hashing import short_hash
 from addon_api.reasons import ClusterReason
-from addon_manager import naming, render
-from addon_manager.facts import WorkFact
-from addon_manager.ordering import Wait
+from addon_manager.facts import naming
+from addon_manager.facts.records import WorkFact
+from addon_manager.kinds import render
+from addon_manager.kinds.ordering import Wait
 
 ACCESS_KIND = tenancy.ACCESS_KIND
 """Owner kind label of the per-(tenant, cluster) work holding the executor and its RBAC."""
@@ -69,7 +70,7 @@ def with_executor(work: render.RenderedWork, agent_namespace: str, name: str
                   ) -> render.RenderedWork:
     """``work`` applied as ServiceAccount ``agent_namespace/name``, its render hash updated.
 
-    Keyed as :func:`addon_manager.render._work` keys it: a work carrying sealed data keeps an
+    Keyed as :func:`addon_manager.kinds.render._work` keys it: a work carrying sealed data keeps an
     HMAC render-hash under the manager's hash key.
     """
     body = copy.deepcopy(work.body)

@@ -33,7 +33,7 @@ from addon_api.hub import (
 )
 from addon_api.reasons import SealedConditionType
 from addon_api.spoke import ServingPlatformSpec
-from addon_manager import naming
+from addon_manager.facts import naming
 
 WORK_API_VERSION = "work.open-cluster-management.io/v1"
 SPOKE_FIELD_MANAGER = "work-agent-model-serving"

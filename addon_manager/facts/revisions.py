@@ -12,7 +12,7 @@ manager's hash key, of the intent it belongs to and of its content (:func:`seale
 ControllerRevision anyone else wrote (with the manager's labels, say, and a spec of their
 choosing) is not a revision of the intent: a rollback or an undo never renders it, and it is
 never pruned (it is not the manager's to delete). Whatever revision is rendered, the manager
-judges the work it makes under today's policy (:func:`addon_manager.policy.judge_work`).
+judges the work it makes under today's policy (:func:`addon_manager.engine.policy.judge_work`).
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from addon_api import constants as c
-from addon_manager.render import canonical_hash, keyed_canonical_hash
+from addon_manager.kinds.render import canonical_hash, keyed_canonical_hash
 
 API_VERSION = "apps/v1"
 PATH = "/apis/apps/v1/namespaces/{namespace}/controllerrevisions"

@@ -21,7 +21,7 @@ from kubernetes.client.exceptions import ApiException
 from kubernetes.leaderelection import electionconfig, leaderelection
 from kubernetes.leaderelection.resourcelock.leaselock import LeaseLock
 
-from addon_manager import metrics
+from addon_manager.shell import metrics
 
 log = logging.getLogger(__name__)
 

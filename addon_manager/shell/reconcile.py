@@ -1,12 +1,12 @@
 """One intent's reconcile: snapshot, plan, execute, status.
 
-The engine in one line: a :class:`~addon_manager.plan.Snapshot` of the hub and of the
-manager's recent writes goes into the pure :func:`~addon_manager.plan.plan` with the
-intent and its :class:`~addon_manager.kinds.KindSpec`; the
-:class:`~addon_manager.execute.Executor` performs the plan; :func:`~addon_manager.plan.finish`
-turns the plan and the executor's report into the intent's status, which is written only
-when it changed. This module holds that sequence and the metrics it records; it decides
-nothing itself.
+The engine in one line: a :class:`~addon_manager.engine.plan.Snapshot` of the hub and of the
+manager's recent writes goes into the pure :func:`~addon_manager.engine.plan.plan` with the
+intent and its :class:`~addon_manager.kinds.registry.KindSpec`; the
+:class:`~addon_manager.shell.execute.Executor` performs the plan;
+:func:`~addon_manager.engine.plan.finish` turns the plan and the executor's report into the
+intent's status, which is written only when it changed. This module holds that sequence and
+the metrics it records; it decides nothing itself.
 """
 
 from __future__ import annotations
@@ -23,14 +23,16 @@ from addon_api.common import IntentStatus
 from addon_api.conditions import condition
 from addon_api.reasons import ClusterPhase, IntentConditionType, IntentPhase
 from addon_api.rollout import MetricGate
-from addon_manager import metrics, partition, policy, sealkeys, tenancy
-from addon_manager import status as st
-from addon_manager.execute import Executor, Writer
-from addon_manager.kinds import KINDS, TENANT_KINDS, spec_of
-from addon_manager.naming import KIND_IDENTITY
-from addon_manager.plan import Plan, Snapshot, finish, plan, removal_blockers
-from addon_manager.rollout import MetricAnswer
-from addon_manager.world import World
+from addon_manager.engine import partition, policy
+from addon_manager.engine import status as st
+from addon_manager.engine.plan import Plan, Snapshot, finish, plan, removal_blockers
+from addon_manager.engine.rollout import MetricAnswer
+from addon_manager.facts.naming import KIND_IDENTITY
+from addon_manager.facts.world import World
+from addon_manager.kinds import tenancy
+from addon_manager.kinds.registry import KINDS, TENANT_KINDS, spec_of
+from addon_manager.shell import metrics, sealkeys
+from addon_manager.shell.execute import Executor, Writer
 
 
 @dataclass
@@ -81,7 +83,7 @@ GATE_REFRESH = 15.0
 
 
 class MetricGateClient(Protocol):
-    """What evaluates metric gates (see :class:`~addon_manager.metricgate.PrometheusGate`)."""
+    """What evaluates metric gates (see :class:`~addon_manager.shell.metricgate.PrometheusGate`)."""
 
     def evaluate(self, gate: MetricGate, clusters: tuple[str, ...]) -> Awaitable[MetricAnswer]:
         """The gate's answer for these clusters."""
@@ -141,7 +143,7 @@ class Reconciler:
     ) -> Outcome:
         """Bring one intent's works to the desired set and write its status if it changed.
 
-        See :func:`addon_manager.plan.plan` for what is desired (removal rule, partition
+        See :func:`addon_manager.engine.plan.plan` for what is desired (removal rule, partition
         safety, gates); ``overdue`` says a deletion has waited long enough for the remaining
         works to be reported as ``WorksRemain``.
         """

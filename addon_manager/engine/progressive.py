@@ -1,9 +1,9 @@
 """A progressive rollout inside one plan: the revisions, which one each cluster renders.
 
 Pure. For an intent whose ``spec.rollout.strategy`` is not ``All``, :func:`plan_rollout`
-resolves the spec's revision (:mod:`addon_manager.revisions`), reads each selected cluster's
+resolves the spec's revision (:mod:`addon_manager.facts.revisions`), reads each selected cluster's
 state from its work (the revision it carries, Ready or failed as its status entry would
-say), lets :func:`addon_manager.rollout.decide` assign revisions, and returns the intent to
+say), lets :func:`addon_manager.engine.rollout.decide` assign revisions, and returns the intent to
 render for each revision in use, the revision to create, the ones to prune and the new
 ``status.rollout``.
 """
@@ -20,12 +20,13 @@ from pydantic import ValidationError
 from addon_api import constants as c
 from addon_api.common import Resource
 from addon_api.rollout import MetricGate, Rollout, RolloutStatus
-from addon_manager import revisions, rollout
-from addon_manager import status as st
-from addon_manager.facts import ClusterFact, WorkFact
-from addon_manager.render import REVISION_FEEDBACK
-from addon_manager.revisions import RevisionFact
-from addon_manager.rollout import Assignment, ClusterState, MetricAnswer
+from addon_manager.engine import rollout
+from addon_manager.engine import status as st
+from addon_manager.engine.rollout import Assignment, ClusterState, MetricAnswer
+from addon_manager.facts import revisions
+from addon_manager.facts.records import ClusterFact, WorkFact
+from addon_manager.facts.revisions import RevisionFact
+from addon_manager.kinds.render import REVISION_FEEDBACK
 
 
 def settings_of(intent: Resource) -> Rollout | None:
@@ -114,7 +115,7 @@ def plan_rollout(
 
     ``held_back``: per cluster, why it is not Ready although the intent's own work is.
     ``key``: the manager's hash key; only the revisions sealed with it are the intent's
-    (:func:`addon_manager.revisions.trusted`).
+    (:func:`addon_manager.facts.revisions.trusted`).
     """
     seen = list(kept)
     meta = body.get("metadata") or {}

@@ -1,9 +1,9 @@
 """Per kind: one intent's work for one cluster, and what it waits for there.
 
-Each ``prepare_*`` function is pure over the :class:`~addon_manager.world.World` (and the
+Each ``prepare_*`` function is pure over the :class:`~addon_manager.facts.world.World` (and the
 sealer's pins, read only): it renders the work, lists the gates still closed on that cluster
-(:mod:`addon_manager.ordering`), or says why nothing can be sent (a reason and a message).
-The registry (:mod:`addon_manager.kinds`) names the one each kind uses.
+(:mod:`addon_manager.kinds.ordering`), or says why nothing can be sent (a reason and a message).
+The registry (:mod:`addon_manager.kinds.registry`) names the one each kind uses.
 """
 
 from __future__ import annotations
@@ -22,10 +22,11 @@ from addon_api.hub import (
     StorageConnectionSpec,
 )
 from addon_api.reasons import ClusterReason
-from addon_manager import naming, ordering, pinning, render
-from addon_manager.facts import WorkFact
-from addon_manager.sealkeys import Sealer
-from addon_manager.world import World
+from addon_manager.facts import naming
+from addon_manager.facts.records import WorkFact
+from addon_manager.facts.world import World
+from addon_manager.kinds import ordering, pinning, render
+from addon_manager.shell.sealkeys import Sealer
 
 
 @dataclass(frozen=True)
@@ -172,7 +173,7 @@ def agent_key(ctx: Context, cluster: str, agent_ns: str) -> KeyDecision:
     The identity work must be the one of its exact name with the shape the manager renders
     (ReadOnly, reading the agent's ConfigMap in ``agent_ns``): any other is not trusted
     (``IdentityWorkInvalid``; the manager writes it again). The published key must be the
-    pinned one (see :mod:`addon_manager.pinning`), else ``AgentKeyChanged``.
+    pinned one (see :mod:`addon_manager.kinds.pinning`), else ``AgentKeyChanged``.
     """
     identity = identity_work(ctx.world, cluster)
     expected = render.render_identity(cluster, agent_ns).render_hash

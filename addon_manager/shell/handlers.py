@@ -1,9 +1,9 @@
 """kopf handlers: indexes over the hub, one daemon per intent, deletion with a finalizer.
 
 Handlers stay thin: kopf indexes turn watch events into small tuples, the ManifestWork
-informer (:mod:`addon_manager.workwatch`, outside kopf) keeps the works as
-:class:`~addon_manager.facts.WorkFact`, event handlers wake the intents a change concerns,
-and each intent's daemon calls :meth:`~addon_manager.reconcile.Reconciler.reconcile` (at
+informer (:mod:`addon_manager.shell.informers`, outside kopf) keeps the works as
+:class:`~addon_manager.facts.records.WorkFact`, event handlers wake the intents a change concerns,
+and each intent's daemon calls :meth:`~addon_manager.shell.reconcile.Reconciler.reconcile` (at
 most once a second, which also coalesces status writes).
 """
 
@@ -21,18 +21,21 @@ from typing import Any
 import kopf
 
 from addon_api import constants as c
-from addon_manager import conflicts, firstpass, kinds, metrics, partition, revisions, workwatch
-from addon_manager.execute import Writer
-from addon_manager.facts import AddonFact, ClusterFact, WorkFact, agent_namespace
-from addon_manager.kinds import KINDS, KindSpec
-from addon_manager.metricgate import PrometheusGate
-from addon_manager.placement import decided_clusters, decision_group, decision_key
-from addon_manager.policy import Policy
-from addon_manager.reconcile import Reconciler
-from addon_manager.revisions import RevisionFact
-from addon_manager.sealkeys import Sealer
-from addon_manager.secrets import PENDING, SecretAccess, SecretFact, SecretWatches
-from addon_manager.workwatch import KeyedStore, WorkInformer, WorkStore
+from addon_manager.engine import partition
+from addon_manager.engine.policy import Policy
+from addon_manager.facts import conflicts, revisions
+from addon_manager.facts.placement import decided_clusters, decision_group, decision_key
+from addon_manager.facts.records import AddonFact, ClusterFact, WorkFact, agent_namespace
+from addon_manager.facts.revisions import RevisionFact
+from addon_manager.kinds import registry
+from addon_manager.kinds.registry import KINDS, KindSpec
+from addon_manager.shell import firstpass, informers, metrics
+from addon_manager.shell.execute import Writer
+from addon_manager.shell.informers import KeyedStore, WorkInformer, WorkStore
+from addon_manager.shell.metricgate import PrometheusGate
+from addon_manager.shell.reconcile import Reconciler
+from addon_manager.shell.sealkeys import Sealer
+from addon_manager.shell.secrets import PENDING, SecretAccess, SecretFact, SecretWatches
 
 log = logging.getLogger(__name__)
 
@@ -62,7 +65,7 @@ class Settings:
     deletion_blocked_after: float = 30.0
     connection: kopf.ConnectionInfo | None = None
     secrets: SecretWatches | None = None
-    """Per-namespace Secret watches (main() starts them; see addon_manager.secrets)."""
+    """Per-namespace Secret watches (main() starts them; see addon_manager.shell.secrets)."""
     ready: bool = False
     policy: Policy = field(default_factory=Policy)
     """What the platform admin allows hub tenants (devFlags, stack owners)."""
@@ -131,12 +134,12 @@ class ManagerState:
 
         That is once every informer is synced or, for an intent of the first pass while the
         works are still being listed, once clusters and add-ons are synced and the works its
-        plan reads are prefetched (:func:`kinds.works_read`).
+        plan reads are prefetched (:func:`registry.works_read`).
         """
         works = self._works_informer()
         selectors = []
         if works is not None and not works.synced.is_set() and self.first_pass.first(key):
-            selectors = workwatch.prefetch_selectors(key, kinds.works_read(key[0]))
+            selectors = informers.prefetch_selectors(key, registry.works_read(key[0]))
         if works is None or not selectors:  # (None: planned from the fake hub in tests)
             await self.works_synced()
             return
@@ -198,7 +201,7 @@ def _store(index: Any, key: Any) -> list[Any]:
 
 
 class IndexWorld:
-    """The reconciler's :class:`~addon_manager.reconcile.World`, read from kopf indexes."""
+    """The reconciler's :class:`~addon_manager.shell.reconcile.World`, read from kopf indexes."""
 
     def __init__(self, indexes: Mapping[str, Any], state: ManagerState | None = None) -> None:
         self.ix = {name: indexes[name] for name in INDEX_NAMES}
@@ -300,7 +303,7 @@ class IndexWorld:
 
     def intents_reading_secret(self, namespace: str, name: str) -> list[tuple[str, str, str]]:
         """Keys of the intents whose credentials are in a Secret."""
-        return [key for spec in kinds.where(lambda s: s.seals)
+        return [key for spec in registry.where(lambda s: s.seals)
                 for key in _store(self.ix[f"{spec.plural}_index"], ("secret", namespace, name))]
 
     def changed_intents(self) -> list[tuple[str, str, str]]:
@@ -345,7 +348,7 @@ def _reconciler(state: ManagerState, indexes: Mapping[str, Any]) -> Reconciler:
 
 def _sealing(world: IndexWorld) -> list[tuple[str, str, str]]:
     """Intents that seal to agent keys (woken when keys, pins or agent namespaces change)."""
-    return world.intents_of(kinds.where(lambda s: s.seals))
+    return world.intents_of(registry.where(lambda s: s.seals))
 
 
 # Startup and login -------------------------------------------------------------------------------
@@ -411,7 +414,7 @@ async def _watch_pins(state: ManagerState, sealer: Sealer) -> None:
     About once a minute the verify key is also written into the add-on's configuration again.
 
     A hub admin approves an agent key by editing the manager's ConfigMap (see
-    :mod:`addon_manager.pinning`); the intents that seal are reconciled then.
+    :mod:`addon_manager.kinds.pinning`); the intents that seal are reconciled then.
     """
     rounds = 0
     refresh = state.settings.sealing_refresh
@@ -483,7 +486,7 @@ def _intent_index(spec: KindSpec) -> Any:
             ("all",): (namespace, name, created, placement, secret),
             ("placement", namespace, placement): (kind, namespace, name),
         }
-        for read in (kinds.secrets_named(spec) if seals else ()):
+        for read in (registry.secrets_named(spec) if seals else ()):
             out[("secret", namespace, read)] = (kind, namespace, name)
         if firstpass.changed(body):
             out[("changed",)] = (kind, namespace, name)
@@ -564,7 +567,8 @@ def _reconciled_world(state: ManagerState) -> IndexWorld | None:
 def work_changed(state: ManagerState, old: WorkFact | None, new: WorkFact | None) -> None:
     """A work of ours appeared, changed or went: wake its owner and its dependents.
 
-    The intents that depend on the work's kind (see :mod:`addon_manager.kinds`) are woken too.
+    The intents that depend on the work's kind (see :mod:`addon_manager.kinds.registry`) are
+    woken too.
     Called on the event loop by the informer (main() binds ``state``).
     """
     fact = new or old
@@ -575,12 +579,12 @@ def work_changed(state: ManagerState, old: WorkFact | None, new: WorkFact | None
     kind, owner_ns = fact.kind, fact.intent_namespace
     if kind in KINDS:
         state.wakeups.poke([fact.owner])
-    for dependent, dep in kinds.dependents(kind, gone=new is None):
+    for dependent, dep in registry.dependents(kind, gone=new is None):
         state.wakeups.poke([
             key for key in world.intents_of_kind(dependent)
             if (not dep.same_namespace or key[1] == owner_ns)
             and (not dep.gone_only or fact.cluster in reconciler.removal_waits.get(key, ()))])
-    if kind == kinds.IDENTITY and new is not None and fact.cluster not in (
+    if kind == registry.IDENTITY and new is not None and fact.cluster not in (
             world.storage_clusters()):  # e.g. left over from before a restart
         task = asyncio.get_running_loop().create_task(_collect_identity(reconciler))
         state.background.add(task)
@@ -598,7 +602,7 @@ def secret_changed(state: ManagerState, namespace: str, name: str | None) -> Non
     """Wake the intents that read a Secret that changed.
 
     ``name`` None: the manager's access to the namespace's Secrets changed (all of them there).
-    Called on the event loop by :class:`~addon_manager.secrets.SecretWatches` (main() binds
+    Called on the event loop by :class:`~addon_manager.shell.secrets.SecretWatches` (main() binds
     ``state``).
     """
     world = _reconciled_world(state)
@@ -607,7 +611,7 @@ def secret_changed(state: ManagerState, namespace: str, name: str | None) -> Non
     if name is not None:
         state.wakeups.poke(world.intents_reading_secret(namespace, name))
     else:
-        state.wakeups.poke(world.intents_of(kinds.where(lambda s: s.seals), namespace))
+        state.wakeups.poke(world.intents_of(registry.where(lambda s: s.seals), namespace))
 
 
 # Intents -----------------------------------------------------------------------------------------
@@ -640,7 +644,7 @@ def _register_intent(spec: KindSpec) -> None:
             wake.clear()
             started = time.monotonic()
             if (spec.seals and settings.secrets is not None
-                    and kinds.secrets_named(body.get("spec") or {})):
+                    and registry.secrets_named(body.get("spec") or {})):
                 await settings.secrets.settled(str(namespace))  # its namespace's watch
             try:
                 outcome = await reconciler.reconcile(kind, body)

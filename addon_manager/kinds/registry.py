@@ -2,8 +2,8 @@
 
 One :class:`KindSpec` per hub kind says how an intent of that kind is read (its model and,
 from the model's ``CrdInfo``, its names), how its work for one cluster is prepared (render
-and gates, :mod:`addon_manager.prepare`), how a cluster's work status maps to its entry
-(:mod:`addon_manager.reports`), what role it plays on a cluster (the stack, what holds the
+and gates, :mod:`addon_manager.kinds.prepare`), how a cluster's work status maps to its entry
+(:mod:`addon_manager.kinds.reports`), what role it plays on a cluster (the stack, what holds the
 stack, a tenant's work, sealed credentials) and what it depends on (whose works' changes
 wake it). The planner, the executor and the kopf handlers read these; none of them branches
 on a kind's name. Adding a hub kind means adding one spec here.
@@ -25,8 +25,9 @@ from addon_api.hub import (
     StorageConnection,
 )
 from addon_api.platform import MODELMESH_DEPRECATED
-from addon_manager import naming, prepare, reports
-from addon_manager.facts import WorkFact
+from addon_manager.facts import naming
+from addon_manager.facts.records import WorkFact
+from addon_manager.kinds import prepare, reports
 
 Prepare = Callable[[prepare.Context, Resource, str], prepare.Prepared]
 Report = Callable[[WorkFact, bool], tuple[ClusterStatus, reports.Category]]
@@ -52,9 +53,9 @@ class KindSpec:
     model: type[Resource]
     """The pydantic model an intent is read with (its ``crd`` gives the names)."""
     prepare: Prepare
-    """One cluster's work and gates (see :mod:`addon_manager.prepare`)."""
+    """One cluster's work and gates (see :mod:`addon_manager.kinds.prepare`)."""
     report: Report
-    """A cluster's applied work status as the intent's entry (see :mod:`addon_manager.reports`)."""
+    """A cluster's work status as the intent's entry (:mod:`addon_manager.kinds.reports`)."""
     depends_on: tuple[Dependency, ...] = ()
     """Kinds of work whose changes wake this kind's intents (gates, removal rule)."""
     owns_stack: bool = False
@@ -148,7 +149,7 @@ def dependents(work_kind: str, *, gone: bool = False) -> list[tuple[str, Depende
 
 
 TENANT_KINDS = tuple(spec.kind for spec in where(lambda s: s.tenant))
-"""Kinds applied as their hub namespace's executor (see :mod:`addon_manager.tenancy`)."""
+"""Kinds applied as their hub namespace's executor (see :mod:`addon_manager.kinds.tenancy`)."""
 STACK_HOLDERS = tuple(spec.kind for spec in where(lambda s: s.holds_stack))
 """Kinds whose works hold the stack on their cluster."""
 STACK_OWNERS = tuple(spec.kind for spec in where(lambda s: s.owns_stack))
@@ -162,7 +163,7 @@ def works_read(kind: str) -> frozenset[str]:
     tenant's access works, and what holds a stack (a stack's removal rule).
 
     An intent's plan is complete once its own works and these are known: what
-    :meth:`addon_manager.workwatch.WorkInformer.prefetch` lists first after a start.
+    :meth:`addon_manager.shell.informers.WorkInformer.prefetch` lists first after a start.
     """
     spec = spec_of(kind)
     read = {dep.kind for dep in spec.depends_on} | set(STACK_OWNERS)

@@ -18,7 +18,7 @@ from addon_api.reasons import ClusterReason
 
 FeedbackValue = str | int | bool
 IDENTITY_KIND = "AgentIdentity"
-"""Owner kind label of identity works (``addon_manager.naming.KIND_IDENTITY``)."""
+"""Owner kind label of identity works (``addon_manager.facts.naming.KIND_IDENTITY``)."""
 CLUSTER_AVAILABLE = "ManagedClusterConditionAvailable"
 
 
@@ -69,7 +69,7 @@ class WorkFact:
     resource_version: int = field(default=0, compare=False)
     """metadata.resourceVersion as a number (0: unknown). Not part of equality: a write that
     changes nothing the manager reads is no change. The store uses it to never take an older
-    view of a work over a newer one (see :meth:`addon_manager.workwatch.WorkStore.put`)."""
+    view of a work over a newer one (see :meth:`addon_manager.shell.informers.WorkStore.put`)."""
 
     @property
     def unobserved(self) -> bool:
@@ -242,7 +242,7 @@ def identity_source(spec: Mapping[str, Any]) -> str:
     strategy that would write a key into the agent's ConfigMap, a second manifest whose
     feedback would come first) is not trusted for the agent's key.
     """
-    from addon_manager.render import IDENTITY_FEEDBACK
+    from addon_manager.kinds.render import IDENTITY_FEEDBACK
 
     manifests = (spec.get("workload") or {}).get("manifests") or []
     configs = spec.get("manifestConfigs") or []

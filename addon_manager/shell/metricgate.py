@@ -16,8 +16,8 @@ from typing import Any
 import aiohttp
 
 from addon_api.rollout import MetricGate
-from addon_manager.promql import clusters_regex, metric_query
-from addon_manager.rollout import MetricAnswer
+from addon_manager.engine.promql import clusters_regex, metric_query
+from addon_manager.engine.rollout import MetricAnswer
 
 TIMEOUT = 10.0
 """Seconds a query may take."""
@@ -26,7 +26,7 @@ TIMEOUT = 10.0
 def query_for(gate: MetricGate, clusters: Sequence[str]) -> str:
     """The gate's query with ``$clusters`` replaced.
 
-    The plan scopes a ``metric`` gate first (:func:`addon_manager.policy.scoped_gate`);
+    The plan scopes a ``metric`` gate first (:func:`addon_manager.engine.policy.scoped_gate`);
     unscoped, it selects only on the clusters.
     """
     query = gate.query if gate.query is not None else metric_query(gate, "", "")

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from addon_api import constants as c
 from addon_api.reasons import ClusterReason, SealedPhase
 from addon_api.reasons import ServingPlatformPhase as PlatformPhase
-from addon_manager.facts import WorkFact
+from addon_manager.facts.records import WorkFact
 
 WAITING_FOR_PLATFORM = ClusterReason.WAITING_FOR_PLATFORM
 WAITING_FOR_STORAGE = ClusterReason.WAITING_FOR_STORAGE

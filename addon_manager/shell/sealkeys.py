@@ -7,7 +7,7 @@ In the manager's namespace:
   Created when absent; its values are never logged.
 * ConfigMap ``model-serving-sealing``: ``sequence`` (the next unallocated sealing sequence),
   ``pin.<cluster>`` (the agent public key pinned for a cluster) and ``approve.<cluster>`` (an
-  agent key id a hub admin approved; see :mod:`addon_manager.pinning`).
+  agent key id a hub admin approved; see :mod:`addon_manager.kinds.pinning`).
 
 Sequences. Each envelope carries a sequence the agent never accepts going down. A manager
 allocates a block of :data:`BLOCK` numbers at a time by compare-and-swap on the ConfigMap
@@ -32,7 +32,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol, TypeVar
 
 from addon_api import sealing
-from addon_manager.ordering import AgentKey
+from addon_manager.kinds.ordering import AgentKey
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")

@@ -30,7 +30,7 @@ from addon_api.hub import (
 )
 from addon_api.reasons import ClusterReason, IntentReason
 from addon_api.rollout import MetricGate
-from addon_manager import promql
+from addon_manager.engine import promql
 
 REASON_DEV_FLAGS = IntentReason.DEV_FLAGS_NOT_ALLOWED
 REASON_NAMESPACE = tenancy.REASON

@@ -1,8 +1,8 @@
-"""The executor: performs a :class:`~addon_manager.plan.Plan` against the hub.
+"""The executor: performs a :class:`~addon_manager.engine.plan.Plan` against the hub.
 
 It records the pins first (nothing is sealed to an unpinned key), reads each hub Secret a
 plan seals from once, seals, applies and deletes works concurrently, enables add-ons, and
-remembers its own writes (the :class:`~addon_manager.plan.Recent` the next plan reads). It
+remembers its own writes (the :class:`~addon_manager.engine.plan.Recent` the next plan reads). It
 decides nothing a plan did not say, except a Secret that changed since the watch saw it,
 which fails that cluster's write (half a credential is never delivered).
 """
@@ -18,18 +18,20 @@ from typing import Any, Protocol
 
 from addon_api import sealing
 from addon_api.reasons import ClusterReason
-from addon_manager import metrics, render, revisions, sealkeys
-from addon_manager.apply import WriteError
-from addon_manager.facts import WorkFact
-from addon_manager.plan import Apply, Executed, Plan, Recent
-from addon_manager.revisions import RevisionFact
-from addon_manager.secrets import decode_value, forbidden_detail
+from addon_manager.engine.plan import Apply, Executed, Plan, Recent
+from addon_manager.facts import revisions
+from addon_manager.facts.records import WorkFact
+from addon_manager.facts.revisions import RevisionFact
+from addon_manager.kinds import render
+from addon_manager.shell import metrics, sealkeys
+from addon_manager.shell.apply import WriteError
+from addon_manager.shell.secrets import decode_value, forbidden_detail
 
 log = logging.getLogger(__name__)
 
 
 class Writer(Protocol):
-    """What the executor writes with (see :class:`~addon_manager.apply.HubWriter`)."""
+    """What the executor writes with (see :class:`~addon_manager.shell.apply.HubWriter`)."""
 
     def apply_work(self, body: dict[str, Any], *, force: bool) -> Awaitable[int | None]:
         """Server-side apply a ManifestWork."""
@@ -55,7 +57,7 @@ class Writer(Protocol):
     def read_secret(self, namespace: str, name: str) -> Awaitable[dict[str, str] | None]:
         """Read a hub Secret's ``data`` as stored (base64 values), None when it does not exist.
 
-        Raises :class:`~addon_manager.apply.WriteError` (``status`` 403 when forbidden).
+        Raises :class:`~addon_manager.shell.apply.WriteError` (``status`` 403 when forbidden).
         """
 
 

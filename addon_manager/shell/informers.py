@@ -5,13 +5,13 @@ kopf's per-object machinery (diff-base deep copies, one worker per object, the o
 (``docs/benchmarks.md``, "What limits us"). ManifestWorks are the one resource with
 N clusters x intents objects, so they get a thin informer of their own:
 
-- :class:`HubSource` talks to the hub with aiohttp (:mod:`addon_manager.hubhttp`) under the
+- :class:`HubSource` talks to the hub with aiohttp (:mod:`addon_manager.shell.hubhttp`) under the
   manager's identity (the kubeconfig or in-cluster configuration ``main()`` loads). It lists
   ``manifestworks.work.open-cluster-management.io/v1`` in every namespace in pages
   (``limit``/``continue``) and watches from the list's ``resourceVersion`` with bookmarks,
   both with the server-side label selector :data:`SELECTOR`: works of other add-ons never
   reach the process. It needs ``list`` and ``watch`` on ManifestWorks, nothing more.
-- :class:`WorkInformer` keeps a :class:`WorkStore` of :class:`~addon_manager.facts.WorkFact`
+- :class:`WorkInformer` keeps a :class:`WorkStore` of :class:`~addon_manager.facts.records.WorkFact`
   current (each event is parsed straight into a fact; no body is kept), calls ``on_change``
   once per change, resumes a broken watch from the last ``resourceVersion`` (with backoff),
   and relists when the server answers 410 Gone. A relist is diffed against the store
@@ -42,8 +42,8 @@ import aiohttp
 from kubernetes import client
 
 from addon_api import constants as c
-from addon_manager.facts import WorkFact, parse_work
-from addon_manager.hubhttp import HubHttp
+from addon_manager.facts.records import WorkFact, parse_work
+from addon_manager.shell.hubhttp import HubHttp
 
 log = logging.getLogger(__name__)
 
@@ -76,7 +76,7 @@ T = TypeVar("T")
 def prefetch_selectors(owner: tuple[str, str, str], kinds_read: Iterable[str]) -> list[str]:
     """Label selectors of an intent's own works and of every work of ``kinds_read``.
 
-    ``kinds_read`` is what its plan reads (:func:`addon_manager.kinds.works_read`). [] when
+    ``kinds_read`` is what its plan reads (:func:`addon_manager.kinds.registry.works_read`). [] when
     that is every work of the intent's kind anyway (no gain over the full list).
 
     ``owner`` is (kind, namespace, name).
@@ -364,7 +364,7 @@ class HubSource:
     """One hub resource over aiohttp, as the identity of a kubernetes client config.
 
     ``cfg`` is what ``main()`` loads (kubeconfig or in-cluster); the connection is a
-    :class:`~addon_manager.hubhttp.HubHttp`.
+    :class:`~addon_manager.shell.hubhttp.HubHttp`.
     """
 
     def __init__(self, cfg: client.Configuration, selector: str = SELECTOR, *,

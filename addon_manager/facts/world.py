@@ -1,6 +1,6 @@
 """What the manager knows about the hub: read-only facts, kept current by watches.
 
-Production reads them from watch caches (:class:`addon_manager.handlers.IndexWorld`); unit
+Production reads them from watch caches (:class:`addon_manager.shell.handlers.IndexWorld`); unit
 tests from a plain object (``tests/unit/fake_hub.py``). Nothing here lists objects: every
 lookup is a cache read.
 """
@@ -9,10 +9,10 @@ from __future__ import annotations
 
 from typing import Protocol
 
-from addon_manager import conflicts
-from addon_manager.facts import ClusterFact, WorkFact
-from addon_manager.revisions import RevisionFact
-from addon_manager.secrets import SecretAccess, SecretFact
+from addon_manager.facts import conflicts
+from addon_manager.facts.records import ClusterFact, WorkFact
+from addon_manager.facts.revisions import RevisionFact
+from addon_manager.shell.secrets import SecretAccess, SecretFact
 
 
 class World(Protocol):
@@ -52,7 +52,7 @@ class World(Protocol):
         """A hub Secret's digest and key names, None when it does not exist."""
 
     def secret_access(self, namespace: str) -> SecretAccess:
-        """Whether the manager may read the Secrets of a namespace (see addon_manager.secrets)."""
+        """Whether the manager may read the Secrets of a namespace (see facts.secrets)."""
 
     def addon_exists(self, cluster: str) -> bool:
         """Whether the ManagedClusterAddOn model-serving exists in the cluster namespace."""

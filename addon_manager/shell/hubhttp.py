@@ -3,9 +3,9 @@
 :class:`HubHttp` turns the kubernetes client configuration ``main()`` loads (kubeconfig or
 in-cluster: server, CA, client certificate, bearer token, basic auth, ``tls-server-name``,
 ``proxy-url``) into aiohttp requests made on the event loop. The informers
-(:mod:`addon_manager.workwatch`) read through it and the writer (:mod:`addon_manager.apply`)
-writes through it: no thread pool, so the writes do not compete with the event loop for the
-GIL, and no response is decoded that nobody reads.
+(:mod:`addon_manager.shell.informers`) read through it and the writer
+(:mod:`addon_manager.shell.apply`) writes through it: no thread pool, so the writes do not
+compete with the event loop for the GIL, and no response is decoded that nobody reads.
 """
 
 from __future__ import annotations

@@ -18,8 +18,8 @@ import aiohttp
 from kubernetes import client
 
 from addon_api import constants as c
-from addon_manager import metrics
-from addon_manager.hubhttp import HubHttp, Response
+from addon_manager.shell import metrics
+from addon_manager.shell.hubhttp import HubHttp, Response
 
 T = TypeVar("T")
 log = logging.getLogger(__name__)

@@ -1,8 +1,8 @@
 """What a cluster's work status says, per kind: the cluster's entry and its category.
 
 Each function reads the feedback of one applied work (see the feedback rules in
-:mod:`addon_manager.render`) and returns the per-cluster entry of the intent's status with
-its category. The registry (:mod:`addon_manager.kinds`) names the one each kind uses. The
+:mod:`addon_manager.kinds.render`) and returns the per-cluster entry of the intent's status with
+its category. The registry (:mod:`addon_manager.kinds.registry`) names the one each kind uses. The
 agent's phases (ServingPlatform, SealedStorageConnection) are read as the spoke enums of
 :mod:`addon_api.reasons`; a phase the enum does not know is passed through as it is.
 """
@@ -17,7 +17,7 @@ from typing import Literal, TypeVar
 from addon_api.base import sanitized
 from addon_api.common import ClusterStatus
 from addon_api.reasons import ClusterPhase, ClusterReason, SealedPhase, ServingPlatformPhase
-from addon_manager.facts import FeedbackValue, WorkFact
+from addon_manager.facts.records import FeedbackValue, WorkFact
 
 Category = Literal["ready", "progressing", "failed", "stale"]
 FAILED_ISVC_TRANSITIONS = (ClusterReason.BLOCKED_BY_FAILED_LOAD, ClusterReason.INVALID_SPEC)
