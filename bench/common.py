@@ -19,7 +19,7 @@ from kubernetes.client.exceptions import ApiException
 
 from addon_api import constants as c
 from addon_api.hub import MultiClusterInferenceService
-from addon_manager.facts import naming
+from addon_manager.facts import canonical, naming
 from addon_manager.kinds import render
 from testbed import identities
 from testbed.fleet import Testbed
@@ -151,7 +151,7 @@ def rendered(intent: dict[str, Any], cluster: str) -> dict[str, Any]:
 
 def content(work: dict[str, Any]) -> str:
     """Digest of what a ManifestWork carries to the cluster (its workload)."""
-    return render.canonical_hash((work.get("spec") or {}).get("workload") or {})
+    return canonical.canonical_hash((work.get("spec") or {}).get("workload") or {})
 
 
 def isvc_work_name(name: str) -> str:

@@ -27,6 +27,7 @@ from addon_manager.facts.records import WorkFact
 from addon_manager.kinds.registry import spec_of
 from addon_manager.shell.reconcile import Reconciler
 from testbed.support.fake_hub import OPEN_POLICY, FakeHub
+from testbed.support.sealing import memory_sealer
 
 TEMPLATE = {"predictor": {
     "minReplicas": 2, "serviceAccountName": "default",
@@ -75,7 +76,7 @@ def measure(clusters: int, rounds: int, overrides: bool) -> tuple[float, float, 
     hub = FakeHub(placements={("ns", "p"): frozenset(names)},
                   labels={n: {"half": "a" if i % 2 else "b"} for i, n in enumerate(names)})
     platform_ready(hub, *names)
-    snap = Reconciler(hub, hub, admin=OPEN_POLICY).snapshot()
+    snap = Reconciler(hub, hub, memory_sealer(), admin=OPEN_POLICY).snapshot()
     spec, body = spec_of(c.KIND_INFERENCE_SERVICE), intent(overrides)
     works = len(plan(spec, body, snap).applies)
     real = policy.judge_work

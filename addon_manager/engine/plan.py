@@ -28,10 +28,10 @@ from addon_manager.engine.rollout import KEEP, MetricAnswer
 from addon_manager.facts import conflicts, naming
 from addon_manager.facts.records import CLAIMING_KINDS, ClusterFact, WorkFact, claimed_objects
 from addon_manager.facts.revisions import RevisionFact
+from addon_manager.facts.sealing import AgentKey, SealingView
 from addon_manager.facts.world import World
 from addon_manager.kinds import ordering, prepare, render, tenancy
 from addon_manager.kinds.registry import STACK_HOLDERS, STACK_OWNERS, KindSpec
-from addon_manager.shell.sealkeys import Sealer
 
 WATCH_GRACE = 15.0
 """Seconds a write of ours is trusted before the watch shows it (no duplicate writes)."""
@@ -104,7 +104,7 @@ class Snapshot:
 
     world: World
     policy: policy.Policy
-    sealer: Sealer
+    sealer: SealingView
     """Pins, approvals and keys (read only)."""
     recent: Recent
     now: datetime
@@ -165,7 +165,7 @@ class Plan:
     """What each cluster's status entry is made of (before the writes' outcome)."""
     applies: list[Apply] = field(default_factory=list)
     deletes: list[Delete] = field(default_factory=list)
-    pins: dict[str, ordering.AgentKey] = field(default_factory=dict)
+    pins: dict[str, AgentKey] = field(default_factory=dict)
     """Agent keys to pin (written before anything is sealed)."""
     addons: list[str] = field(default_factory=list)
     """Clusters whose ManagedClusterAddOn is to be created."""

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from addon_api import constants as c
-from addon_manager.kinds.render import canonical_hash, keyed_canonical_hash
+from addon_manager.facts.canonical import canonical_hash, keyed_canonical_hash
 
 API_VERSION = "apps/v1"
 PATH = "/apis/apps/v1/namespaces/{namespace}/controllerrevisions"

@@ -12,7 +12,7 @@ from typing import Protocol
 from addon_manager.facts import conflicts
 from addon_manager.facts.records import ClusterFact, WorkFact
 from addon_manager.facts.revisions import RevisionFact
-from addon_manager.shell.secrets import SecretAccess, SecretFact
+from addon_manager.facts.secrets import SecretAccess, SecretFact
 
 
 class World(Protocol):

@@ -14,6 +14,7 @@ from addon_api import constants as c
 from addon_api.reasons import ClusterReason, SealedPhase
 from addon_api.reasons import ServingPlatformPhase as PlatformPhase
 from addon_manager.facts.records import WorkFact
+from addon_manager.facts.sealing import AgentKey
 
 WAITING_FOR_PLATFORM = ClusterReason.WAITING_FOR_PLATFORM
 WAITING_FOR_STORAGE = ClusterReason.WAITING_FOR_STORAGE
@@ -27,14 +28,6 @@ class Wait:
     reason: ClusterReason
     what: str
     """Human-readable: e.g. ``ServingPlatform Available``."""
-
-
-@dataclass(frozen=True)
-class AgentKey:
-    """An agent's published public key (from the identity work's feedback)."""
-
-    public_key: str
-    key_id: str
 
 
 def platform_available(platform_works: list[WorkFact]) -> bool:

@@ -23,7 +23,7 @@ from addon_api import constants as c
 from addon_api import sealing
 from addon_api.reasons import ClusterReason
 from addon_manager.facts.records import WorkFact
-from addon_manager.kinds.ordering import AgentKey
+from addon_manager.facts.sealing import AgentKey
 
 REASON_KEY_CHANGED = ClusterReason.AGENT_KEY_CHANGED
 REASON_IDENTITY_INVALID = ClusterReason.IDENTITY_WORK_INVALID

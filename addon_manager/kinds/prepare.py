@@ -24,9 +24,9 @@ from addon_api.hub import (
 from addon_api.reasons import ClusterReason
 from addon_manager.facts import naming
 from addon_manager.facts.records import WorkFact
+from addon_manager.facts.sealing import AgentKey, SealingView
 from addon_manager.facts.world import World
 from addon_manager.kinds import ordering, pinning, render
-from addon_manager.shell.sealkeys import Sealer
 
 
 @dataclass(frozen=True)
@@ -34,7 +34,7 @@ class Context:
     """What preparing an intent's work may read."""
 
     world: World
-    sealer: Sealer
+    sealer: SealingView
     """Pins, approvals and the hash key (read only: a new pin is returned, not recorded)."""
     namespace: str
     name: str
@@ -50,7 +50,7 @@ class Prepared:
     waits: tuple[ordering.Wait, ...] = ()
     problem: tuple[str, str] | None = None
     """(reason, message): the intent cannot go to this cluster as it is."""
-    pin: ordering.AgentKey | None = None
+    pin: AgentKey | None = None
     """An agent key to pin for this cluster before anything is sealed to it."""
 
 
@@ -101,7 +101,7 @@ def prepare_storage_connection(ctx: Context, intent: Resource, cluster: str) -> 
 
 def _sealed_work(
     ctx: Context, conn: StorageConnection, cluster: str, cluster_spec: StorageConnectionSpec,
-    agent_ns: str, key: ordering.AgentKey,
+    agent_ns: str, key: AgentKey,
 ) -> Prepared:
     ns, name = ctx.namespace, ctx.name
     secret_name = cluster_spec.secret_ref.name if cluster_spec.secret_ref else ""
@@ -160,8 +160,8 @@ def identity_work(world: World, cluster: str) -> WorkFact | None:
 class KeyDecision:
     """The agent key to seal to on a cluster (None: not yet, see ``waits``, or ``problem``)."""
 
-    key: ordering.AgentKey | None = None
-    pin: ordering.AgentKey | None = None
+    key: AgentKey | None = None
+    pin: AgentKey | None = None
     """A key to pin first (a new cluster's, or one a hub admin approved)."""
     waits: tuple[ordering.Wait, ...] = ()
     problem: tuple[str, str] | None = None

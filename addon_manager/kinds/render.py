@@ -23,7 +23,7 @@ from addon_api import constants as c
 from addon_api import sealing
 from addon_api.base import field_errors
 from addon_api.common import Override, merge_patch
-from addon_api.hashing import keyed_hash, short_hash
+from addon_api.hashing import short_hash
 from addon_api.hub import (
     ModelServing,
     MultiClusterInferenceService,
@@ -34,6 +34,7 @@ from addon_api.hub import (
 from addon_api.reasons import SealedConditionType
 from addon_api.spoke import ServingPlatformSpec
 from addon_manager.facts import naming
+from addon_manager.facts.canonical import canonical_hash, keyed_canonical_hash
 
 WORK_API_VERSION = "work.open-cluster-management.io/v1"
 SPOKE_FIELD_MANAGER = "work-agent-model-serving"
@@ -77,18 +78,6 @@ class SealInputs:
     hash_key: bytes
     """The manager's render-hash key (HMAC): the work's placeholder and render-hash are keyed
     with it, so a reader of ManifestWorks cannot test guesses of the Secret offline."""
-
-
-def canonical_hash(value: Any) -> str:
-    """SHA-256 (hex, first 32 digits) of the canonical JSON form of ``value``."""
-    data = json.dumps(value, sort_keys=True, separators=(",", ":")).encode()
-    return short_hash(data, length=32)
-
-
-def keyed_canonical_hash(key: bytes, value: Any) -> str:
-    """HMAC-SHA256 (hex, first 32 digits) under ``key`` of the canonical JSON of ``value``."""
-    data = json.dumps(value, sort_keys=True, separators=(",", ":")).encode()
-    return keyed_hash(key, data, length=32)
 
 
 def owner_labels(kind: str, namespace: str, name: str) -> dict[str, str]:

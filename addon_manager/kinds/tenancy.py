@@ -27,7 +27,7 @@ from addon_api import constants as c
 from addon_api import tenancy
 from addon_api.hashing import short_hash
 from addon_api.reasons import ClusterReason
-from addon_manager.facts import naming
+from addon_manager.facts import canonical, naming
 from addon_manager.facts.records import WorkFact
 from addon_manager.kinds import render
 from addon_manager.kinds.ordering import Wait
@@ -77,7 +77,7 @@ def with_executor(work: render.RenderedWork, agent_namespace: str, name: str
     body["spec"]["executor"] = executor(agent_namespace, name)
     body["metadata"]["annotations"] = {}
     key = work.seal_inputs.hash_key if work.seal_inputs is not None else b""
-    digest = render.keyed_canonical_hash(key, body) if key else render.canonical_hash(body)
+    digest = canonical.keyed_canonical_hash(key, body) if key else canonical.canonical_hash(body)
     body["metadata"]["annotations"][c.ANNOTATION_RENDER_HASH] = digest
     return replace(work, body=body, render_hash=digest)
 

@@ -22,10 +22,10 @@ from addon_manager.engine.plan import Apply, Executed, Plan, Recent
 from addon_manager.facts import revisions
 from addon_manager.facts.records import WorkFact
 from addon_manager.facts.revisions import RevisionFact
+from addon_manager.facts.secrets import decode_value, forbidden_detail
 from addon_manager.kinds import render
 from addon_manager.shell import metrics, sealkeys
 from addon_manager.shell.apply import WriteError
-from addon_manager.shell.secrets import decode_value, forbidden_detail
 
 log = logging.getLogger(__name__)
 

@@ -27,6 +27,7 @@ from addon_manager.facts import conflicts, revisions
 from addon_manager.facts.placement import decided_clusters, decision_group, decision_key
 from addon_manager.facts.records import AddonFact, ClusterFact, WorkFact, agent_namespace
 from addon_manager.facts.revisions import RevisionFact
+from addon_manager.facts.secrets import PENDING, SecretAccess, SecretFact
 from addon_manager.kinds import registry
 from addon_manager.kinds.registry import KINDS, KindSpec
 from addon_manager.shell import firstpass, informers, metrics
@@ -35,7 +36,7 @@ from addon_manager.shell.informers import KeyedStore, WorkInformer, WorkStore
 from addon_manager.shell.metricgate import PrometheusGate
 from addon_manager.shell.reconcile import Reconciler
 from addon_manager.shell.sealkeys import Sealer
-from addon_manager.shell.secrets import PENDING, SecretAccess, SecretFact, SecretWatches
+from addon_manager.shell.secrets import SecretWatches
 
 log = logging.getLogger(__name__)
 
@@ -203,11 +204,10 @@ def _store(index: Any, key: Any) -> list[Any]:
 class IndexWorld:
     """The reconciler's :class:`~addon_manager.shell.reconcile.World`, read from kopf indexes."""
 
-    def __init__(self, indexes: Mapping[str, Any], state: ManagerState | None = None) -> None:
+    def __init__(self, indexes: Mapping[str, Any], state: ManagerState) -> None:
         self.ix = {name: indexes[name] for name in INDEX_NAMES}
-        known = state if state is not None else ManagerState()
-        self.secrets = known.settings.secrets
-        self.works, self.clusters, self.addons = known.works, known.clusters, known.addons
+        self.secrets = state.settings.secrets
+        self.works, self.clusters, self.addons = state.works, state.clusters, state.addons
 
     def placement_exists(self, namespace: str, name: str) -> bool:
         """Whether the Placement exists."""
@@ -337,11 +337,11 @@ def _reconciler(state: ManagerState, indexes: Mapping[str, Any]) -> Reconciler:
     if state.reconciler is None:
         settings = state.settings
         assert settings.writer is not None, "main() sets the writer"
+        assert settings.sealer is not None, "main() loads the sealer from the hub"
         state.reconciler = Reconciler(
-            _world(state, indexes), settings.writer, addons=settings.addons,
+            _world(state, indexes), settings.writer, settings.sealer, addons=settings.addons,
             stale_after=settings.stale_after, admin=settings.policy,
-            unavailable_grace=settings.unavailable_grace, sealer=settings.sealer,
-            gate=settings.gate,
+            unavailable_grace=settings.unavailable_grace, gate=settings.gate,
         )
     return state.reconciler
 

@@ -97,17 +97,17 @@ class Reconciler:
     """Reconciles intents against a :class:`World` through a :class:`Writer`."""
 
     def __init__(
-        self, world: World, writer: Writer, *, addons: bool = True,
+        self, world: World, writer: Writer, sealer: sealkeys.Sealer, *, addons: bool = True,
         stale_after: float = st.STALE_AFTER, admin: policy.Policy | None = None,
         unavailable_grace: float = partition.UNAVAILABLE_GRACE,
-        sealer: sealkeys.Sealer | None = None, gate: MetricGateClient | None = None,
+        gate: MetricGateClient | None = None,
     ) -> None:
         self.world = world
         self.gate = gate
         """Where metric gates of progressive rollouts are queried (None: no endpoint)."""
         self.answers: dict[tuple[str, str, str], tuple[MetricAnswer, float]] = {}
         """The last metric gate answer of each intent, with when it was received."""
-        self.sealer = sealer if sealer is not None else sealkeys.Sealer.in_memory()
+        self.sealer = sealer
         """The manager's signing and hash keys, sequences and pinned agent keys."""
         self.policy = admin if admin is not None else policy.Policy()
         """What the platform admin allows (devFlags, stack owners, target namespaces); default:

@@ -28,11 +28,11 @@ import json
 import logging
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Protocol, TypeVar
 
 from addon_api import sealing
-from addon_manager.kinds.ordering import AgentKey
+from addon_manager.facts.sealing import AgentKey
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -122,7 +122,7 @@ def with_verify_key(variables: list[dict[str, Any]], verify_key: str) -> list[di
 
 
 class Store(Protocol):
-    """Where the sealing state is kept (the hub, or memory in unit tests)."""
+    """Where the sealing state is kept (:class:`HubStore`; tests keep it in memory)."""
 
     def allocate(self, size: int) -> int:
         """Allocate a block of sequences; return its first number."""
@@ -132,32 +132,6 @@ class Store(Protocol):
 
     def write_pin(self, cluster: str, public_key: str) -> None:
         """Record ``public_key`` as the pinned key of ``cluster`` (and clear its approval)."""
-
-
-@dataclass
-class MemoryStore:
-    """A :class:`Store` in memory (unit tests; a manager without a hub namespace)."""
-
-    data: dict[str, str] = field(default_factory=dict)
-
-    def allocate(self, size: int) -> int:
-        """See :class:`Store`."""
-        start, stored = next_block(int(self.data.get(SEQUENCE, "0")),
-                                   time.time_ns() // 1000, size)
-        self.data[SEQUENCE] = str(stored)
-        return start
-
-    def read_state(self) -> dict[str, str]:
-        """See :class:`Store`."""
-        return dict(self.data)
-
-    def write_pin(self, cluster: str, public_key: str) -> None:
-        """See :class:`Store`."""
-        self.data[PIN_PREFIX + cluster] = public_key
-        self.data.pop(APPROVE_PREFIX + cluster, None)
-
-
-_PROCESS_KEYS: SealingKeys | None = None
 
 
 class Sealer:
@@ -177,14 +151,6 @@ class Sealer:
         ``helm upgrade`` replaces the AddOnDeploymentConfig's variables."""
         self._pending: dict[str, str] = {}
         self._lock = asyncio.Lock()
-
-    @staticmethod
-    def in_memory() -> Sealer:
-        """A sealer with no hub (unit tests): this process's keys, nothing pinned yet."""
-        global _PROCESS_KEYS
-        if _PROCESS_KEYS is None:
-            _PROCESS_KEYS = SealingKeys.generate()
-        return Sealer(_PROCESS_KEYS, MemoryStore())
 
     async def _run(self, fn: Callable[[], T]) -> T:
         return await asyncio.get_running_loop().run_in_executor(None, fn)

@@ -7,26 +7,32 @@ StorageConnection there is first reconciled; a 403 marks the namespace forbidden
 StorageConnections show ``SecretForbidden``) and the watch is retried, so a grant made later
 takes effect without a restart.
 
-The store keeps, per Secret, a digest of its data, its key names and the keys whose value is
-not base64 of UTF-8 text: never the data (the reconcile reads a Secret right before sealing).
+The store keeps, per Secret, a :class:`~addon_manager.facts.secrets.SecretFact` (a digest of
+its data, its key names and the keys whose value is not base64 of UTF-8 text): never the data
+(the reconcile reads a Secret right before sealing).
 """
 
 from __future__ import annotations
 
 import asyncio
-import base64
-import binascii
 import contextlib
 import logging
 import threading
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any
 
 from kubernetes import client, watch
 from kubernetes.client.exceptions import ApiException
 
-from addon_api.hashing import short_hash
+from addon_manager.facts.secrets import (
+    PENDING,
+    READABLE,
+    SecretAccess,
+    SecretFact,
+    forbidden_detail,
+    parse_secret,
+)
 
 log = logging.getLogger(__name__)
 
@@ -35,55 +41,6 @@ RETRY_FORBIDDEN = 10.0
 RETRY_ERROR = 2.0
 WATCH_TIMEOUT = 240
 """Seconds a watch request lasts before it is renewed (from the last resourceVersion)."""
-
-
-@dataclass(frozen=True)
-class SecretFact:
-    """What the manager keeps of a hub Secret (never the data)."""
-
-    digest: str
-    keys: tuple[str, ...]
-    undecodable: tuple[str, ...] = ()
-    """Keys whose value is not valid base64 of UTF-8 text."""
-
-
-@dataclass(frozen=True)
-class SecretAccess:
-    """Whether the manager can read the Secrets of a namespace."""
-
-    state: Literal["readable", "pending", "forbidden"]
-    detail: str = ""
-
-
-READABLE = SecretAccess("readable")
-PENDING = SecretAccess("pending")
-
-
-def decode_value(value: str) -> str | None:
-    """A Secret's ``data`` value as text, None when it is not base64 of UTF-8."""
-    try:
-        return base64.b64decode(value, validate=True).decode("utf-8")
-    except (binascii.Error, ValueError):  # UnicodeDecodeError is a ValueError
-        return None
-
-
-def parse_secret(data: Mapping[str, Any] | None) -> SecretFact:
-    """The :class:`SecretFact` of a Secret's ``data`` (base64 values)."""
-    data = dict(data or {})
-    digest = short_hash(*(f"{k}={data[k]}" for k in sorted(data)), length=32)
-    bad = tuple(sorted(k for k, v in data.items() if decode_value(str(v)) is None))
-    return SecretFact(digest, tuple(sorted(data)), bad)
-
-
-def forbidden_detail(namespace: str, reason: str = "") -> str:
-    """What a hub admin grants so that the manager may read the Secrets of ``namespace``."""
-    return (
-        f"the manager may not read Secrets in namespace {namespace}"
-        + (f" ({reason})" if reason else "")
-        + f"; a hub admin grants it get, list and watch on secrets there: add {namespace} to "
-        "the chart's manager.secretNamespaces (a RoleBinding there to the manager's "
-        "ClusterRole <release>-manager-secrets)"
-    )
 
 
 @dataclass

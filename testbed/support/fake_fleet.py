@@ -18,7 +18,7 @@ from kubernetes.client.exceptions import ApiException
 from addon_api import constants as c
 from addon_api.common import Resource
 from addon_api.hub import ModelServing, MultiClusterInferenceService, MultiClusterServingRuntime
-from addon_manager.facts import naming
+from addon_manager.facts import canonical, naming
 from addon_manager.kinds import render
 from testbed.fleet import Testbed
 from testbed.support.manager import differences
@@ -183,7 +183,7 @@ def exact(custom: client.CustomObjectsApi, intent: Resource, clusters: set[str])
         expected = pure_render(intent, cluster)
         assert work["metadata"]["name"] == expected.name
         assert work["metadata"]["annotations"][c.ANNOTATION_RENDER_HASH] == expected.render_hash
-        assert render.canonical_hash(work["spec"]["workload"]) == render.canonical_hash(
+        assert canonical.canonical_hash(work["spec"]["workload"]) == canonical.canonical_hash(
             expected.body["spec"]["workload"]
         ), f"{cluster}: content differs from the pure render"
         assert not differences(expected.body["spec"], work["spec"]), cluster

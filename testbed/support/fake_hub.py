@@ -14,8 +14,7 @@ from addon_manager.facts import conflicts
 from addon_manager.facts.records import ClusterFact, WorkFact, parse_work
 from addon_manager.facts.revisions import RevisionFact
 from addon_manager.facts.revisions import parse as parse_revision
-from addon_manager.shell.apply import WriteError
-from addon_manager.shell.secrets import (
+from addon_manager.facts.secrets import (
     PENDING,
     READABLE,
     SecretAccess,
@@ -23,6 +22,7 @@ from addon_manager.shell.secrets import (
     forbidden_detail,
     parse_secret,
 )
+from addon_manager.shell.apply import WriteError
 
 OPEN_POLICY = Policy(namespaces=tenancy.parse("*=*"))
 """Any hub namespace may target any spoke namespace (but the always-denied ones), without

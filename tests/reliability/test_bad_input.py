@@ -45,7 +45,7 @@ from addon_api.hub import (
     StorageConnection,
 )
 from addon_api.spoke import SealedStorageConnection, ServingPlatform
-from addon_manager.facts import naming
+from addon_manager.facts import canonical, naming
 from addon_manager.kinds import render
 from addon_manager.kinds.registry import KINDS
 from tests.reliability.bad_input import (
@@ -128,9 +128,9 @@ def check_work(intent: Resource, rw: render.RenderedWork, cluster: str) -> None:
     assert meta["annotations"][c.ANNOTATION_RENDER_HASH] == rw.render_hash
     unhashed = {**body, "metadata": {**meta, "annotations": {}}}
     if rw.seal_inputs is not None:  # keyed: a reader of works cannot test Secret guesses
-        assert render.keyed_canonical_hash(HASH_KEY, unhashed) == rw.render_hash
+        assert canonical.keyed_canonical_hash(HASH_KEY, unhashed) == rw.render_hash
     else:
-        assert render.canonical_hash(unhashed) == rw.render_hash
+        assert canonical.canonical_hash(unhashed) == rw.render_hash
     manifests = body["spec"]["workload"]["manifests"]
     configs = body["spec"]["manifestConfigs"]
     assert manifests and len(manifests) == len(configs)

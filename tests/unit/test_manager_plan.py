@@ -25,6 +25,7 @@ from addon_manager.facts.records import WorkFact
 from addon_manager.kinds import registry, tenancy
 from addon_manager.shell.reconcile import Reconciler
 from testbed.support.fake_hub import OPEN_POLICY, FakeHub
+from testbed.support.sealing import memory_sealer
 from tests.unit.test_manager_reconcile import isvc_body, msv_body, platform_ready, sc_body
 
 
@@ -55,7 +56,8 @@ def publish_key(hub: FakeHub, cluster: str) -> bytes:
     private = sealing.generate_private_key()
     key = sealing.public_key_of(private)
     name = naming.IDENTITY_WORK_NAME
-    planned = Reconciler(hub, hub, admin=OPEN_POLICY).plan(c.KIND_STORAGE_CONNECTION,
+    planned = Reconciler(hub, hub, memory_sealer(),
+                         admin=OPEN_POLICY).plan(c.KIND_STORAGE_CONNECTION,
                                                                sc_body())
     identity = next(a.work for a in planned.applies if a.what == "identity"
                     and a.work.cluster == cluster)
@@ -87,7 +89,7 @@ def ready_hub() -> FakeHub:
 
 def plan_of(hub: FakeHub, kind: str, body: dict[str, Any] | None = None,
             admin: policy.Policy = OPEN_POLICY) -> Plan:
-    reconciler = Reconciler(hub, hub, admin=admin)
+    reconciler = Reconciler(hub, hub, memory_sealer(), admin=admin)
     return reconciler.plan(kind, body if body is not None else BODIES[kind]())
 
 
@@ -130,7 +132,7 @@ def test_what_a_change_of_each_kind_of_work_wakes() -> None:
 def test_planning_writes_nothing_and_says_the_same_twice(kind: str) -> None:
     hub = ready_hub()
     before = copy.deepcopy(hub.works)
-    reconciler = Reconciler(hub, hub, admin=OPEN_POLICY)
+    reconciler = Reconciler(hub, hub, memory_sealer(), admin=OPEN_POLICY)
     first = reconciler.plan(kind, BODIES[kind]())
     second = reconciler.plan(kind, BODIES[kind]())
     assert hub.writes == [] and hub.works == before and hub.addons == set()
@@ -197,7 +199,7 @@ def test_a_tenant_plan_writes_its_access_first_and_waits_for_the_grant() -> None
 
 def test_a_stack_is_not_removed_under_what_holds_it() -> None:
     hub = ready_hub()
-    reconciler = Reconciler(hub, hub, admin=OPEN_POLICY)
+    reconciler = Reconciler(hub, hub, memory_sealer(), admin=OPEN_POLICY)
     body = msv_body("kserve", "2026-01-01T00:00:00Z")
     asyncio.run(reconciler.reconcile(c.KIND_MODEL_SERVING, body))
     asyncio.run(reconciler.reconcile(c.KIND_INFERENCE_SERVICE, isvc_body()))
@@ -227,7 +229,7 @@ def test_an_invalid_or_refused_intent_plans_no_write() -> None:
 
 def test_finish_shows_failed_writes_and_sent_deletes() -> None:
     hub = ready_hub()
-    reconciler = Reconciler(hub, hub, admin=OPEN_POLICY)
+    reconciler = Reconciler(hub, hub, memory_sealer(), admin=OPEN_POLICY)
     out = reconciler.plan(c.KIND_INFERENCE_SERVICE, isvc_body())
     now = reconciler.snapshot().now
     failed = finish(out, Executed(failed={"c2": ("ApplyFailed", "HTTP 500")}), now, 60)

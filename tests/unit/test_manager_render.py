@@ -16,7 +16,7 @@ from addon_api.hub import (
     MultiClusterServingRuntime,
     StorageConnection,
 )
-from addon_manager.facts import naming
+from addon_manager.facts import canonical, naming
 from addon_manager.kinds import render
 
 
@@ -450,9 +450,9 @@ def test_render_hash_of_a_sealed_work_is_keyed() -> None:
     del unkeyed["metadata"]["annotations"][c.ANNOTATION_RENDER_HASH]
     inputs = _inputs(key)
     unkeyed["spec"]["workload"]["manifests"][0]["spec"]["sealed"] = (
-        render.SEALED_PLACEHOLDER_PREFIX + render.canonical_hash(
+        render.SEALED_PLACEHOLDER_PREFIX + canonical.canonical_hash(
             [inputs.key_id, inputs.binding, inputs.secret_digest, sconn().spec.to_dict()]))
-    assert render.canonical_hash(unkeyed) != a.render_hash
+    assert canonical.canonical_hash(unkeyed) != a.render_hash
     with pytest.raises(render.RenderError, match="render-hash key"):
         render.render_storage_connection(sconn(), "c1", {}, _inputs(key, hash_key=b""))
 

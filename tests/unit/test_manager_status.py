@@ -13,6 +13,7 @@ from addon_api.common import ClusterStatus
 from addon_manager.engine import status as st
 from addon_manager.facts import conflicts, placement
 from addon_manager.facts.records import ClusterFact, WorkFact, parse_cluster, parse_work
+from addon_manager.facts.sealing import AgentKey
 from addon_manager.kinds import ordering
 from addon_manager.kinds.render import owner_labels
 
@@ -112,7 +113,7 @@ def test_gates() -> None:
     assert ordering.agent_key(None) is None
     assert ordering.agent_key(fact("c1", "AgentIdentity")) is None
     key = ordering.agent_key(fact("c1", "AgentIdentity", publicKey="k", keyId="i"))
-    assert key == ordering.AgentKey("k", "i")
+    assert key == AgentKey("k", "i")
     assert [w.reason for w in ordering.waits_for_storage(None)] == [ordering.WAITING_FOR_AGENT_KEY]
     assert ordering.waits_for_storage(key) == []
 

@@ -24,12 +24,13 @@ from addon_agent.namespace_waits import NamespaceWaits
 from addon_api import constants as c
 from addon_api import tenancy
 from addon_manager.engine import policy
-from addon_manager.facts import naming
+from addon_manager.facts import canonical, naming
 from addon_manager.facts.records import WorkFact
 from addon_manager.kinds import tenancy as mt
 from addon_manager.shell import main
 from addon_manager.shell.reconcile import Reconciler
 from testbed.support.fake_hub import FakeHub
+from testbed.support.sealing import memory_sealer
 from tests.unit.test_agent_namespace import FakeKube
 from tests.unit.test_manager_reconcile import msv_body, platform_ready
 
@@ -127,7 +128,8 @@ def test_out_of_policy_target_is_refused_naming_field_and_namespace(
 ) -> None:
     hub = FakeHub(placements={("team-a", "p"): frozenset({"c1", "c2"})})
     platform_ready(hub, "c1", "c2")
-    out = asyncio.run(Reconciler(hub, hub).reconcile(kind, _body(kind, "team-a", **spec)))
+    out = asyncio.run(Reconciler(hub, hub, memory_sealer()).reconcile(
+                                 kind, _body(kind, "team-a", **spec)))
     assert out.applied == 0 and [w for w in hub.writes if w[0] == "apply"] == []
     status = hub.statuses["x"]
     ready = next(x for x in status["conditions"] if x["type"] == c.CONDITION_READY)
@@ -140,7 +142,8 @@ def test_in_policy_targets_are_sent() -> None:
     platform_ready(hub, "c1")
     body = _body(c.KIND_MODEL_SERVING, "team-a", platform="KServe",
                  servingNamespaces=["team-a", "models"])
-    asyncio.run(Reconciler(hub, hub, admin=TEAM_A).reconcile(c.KIND_MODEL_SERVING, body))
+    asyncio.run(Reconciler(hub, hub, memory_sealer(),
+                           admin=TEAM_A).reconcile(c.KIND_MODEL_SERVING, body))
     assert set(hub.works_of(c.KIND_MODEL_SERVING, "team-a", "x")) == {"c1"}
 
 
@@ -150,7 +153,8 @@ def test_a_clusters_own_agent_namespace_is_denied_on_that_cluster() -> None:
                   agent_namespaces={"c2": "ml-agent"})
     admin = policy.Policy(namespaces=tenancy.parse("team-a=*"))
     body = _body(c.KIND_MODEL_SERVING, "team-a", platform="KServe", servingNamespaces=["ml-agent"])
-    asyncio.run(Reconciler(hub, hub, admin=admin).reconcile(c.KIND_MODEL_SERVING, body))
+    asyncio.run(Reconciler(hub, hub, memory_sealer(),
+                           admin=admin).reconcile(c.KIND_MODEL_SERVING, body))
     assert set(hub.works_of(c.KIND_MODEL_SERVING, "team-a", "x")) == {"c1"}
     entry = next(e for e in hub.statuses["x"]["clusters"] if e["cluster"] == "c2")
     assert entry["reason"] == "NamespaceNotAllowed"
@@ -162,9 +166,11 @@ def test_deleting_a_refused_intent_still_removes_its_works() -> None:
     platform_ready(hub, "c1")
     body = _body(c.KIND_SERVING_RUNTIME, "team-a", targetNamespace="models", template=RUNTIME)
     open_admin = policy.Policy(namespaces=tenancy.parse("*=*"))
-    asyncio.run(Reconciler(hub, hub, admin=open_admin).reconcile(c.KIND_SERVING_RUNTIME, body))
+    asyncio.run(Reconciler(hub, hub, memory_sealer(),
+                           admin=open_admin).reconcile(c.KIND_SERVING_RUNTIME, body))
     assert hub.works_of(c.KIND_SERVING_RUNTIME, "team-a", "x")
-    asyncio.run(Reconciler(hub, hub).cleanup(c.KIND_SERVING_RUNTIME, "team-a", "x"))
+    asyncio.run(Reconciler(hub, hub, memory_sealer()).cleanup(
+                           c.KIND_SERVING_RUNTIME, "team-a", "x"))
     assert not hub.works_of(c.KIND_SERVING_RUNTIME, "team-a", "x")
 
 
@@ -189,7 +195,7 @@ def _runtime_for_team_a() -> tuple[FakeHub, dict[str, Any], Reconciler, str]:
     hub = FakeHub(placements={("team-a", "p"): frozenset({"c1"})})
     platform_ready(hub, "c1")
     body = _body(c.KIND_SERVING_RUNTIME, "team-a", targetNamespace="models", template=RUNTIME)
-    reconciler = Reconciler(hub, hub, admin=TEAM_A)
+    reconciler = Reconciler(hub, hub, memory_sealer(), admin=TEAM_A)
     asyncio.run(reconciler.reconcile(c.KIND_SERVING_RUNTIME, body))
     return hub, body, reconciler, mt.access_work_name("team-a")
 
@@ -291,7 +297,8 @@ def test_a_tenant_allowed_anywhere_has_no_executor() -> None:
     platform_ready(hub, "c1")
     body = _body(c.KIND_SERVING_RUNTIME, "team-a", targetNamespace="models", template=RUNTIME)
     admin = policy.Policy(namespaces=tenancy.parse("*=*"))
-    asyncio.run(Reconciler(hub, hub, admin=admin).reconcile(c.KIND_SERVING_RUNTIME, body))
+    asyncio.run(Reconciler(hub, hub, memory_sealer(),
+                           admin=admin).reconcile(c.KIND_SERVING_RUNTIME, body))
     (key,) = [k for k in hub.bodies]
     assert "executor" not in hub.bodies[key]["spec"]
 
@@ -299,7 +306,7 @@ def test_a_tenant_allowed_anywhere_has_no_executor() -> None:
 def test_identity_goes_with_the_tenants_last_work_on_a_cluster() -> None:
     hub = FakeHub(placements={("team-a", "p"): frozenset({"c1"})})
     platform_ready(hub, "c1")
-    reconciler = Reconciler(hub, hub, admin=TEAM_A)
+    reconciler = Reconciler(hub, hub, memory_sealer(), admin=TEAM_A)
     access = mt.access_work_name("team-a")
     bodies = [_body(c.KIND_SERVING_RUNTIME, "team-a", targetNamespace="models", template=RUNTIME)
               for _ in range(2)]
@@ -318,7 +325,8 @@ def test_identity_goes_with_the_tenants_last_work_on_a_cluster() -> None:
 def test_model_serving_works_have_no_executor() -> None:
     """The stack is the platform's: applied as the work agent itself, never a tenant."""
     hub = FakeHub(placements={("ns", "p"): frozenset({"c1"})})
-    asyncio.run(Reconciler(hub, hub).reconcile(c.KIND_MODEL_SERVING, msv_body("k", "2026-01-01")))
+    asyncio.run(Reconciler(hub, hub, memory_sealer()).reconcile(
+                           c.KIND_MODEL_SERVING, msv_body("k", "2026-01-01")))
     assert all("executor" not in b["spec"] for b in hub.bodies.values()) and hub.bodies
 
 
@@ -405,8 +413,8 @@ def test_a_sealed_work_keeps_its_keyed_render_hash_under_an_executor() -> None:
     gated = mt.with_executor(work, c.AGENT_NAMESPACE, "model-serving-tenant-team-a")
     body = {**gated.body, "metadata": {**gated.body["metadata"], "annotations": {}}}
     assert gated.render_hash != work.render_hash
-    assert gated.render_hash == render.keyed_canonical_hash(key, body)
-    assert gated.render_hash != render.canonical_hash(body)
+    assert gated.render_hash == canonical.keyed_canonical_hash(key, body)
+    assert gated.render_hash != canonical.canonical_hash(body)
 
 
 def test_an_access_work_reports_where_its_rolebindings_are_applied() -> None:

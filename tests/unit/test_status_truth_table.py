@@ -49,6 +49,7 @@ from addon_manager.facts import naming
 from addon_manager.facts.records import parse_work
 from addon_manager.shell.reconcile import Reconciler
 from testbed.support.fake_hub import OPEN_POLICY, FakeHub
+from testbed.support.sealing import memory_sealer
 
 MSV, SC, MCIS = c.KIND_MODEL_SERVING, c.KIND_STORAGE_CONNECTION, c.KIND_INFERENCE_SERVICE
 CONTROLLER = "kserve-controller-manager"
@@ -187,7 +188,8 @@ class Fleet:
         name = body["metadata"]["name"]
         if name in self.hub.statuses:
             body["status"] = self.hub.statuses[name]
-        asyncio.run(Reconciler(self.hub, self.hub, admin=OPEN_POLICY).reconcile(kind, body))
+        asyncio.run(Reconciler(self.hub, self.hub, memory_sealer(),
+                               admin=OPEN_POLICY).reconcile(kind, body))
 
     def key(self, kind: str) -> tuple[str, str]:
         """The (cluster, name) of the intent's work on c1."""
