@@ -26,12 +26,19 @@ from addon_manager.engine import partition, policy, progressive
 from addon_manager.engine import status as st
 from addon_manager.engine.rollout import KEEP, MetricAnswer
 from addon_manager.facts import conflicts, naming
-from addon_manager.facts.records import CLAIMING_KINDS, ClusterFact, WorkFact, claimed_objects
+from addon_manager.facts.records import ClusterFact, WorkFact, claimed_objects
 from addon_manager.facts.revisions import RevisionFact
 from addon_manager.facts.sealing import AgentKey, SealingView
 from addon_manager.facts.world import World
-from addon_manager.kinds import ordering, prepare, render, tenancy
-from addon_manager.kinds.registry import STACK_HOLDERS, STACK_OWNERS, KindSpec
+from addon_manager.kinds import (
+    agent_identity,
+    base,
+    model_serving,
+    render,
+    tenant_access,
+)
+from addon_manager.kinds.base import KindSpec
+from addon_manager.kinds.registry import CLAIMING_KINDS, STACK_HOLDERS, STACK_OWNERS
 
 WATCH_GRACE = 15.0
 """Seconds a write of ours is trusted before the watch shows it (no duplicate writes)."""
@@ -93,9 +100,9 @@ class Recent:
         return seen is None or self.now - seen >= WATCH_GRACE
 
     def grant_retry_due(self, cluster: str, name: str) -> bool:
-        """Whether the last retry of an access work is :data:`tenancy.GRANT_RETRY_SECONDS` old."""
+        """Whether the last retry of an access work is ``GRANT_RETRY_SECONDS`` old."""
         return self.now - self.grant_retries.get((cluster, name), 0.0) >= (
-            tenancy.GRANT_RETRY_SECONDS)
+            tenant_access.GRANT_RETRY_SECONDS)
 
 
 @dataclass(frozen=True)
@@ -276,7 +283,7 @@ def _plan_clusters(out: Plan, intent: Resource, body: Mapping[str, Any], snap: S
     if spec.owns_stack:
         lost = conflicts.lost_clusters((ns, name), clusters, conflicts.winners(
             cl for cl in world.claims() if snap.policy.may_own_stack(cl.namespace)))
-    ctx = prepare.Context(world, snap.sealer, ns, name)
+    ctx = base.Context(world, snap.sealer, ns, name)
     settings = progressive.settings_of(intent)
     if settings is not None and not out.deleting:
         key = (spec.kind, ns, name)
@@ -291,7 +298,7 @@ def _plan_clusters(out: Plan, intent: Resource, body: Mapping[str, Any], snap: S
         out.rollout = replace(out.rollout,
                               metric_gate=policy.scoped_gate(intent, out.rollout.metric_gate))
     desired: dict[str, render.RenderedWork] = {}
-    contexts: dict[int, prepare.Context] = {}
+    contexts: dict[int, base.Context] = {}
     for cl in sorted(wanted):
         if out.rollout is None:
             rw = _plan_cluster(out, ctx, intent, cl, lost, snap)
@@ -323,7 +330,7 @@ def _plan_clusters(out: Plan, intent: Resource, body: Mapping[str, Any], snap: S
 
 
 def _plan_cluster(
-    out: Plan, ctx: prepare.Context, intent: Resource, cl: str,
+    out: Plan, ctx: base.Context, intent: Resource, cl: str,
     lost: Mapping[str, tuple[str, str]], snap: Snapshot,
 ) -> render.RenderedWork | None:
     """One selected cluster: its entry's inputs, and the work it should have (None: none)."""
@@ -371,7 +378,7 @@ def _plan_cluster(
         out.inputs[cl] = st.ClusterInput(cl, work=work, waits=waits)
         return None
     if (out.removed and work is not None and work.render_hash != rw.render_hash
-            and not ordering.removal_ordered(work)):
+            and not model_serving.removal_ordered(work)):
         # Removal asked for: the work is left exactly as it is while add-on intents still use
         # the stack there.
         blockers = removal_blockers(snap.world, cl)
@@ -381,7 +388,7 @@ def _plan_cluster(
             return None
     going = ""
     if spec.holds_stack:
-        going = ordering.platform_going(_stack_works(snap.world, cl))
+        going = model_serving.platform_going(_stack_works(snap.world, cl))
     no_addon = spec.owns_stack and not snap.addons and not snap.world.addon_exists(cl)
     out.inputs[cl] = st.ClusterInput(cl, work=work, platform_going=going, no_addon=no_addon)
     return rw
@@ -465,7 +472,7 @@ def _models_not_ready(world: World, clusters: Iterable[str],
 
 
 def _plan_revision(
-    out: Plan, roll: progressive.RolloutPlan, contexts: dict[int, prepare.Context], cl: str,
+    out: Plan, roll: progressive.RolloutPlan, contexts: dict[int, base.Context], cl: str,
     lost: Mapping[str, tuple[str, str]], snap: Snapshot,
 ) -> render.RenderedWork | None:
     """One selected cluster of a progressive rollout: the revision it is assigned."""
@@ -474,7 +481,7 @@ def _plan_revision(
         out.inputs[cl] = st.ClusterInput(cl, work=work)
         return None
     if assigned is None:
-        out.inputs[cl] = st.ClusterInput(cl, work=work, waits=[ordering.Wait(
+        out.inputs[cl] = st.ClusterInput(cl, work=work, waits=[base.Wait(
             ClusterReason.WAITING_FOR_ROLLOUT,
             f"rollout of revision {roll.target} reaches this cluster")])
         return None
@@ -483,7 +490,7 @@ def _plan_revision(
         out.inputs[cl] = st.ClusterInput(cl, work=work, error=f"revision {assigned}: {intent}",
                                          error_reason=ClusterReason.RENDER_FAILED)
         return None
-    ctx = contexts.setdefault(assigned, prepare.Context(snap.world, snap.sealer, out.namespace,
+    ctx = contexts.setdefault(assigned, base.Context(snap.world, snap.sealer, out.namespace,
                                                         out.name))
     rw = _plan_cluster(out, ctx, intent, cl, lost, snap)
     return render.with_revision(rw, assigned) if rw is not None else None
@@ -522,7 +529,7 @@ def _stack_works(world: World, cluster: str) -> list[WorkFact]:
 
 def removal_blockers(world: World, cluster: str) -> list[str]:
     """Add-on intents whose works hold the stack on ``cluster`` (see ordering)."""
-    return ordering.removal_blockers(
+    return model_serving.removal_blockers(
         [w for kind in STACK_HOLDERS for w in world.works_on(cluster, kind)])
 
 
@@ -539,30 +546,31 @@ def _namespace_refusal(intent: Resource, cluster: str, snap: Snapshot) -> str:
 
 
 def _tenant_gate(
-    out: Plan, cl: str, rw: render.RenderedWork, waits: list[ordering.Wait], snap: Snapshot,
-) -> tuple[render.RenderedWork, list[ordering.Wait]]:
+    out: Plan, cl: str, rw: render.RenderedWork, waits: list[base.Wait], snap: Snapshot,
+) -> tuple[render.RenderedWork, list[base.Wait]]:
     """A tenant work as its tenant's executor applies it, waiting for that identity.
 
-    The tenant's access work (executor and RBAC, :mod:`addon_manager.kinds.tenancy`) is written
-    when needed; a tenant allowed any namespace has no executor.
+    The tenant's access work (executor and RBAC, :mod:`addon_manager.kinds.tenant_access`) is
+    written when needed; a tenant allowed any namespace has no executor.
     """
     ns = out.namespace
     executor = snap.policy.namespaces.executor(ns)
     if executor is None:
         return rw, waits
     agent_ns = snap.world.agent_namespace(cl)
-    want = tenancy.render_access(ns, cl, agent_ns, snap.policy.namespaces.targets(ns),
+    want = tenant_access.render_access(ns, cl, agent_ns, snap.policy.namespaces.targets(ns),
                                  snap.policy.namespaces.denied)
-    have = snap.world.works_of(tenancy.ACCESS_KIND, ns, tenancy.ACCESS_NAME).get(cl)
-    needed = tenancy.work_namespaces(rw)
+    have = snap.world.works_of(tenant_access.ACCESS_KIND, ns, tenant_access.ACCESS_NAME).get(cl)
+    needed = tenant_access.work_namespaces(rw)
     if snap.recent.needs_write(want, have):
-        out.applies.append(Apply("access", tenancy.ACCESS_KIND, want, have))
-    elif tenancy.grant_retry_due(have, want, needed) and snap.recent.grant_retry_due(
+        out.applies.append(Apply("access", tenant_access.ACCESS_KIND, want, have))
+    elif tenant_access.grant_retry_due(have, want, needed) and snap.recent.grant_retry_due(
             cl, want.name):
-        retry = tenancy.with_retry_label(want, snap.stamp)
-        out.applies.append(Apply("access", tenancy.ACCESS_KIND, retry, have, grant_retry=True))
-    gated = tenancy.with_executor(rw, agent_ns, executor)
-    return gated, [*waits, *tenancy.access_waits(ns, want, have, needed)]
+        retry = tenant_access.with_retry_label(want, snap.stamp)
+        out.applies.append(Apply("access", tenant_access.ACCESS_KIND, retry, have,
+                                 grant_retry=True))
+    gated = tenant_access.with_executor(rw, agent_ns, executor)
+    return gated, [*waits, *tenant_access.access_waits(ns, want, have, needed)]
 
 
 def _identity_applies(clusters: frozenset[str], snap: Snapshot) -> list[Apply]:
@@ -570,8 +578,8 @@ def _identity_applies(clusters: frozenset[str], snap: Snapshot) -> list[Apply]:
     out: list[Apply] = []
     for cl in sorted(clusters):
         agent_ns = snap.world.agent_namespace(cl)
-        rw = render.render_identity(cl, agent_ns)
-        have = prepare.identity_work(snap.world, cl)
+        rw = agent_identity.render(cl, agent_ns)
+        have = agent_identity.identity_work(snap.world, cl)
         tampered = have is not None and not have.deleting and (
             have.identity_source != f"{agent_ns}/{c.AGENT_IDENTITY_CONFIGMAP}"
         )
@@ -606,11 +614,11 @@ def finish(out: Plan, done: Executed, now: datetime, stale_after: float) -> Fini
               for cl in sorted(set(inputs) | set(out.existing))]
     entries = [st.cluster_status(out.spec.kind, item, removed=out.removed, now=now,
                                  stale_after=stale_after) for item in judged]
-    waiting_for_grant = any(w.reason == tenancy.WAITING_FOR_ACCESS
+    waiting_for_grant = any(w.reason == tenant_access.WAITING_FOR_ACCESS
                             for item in judged for w in item.waits)
     recheck = _earliest(
         st.recheck_in(judged, now, stale_after),
-        tenancy.GRANT_RETRY_SECONDS if waiting_for_grant else None,
+        tenant_access.GRANT_RETRY_SECONDS if waiting_for_grant else None,
         *((until - now).total_seconds() for until in out.held.values()),
     )
     extra: list[Condition] = []

@@ -20,9 +20,9 @@ from addon_api.reasons import IntentConditionType as ConditionType
 from addon_api.reasons import IntentPhase, IntentReason, RolloutPhase, ServingPlatformPhase
 from addon_api.rollout import RolloutStatus
 from addon_manager.facts.records import WAITING_FOR_SPOKE, ClusterFact, WorkFact
-from addon_manager.kinds.ordering import REASON_INTENTS_ON_CLUSTER, REASON_PLATFORM_REMOVING, Wait
+from addon_manager.kinds.base import Category, Wait, spoke_phase
+from addon_manager.kinds.model_serving import REASON_INTENTS_ON_CLUSTER, REASON_PLATFORM_REMOVING
 from addon_manager.kinds.registry import spec_of
-from addon_manager.kinds.reports import Category, spoke_phase
 
 STALE_AFTER = 60.0
 """Default seconds a work may wait for the work agent before its cluster's entry is stale."""

@@ -1,24 +1,24 @@
-"""What the manager knows about an existing ManifestWork, read from its labels and status.
+"""What the manager knows about ManifestWorks, ManagedClusters and add-ons, as records.
 
-A :class:`WorkFact` is small and immutable; the kopf index over ManifestWorks holds one
-per work the add-on owns, so nothing in the hot path lists ManifestWorks.
+A :class:`WorkFact` is small and immutable, read from a work's labels, spec and status; the
+work informer's store (:mod:`addon_manager.shell.informers`) holds one per work the add-on
+owns, so nothing in the hot path lists ManifestWorks. :class:`ClusterFact` and
+:class:`AddonFact` are kept the same way for ManagedClusters and the add-on's
+ManagedClusterAddOns.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
 from addon_api import constants as c
-from addon_api import tenancy
 from addon_api.reasons import ClusterReason
 
 FeedbackValue = str | int | bool
-IDENTITY_KIND = "AgentIdentity"
-"""Owner kind label of identity works (``addon_manager.facts.naming.KIND_IDENTITY``)."""
 CLUSTER_AVAILABLE = "ManagedClusterConditionAvailable"
 
 
@@ -30,7 +30,7 @@ class WorkFact:
     cluster: str
     """Cluster namespace of the work (the ManagedCluster's name)."""
     kind: str
-    """Owner intent kind (label), or the identity kind."""
+    """Owner kind (label): a hub kind, or a helper work's (agent identity, tenant access)."""
     intent_namespace: str
     intent_name: str
     render_hash: str
@@ -221,57 +221,37 @@ def manifest_failure(
     return None
 
 
-def granted_namespaces(status: Mapping[str, Any]) -> frozenset[str]:
-    """Namespaces of the RoleBindings a work's manifests report as applied (Applied True)."""
-    out = set()
-    for manifest in (status.get("resourceStatus") or {}).get("manifests") or []:
-        meta = manifest.get("resourceMeta") or {}
-        conds = {str(x.get("type")): x for x in manifest.get("conditions") or []}
-        if (meta.get("kind") == "RoleBinding" and meta.get("namespace")
-                and conds.get("Applied", {}).get("status") == "True"):
-            out.add(str(meta["namespace"]))
-    return frozenset(out)
+@dataclass(frozen=True)
+class WorkDetails:
+    """What a work's fact keeps of the ManifestWork beyond what every work has.
 
-
-def identity_source(spec: Mapping[str, Any]) -> str:
-    """``namespace/name`` of the ConfigMap an identity work reads; "" unless its shape is ours.
-
-    Ours: exactly one manifest, a v1 ConfigMap, with exactly one manifestConfig naming that
-    ConfigMap, update strategy ReadOnly (the work agent writes nothing on the spoke), and the
-    identity feedback rules exactly. A work of another shape (an Update or ServerSideApply
-    strategy that would write a key into the agent's ConfigMap, a second manifest whose
-    feedback would come first) is not trusted for the agent's key.
+    Each kind says what (its ``details``, :func:`addon_manager.kinds.registry.work_details`);
+    a kind that keeps nothing has all of them empty.
     """
-    from addon_manager.kinds.render import IDENTITY_FEEDBACK
 
-    manifests = (spec.get("workload") or {}).get("manifests") or []
-    configs = spec.get("manifestConfigs") or []
-    if len(manifests) != 1 or len(configs) != 1:
-        return ""
-    manifest, config = manifests[0], configs[0]
-    meta = manifest.get("metadata") or {}
-    ident = config.get("resourceIdentifier") or {}
-    rules = config.get("feedbackRules") or []
-    paths = sorted((str(p.get("name")), str(p.get("path")))
-                   for r in rules for p in r.get("jsonPaths") or [])
-    if (
-        (manifest.get("apiVersion"), manifest.get("kind")) != ("v1", "ConfigMap")
-        or (config.get("updateStrategy") or {}).get("type") != "ReadOnly"
-        or ident.get("group", "") != "" or ident.get("resource") != "configmaps"
-        or (ident.get("name"), ident.get("namespace")) != (meta.get("name"), meta.get("namespace"))
-        or any(r.get("type") != "JSONPaths" for r in rules)
-        or paths != sorted(IDENTITY_FEEDBACK)
-    ):
-        return ""
-    return f"{meta.get('namespace')}/{meta.get('name')}"
+    identity_source: str = ""
+    """See :attr:`WorkFact.identity_source`."""
+    granted: frozenset[str] = frozenset()
+    """See :attr:`WorkFact.granted`."""
+    objects: frozenset[str] = frozenset()
+    """See :attr:`WorkFact.objects`."""
 
 
-def parse_work(work: Mapping[str, Any]) -> WorkFact | None:
-    """A :class:`WorkFact` for a ManifestWork the add-on owns; None for anyone else's."""
+Details = Callable[[str, Mapping[str, Any]], WorkDetails]
+"""(owner kind, the whole ManifestWork) -> what that kind's fact keeps of it."""
+
+
+def parse_work(work: Mapping[str, Any], details: Details) -> WorkFact | None:
+    """A :class:`WorkFact` for a ManifestWork the add-on owns; None for anyone else's.
+
+    ``details`` reads what the work's kind keeps beyond the common facts (the kind registry's
+    :func:`~addon_manager.kinds.registry.work_details`).
+    """
     meta = work.get("metadata") or {}
     owner = owner_of(meta.get("labels") or {})
     if owner is None:
         return None
+    extra = details(owner[0], work)
     status = work.get("status") or {}
     conds = {str(x.get("type")): x for x in status.get("conditions") or []}
     applied = conds.get("Applied", {})
@@ -319,20 +299,12 @@ def parse_work(work: Mapping[str, Any]) -> WorkFact | None:
         observed_generation=min(observed) if observed else None,
         reported=bool(conds),
         spec_time=_spec_time(meta),
-        identity_source=(identity_source(work.get("spec") or {})
-                         if owner[0] == IDENTITY_KIND else ""),
-        granted=(granted_namespaces(status) if owner[0] == tenancy.ACCESS_KIND
-                 else frozenset()),
+        identity_source=extra.identity_source,
+        granted=extra.granted,
         revision=_revision((meta.get("annotations") or {}).get(c.ANNOTATION_REVISION)),
-        objects=(claimed_objects(work.get("spec") or {})
-                 if owner[0] in CLAIMING_KINDS else frozenset()),
+        objects=extra.objects,
         resource_version=resource_version(meta),
     )
-
-
-CLAIMING_KINDS = frozenset({c.KIND_SERVING_RUNTIME, c.KIND_INFERENCE_SERVICE,
-                            c.KIND_STORAGE_CONNECTION})
-"""Kinds whose works claim spoke objects other intents' works may not overwrite."""
 
 
 def claimed_objects(spec: Mapping[str, Any]) -> frozenset[str]:

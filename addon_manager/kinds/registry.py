@@ -1,132 +1,49 @@
-"""The kind registry: everything the engine knows about each hub kind, in one place.
+"""The kind registry: every kind of work the manager writes, each from its own module.
 
-One :class:`KindSpec` per hub kind says how an intent of that kind is read (its model and,
-from the model's ``CrdInfo``, its names), how its work for one cluster is prepared (render
-and gates, :mod:`addon_manager.kinds.prepare`), how a cluster's work status maps to its entry
-(:mod:`addon_manager.kinds.reports`), what role it plays on a cluster (the stack, what holds the
-stack, a tenant's work, sealed credentials) and what it depends on (whose works' changes
-wake it). The planner, the executor and the kopf handlers read these; none of them branches
-on a kind's name. Adding a hub kind means adding one spec here.
+One :class:`~addon_manager.kinds.base.KindSpec` per hub kind (its module's ``SPEC``) says
+how an intent of that kind is read, how its work for one cluster is prepared (render and
+gates), how a cluster's work status maps to its entry, what role it plays on a cluster (the
+stack, what holds the stack, a tenant's work, sealed credentials) and what it depends on
+(whose works' changes wake it). One :class:`~addon_manager.kinds.base.HelperSpec` per helper
+work (the agent's identity, a tenant's access) says what its facts keep and which kinds
+read it. The planner, the executor and the kopf handlers read these; none of them branches
+on a kind's name. Adding a hub kind means adding its module and one line in :data:`KINDS`.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
 from typing import Any
 
-from addon_api import constants as c
-from addon_api import tenancy as api_tenancy
-from addon_api.common import ClusterStatus, Resource
-from addon_api.hub import (
-    ModelServing,
-    MultiClusterInferenceService,
-    MultiClusterServingRuntime,
-    StorageConnection,
+from addon_manager.facts.records import WorkDetails, WorkFact, claimed_objects, parse_work
+from addon_manager.kinds import (
+    agent_identity,
+    inference_service,
+    model_serving,
+    serving_runtime,
+    storage_connection,
+    tenant_access,
 )
-from addon_api.platform import MODELMESH_DEPRECATED
-from addon_manager.facts import naming
-from addon_manager.facts.records import WorkFact
-from addon_manager.kinds import prepare, reports
-
-Prepare = Callable[[prepare.Context, Resource, str], prepare.Prepared]
-Report = Callable[[WorkFact, bool], tuple[ClusterStatus, reports.Category]]
-
-
-@dataclass(frozen=True)
-class Dependency:
-    """A kind of work whose changes on a cluster may open (or close) this kind's gates."""
-
-    kind: str
-    same_namespace: bool = False
-    """Only intents in the namespace of the work's owner depend on it (a tenant's access)."""
-    gone_only: bool = False
-    """Only the work's disappearance matters, and only to intents whose removal waits on the
-    work's cluster (what holds a stack: its removal waits for the works to go, and nothing
-    else about them)."""
-
-
-@dataclass(frozen=True)
-class KindSpec:
-    """How the engine handles one hub kind."""
-
-    model: type[Resource]
-    """The pydantic model an intent is read with (its ``crd`` gives the names)."""
-    prepare: Prepare
-    """One cluster's work and gates (see :mod:`addon_manager.kinds.prepare`)."""
-    report: Report
-    """A cluster's work status as the intent's entry (:mod:`addon_manager.kinds.reports`)."""
-    depends_on: tuple[Dependency, ...] = ()
-    """Kinds of work whose changes wake this kind's intents (gates, removal rule)."""
-    owns_stack: bool = False
-    """Its work installs the serving stack: one owner per cluster (conflicts), the add-on is
-    enabled where it goes, its removal waits for what holds the stack, its deletion is
-    tracked in its status."""
-    holds_stack: bool = False
-    """Its works use the stack on their cluster: the stack is not removed under them, and
-    their entries are not Ready while it goes."""
-    tenant: bool = False
-    """Applied on the spoke as its hub namespace's executor identity (namespace policy)."""
-    seals: bool = False
-    """Carries sealed credentials: needs the agent's identity work and key on the cluster,
-    reads hub Secrets (see ``secrets_named``)."""
-    removed_state: Callable[[Any], bool] = lambda spec: False
-    """Whether the spec asks for the stack to be removed (the entry is done when Removed)."""
-    deprecation: Callable[[Any], str] = lambda spec: ""
-    """Why what the spec asks for is deprecated ("" when it is not): a Deprecated condition."""
-
-    @property
-    def kind(self) -> str:
-        """The kind's name."""
-        return str(self.model.model_fields["kind"].default)
-
-    @property
-    def plural(self) -> str:
-        """The plural resource name (from the model's CrdInfo)."""
-        return self.model.crd.plural
-
-
-def secrets_named(spec: Mapping[str, Any]) -> set[str]:
-    """Secrets a StorageConnection spec reads: its secretRef and any its overrides set."""
-    refs = [spec.get("secretRef")]
-    refs += [(o.get("patch") or {}).get("secretRef") for o in spec.get("overrides") or []
-             if isinstance(o, Mapping)]
-    return {str(r["name"]) for r in refs if isinstance(r, Mapping) and r.get("name")}
-
-
-IDENTITY = naming.KIND_IDENTITY
-"""Owner kind of the per-cluster identity works (the agent's key), not a hub kind."""
-ACCESS = api_tenancy.ACCESS_KIND
-"""Owner kind of a tenant's access works (executor and RBAC), not a hub kind."""
+from addon_manager.kinds.base import Dependency, HelperSpec, KindSpec
 
 KINDS: dict[str, KindSpec] = {spec.kind: spec for spec in (
-    KindSpec(
-        ModelServing, prepare.prepare_model_serving, reports.platform_report,
-        depends_on=(Dependency(c.KIND_SERVING_RUNTIME, gone_only=True),
-                    Dependency(c.KIND_INFERENCE_SERVICE, gone_only=True)),
-        owns_stack=True,
-        removed_state=lambda spec: spec.management_state == "Removed",
-        deprecation=lambda spec: MODELMESH_DEPRECATED if spec.platform == "ModelMesh" else "",
-    ),
-    KindSpec(
-        StorageConnection, prepare.prepare_storage_connection, reports.storage_report,
-        depends_on=(Dependency(IDENTITY), Dependency(ACCESS, same_namespace=True)),
-        tenant=True, seals=True,
-    ),
-    KindSpec(
-        MultiClusterServingRuntime, prepare.prepare_serving_runtime, reports.runtime_report,
-        depends_on=(Dependency(c.KIND_MODEL_SERVING), Dependency(ACCESS, same_namespace=True)),
-        holds_stack=True, tenant=True,
-    ),
-    KindSpec(
-        MultiClusterInferenceService, prepare.prepare_inference_service,
-        reports.inference_service_report,
-        depends_on=(Dependency(c.KIND_MODEL_SERVING), Dependency(c.KIND_STORAGE_CONNECTION),
-                    Dependency(ACCESS, same_namespace=True)),
-        holds_stack=True, tenant=True,
-    ),
+    model_serving.SPEC,
+    storage_connection.SPEC,
+    serving_runtime.SPEC,
+    inference_service.SPEC,
 )}
-"""Every hub kind, by name."""
+"""Every hub kind, by name (registry order: the order status and wake-ups go through)."""
+
+HELPERS: dict[str, HelperSpec] = {spec.kind: spec for spec in (
+    agent_identity.SPEC,
+    tenant_access.SPEC,
+)}
+"""Every helper work's kind (no hub kind), by owner kind label."""
+
+IDENTITY = agent_identity.KIND
+"""Owner kind of the per-cluster identity works (the agent's key), not a hub kind."""
+ACCESS = tenant_access.ACCESS_KIND
+"""Owner kind of a tenant's access works (executor and RBAC), not a hub kind."""
 
 
 def spec_of(kind: str) -> KindSpec:
@@ -149,18 +66,21 @@ def dependents(work_kind: str, *, gone: bool = False) -> list[tuple[str, Depende
 
 
 TENANT_KINDS = tuple(spec.kind for spec in where(lambda s: s.tenant))
-"""Kinds applied as their hub namespace's executor (see :mod:`addon_manager.kinds.tenancy`)."""
+"""Kinds applied as their hub namespace's executor (:mod:`addon_manager.kinds.tenant_access`)."""
 STACK_HOLDERS = tuple(spec.kind for spec in where(lambda s: s.holds_stack))
 """Kinds whose works hold the stack on their cluster."""
 STACK_OWNERS = tuple(spec.kind for spec in where(lambda s: s.owns_stack))
 """Kinds whose works install the stack."""
+CLAIMING_KINDS = frozenset(spec.kind for spec in where(lambda s: s.claims))
+"""Kinds whose works claim spoke objects other intents' works may not overwrite."""
 
 
 def works_read(kind: str) -> frozenset[str]:
     """The owner kinds of the works besides its own that planning an intent of ``kind`` reads.
 
-    Those it depends on, the stack's (its gates), the identity works (what seals), the
-    tenant's access works, and what holds a stack (a stack's removal rule).
+    Those it depends on, the stack's (its gates), the helper works it reads (the identity
+    works for what seals, the tenant's access works for a tenant's), and what holds a stack
+    (a stack's removal rule).
 
     An intent's plan is complete once its own works and these are known: what
     :meth:`addon_manager.shell.informers.WorkInformer.prefetch` lists first after a start.
@@ -169,8 +89,24 @@ def works_read(kind: str) -> frozenset[str]:
     read = {dep.kind for dep in spec.depends_on} | set(STACK_OWNERS)
     if spec.owns_stack:
         read |= set(STACK_HOLDERS)
-    if spec.seals:
-        read.add(IDENTITY)
-    if spec.tenant:
-        read.add(ACCESS)
+    read |= {helper.kind for helper in HELPERS.values() if helper.read_by(spec)}
     return frozenset(read)
+
+
+NO_DETAILS = WorkDetails()
+
+
+def work_details(kind: str, work: Mapping[str, Any]) -> WorkDetails:
+    """What the fact of a ``kind`` work keeps beyond the common facts (see ``parse_work``)."""
+    helper = HELPERS.get(kind)
+    if helper is not None:
+        return helper.details(work)
+    spec = KINDS.get(kind)
+    if spec is not None and spec.claims:
+        return WorkDetails(objects=claimed_objects(work.get("spec") or {}))
+    return NO_DETAILS
+
+
+def parse(work: Mapping[str, Any]) -> WorkFact | None:
+    """The :class:`WorkFact` of a ManifestWork the add-on owns, with its kind's details."""
+    return parse_work(work, work_details)

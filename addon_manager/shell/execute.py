@@ -23,7 +23,7 @@ from addon_manager.facts import revisions
 from addon_manager.facts.records import WorkFact
 from addon_manager.facts.revisions import RevisionFact
 from addon_manager.facts.secrets import decode_value, forbidden_detail
-from addon_manager.kinds import render
+from addon_manager.kinds import storage_connection
 from addon_manager.shell import metrics, sealkeys
 from addon_manager.shell.apply import WriteError
 
@@ -81,7 +81,7 @@ def decoded_secret(
         return data.reason, data.message
     if data is None:
         return ClusterReason.SECRET_NOT_FOUND, f"Secret {name} does not exist"
-    read = render.secret_keys_read(spec, tuple(data))
+    read = storage_connection.secret_keys_read(spec, tuple(data))
     missing = [k for k in read if k not in data]
     if missing:
         return ClusterReason.SECRET_KEY_MISSING, f"Secret {ns}/{name} has no " + ", ".join(
@@ -180,10 +180,10 @@ class Executor:
         rw, body = item.work, item.work.body
         if rw.seal_inputs is not None:
             assert rw.sealed_spec is not None
-            payload = render.storage_payload(rw.sealed_spec, secret or {})
+            payload = storage_connection.storage_payload(rw.sealed_spec, secret or {})
             sequence = await self.sealer.next_sequence()
-            body = render.with_sealed(rw, sealing.seal(
-                rw.seal_inputs.public_key, render.binding_of(rw), sequence, payload,
+            body = storage_connection.with_sealed(rw, sealing.seal(
+                rw.seal_inputs.public_key, storage_connection.binding_of(rw), sequence, payload,
                 self.sealer.keys.signing_key,
             ))
         version = await self.writer.apply_work(body, force=item.have is not None)

@@ -28,8 +28,9 @@ from addon_manager.facts.placement import decided_clusters, decision_group, deci
 from addon_manager.facts.records import AddonFact, ClusterFact, WorkFact, agent_namespace
 from addon_manager.facts.revisions import RevisionFact
 from addon_manager.facts.secrets import PENDING, SecretAccess, SecretFact
-from addon_manager.kinds import registry
-from addon_manager.kinds.registry import KINDS, KindSpec
+from addon_manager.kinds import registry, storage_connection
+from addon_manager.kinds.base import KindSpec
+from addon_manager.kinds.registry import KINDS
 from addon_manager.shell import firstpass, informers, metrics
 from addon_manager.shell.execute import Writer
 from addon_manager.shell.informers import KeyedStore, WorkInformer, WorkStore
@@ -486,7 +487,7 @@ def _intent_index(spec: KindSpec) -> Any:
             ("all",): (namespace, name, created, placement, secret),
             ("placement", namespace, placement): (kind, namespace, name),
         }
-        for read in (registry.secrets_named(spec) if seals else ()):
+        for read in (storage_connection.secrets_named(spec) if seals else ()):
             out[("secret", namespace, read)] = (kind, namespace, name)
         if firstpass.changed(body):
             out[("changed",)] = (kind, namespace, name)
@@ -644,7 +645,7 @@ def _register_intent(spec: KindSpec) -> None:
             wake.clear()
             started = time.monotonic()
             if (spec.seals and settings.secrets is not None
-                    and registry.secrets_named(body.get("spec") or {})):
+                    and storage_connection.secrets_named(body.get("spec") or {})):
                 await settings.secrets.settled(str(namespace))  # its namespace's watch
             try:
                 outcome = await reconciler.reconcile(kind, body)

@@ -42,7 +42,8 @@ import aiohttp
 from kubernetes import client
 
 from addon_api import constants as c
-from addon_manager.facts.records import WorkFact, parse_work
+from addon_manager.facts.records import WorkFact
+from addon_manager.kinds.registry import parse as parse_work
 from addon_manager.shell.hubhttp import HubHttp
 
 log = logging.getLogger(__name__)

@@ -29,7 +29,7 @@ from addon_manager.engine.plan import Plan, Snapshot, finish, plan, removal_bloc
 from addon_manager.engine.rollout import MetricAnswer
 from addon_manager.facts.naming import KIND_IDENTITY
 from addon_manager.facts.world import World
-from addon_manager.kinds import tenancy
+from addon_manager.kinds import tenant_access
 from addon_manager.kinds.registry import KINDS, TENANT_KINDS, spec_of
 from addon_manager.shell import metrics, sealkeys
 from addon_manager.shell.execute import Executor, Writer
@@ -216,11 +216,11 @@ class Reconciler:
         self, namespace: str, exclude: tuple[str, str, str] | None = None
     ) -> int:
         """Delete a tenant's access works on clusters where it has no other tenant work."""
-        access = list(self.world.works_of(tenancy.ACCESS_KIND, namespace,
-                                          tenancy.ACCESS_NAME).values())
+        access = list(self.world.works_of(tenant_access.ACCESS_KIND, namespace,
+                                          tenant_access.ACCESS_NAME).values())
         tenant = [w for a in access for k in TENANT_KINDS
                   for w in self.world.works_on(a.cluster, k) if w.intent_namespace == namespace]
-        return await self._delete_all(tenancy.unused_access(access, tenant, exclude))
+        return await self._delete_all(tenant_access.unused_access(access, tenant, exclude))
 
     async def gc_identity(self, exclude: tuple[str, str] | None = None) -> int:
         """Delete identity works on clusters no StorageConnection selects any more."""

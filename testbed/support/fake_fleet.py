@@ -19,7 +19,7 @@ from addon_api import constants as c
 from addon_api.common import Resource
 from addon_api.hub import ModelServing, MultiClusterInferenceService, MultiClusterServingRuntime
 from addon_manager.facts import canonical, naming
-from addon_manager.kinds import render
+from addon_manager.kinds import inference_service, model_serving, render, serving_runtime
 from testbed.fleet import Testbed
 from testbed.support.manager import differences
 
@@ -155,11 +155,11 @@ def intent_works(
 def pure_render(intent: Resource, cluster: str) -> render.RenderedWork:
     """What the manager's pure rendering makes of ``intent`` for a label-less ``cluster``."""
     if isinstance(intent, ModelServing):
-        return render.render_model_serving(intent, cluster, {})
+        return model_serving.render(intent, cluster, {})
     if isinstance(intent, MultiClusterServingRuntime):
-        return render.render_serving_runtime(intent, cluster, {})
+        return serving_runtime.render(intent, cluster, {})
     if isinstance(intent, MultiClusterInferenceService):
-        return render.render_inference_service(intent, cluster, {})
+        return inference_service.render(intent, cluster, {})
     raise TypeError(f"no pure render for {type(intent).__name__}")
 
 

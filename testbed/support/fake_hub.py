@@ -11,7 +11,7 @@ from addon_api import tenancy
 from addon_api.common import merge_patch
 from addon_manager.engine.policy import Policy
 from addon_manager.facts import conflicts
-from addon_manager.facts.records import ClusterFact, WorkFact, parse_work
+from addon_manager.facts.records import ClusterFact, WorkFact
 from addon_manager.facts.revisions import RevisionFact
 from addon_manager.facts.revisions import parse as parse_revision
 from addon_manager.facts.secrets import (
@@ -22,6 +22,7 @@ from addon_manager.facts.secrets import (
     forbidden_detail,
     parse_secret,
 )
+from addon_manager.kinds.registry import parse as parse_work
 from addon_manager.shell.apply import WriteError
 
 OPEN_POLICY = Policy(namespaces=tenancy.parse("*=*"))

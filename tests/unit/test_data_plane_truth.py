@@ -19,8 +19,9 @@ from addon_api.reasons import ClusterReason as CR
 from addon_api.spoke import ServingPlatformSpec
 from addon_cli import explain
 from addon_manager.facts.records import WorkFact
+from addon_manager.kinds.inference_service import data_plane
+from addon_manager.kinds.inference_service import report as inference_service_report
 from addon_manager.kinds.render import owner_labels
-from addon_manager.kinds.reports import data_plane, inference_service_report
 
 Obj = dict[str, Any]
 HASH = "0123456789abcdef"

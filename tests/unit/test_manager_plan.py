@@ -22,7 +22,7 @@ from addon_manager.engine import policy
 from addon_manager.engine.plan import Executed, Plan, finish
 from addon_manager.facts import naming
 from addon_manager.facts.records import WorkFact
-from addon_manager.kinds import registry, tenancy
+from addon_manager.kinds import registry, tenant_access
 from addon_manager.shell.reconcile import Reconciler
 from testbed.support.fake_hub import OPEN_POLICY, FakeHub
 from testbed.support.sealing import memory_sealer
@@ -191,10 +191,10 @@ def test_a_tenant_plan_writes_its_access_first_and_waits_for_the_grant() -> None
     out = plan_of(hub, c.KIND_SERVING_RUNTIME, admin=team)
     access = [a for a in out.applies if a.what == "access"]
     assert sorted(a.work.cluster for a in access) == ["c1", "c2"]
-    assert all(a.kind == tenancy.ACCESS_KIND for a in access)
+    assert all(a.kind == tenant_access.ACCESS_KIND for a in access)
     assert [a for a in out.applies if a.what == "apply"] == []  # never before the grant
     assert {w.reason for item in out.inputs.values() for w in item.waits} == {
-        tenancy.WAITING_FOR_ACCESS}
+        tenant_access.WAITING_FOR_ACCESS}
 
 
 def test_a_stack_is_not_removed_under_what_holds_it() -> None:

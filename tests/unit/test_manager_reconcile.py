@@ -16,8 +16,9 @@ from addon_api import constants as c
 from addon_api import sealing
 from addon_api.platform import MODELMESH_DEPRECATED
 from addon_manager.facts import conflicts, naming
-from addon_manager.facts.records import ClusterFact, WorkFact, parse_work
+from addon_manager.facts.records import ClusterFact, WorkFact
 from addon_manager.facts.secrets import parse_secret
+from addon_manager.kinds.registry import parse as parse_work
 from addon_manager.shell.reconcile import Outcome, Reconciler
 from testbed.support.fake_hub import OPEN_POLICY, FakeHub
 from testbed.support.sealing import memory_sealer

@@ -13,8 +13,9 @@ import pytest
 from aiohttp import web
 
 from addon_api import constants as c
-from addon_manager.facts.records import WorkFact, parse_work
+from addon_manager.facts.records import WorkFact
 from addon_manager.kinds import registry
+from addon_manager.kinds.registry import parse as parse_work
 from addon_manager.shell import informers
 from addon_manager.shell.informers import Backoff, Gone, Page, WorkInformer, WorkStore, diff
 

@@ -26,7 +26,7 @@ from addon_api import tenancy
 from addon_manager.engine import policy
 from addon_manager.facts import canonical, naming
 from addon_manager.facts.records import WorkFact
-from addon_manager.kinds import tenancy as mt
+from addon_manager.kinds import tenant_access as mt
 from addon_manager.shell import main
 from addon_manager.shell.reconcile import Reconciler
 from testbed.support.fake_hub import FakeHub
@@ -408,7 +408,7 @@ def test_a_sealed_work_keeps_its_keyed_render_hash_under_an_executor() -> None:
     key = b"k" * 32
     inputs = render.SealInputs(public_key="p", key_id="k", binding="b", secret_digest="",
                                hash_key=key)
-    work = render._work(c.KIND_STORAGE_CONNECTION, "team-a", "s3", "c1", [], [],
+    work = render.manifest_work(c.KIND_STORAGE_CONNECTION, "team-a", "s3", "c1", [], [],
                         seal_inputs=inputs, hash_key=key)
     gated = mt.with_executor(work, c.AGENT_NAMESPACE, "model-serving-tenant-team-a")
     body = {**gated.body, "metadata": {**gated.body["metadata"], "annotations": {}}}
@@ -418,7 +418,7 @@ def test_a_sealed_work_keeps_its_keyed_render_hash_under_an_executor() -> None:
 
 
 def test_an_access_work_reports_where_its_rolebindings_are_applied() -> None:
-    from addon_manager.facts.records import parse_work
+    from addon_manager.kinds.registry import parse as parse_work
 
     def manifest(kind: str, ns: str, applied: str) -> dict[str, Any]:
         return {"resourceMeta": {"kind": kind, "namespace": ns, "name": "model-serving-tenant-a"},

@@ -46,7 +46,7 @@ from addon_api import constants as c
 from addon_api import sealing
 from addon_api.reasons import SealedReason
 from addon_manager.facts import naming
-from addon_manager.facts.records import parse_work
+from addon_manager.kinds.registry import parse as parse_work
 from addon_manager.shell.reconcile import Reconciler
 from testbed.support.fake_hub import OPEN_POLICY, FakeHub
 from testbed.support.sealing import memory_sealer

@@ -1,4 +1,6 @@
-"""The spoke half of the namespace policy: tenant works run as a per-tenant identity.
+"""A tenant's access work, and tenant works applied as the tenant's executor identity.
+
+The spoke half of the namespace policy.
 
 Works carrying a tenant's objects (StorageConnection, MultiClusterServingRuntime and
 MultiClusterInferenceService works) name an executor in ``spec.executor``: ServiceAccount
@@ -14,12 +16,14 @@ SealedStorageConnections (whose targets the agent checks again, see
 :mod:`addon_agent.tenancy`). A forged work that names the executor and targets any other
 namespace is refused by the work agent itself.
 
-Pure, like :mod:`addon_manager.kinds.render`.
+Pure, like every kind module: its render, gate (:func:`access_waits`), what its fact keeps
+(:func:`details`, the namespaces granted) and its spec in the registry.
 """
 
 from __future__ import annotations
 
 import copy
+from collections.abc import Mapping
 from dataclasses import replace
 from typing import Any
 
@@ -28,9 +32,9 @@ from addon_api import tenancy
 from addon_api.hashing import short_hash
 from addon_api.reasons import ClusterReason
 from addon_manager.facts import canonical, naming
-from addon_manager.facts.records import WorkFact
+from addon_manager.facts.records import WorkDetails, WorkFact
 from addon_manager.kinds import render
-from addon_manager.kinds.ordering import Wait
+from addon_manager.kinds.base import HelperSpec, Wait
 
 ACCESS_KIND = tenancy.ACCESS_KIND
 """Owner kind label of the per-(tenant, cluster) work holding the executor and its RBAC."""
@@ -70,8 +74,8 @@ def with_executor(work: render.RenderedWork, agent_namespace: str, name: str
                   ) -> render.RenderedWork:
     """``work`` applied as ServiceAccount ``agent_namespace/name``, its render hash updated.
 
-    Keyed as :func:`addon_manager.kinds.render._work` keys it: a work carrying sealed data keeps an
-    HMAC render-hash under the manager's hash key.
+    Keyed as :func:`addon_manager.kinds.render.manifest_work` keys it: a work carrying sealed
+    data keeps an HMAC render-hash under the manager's hash key.
     """
     body = copy.deepcopy(work.body)
     body["spec"]["executor"] = executor(agent_namespace, name)
@@ -118,7 +122,7 @@ def render_access(
     """
     allowed = frozenset(t for t in targets
                         if not tenancy.always_denied(t, agent_namespace, denied))
-    return render._work(  # same package: the common shape of a work
+    return render.manifest_work(  # the common shape of a work
         ACCESS_KIND, hub_namespace, ACCESS_NAME, cluster,
         access_manifests(hub_namespace, agent_namespace, allowed), [],
         work_name=access_work_name(hub_namespace),
@@ -197,3 +201,24 @@ def unused_access(access: list[WorkFact], tenant_works: list[WorkFact],
     """Access works of a tenant on clusters where no other tenant work of it remains."""
     used = {w.cluster for w in tenant_works if w.owner != exclude and not w.deleting}
     return [w for w in access if w.cluster not in used and not w.deleting]
+
+
+def granted_namespaces(status: Mapping[str, Any]) -> frozenset[str]:
+    """Namespaces of the RoleBindings a work's manifests report as applied (Applied True)."""
+    out = set()
+    for manifest in (status.get("resourceStatus") or {}).get("manifests") or []:
+        meta = manifest.get("resourceMeta") or {}
+        conds = {str(x.get("type")): x for x in manifest.get("conditions") or []}
+        if (meta.get("kind") == "RoleBinding" and meta.get("namespace")
+                and conds.get("Applied", {}).get("status") == "True"):
+            out.add(str(meta["namespace"]))
+    return frozenset(out)
+
+
+def details(work: Mapping[str, Any]) -> WorkDetails:
+    """What an access work's fact keeps: where its RoleBindings are applied."""
+    return WorkDetails(granted=granted_namespaces(work.get("status") or {}))
+
+
+SPEC = HelperSpec(ACCESS_KIND, details, read_by=lambda spec: spec.tenant)
+"""The registry's entry: what a tenant applies reads its access works."""
