@@ -25,29 +25,17 @@ from addon_api.common import Resource
 from addon_api.hub import (
     ModelServing,
     MultiClusterInferenceService,
-    MultiClusterServingRuntime,
-    StorageConnection,
 )
 from addon_api.reasons import ClusterReason, IntentReason
 from addon_api.rollout import MetricGate
 from addon_manager.engine import promql
+from addon_manager.kinds import registry
 
 REASON_DEV_FLAGS = IntentReason.DEV_FLAGS_NOT_ALLOWED
 REASON_NAMESPACE = tenancy.REASON
 REASON_POD = ClusterReason.POD_NOT_ALLOWED
 REASON_KIND = ClusterReason.KIND_NOT_ALLOWED
 REASON_METRIC_QUERY = IntentReason.METRIC_QUERY_NOT_ALLOWED
-
-NAMESPACE_FIELDS: dict[type[Resource], tuple[str, bool]] = {
-    ModelServing: ("servingNamespaces", True),
-    StorageConnection: ("targetNamespaces", True),
-    MultiClusterServingRuntime: ("targetNamespace", False),
-    MultiClusterInferenceService: ("targetNamespace", False),
-}
-"""Per hub kind, its spec field that names spoke namespaces and whether it is a list.
-(``spec.monitoring.prometheusServiceAccount.namespace`` names one too, but only as the subject
-of a read-only RoleBinding in the serving namespaces: nothing is written there.)"""
-
 
 @dataclass(frozen=True)
 class Policy:
@@ -115,7 +103,8 @@ def namespace_fields(intent: Resource) -> list[tuple[str, str]]:
     Its spec's field and the same field in every override's patch (a patch may send the
     intent elsewhere on some clusters).
     """
-    found = NAMESPACE_FIELDS.get(type(intent))
+    kind = registry.KINDS.get(intent.kind)
+    found = kind.spoke_namespaces if kind is not None else None
     if found is None:
         return []
     name, many = found

@@ -11,7 +11,8 @@ MAX_NAME = 253
 KIND_PREFIX: dict[str, str] = {
     str(cls.model_fields["kind"].default): cls.crd.short_names[0] for cls in HUB_RESOURCES
 }
-"""Prefix of the ManifestWork names of each hub kind: its first short name (CrdInfo)."""
+"""Prefix of the ManifestWork names of each hub kind: its first short name (CrdInfo); a kind
+the API does not serve (a test's example kind) has its name in lower case."""
 
 KIND_IDENTITY = "AgentIdentity"
 """Owner kind label of the per-cluster ReadOnly work that reads the agent identity back."""
@@ -40,7 +41,8 @@ def work_name(kind: str, namespace: str, name: str) -> str:
     ``a-b``/``c`` and ``a``/``b-c`` do not collide; at most 253 characters.
     """
     digest = short_hash(kind, namespace, name, length=NAME_HASH)
-    return bounded(f"{KIND_PREFIX[kind]}-{namespace}-{name}", digest)
+    prefix = KIND_PREFIX.get(kind, kind.lower())
+    return bounded(f"{prefix}-{namespace}-{name}", digest)
 
 
 def sealed_name(namespace: str, name: str) -> str:

@@ -121,6 +121,9 @@ class KindSpec:
     seals: bool = False
     """Carries sealed credentials: needs the agent's identity work and key on the cluster,
     reads hub Secrets (see :func:`addon_manager.kinds.storage_connection.secrets_named`)."""
+    spoke_namespaces: tuple[str, bool] | None = None
+    """Its spec field that names spoke namespaces, and whether it is a list (what the
+    namespace policy judges; None: it names none)."""
     claims: bool = False
     """Its works claim spoke objects that another intent's works may not overwrite: their
     facts keep the objects (:func:`addon_manager.facts.records.claimed_objects`)."""

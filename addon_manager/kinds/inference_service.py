@@ -289,6 +289,6 @@ SPEC = KindSpec(
     MultiClusterInferenceService, prepare, report,
     depends_on=(Dependency(c.KIND_MODEL_SERVING), Dependency(c.KIND_STORAGE_CONNECTION),
                 Dependency(ACCESS_KIND, same_namespace=True)),
-    holds_stack=True, tenant=True, claims=True,
+    holds_stack=True, tenant=True, claims=True, spoke_namespaces=("targetNamespace", False),
 )
 """The registry's entry (:mod:`addon_manager.kinds.registry`)."""

@@ -213,6 +213,9 @@ SPEC = KindSpec(
     depends_on=(Dependency(c.KIND_SERVING_RUNTIME, gone_only=True),
                 Dependency(c.KIND_INFERENCE_SERVICE, gone_only=True)),
     owns_stack=True,
+    # spec.monitoring.prometheusServiceAccount.namespace names a namespace too, but only as
+    # the subject of a read-only RoleBinding in the serving namespaces: nothing is written there.
+    spoke_namespaces=("servingNamespaces", True),
     removed_state=lambda spec: spec.management_state == "Removed",
     deprecation=lambda spec: MODELMESH_DEPRECATED if spec.platform == "ModelMesh" else "",
 )

@@ -82,6 +82,6 @@ def report(work: WorkFact, removed: bool) -> tuple[ClusterStatus, Category]:
 SPEC = KindSpec(
     MultiClusterServingRuntime, prepare, report,
     depends_on=(Dependency(c.KIND_MODEL_SERVING), Dependency(ACCESS_KIND, same_namespace=True)),
-    holds_stack=True, tenant=True, claims=True,
+    holds_stack=True, tenant=True, claims=True, spoke_namespaces=("targetNamespace", False),
 )
 """The registry's entry (:mod:`addon_manager.kinds.registry`)."""

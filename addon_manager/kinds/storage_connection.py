@@ -313,6 +313,6 @@ def secrets_named(spec: Mapping[str, Any]) -> set[str]:
 SPEC = KindSpec(
     StorageConnection, prepare, report,
     depends_on=(Dependency(IDENTITY_KIND), Dependency(ACCESS_KIND, same_namespace=True)),
-    tenant=True, seals=True, claims=True,
+    tenant=True, seals=True, claims=True, spoke_namespaces=("targetNamespaces", True),
 )
 """The registry's entry (:mod:`addon_manager.kinds.registry`)."""
