@@ -1,5 +1,8 @@
 """kopf handlers: indexes over the hub, one daemon per intent, deletion with a finalizer.
 
+Nothing registers on import: :func:`register` puts every handler in the registry main() runs
+kopf with.
+
 Handlers stay thin: kopf indexes turn watch events into small tuples, the ManifestWork
 informer (:mod:`addon_manager.shell.informers`, outside kopf) keeps the works as
 :class:`~addon_manager.facts.records.WorkFact`, event handlers wake the intents a change concerns,
@@ -355,7 +358,6 @@ def _sealing(world: IndexWorld) -> list[tuple[str, str, str]]:
 # Startup and login -------------------------------------------------------------------------------
 
 
-@kopf.on.startup()
 async def configure(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) -> None:
     """Our finalizer, progress kept in annotations, only warnings posted as Events."""
     settings.persistence.finalizer = FINALIZER
@@ -390,7 +392,6 @@ def start_informers(state: ManagerState, loop: asyncio.AbstractEventLoop) -> Non
         task.add_done_callback(state.background.discard)
 
 
-@kopf.on.cleanup()
 async def close_connections(memo: kopf.Memo, **_: Any) -> None:
     """Stop the informers; close their and the writer's HTTP sessions (operator stops)."""
     state = state_of(memo)
@@ -436,7 +437,6 @@ async def _watch_pins(state: ManagerState, sealer: Sealer) -> None:
             state.wakeups.poke(_sealing(world))
 
 
-@kopf.on.login()
 async def login(logger: Any, memo: kopf.Memo, **kwargs: Any) -> kopf.ConnectionInfo | None:
     """The connection main() built from --kubeconfig; in-cluster credentials otherwise."""
     connection = state_of(memo).settings.connection
@@ -448,7 +448,6 @@ async def login(logger: Any, memo: kopf.Memo, **kwargs: Any) -> kopf.ConnectionI
 # Indexes -----------------------------------------------------------------------------------------
 
 
-@kopf.index(CLUSTER_GROUP, "v1beta1", "placementdecisions")
 async def placement_decisions(body: kopf.Body, **_: Any) -> dict[Any, Any]:
     """The clusters of one decision object, by (namespace, placement).
 
@@ -461,15 +460,12 @@ async def placement_decisions(body: kopf.Body, **_: Any) -> dict[Any, Any]:
     return {key: clusters, ("groups", *key): (*decision_group(body), clusters)}
 
 
-@kopf.index("apps", "v1", "controllerrevisions",
-            labels={c.LABEL_MANAGED_BY: c.FIELD_MANAGER, c.LABEL_INTENT_KIND: kopf.PRESENT})
 async def intent_revisions(body: kopf.Body, **_: Any) -> dict[Any, Any]:
     """(kind, namespace, name) of an intent -> one of its revisions."""
     parsed = revisions.parse(body)
     return {parsed[0]: parsed[1]} if parsed else {}
 
 
-@kopf.index(CLUSTER_GROUP, "v1beta1", "placements")
 async def placements(namespace: str | None, name: str, **_: Any) -> dict[Any, Any]:
     """(namespace, name) of every Placement."""
     return {(namespace, name): True}
@@ -497,15 +493,9 @@ def _intent_index(spec: KindSpec) -> Any:
     return index
 
 
-for _spec in KINDS.values():
-    kopf.index(c.GROUP, c.VERSION, _spec.plural, id=f"{_spec.plural}_index")(
-        _intent_index(_spec))
-
-
 # Wake-ups ----------------------------------------------------------------------------------------
 
 
-@kopf.on.event(CLUSTER_GROUP, "v1beta1", "placementdecisions")
 async def decision_changed(body: kopf.Body, memo: kopf.Memo, **kwargs: Any) -> None:
     """A decision changed: wake the intents of its Placement."""
     state, world = _ready(memo, kwargs)
@@ -514,7 +504,6 @@ async def decision_changed(body: kopf.Body, memo: kopf.Memo, **kwargs: Any) -> N
         state.wakeups.poke(world.intents_using(*key))
 
 
-@kopf.on.event(CLUSTER_GROUP, "v1beta1", "placements")
 async def placement_changed(
     namespace: str | None, name: str, memo: kopf.Memo, **kwargs: Any
 ) -> None:
@@ -618,17 +607,18 @@ def secret_changed(state: ManagerState, namespace: str, name: str | None) -> Non
 # Intents -----------------------------------------------------------------------------------------
 
 
-def _register_intent(spec: KindSpec) -> None:
+def _register_intent(spec: KindSpec, registry: kopf.OperatorRegistry) -> None:
     kind, plural = spec.kind, spec.plural
 
-    @kopf.on.event(c.GROUP, c.VERSION, plural, id=f"{plural}_event")
+    @kopf.on.event(c.GROUP, c.VERSION, plural, id=f"{plural}_event", registry=registry)
     async def changed(namespace: str | None, name: str, memo: kopf.Memo, **kwargs: Any) -> None:
         state, world = _ready(memo, kwargs)
         state.wakeups.poke([(kind, str(namespace), name)])
         if spec.owns_stack:  # claims changed: other stack owners may win/lose clusters
             state.wakeups.poke(world.intents_of_kind(kind))
 
-    @kopf.daemon(c.GROUP, c.VERSION, plural, id=f"{plural}_daemon", cancellation_timeout=10)
+    @kopf.daemon(c.GROUP, c.VERSION, plural, id=f"{plural}_daemon", cancellation_timeout=10,
+                 registry=registry)
     async def run(
         body: kopf.Body, namespace: str | None, name: str, stopped: kopf.DaemonStopped,
         logger: logging.Logger | logging.LoggerAdapter[Any], memo: kopf.Memo, **kwargs: Any,
@@ -673,7 +663,7 @@ def _register_intent(spec: KindSpec) -> None:
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(wake.wait(), timeout=timeout)
 
-    @kopf.on.delete(c.GROUP, c.VERSION, plural, id=f"{plural}_cleanup")
+    @kopf.on.delete(c.GROUP, c.VERSION, plural, id=f"{plural}_cleanup", registry=registry)
     async def delete(
         body: kopf.Body, namespace: str | None, name: str, runtime: datetime.timedelta,
         memo: kopf.Memo, **kwargs: Any,
@@ -725,5 +715,27 @@ def _register_intent(spec: KindSpec) -> None:
     del changed, run, delete
 
 
-for _spec in KINDS.values():
-    _register_intent(_spec)
+
+def register(registry: kopf.OperatorRegistry, kinds: Iterable[KindSpec]) -> None:
+    """Register every handler of the manager in ``registry`` (main() runs kopf with it).
+
+    The startup, cleanup and login handlers, the indexes over Placements, their decisions and
+    the intents' revisions, the wake-ups on Placement changes, and per hub kind of ``kinds``
+    its index, event handler, daemon and deletion handler.
+    """
+    kopf.on.startup(registry=registry)(configure)
+    kopf.on.cleanup(registry=registry)(close_connections)
+    kopf.on.login(registry=registry)(login)
+    kopf.index(CLUSTER_GROUP, "v1beta1", "placementdecisions", registry=registry)(
+        placement_decisions)
+    kopf.index("apps", "v1", "controllerrevisions", registry=registry,
+               labels={c.LABEL_MANAGED_BY: c.FIELD_MANAGER, c.LABEL_INTENT_KIND: kopf.PRESENT},
+               )(intent_revisions)
+    kopf.index(CLUSTER_GROUP, "v1beta1", "placements", registry=registry)(placements)
+    kopf.on.event(CLUSTER_GROUP, "v1beta1", "placementdecisions", registry=registry)(
+        decision_changed)
+    kopf.on.event(CLUSTER_GROUP, "v1beta1", "placements", registry=registry)(placement_changed)
+    for spec in kinds:
+        kopf.index(c.GROUP, c.VERSION, spec.plural, id=f"{spec.plural}_index",
+                   registry=registry)(_intent_index(spec))
+        _register_intent(spec, registry)

@@ -24,6 +24,7 @@ from addon_api.confinement import PodRules
 from addon_manager.engine import partition
 from addon_manager.engine.policy import Policy, parse_namespaces
 from addon_manager.facts import records
+from addon_manager.kinds.registry import KINDS
 from addon_manager.shell import handlers, informers, leadership, sealkeys
 from addon_manager.shell.apply import HubWriter
 from addon_manager.shell.metricgate import PrometheusGate
@@ -200,6 +201,8 @@ def main(argv: list[str]) -> int:
         settings.gate = PrometheusGate(args.prometheus_url, args.prometheus_token_file,
                                        args.prometheus_ca_file)
     state.informers = hub_informers(cfg, state)
+    registry = kopf.OperatorRegistry()
+    handlers.register(registry, KINDS.values())
     if args.metrics_port:
         start_http_server(args.metrics_port)
     loop = asyncio.new_event_loop()
@@ -222,7 +225,8 @@ def main(argv: list[str]) -> int:
     # (InvalidSpec) without recursing (addon_api.base.too_deep).
     sys.setrecursionlimit(max(sys.getrecursionlimit(), RECURSION_LIMIT))
     try:
-        kopf.run(loop=loop, standalone=True, clusterwide=True, memo=state.memo())
+        kopf.run(loop=loop, standalone=True, clusterwide=True, memo=state.memo(),
+                 registry=registry)
     finally:
         if elector is not None:
             elector.release()
