@@ -1,6 +1,6 @@
 """``render`` and ``diff``: the ManifestWorks an intent makes for each cluster, without a hub.
 
-The works come from the manager's own rendering (:mod:`addon_manager.kinds.render`), so what
+The works come from the manager's own rendering (each module of :mod:`addon_manager.kinds`), so what
 ``render`` prints is what the manager writes, byte for byte, for a cluster with those labels.
 Two things only the hub knows are shown as placeholders: a StorageConnection's sealed payload
 (sealed to each cluster's agent key with the manager's keys) and, for a progressive rollout,
@@ -128,7 +128,7 @@ def _sealed_work(intent: StorageConnection, cluster: str, labels: dict[str, str]
         binding=sealing.binding_for(agent_namespace, naming.sealed_name(ns, name)),
         secret_digest="", hash_key=b"offline")
     rw = storage_connection.render(intent, cluster, labels, inputs,
-                                          namespace=agent_namespace)
+                                   namespace=agent_namespace)
     if executor is not None:
         rw = tenant_access.with_executor(rw, agent_namespace, executor)
     body = rw.body

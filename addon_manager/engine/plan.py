@@ -559,7 +559,7 @@ def _tenant_gate(
         return rw, waits
     agent_ns = snap.world.agent_namespace(cl)
     want = tenant_access.render_access(ns, cl, agent_ns, snap.policy.namespaces.targets(ns),
-                                 snap.policy.namespaces.denied)
+                                       snap.policy.namespaces.denied)
     have = snap.world.works_of(tenant_access.ACCESS_KIND, ns, tenant_access.ACCESS_NAME).get(cl)
     needed = tenant_access.work_namespaces(rw)
     if snap.recent.needs_write(want, have):

@@ -1,7 +1,7 @@
 """What the manager knows about the hub: read-only facts, kept current by watches.
 
 Production reads them from watch caches (:class:`addon_manager.shell.handlers.IndexWorld`); unit
-tests from a plain object (``tests/unit/fake_hub.py``). Nothing here lists objects: every
+tests from a plain object (``testbed/support/fake_hub.py``). Nothing here lists objects: every
 lookup is a cache read.
 """
 

@@ -563,7 +563,7 @@ def test_platform_going_makes_models_and_runtimes_not_ready() -> None:
     sp = fact("a", c.KIND_MODEL_SERVING, phase="Available")
     assert model_serving.platform_going([sp]) == ""
     going = model_serving.platform_going([fact("a", c.KIND_MODEL_SERVING, phase="RemovalBlocked",
-                                          message="InferenceServices not created ...")])
+                                               message="InferenceServices not created ...")])
     assert "reports RemovalBlocked: InferenceServices" in going
     for kind, work in ((c.KIND_INFERENCE_SERVICE, fact("a", ready="True")),
                        (c.KIND_SERVING_RUNTIME, fact("a", c.KIND_SERVING_RUNTIME))):
