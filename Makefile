@@ -27,11 +27,12 @@ bundles: venv
 
 crds: venv
 	$(BIN)/model-serving-addon crds
-	$(BIN)/python -m addon_api.reasons
+	$(BIN)/python -m addon_cli.troubleshooting
 
 lint: venv
-	$(BIN)/ruff check addon_api addon_manager addon_agent addon_cli testbed tests bench
+	$(BIN)/ruff check model_serving_addon addon_api addon_manager addon_agent addon_cli testbed tests bench
 	$(BIN)/mypy
+	$(BIN)/lint-imports
 
 # Every test that needs only Python: no Go, no built binaries, no network. A test that needs
 # more requests a fixture of tests/conftest.py (testbed, built_binaries, go_modules, bundles),
@@ -89,4 +90,4 @@ image-test: venv binaries image
 	  $(BIN)/pytest -q -s --durations=10 -m image tests/image $(ARGS)
 
 clean:
-	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache
+	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache .import_linter_cache

@@ -20,6 +20,8 @@ import tempfile
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
+import yaml
+
 from addon_agent.stacks import CARRIED, KSERVE, MODELMESH, Stack
 
 BUNDLE_FILE = "bundle.yaml"
@@ -72,6 +74,46 @@ def pin_latest_images(text: str, org: str, version: str) -> str:
     return re.sub(rf"\b({re.escape(org)}/[a-z0-9._-]+):latest\b", rf"\1:{version}", text)
 
 
+MLSERVER_IMAGE = "seldonio/mlserver"
+"""The image of MLServer, the server of KServe's ``kserve-mlserver`` runtime."""
+MLSERVER_METRICS_PORT = "8082"
+"""The port MLServer serves its Prometheus metrics on unless ``MLSERVER_METRICS_PORT`` says
+another: a server of its own, beside the HTTP (8080) and gRPC ports."""
+PROMETHEUS_PORT = "prometheus.kserve.io/port"
+
+
+def mlserver_metrics_port(text: str) -> str:
+    """The runtimes with MLServer's real metrics port in their ``prometheus.kserve.io/port``.
+
+    KServe's ``kserve-mlserver`` runtime annotates its HTTP port (8080), where MLServer serves
+    no ``/metrics``: a PodMonitor following the annotation would scrape nothing. A runtime
+    whose container runs MLServer and whose annotation names that container's HTTP port gets
+    ``MLSERVER_METRICS_PORT`` from its env, else MLServer's default; any other runtime, one
+    with no such annotation (not scraped) and a port someone chose on purpose are left as
+    they are. Text without such a runtime is returned
+    unchanged.
+    """
+    docs = list(yaml.safe_load_all(text))
+    changed = False
+    for doc in docs:
+        spec = doc.get("spec") if isinstance(doc, dict) else None
+        if not isinstance(spec, dict):
+            continue
+        containers = spec.get("containers") or []
+        if not containers or MLSERVER_IMAGE not in str(containers[0].get("image", "")):
+            continue
+        env = {e.get("name"): str(e.get("value", "")) for e in containers[0].get("env") or []}
+        annotations = spec.get("annotations")
+        if not isinstance(annotations, dict) or annotations.get(PROMETHEUS_PORT) != env.get(
+                "MLSERVER_HTTP_PORT", "8080"):
+            continue
+        annotations[PROMETHEUS_PORT] = env.get("MLSERVER_METRICS_PORT") or MLSERVER_METRICS_PORT
+        changed = True
+    if not changed:
+        return text
+    return yaml.safe_dump_all([d for d in docs if d is not None], sort_keys=False)
+
+
 def _copy_config(source: Path, into: Path) -> Path:
     target = into / "config"
     shutil.copytree(source / "config", target)
@@ -121,12 +163,14 @@ def render_runtimes(source: Path, stack: Stack) -> str:
     label transformer from ``config/default``, so it is built without kustomize's load
     restrictions, as upstream's installer does. KServe's are the runtimes of its release's
     cluster resources; their ``kserve/<server>:latest`` images are pinned to the release, as
-    upstream's release manifests are.
+    upstream's release manifests are, and MLServer's runtime names the port MLServer really
+    serves its metrics on (:func:`mlserver_metrics_port`).
     """
     with tempfile.TemporaryDirectory() as tmp:
         config = _copy_config(source, Path(tmp))
         text = kustomize(config / stack.runtimes, "--load-restrictor=LoadRestrictionsNone")
-    return pin_latest_images(text, "kserve", stack.version)
+    text = pin_latest_images(text, "kserve", stack.version)
+    return mlserver_metrics_port(text) if stack.platform == KSERVE.platform else text
 
 
 RENDERERS: dict[str, Callable[[Path, Stack], str]] = {

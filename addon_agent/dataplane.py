@@ -168,6 +168,27 @@ def _ready(pod: Obj) -> bool:
                for cond in (pod.get("status") or {}).get("conditions") or [])
 
 
+def _transition(pod: Obj, kind: str) -> tuple[str, str] | None:
+    """A pod condition's (status, lastTransitionTime), None when it has none."""
+    for cond in (pod.get("status") or {}).get("conditions") or []:
+        if cond.get("type") == kind and cond.get("lastTransitionTime"):
+            return str(cond.get("status")), str(cond["lastTransitionTime"])
+    return None
+
+
+def never_ready(pod: Obj) -> bool:
+    """Whether the pod has not been Ready once since its init containers finished.
+
+    A kubelet keeps a condition's ``lastTransitionTime`` until its status changes: a Ready
+    condition ``False`` since no later than ``Initialized`` turned ``True`` never changed after
+    the model server started. Without both times nothing is claimed (False).
+    """
+    ready, initialized = _transition(pod, "Ready"), _transition(pod, "Initialized")
+    if ready is None or initialized is None or initialized[0] != "True" or ready[0] != "False":
+        return False
+    return ready[1] <= initialized[1]  # RFC 3339 in UTC, as the API writes them: sortable
+
+
 def _live(pods: list[Obj]) -> list[Obj]:
     """The pods not being deleted."""
     return [p for p in pods if not (p.get("metadata") or {}).get("deletionTimestamp")]
@@ -177,8 +198,9 @@ def pod_failure(live: list[Obj]) -> tuple[str, str, int]:
     """The worst of the live predictor pods: (reason, message, restarts); ("", "", 0): none.
 
     A storage initializer that failed (the download) comes first, then a model server that
-    crash-loops (restarted with back-off), with the container's own exit code and termination
-    message.
+    never got ready and keeps exiting (the model does not load: :func:`never_ready`), then one
+    that crash-loops (restarted with back-off), with the container's own exit code and
+    termination message.
     """
     for pod in live:
         init = _status(pod, STORAGE_INITIALIZER, init=True)
@@ -191,10 +213,18 @@ def pod_failure(live: list[Obj]) -> tuple[str, str, int]:
     for pod in live:
         server = _status(pod, MODEL_CONTAINER, init=False)
         waiting = (server.get("state") or {}).get("waiting") or {}
+        restarts = int(server.get("restartCount") or 0)
+        done = _terminated(server)
+        last = f"; last {_exit_text(done)}" if done else ""
+        if restarts and done and never_ready(pod) and not server.get("ready"):
+            # Exited while starting, every time: in back-off or started once more (and no
+            # readier than before), the model has not loaded.
+            return (ClusterReason.MODEL_NOT_LOADED,
+                    sanitized("the model server exited before it was ever ready: the model "
+                              f"did not load (restarted {restarts} times{last})",
+                              MESSAGE_LIMIT),
+                    restarts)
         if waiting.get("reason") == "CrashLoopBackOff":
-            restarts = int(server.get("restartCount") or 0)
-            done = _terminated(server)
-            last = f"; last {_exit_text(done)}" if done else ""
             return (ClusterReason.CRASH_LOOPING,
                     sanitized(f"the model server restarted {restarts} times{last}",
                               MESSAGE_LIMIT),

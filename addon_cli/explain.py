@@ -16,7 +16,7 @@ from typing import Any
 
 from addon_api import constants as c
 from addon_api.reasons import ClusterReason
-from addon_cli import views
+from addon_cli import troubleshooting, views
 from addon_cli.hub import EXIT_FORBIDDEN, EXIT_NOT_FOUND, WORK_READER_ROLE, CliError, Hub
 from addon_manager.facts import naming
 from addon_manager.kinds.registry import parse as parse_work
@@ -252,10 +252,10 @@ def next_step(entry: Mapping[str, Any]) -> Link | None:
     if not entry:
         return None
     value = str(entry.get("reason") or "")
-    hint = views.advice(value) if value else None
+    hint = troubleshooting.advice(value) if value else None
     if hint is None:
         value = str(entry.get("phase") or "")
-        hint = views.advice(value)
+        hint = troubleshooting.advice(value)
     if hint is None or (entry.get("ready") and str(entry.get("reason") or "") in SERVING):
         return None
     return Link("next", None, hint.todo or f"docs/troubleshooting.md, {value}",

@@ -11,7 +11,6 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from addon_api import reasons
 from addon_api.hub import (
     ModelServing,
     MultiClusterInferenceService,
@@ -204,15 +203,6 @@ def clusters_table(found: Sequence[ClusterRow], colour: bool = False) -> str:
         [[r.name, r.available, r.addon, r.platform, r.version, str(r.intents),
           "yes" if r.stale else "no"] for r in found],
         colour, coloured=(1, 2, 3))
-
-
-def advice(value: str) -> reasons.Entry | None:
-    """docs/troubleshooting.md's entry for a phase or reason value, if it has one."""
-    for group in reasons.GROUPS:
-        for entry in group.entries:
-            if any(str(term) == value for term in entry.terms) and (entry.means or entry.todo):
-                return entry
-    return None
 
 
 def _tone(cell: str) -> str:

@@ -4,7 +4,10 @@ A hub and two managed clusters come up; the manager runs against the hub and one
 agent per cluster; ``examples/`` is applied to a hub namespace; the hub status of
 every intent is shown as a cluster x object table until every InferenceService is
 Ready on both clusters. KServe's real controller runs per cluster (outside it), so
-readiness and URLs come from KServe itself.
+readiness and URLs come from KServe itself. The demo ends with answers: the iris input sent
+to each cluster's model through its ingress (V1 and V2), then each cluster's request rate and
+latency read back from the hub's Prometheus, federated from a Prometheus per cluster that
+scrapes the model servers through the agent's PodMonitor.
 """
 
 from __future__ import annotations
@@ -404,6 +407,67 @@ def predictions(bed: Testbed, name: str = "sklearn-iris") -> list[str]:
     return lines
 
 
+MODEL_PANELS = ("Model requests per second, per cluster", "Model latency p50, per cluster",
+                "Model latency p99, per cluster")
+"""The dashboard panels the demo reads back from the hub's Prometheus (request rate, p50,
+p99 of each model server's own request histogram, per cluster)."""
+
+
+def traffic_lines(bed: Testbed, servers: Any, name: str = "sklearn-iris",
+                  requests: int = 20, timeout: float = 120) -> list[str]:
+    """The model's request rate and latency per cluster, as the hub's Prometheus has them.
+
+    Sends ``requests`` V1 predictions to each cluster through its ingress (two rounds: a
+    server's histogram has no series before its first request, and a rate needs an increase),
+    waits until the hub's Prometheus (``servers``, :func:`testbed.observability.start_for_fleet`)
+    counts them for every cluster, then evaluates the chart dashboard's model panels.
+    One line per cluster; raises ``TimeoutError`` when the hub never counts them.
+    """
+    from urllib.parse import urlsplit
+
+    from testbed.support.dataplane import IRIS, post_via_ingress
+    from testbed.support.waiting import eventually
+
+    out = json.loads(bed.hub.kubectl("get", "mcisvc", name, "-n", NAMESPACE, "-o",
+                                     "json").stdout)
+    hosts = {e["cluster"]: str(urlsplit(e.get("url") or "").hostname)
+             for e in (out.get("status") or {}).get("clusters") or []}
+    selector = f'request_predict_seconds_count{{inferenceservice="{name}"}}'
+
+    def counts() -> dict[str, float]:
+        return {r["metric"].get("cluster", ""): float(r["value"][1])
+                for r in servers.hub.query(f"sum by (cluster) ({selector})")}
+
+    def send(times: int) -> None:
+        for cluster, host in hosts.items():
+            eventually(functools.partial(_routed, bed.ingresses[cluster], host), timeout=30,
+                       interval=0.2)
+            for _ in range(times):
+                post_via_ingress(bed.ingresses[cluster].url, host,
+                                 f"/v1/models/{name}:predict", {"instances": IRIS})
+
+    send(requests // 2)
+    def all_counted() -> dict[str, float]:
+        got = counts()
+        return got if set(got) >= set(hosts) else {}
+
+    before = eventually(all_counted, timeout=timeout, interval=1)
+    send(requests - requests // 2)
+    eventually(lambda: all(counts().get(c, 0) > n for c, n in before.items()),
+               timeout=timeout, interval=1)
+    panels = {p["title"]: p["targets"][0]["expr"] for p in servers.dashboard["panels"]}
+    values: dict[str, list[float]] = {c: [] for c in hosts}
+    for title in MODEL_PANELS:
+        got = {r["metric"].get("cluster", ""): float(r["value"][1])
+               for r in servers.hub.query(panels[title].replace("$cluster", ".*"))
+               if r["metric"].get("inferenceservice") == name}
+        for cluster in hosts:
+            values[cluster].append(got.get(cluster, float("nan")))
+    return [f"{cluster}: {rate:.2f} requests/s, p50 {p50 * 1000:.0f} ms, p99 {p99 * 1000:.0f} ms"
+            f" (request_predict_seconds, the hub's Prometheus)"
+            for cluster, (rate, p50, p99) in values.items()]
+
+
 def start_kserve_when_stack_ready(testbed: Testbed) -> Callable[[], None]:
     """A poll step starting KServe's controller on each cluster once its stack is Available.
 
@@ -494,15 +558,29 @@ def run(exit_when_done: bool, timeout: float = 900) -> int:
             for line in predictions(bed):
                 print(f"  {line}", flush=True)
             phases.done("predictions answered on both clusters")
-            print("\n[demo] done. Phases:\n" + phases.summary())
-            if exit_when_done:
-                bed.cleanup()
-                return 0
-            print(explore_help(bed))
-            print("[demo] staying up; Ctrl-C tears everything down", flush=True)
-            while True:
-                time.sleep(2)
-                bed.check_processes()
+            from testbed import observability
+
+            servers = observability.start_for_fleet(bed, c.AGENT_NAMESPACE, RELEASE_NAMESPACE,
+                                                    bed.metrics_addresses)
+            try:
+                print("\n[demo] more predictions; the model's traffic as the hub's "
+                      "Prometheus sees it (federated from each cluster's):")
+                for line in traffic_lines(bed, servers):
+                    print(f"  {line}", flush=True)
+                phases.done("request rate and latency read back on the hub")
+                print("\n[demo] done. Phases:\n" + phases.summary())
+                if exit_when_done:
+                    servers.stop()
+                    bed.cleanup()
+                    return 0
+                print(explore_help(bed))
+                print(f"  the hub's Prometheus: http://{servers.hub.address}")
+                print("[demo] staying up; Ctrl-C tears everything down", flush=True)
+                while True:
+                    time.sleep(2)
+                    bed.check_processes()
+            finally:
+                servers.stop()
     except KeyboardInterrupt:
         return 0
     except (ProcessFailed, subprocess.CalledProcessError) as exc:

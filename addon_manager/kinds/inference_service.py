@@ -214,7 +214,8 @@ def data_plane(work: WorkFact) -> DataPlane | None:
                      ready=_int(found.get("ready")), replicas=_int(found.get("replicas")))
 
 
-POD_FAILURES = (ClusterReason.STORAGE_DOWNLOAD_FAILED, ClusterReason.CRASH_LOOPING)
+POD_FAILURES = (ClusterReason.STORAGE_DOWNLOAD_FAILED, ClusterReason.MODEL_NOT_LOADED,
+                ClusterReason.CRASH_LOOPING)
 """The agent's verdicts on a predictor's pods that are failures of the model."""
 
 

@@ -76,7 +76,7 @@ def local_image(ref: str = IMAGE) -> Image:
 SOURCE_DIGEST = """
 import hashlib, importlib, json, pathlib
 out = {}
-for name in ("addon_api", "addon_manager", "addon_agent"):
+for name in ("model_serving_addon", "addon_api", "addon_manager", "addon_agent", "addon_cli"):
     root = pathlib.Path(importlib.import_module(name).__file__).parent
     for path in sorted(root.rglob("*.py")):
         out[f"{name}/{path.relative_to(root)}"] = hashlib.sha256(path.read_bytes()).hexdigest()

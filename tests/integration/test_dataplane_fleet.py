@@ -337,6 +337,114 @@ class TestServedOnTheFleet:
             bed.hub.kubectl("delete", "multiclusterinferenceservices", denied, "-n", NS,
                             "--wait=false")
 
+    def test_6b_a_model_file_that_cannot_load_is_named_on_the_hub(
+            self, fleet: Fleet, tmp_path: Path) -> None:
+        """A second model whose ``model.joblib`` is no model (bytes joblib cannot read),
+        uploaded through the S3 API: the download works, KServe's sklearn server exits while
+        loading it, the testbed restarts it with back-off as a kubelet does, and the hub names
+        it ``ModelNotLoaded`` with the server's own last words (KServe says ModelLoadFailed,
+        as for a failed download); the first model is untouched."""
+        import subprocess
+
+        from testbed.dataplane import envs
+        from testbed.dataplane.s3 import BUCKET
+
+        bed, step = fleet
+        assert bed.s3 is not None
+        broken = "sklearn-iris-broken"
+        garbage = tmp_path / "garbage"
+        garbage.mkdir()
+        (garbage / "model.joblib").write_bytes(b"this is not a model\n")
+        subprocess.run([str(envs.KSERVE_ENV.python), str(envs.ENTRYPOINTS / "s3_seed.py"),
+                        bed.s3.endpoint, BUCKET, f"{garbage}=broken/iris"],
+                       env={"AWS_ACCESS_KEY_ID": bed.s3.access_key,
+                            "AWS_SECRET_ACCESS_KEY": bed.s3.secret_key,
+                            "PATH": "/usr/bin:/bin"}, check=True, timeout=120)
+        isvc = demo.served_inference_service(broken)
+        isvc["spec"].pop("overrides")
+        isvc["spec"]["template"]["predictor"]["model"]["storage"]["path"] = "broken/iris"
+        bed.hub.apply_objects([isvc])
+        t0 = time.monotonic()
+        try:
+            def not_loaded_everywhere() -> dict[str, dict[str, Any]] | None:
+                entries = hub_entries(bed, broken)
+                if all((entries.get(c) or {}).get("reason") == "ModelNotLoaded"
+                       for c in REPLICAS):
+                    return entries
+                return None
+
+            entries = on_fleet(bed, step, not_loaded_everywhere, timeout=300)
+            print(f"{broken} ModelNotLoaded on both clusters after "
+                  f"{time.monotonic() - t0:.1f}s: {entries['cluster1'].get('message')!r}")
+            for cluster in REPLICAS:
+                entry = entries[cluster]
+                assert entry["ready"] is False and entry["phase"] == "Failed", entry
+                assert entry["message"].startswith(
+                    "the model server exited before it was ever ready: the model did not "
+                    "load (restarted "), entry
+                assert "exit code 1" in entry["message"], entry
+                (pod,) = bed.dataplanes[cluster].pods_of(TARGET, broken)
+                obj = spoke_pod(bed, cluster, pod.name)
+                (init,) = obj["status"]["initContainerStatuses"]
+                assert init["state"]["terminated"]["exitCode"] == 0, init  # downloaded
+                (main,) = obj["status"]["containerStatuses"]
+                assert main["restartCount"] >= 1 and main["ready"] is False, main
+            assert all(hub_entries(bed)[c]["ready"] is True for c in REPLICAS)
+        finally:
+            bed.hub.kubectl("delete", "multiclusterinferenceservices", broken, "-n", NS,
+                            "--wait=false")
+
+    @pytest.mark.needs("test_2_v1_and_v2_through_each_clusters_ingress")
+    def test_6c_a_spec_kserve_refuses_is_not_ready_on_the_hub_while_the_old_one_serves(
+            self, fleet: Fleet) -> None:
+        """Tried as a user would (issue 30): an ``ftp://`` storage URI passes KServe's webhook,
+        its controller refuses it ("StorageURI not supported") and keeps ``Ready: True`` from
+        the previous spec. The hub must not count that: each cluster is Failed with KServe's
+        words while the old model still answers; put back, Ready again (KServe's predictor
+        was built from that spec all along)."""
+        bed, step = fleet
+        ftp = {"spec": {"template": {"predictor": {"model": {
+            "storage": None, "storageUri": "ftp://models.example/iris"}}}}}
+        back = {"spec": {"template": {"predictor": {"model": {
+            "storageUri": None, "storage": {"key": demo.FLEET_CONNECTION,
+                                            "path": demo.MODEL_PATH}}}}}}
+        t0 = time.monotonic()
+        bed.hub.kubectl("patch", "multiclusterinferenceservices", NAME, "-n", NS, "--type=merge",
+                        "-p", json.dumps(ftp))
+        try:
+            def refused_everywhere() -> dict[str, dict[str, Any]] | None:
+                entries = hub_entries(bed)
+                if all((entries.get(c) or {}).get("reason") == "SpecRejected" for c in REPLICAS):
+                    return entries
+                return None
+
+            entries = on_fleet(bed, step, refused_everywhere, timeout=180)
+            print(f"the ftp:// spec refused on both clusters after {time.monotonic() - t0:.1f}s: "
+                  f"{entries['cluster1']['message']!r}")
+            for cluster in REPLICAS:
+                entry = entries[cluster]
+                assert entry["ready"] is False and entry["phase"] == "Failed", entry
+                assert "StorageURI not supported" in entry["message"], entry
+                assert "previous spec still serves" in entry["message"], entry
+                # KServe still says Ready (about the old spec), and the old model answers.
+                spoke = next(s for s in bed.spokes if s.name == cluster)
+                isvc = json.loads(spoke.kubectl("get", "inferenceservice", NAME, "-n", TARGET,
+                                                "-o", "json").stdout)
+                ready = {c["type"]: c["status"] for c in isvc["status"]["conditions"]}["Ready"]
+                assert ready == "True", isvc["status"]
+                answer, _ = post_via_ingress(bed.ingresses[cluster].url, host_of(bed, cluster),
+                                             f"/v1/models/{NAME}:predict", {"instances": IRIS})
+                assert answer == {"predictions": IRIS_CLASSES}
+            mcis = json.loads(bed.hub.kubectl("get", "multiclusterinferenceservices", NAME,
+                                              "-n", NS, "-o", "json").stdout)
+            conditions = {c["type"]: c["status"] for c in mcis["status"]["conditions"]}
+            assert conditions["Ready"] == "False", mcis["status"]
+        finally:
+            bed.hub.kubectl("patch", "multiclusterinferenceservices", NAME, "-n", NS,
+                            "--type=merge", "-p", json.dumps(back))
+        on_fleet(bed, step, lambda: all(hub_entries(bed)[c].get("ready") is True
+                                        for c in REPLICAS), timeout=180)
+
     @pytest.mark.needs("test_2_v1_and_v2_through_each_clusters_ingress")
     def test_7_the_hubs_prometheus_holds_the_models_request_series_per_cluster(
             self, fleet: Fleet, prometheus: observability.FleetPrometheus) -> None:
@@ -431,6 +539,11 @@ class TestServedOnTheFleet:
         assert verdict.state == "Passed", verdict
         print(f"metric gate {metricgate.query_for(gate, clusters)}: {verdict.message}")
         assert hub.evaluated_since(time.time() - 30), hub.rules()
+        # What `make demo` prints last: each cluster's rate and latency from the hub.
+        lines = demo.traffic_lines(bed, prometheus, NAME, requests=6)
+        print("\n".join(lines))
+        assert [line.split(":")[0] for line in lines] == list(REPLICAS), lines
+        assert not [line for line in lines if "nan" in line], lines
 
 
     @pytest.mark.needs("test_7_the_hubs_prometheus_holds_the_models_request_series_per_cluster")
@@ -488,8 +601,8 @@ class TestServedOnTheFleet:
             isvc = demo.served_inference_service(canary)
             isvc["spec"].pop("overrides")
             predictor = isvc["spec"]["template"]["predictor"]
-            # MLServer serves its metrics on 8082, not the 8080 KServe's runtime annotates.
-            predictor["annotations"] = {"prometheus.kserve.io/port": "8082"}
+            # No port annotation of its own: the agent's kserve-mlserver runtime names
+            # MLServer's metrics port (8082), not the 8080 KServe's upstream runtime annotates.
             predictor["model"].update({"runtime": "kserve-mlserver", "protocolVersion": "v2"})
             predictor["model"]["storage"]["path"] = path
             isvc["spec"]["rollout"] = {

@@ -3,12 +3,14 @@ from __future__ import annotations
 import base64
 import datetime as dt
 import json
+from typing import Any
 
 import pytest
+import yaml
 
 from addon_agent import certs, storage
 from addon_agent import labels as lb
-from addon_agent.bundle_render import pin_latest_images
+from addon_agent.bundle_render import mlserver_metrics_port, pin_latest_images
 
 
 def secret(data: dict[str, str], owners: dict[str, str]) -> dict[str, object]:
@@ -66,3 +68,38 @@ def test_pin_latest_images() -> None:
     out = pin_latest_images(text, "kserve", "v0.17.0")
     assert "kserve/kserve-controller:v0.17.0" in out
     assert "other/x:latest" in out and "kserve/a:v1" in out
+
+
+def _runtime(name: str, image: str, port: str | None, env: dict[str, str]) -> dict[str, Any]:
+    spec: dict[str, Any] = {"containers": [{"name": "kserve-container", "image": image, "env": [
+        {"name": k, "value": v} for k, v in env.items()]}]}
+    if port is not None:
+        spec["annotations"] = {"prometheus.kserve.io/port": port,
+                               "prometheus.kserve.io/path": "/metrics"}
+    return {"apiVersion": "serving.kserve.io/v1alpha1", "kind": "ClusterServingRuntime",
+            "metadata": {"name": name}, "spec": spec}
+
+
+def test_mlservers_runtime_names_the_port_mlserver_serves_its_metrics_on() -> None:
+    """KServe's kserve-mlserver annotates 8080 (MLServer's HTTP port, no /metrics there): the
+    rendered runtime says 8082, or MLSERVER_METRICS_PORT when its env sets one; other runtimes,
+    a runtime without the annotation and a port chosen on purpose are left alone."""
+    http = {"MLSERVER_HTTP_PORT": "8080", "MLSERVER_GRPC_PORT": "9000"}
+    docs = [
+        _runtime("kserve-mlserver", "docker.io/seldonio/mlserver:1.7.1", "8080", http),
+        _runtime("own-port", "docker.io/seldonio/mlserver:1.7.1", "8080",
+                 {**http, "MLSERVER_METRICS_PORT": "9090"}),
+        _runtime("chosen", "docker.io/seldonio/mlserver:1.7.1", "7000", http),
+        _runtime("unscraped", "docker.io/seldonio/mlserver:1.7.1", None, http),
+        _runtime("kserve-sklearnserver", "kserve/sklearnserver:v0.20.0", "8080", {}),
+    ]
+    out = {d["metadata"]["name"]: d["spec"].get("annotations")
+           for d in yaml.safe_load_all(mlserver_metrics_port(yaml.safe_dump_all(docs)))}
+    port = "prometheus.kserve.io/port"
+    assert out["kserve-mlserver"] == {port: "8082", "prometheus.kserve.io/path": "/metrics"}
+    assert out["own-port"][port] == "9090"
+    assert out["chosen"][port] == "7000"
+    assert out["unscraped"] is None
+    assert out["kserve-sklearnserver"][port] == "8080"
+    untouched = yaml.safe_dump_all(docs[2:])
+    assert mlserver_metrics_port(untouched) == untouched

@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 
 from addon_api import constants as c
-from addon_cli import explain, views
+from addon_cli import explain, troubleshooting, views
 
 ISVC = c.KIND_INFERENCE_SERVICE
 
@@ -120,9 +120,9 @@ def test_a_placement_says_why_it_does_not_select_a_cluster() -> None:
 
 
 def test_advice_comes_from_the_troubleshooting_entries() -> None:
-    hint = views.advice("WaitingForPlatform")
+    hint = troubleshooting.advice("WaitingForPlatform")
     assert hint is not None and "ModelServing selects this cluster" in hint.todo
-    assert views.advice("no-such-reason") is None
+    assert troubleshooting.advice("no-such-reason") is None
 
 
 def test_rollout_texts_say_where_a_rollout_stands() -> None:

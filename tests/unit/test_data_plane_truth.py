@@ -259,3 +259,47 @@ def test_a_changed_generation_is_judged_again_at_once() -> None:
     assert dataplane.unjudged(fresh)
     assert not dataplane.unjudged(isvc(mode="ModelMesh"))
     assert not dataplane.unjudged(isvc(spec_hash=""))
+
+
+def _timed(obj: Obj, **conditions: tuple[str, str]) -> Obj:
+    obj["status"]["conditions"] = [{"type": kind, "status": status, "lastTransitionTime": at}
+                                   for kind, (status, at) in conditions.items()]
+    return obj
+
+
+def test_a_server_that_never_got_ready_is_a_model_that_did_not_load() -> None:
+    """Restarted, and the pod not Ready once since its initializer finished (the kubelet keeps
+    a condition's transition time until its status changes): the model did not load, in
+    back-off or started once more. A server that was Ready before it crashed is CrashLooping."""
+    start, downloaded, served = ("2026-12-04T10:00:00Z", "2026-12-04T10:00:05Z",
+                                 "2026-12-04T10:01:00Z")
+    loading = {**LOOPING, "lastState": {"terminated": {
+        "exitCode": 1, "reason": "Error", "message": "FileNotFoundError: model.joblib"}}}
+    never = _timed(pod(ready=False, server=loading), Initialized=("True", downloaded),
+                   Ready=("False", start))
+    found = dataplane.verdict(isvc(), deployment(), [never], [])
+    assert found.reason == CR.MODEL_NOT_LOADED and found.restarts == 4
+    assert found.message == ("the model server exited before it was ever ready: the model did "
+                             "not load (restarted 4 times; last exit code 1: "
+                             "FileNotFoundError: model.joblib)")
+    # started once more after the back-off, not ready yet: still the load failing
+    again = {**loading, "state": {"running": {}}, "ready": False}
+    retried = _timed(pod(ready=False, server=again), Initialized=("True", downloaded),
+                     Ready=("False", start))
+    assert dataplane.verdict(isvc(), deployment(), [retried], []).reason == CR.MODEL_NOT_LOADED
+    # Ready once (its Ready turned False after the initializer finished): crash-looping
+    crashed = _timed(pod(ready=False, server=loading), Initialized=("True", downloaded),
+                     Ready=("False", served))
+    assert dataplane.verdict(isvc(), deployment(), [crashed], []).reason == CR.CRASH_LOOPING
+    # no transition times: nothing claimed beyond what the pod says
+    assert dataplane.verdict(isvc(), deployment(), [pod(ready=False, server=loading)],
+                             []).reason == CR.CRASH_LOOPING
+    # the hub judges it a failure of the model, with the next step
+    entry, cat = inference_service_report(work({**BUILT, "reason": found.reason,
+                                                "message": found.message, "ready": 0},
+                                               ready="False"),
+                                          False)
+    assert (cat, entry.ready, entry.reason) == ("failed", False, CR.MODEL_NOT_LOADED)
+    step = explain.next_step({"cluster": "c1", "ready": False, "reason": CR.MODEL_NOT_LOADED,
+                              "phase": "Failed"})
+    assert step is not None and "model file" in step.summary

@@ -1,9 +1,11 @@
-"""docs/troubleshooting.md is generated from addon_api.reasons, and the code sets only its values.
+"""docs/troubleshooting.md is generated from the troubleshooting data, and the code sets only
+the values of the enums.
 
-Every phase and reason is a member of an enum in :mod:`addon_api.reasons`, which also holds
-what each means; ``python -m addon_api.reasons`` writes the doc's entries from them. So:
+Every phase and reason is a member of an enum in :mod:`addon_api.reasons`; what each means is
+data in :mod:`addon_cli.troubleshooting` (one YAML file per family), from which ``python -m
+addon_cli.troubleshooting`` writes the doc's entries. So:
 
-* the doc must be what the generator makes of the enums (edit an entry, regenerate);
+* the doc must be what the generator makes of the data (edit an entry, regenerate);
 * every enum member a reader can meet has an entry;
 * every reason/phase *string literal* the code still sets or compares must be a value of an
   enum, so a new literal reason without a member fails here. Neither the agent nor the manager
@@ -33,6 +35,8 @@ from __future__ import annotations
 
 import ast
 import re
+import subprocess
+import sys
 import typing
 from collections.abc import Iterator
 from pathlib import Path
@@ -41,6 +45,8 @@ import pytest
 import yaml
 
 from addon_api import common, reasons
+from addon_cli import troubleshooting
+from addon_cli.troubleshooting import doc
 
 ROOT = Path(__file__).resolve().parents[2]
 AGENT_SOURCES = sorted([*ROOT.glob("addon_agent/*.py"), ROOT / "addon_api" / "sealing.py",
@@ -240,11 +246,11 @@ def h(work, x, out):
     assert "EventReason" not in got
 
 
-def test_troubleshooting_is_what_the_enums_generate() -> None:
+def test_troubleshooting_is_what_the_data_generates() -> None:
     text = TROUBLESHOOTING.read_text()
-    assert reasons.render_doc(text) == text, (
-        "docs/troubleshooting.md is out of date with addon_api/reasons.py: "
-        "run python -m addon_api.reasons"
+    assert doc.render_doc(text) == text, (
+        "docs/troubleshooting.md is out of date with addon_cli/troubleshooting/*.yaml: "
+        "run python -m addon_cli.troubleshooting"
     )
 
 
@@ -257,7 +263,7 @@ def test_every_reason_the_code_sets_is_an_enum_value() -> None:
     }
     assert not unknown, (
         f"reasons/phases set as literals that no enum of addon_api/reasons.py has: {unknown}; "
-        "add a member (with its Entry) and use it"
+        "add a member (with its entry in addon_cli/troubleshooting/) and use it"
     )
 
 
@@ -274,30 +280,34 @@ def test_a_new_literal_reason_fails() -> None:
     assert got == {"NoSuchReasonAnywhere"} and not got <= reasons.values()
 
 
-@pytest.mark.parametrize("enum", reasons.DOCUMENTED, ids=lambda e: e.__name__)
+@pytest.mark.parametrize("enum", troubleshooting.DOCUMENTED, ids=lambda e: e.__name__)
 def test_every_member_has_an_entry(enum: type[reasons.StrEnum]) -> None:
-    missing = [m.name for m in enum if not reasons.entries_of(m)]
-    assert not missing, f"{enum.__name__} members without an Entry in a GROUP: {missing}"
+    missing = [m.name for m in enum if not troubleshooting.entries_of(m)]
+    assert not missing, (
+        f"{enum.__name__} members without an entry in addon_cli/troubleshooting/*.yaml: {missing}"
+    )
 
 
 def test_every_value_is_in_the_index_and_every_entry_in_the_doc() -> None:
     text = TROUBLESHOOTING.read_text()
     for value in reasons.values():
         assert f"| `{value}` |" in text, value
-    titles = {reasons.title(e) for g in reasons.GROUPS if g.style == "heading" for e in g.entries}
-    headings = set(reasons.headings(text))
+    titles = {
+        doc.title(e) for g in troubleshooting.groups() if g.style == "heading" for e in g.entries
+    }
+    headings = set(doc.headings(text))
     assert titles <= headings, sorted(titles - headings)
 
 
 def test_generator_rejects_missing_or_unknown_blocks() -> None:
     text = TROUBLESHOOTING.read_text()
     with pytest.raises(ValueError, match="missing"):
-        reasons.render_doc(text.replace("BEGIN reasons sealed ", "BEGIN reasons sealed-x "))
+        doc.render_doc(text.replace("BEGIN reasons sealed ", "BEGIN reasons sealed-x "))
 
 
 def test_generated_markdown_never_starts_a_line_with_block_syntax() -> None:
-    lines = reasons.wrap("a " * 45 + "- b " + "c " * 60 + "# d " + "e " * 60)
-    assert all(len(line) <= reasons.WIDTH + 2 for line in lines)
+    lines = doc.wrap("a " * 45 + "- b " + "c " * 60 + "# d " + "e " * 60)
+    assert all(len(line) <= doc.WIDTH + 2 for line in lines)
     assert not any(re.match(r"^([-+*>#|=]+|\d+[.)]) ", line) for line in lines)
 
 
@@ -316,9 +326,56 @@ def test_phase_enums_are_the_crd_and_model_enums() -> None:
 
 
 def test_cli_check_reports_a_stale_doc(tmp_path: Path) -> None:
-    doc = tmp_path / "troubleshooting.md"
-    doc.write_text(TROUBLESHOOTING.read_text().replace("#### `Resolved`", "#### `Resolvd`"))
-    assert reasons.main([str(doc), "--check"]) == 1
-    assert reasons.main([str(doc)]) == 0
-    assert reasons.main([str(doc), "--check"]) == 0
-    assert doc.read_text() == TROUBLESHOOTING.read_text()
+    path = tmp_path / "troubleshooting.md"
+    path.write_text(TROUBLESHOOTING.read_text().replace("#### `Resolved`", "#### `Resolvd`"))
+    assert doc.main([str(path), "--check"]) == 1
+    assert doc.main([str(path)]) == 0
+    assert doc.main([str(path), "--check"]) == 0
+    assert path.read_text() == TROUBLESHOOTING.read_text()
+
+
+def test_every_family_file_is_listed_and_every_listed_family_has_a_file() -> None:
+    folder = ROOT / "addon_cli" / "troubleshooting"
+    assert sorted(p.stem for p in folder.glob("*.yaml")) == sorted(troubleshooting.FAMILIES)
+    assert [g.name for g in troubleshooting.groups()] == list(troubleshooting.FAMILIES)
+
+
+def test_the_loader_joins_wrapped_lines_and_keeps_paragraphs_and_list_items() -> None:
+    text = "one\ntwo\n\n- a\n  b\n- c\n\nlast\n"
+    assert troubleshooting.unwrap(text) == "one two\n\n- a b\n- c\n\nlast"
+    group = troubleshooting.parse("x", (
+        "style: list\nentries:\n"
+        "  - terms: [IntentReason.Removing, ServingPlatformReason.Removing]\n"
+        "    means: |-\n      wrapped\n      text\n"
+    ))
+    (entry,) = group.entries
+    assert entry.terms == (reasons.IntentReason.REMOVING, reasons.ServingPlatformReason.REMOVING)
+    assert entry.terms[0] is not entry.terms[1]
+    assert (group.style, group.level, entry.means) == ("list", 3, "wrapped text")
+
+
+@pytest.mark.parametrize(
+    ("text", "error"),
+    [
+        ("entries:\n  - terms: [IntentReason.NoSuchValue]\n", "no member of an enum"),
+        ("entries:\n  - terms: [IntentReason.REMOVING]\n", "write EnumName.Value"),
+        ("entries:\n  - terms: []\n    meaning: typo\n", "meaning"),
+        ("style: box\nentries: []\n", "style"),
+    ],
+    ids=["unknown-value", "member-name", "unknown-key", "unknown-style"],
+)
+def test_the_loader_rejects_unknown_terms_keys_and_styles(text: str, error: str) -> None:
+    with pytest.raises(ValueError, match=error):
+        troubleshooting.parse("x", text)
+
+
+def test_the_controllers_load_no_prose() -> None:
+    # The manager and agent import the enums only; the prose and its YAML stay unloaded.
+    code = (
+        "import sys, addon_manager.main, addon_agent.main, addon_api.reasons;"
+        "print(sorted(m for m in sys.modules if m.startswith('addon_cli')))"
+    )
+    found = subprocess.run([sys.executable, "-c", code], cwd=ROOT, check=True,
+                           capture_output=True, text=True).stdout
+    assert found.strip() == "[]"
+    assert not hasattr(reasons, "Entry") and not hasattr(reasons, "GROUPS")

@@ -16,6 +16,7 @@ import zipfile
 from pathlib import Path
 
 from addon_agent import kustomize
+from addon_cli import troubleshooting
 from testbed import build
 from testbed.support.containerfile import runtime_executables, stages
 
@@ -87,7 +88,8 @@ def test_wheel_has_every_role_and_the_console_script(tmp_path: Path) -> None:
     harness = [n for n in names if n.startswith(("testbed/", "tests/", "bench/"))]
     assert not harness, "the test harness must not ship"
     for module in (
-        "addon_api/cli.py",
+        "model_serving_addon/cli.py",
+        "model_serving_addon/__main__.py",
         "addon_manager/main.py",
         "addon_manager/shell/main.py",
         "addon_agent/main.py",
@@ -95,9 +97,14 @@ def test_wheel_has_every_role_and_the_console_script(tmp_path: Path) -> None:
         "addon_api/sealing.py",
     ):
         assert module in names, module
+    # explain's troubleshooting prose is package data: every family's YAML file ships
+    for family in troubleshooting.FAMILIES:
+        data = f"addon_cli/troubleshooting/{family}.yaml"
+        assert data in names, data
+        assert zipfile.ZipFile(wheel).read(data) == (ROOT / data).read_bytes(), data
     entry_points = next(n for n in names if n.endswith("entry_points.txt"))
     text = zipfile.ZipFile(wheel).read(entry_points).decode()
-    assert "model-serving-addon = addon_api.cli:main" in text
+    assert "model-serving-addon = model_serving_addon.cli:main" in text
 
 
 def test_image_ships_the_agents_pinned_kustomize() -> None:
@@ -129,7 +136,7 @@ def test_no_stage_copies_the_test_harness() -> None:
     text = (ROOT / "Containerfile").read_text()
     for stage in stages(text):
         sources = {s.rstrip("/") for c in stage.copies() if not c.from_stage for s in c.sources}
-        assert sources <= {"pyproject.toml", "README.md", "addon_api", "addon_agent",
-                           "addon_manager", "addon_cli"}, stage.base
+        assert sources <= {"pyproject.toml", "README.md", "model_serving_addon", "addon_api",
+                           "addon_agent", "addon_manager", "addon_cli"}, stage.base
     pyproject = (ROOT / "pyproject.toml").read_text()
     assert '"testbed*"' not in pyproject

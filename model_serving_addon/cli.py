@@ -1,25 +1,24 @@
 """The ``model-serving-addon`` command: one entry point for every role.
 
 ``manager`` and ``agent`` hand the rest of the command line to their package's
-``main(argv)``; each role is imported lazily so the manager never loads agent
-code and the other way round. The fleet commands (``status``, ``explain``, ``clusters``,
+``main(argv)``; each role is imported inside its own subcommand, so the manager never loads
+agent code and the other way round. The fleet commands (``status``, ``explain``, ``clusters``,
 ``rollout``, ``render``, ``diff``) go to :mod:`addon_cli.main` the same way.
 """
 
 from __future__ import annotations
 
 import argparse
-import importlib
 import sys
 from collections.abc import Sequence
 
 ROLES = {
-    "manager": ("addon_manager.main", "run the hub manager (kopf) against the hub cluster"),
-    "agent": ("addon_agent.main", "run the spoke agent (kopf) on a managed cluster"),
-    "agent-release": ("addon_agent.release", "remove the agent's credentials entries and "
-                      "finalizers from a managed cluster (the add-on's pre-delete hook)"),
+    "manager": "run the hub manager (kopf) against the hub cluster",
+    "agent": "run the spoke agent (kopf) on a managed cluster",
+    "agent-release": "remove the agent's credentials entries and finalizers from a managed "
+                     "cluster (the add-on's pre-delete hook)",
 }
-
+"""The roles (one process each) and their help texts."""
 
 FLEET = {
     "status": "the fleet as a table: intents x clusters, phase, ready, URL, revision, why not",
@@ -34,21 +33,33 @@ FLEET = {
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Run the subcommand named on the command line."""
+    """Run the subcommand named on the command line; its exit code."""
     args_in = list(sys.argv[1:] if argv is None else argv)
-    if args_in and args_in[0] in ROLES:
-        module = importlib.import_module(ROLES[args_in[0]][0])
-        code: int = module.main(args_in[1:])
-        return code
-    if args_in and args_in[0] in FLEET:
-        fleet = importlib.import_module("addon_cli.main")
-        fleet_code: int = fleet.main(args_in)
-        return fleet_code
+    command, rest = (args_in[0], args_in[1:]) if args_in else ("", [])
+    if command == "manager":
+        from addon_manager import main as manager
+
+        return manager.main(rest)
+    if command == "agent":
+        from addon_agent import main as agent
+
+        return agent.main(rest)
+    if command == "agent-release":
+        from addon_agent import release
+
+        return release.main(rest)
+    if command in FLEET:
+        from addon_cli import main as fleet
+
+        return fleet.main(args_in)
+    return _usage_or_crds(args_in)
+
+
+def _usage_or_crds(args_in: list[str]) -> int:
+    """``crds``, or argparse's help and usage errors for the whole command."""
     parser = argparse.ArgumentParser(prog="model-serving-addon")
     sub = parser.add_subparsers(dest="command", required=True)
-    for role, (_, help_text) in ROLES.items():
-        sub.add_parser(role, help=help_text, add_help=False)
-    for command, help_text in FLEET.items():
+    for command, help_text in {**ROLES, **FLEET}.items():
         sub.add_parser(command, help=help_text, add_help=False)
     crds = sub.add_parser("crds", help="write crds/*.yaml (and docs/api.md) from the models")
     crds.add_argument("--out", default="crds", help="directory for the CRD files")
