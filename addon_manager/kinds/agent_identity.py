@@ -167,5 +167,17 @@ def agent_key(ctx: Context, cluster: str, agent_ns: str) -> KeyDecision:
     return KeyDecision(decision.key, pin=decision.pin)
 
 
-SPEC = HelperSpec(KIND, details, read_by=lambda spec: spec.seals)
+def needed_on(world: World, cluster: str) -> bool:
+    """Whether a StorageConnection selects ``cluster`` (its agent's key is needed there)."""
+    return cluster in world.storage_clusters()
+
+
+def unused(world: World, exclude: tuple[str, str] | None = None) -> list[WorkFact]:
+    """The identity works on clusters no StorageConnection selects (but ``exclude``, going)."""
+    keep = world.storage_clusters(exclude)
+    return [w for w in world.works_of(KIND, "", "agent").values() if w.cluster not in keep]
+
+
+SPEC = HelperSpec(KIND, details, read_by=lambda spec: spec.seals, needed_on=needed_on,
+                  unused=unused)
 """The registry's entry: what seals reads the identity works."""

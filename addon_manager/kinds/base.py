@@ -158,3 +158,10 @@ class HelperSpec:
     """What a work's fact keeps of the work (:func:`addon_manager.facts.records.parse_work`)."""
     read_by: Callable[[KindSpec], bool]
     """Whether planning an intent of a hub kind reads these works."""
+    needed_on: Callable[[World, str], bool] | None = None
+    """Whether its work is needed on a cluster. A work that appears where it is not (left
+    over from before a restart) is collected at once (:attr:`unused`); None: its works go
+    with the intents that need them (their cleanup)."""
+    unused: Callable[[World, tuple[str, str] | None], list[WorkFact]] | None = None
+    """Its works nothing needs any more; the argument is an intent being deleted, (namespace,
+    name), whose need no longer counts."""

@@ -32,7 +32,7 @@ from addon_manager.facts.records import AddonFact, ClusterFact, WorkFact, agent_
 from addon_manager.facts.revisions import RevisionFact
 from addon_manager.facts.secrets import PENDING, SecretAccess, SecretFact
 from addon_manager.kinds import registry, storage_connection
-from addon_manager.kinds.base import KindSpec
+from addon_manager.kinds.base import HelperSpec, KindSpec
 from addon_manager.kinds.registry import KINDS
 from addon_manager.shell import firstpass, informers, metrics
 from addon_manager.shell.execute import Writer
@@ -574,18 +574,19 @@ def work_changed(state: ManagerState, old: WorkFact | None, new: WorkFact | None
             key for key in world.intents_of_kind(dependent)
             if (not dep.same_namespace or key[1] == owner_ns)
             and (not dep.gone_only or fact.cluster in reconciler.removal_waits.get(key, ()))])
-    if kind == registry.IDENTITY and new is not None and fact.cluster not in (
-            world.storage_clusters()):  # e.g. left over from before a restart
-        task = asyncio.get_running_loop().create_task(_collect_identity(reconciler))
+    helper = registry.HELPERS.get(kind)
+    if (helper is not None and helper.needed_on is not None and new is not None
+            and not helper.needed_on(world, fact.cluster)):  # e.g. left over from a restart
+        task = asyncio.get_running_loop().create_task(_collect(reconciler, helper))
         state.background.add(task)
         task.add_done_callback(state.background.discard)
 
 
-async def _collect_identity(reconciler: Reconciler) -> None:
+async def _collect(reconciler: Reconciler, helper: HelperSpec) -> None:
     try:
-        await reconciler.gc_identity()
-    except Exception as err:  # the next identity work event (or reconcile) tries again
-        log.warning("deleting unused identity works failed: %s", err)
+        await reconciler.collect(helper)
+    except Exception as err:  # the next such work's event (or a reconcile) tries again
+        log.warning("deleting unused %s works failed: %s", helper.kind, err)
 
 
 def secret_changed(state: ManagerState, namespace: str, name: str | None) -> None:

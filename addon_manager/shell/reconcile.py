@@ -27,9 +27,9 @@ from addon_manager.engine import partition, policy
 from addon_manager.engine import status as st
 from addon_manager.engine.plan import Plan, Snapshot, finish, plan, removal_blockers
 from addon_manager.engine.rollout import MetricAnswer
-from addon_manager.facts.naming import KIND_IDENTITY
 from addon_manager.facts.world import World
-from addon_manager.kinds import tenant_access
+from addon_manager.kinds import agent_identity, tenant_access
+from addon_manager.kinds.base import HelperSpec
 from addon_manager.kinds.registry import KINDS, TENANT_KINDS, spec_of
 from addon_manager.shell import metrics, sealkeys
 from addon_manager.shell.execute import Executor, Writer
@@ -222,12 +222,15 @@ class Reconciler:
                   for w in self.world.works_on(a.cluster, k) if w.intent_namespace == namespace]
         return await self._delete_all(tenant_access.unused_access(access, tenant, exclude))
 
+    async def collect(self, helper: HelperSpec, exclude: tuple[str, str] | None = None) -> int:
+        """Delete the works of a helper kind that nothing needs any more (its ``unused``)."""
+        if helper.unused is None:
+            return 0
+        return await self._delete_all(helper.unused(self.world, exclude))
+
     async def gc_identity(self, exclude: tuple[str, str] | None = None) -> int:
         """Delete identity works on clusters no StorageConnection selects any more."""
-        keep = self.world.storage_clusters(exclude)
-        return await self._delete_all([
-            w for w in self.world.works_of(KIND_IDENTITY, "", "agent").values()
-            if w.cluster not in keep])
+        return await self.collect(agent_identity.SPEC, exclude)
 
     async def _delete_all(self, works: list[Any]) -> int:
         recent = self.executor.recent()
