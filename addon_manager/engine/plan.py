@@ -25,7 +25,7 @@ from addon_api.reasons import ClusterReason, IntentReason
 from addon_manager.engine import partition, policy, progressive
 from addon_manager.engine import status as st
 from addon_manager.engine.rollout import KEEP, MetricAnswer
-from addon_manager.facts import conflicts, naming
+from addon_manager.facts import conflicts
 from addon_manager.facts.records import ClusterFact, WorkFact, claimed_objects
 from addon_manager.facts.revisions import RevisionFact
 from addon_manager.facts.sealing import AgentKey, SealingView
@@ -586,7 +586,7 @@ def _identity_applies(clusters: frozenset[str], snap: Snapshot) -> list[Apply]:
         if tampered and not snap.recent.recently_applied(rw.cluster, rw.name, rw.render_hash):
             have = replace(have, render_hash="") if have is not None else None
         if snap.recent.needs_write(rw, have):
-            out.append(Apply("identity", naming.KIND_IDENTITY, rw, have))
+            out.append(Apply("identity", agent_identity.KIND, rw, have))
     return out
 
 

@@ -34,6 +34,7 @@ IDENTITY_FEEDBACK = [
     (c.IDENTITY_NEXT_PUBLIC_KEY, f".data.{c.IDENTITY_NEXT_PUBLIC_KEY}"),
     (c.IDENTITY_NEXT_KEY_ID, f".data.{c.IDENTITY_NEXT_KEY_ID}"),
 ]
+"""The agent's published keys, read back from its identity ConfigMap."""
 
 
 def render(cluster: str, namespace: str = c.AGENT_NAMESPACE) -> RenderedWork:
@@ -99,6 +100,7 @@ def details(work: Mapping[str, Any]) -> WorkDetails:
 
 
 WAITING_FOR_AGENT_KEY = ClusterReason.WAITING_FOR_AGENT_KEY
+"""Wait reason: the cluster's agent has not published its key yet."""
 
 
 def published_key(identity: WorkFact | None) -> AgentKey | None:

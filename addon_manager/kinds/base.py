@@ -24,7 +24,13 @@ from addon_manager.kinds.render import RenderedWork, SpecMemo
 
 @dataclass(frozen=True)
 class Wait:
-    """One thing an intent waits for on one cluster."""
+    """One thing an intent waits for on one cluster: a closed gate.
+
+    OCM orders manifests only inside one work, so the manager holds a work back until the
+    works it depends on report success through their feedback (each kind module's gates). A
+    gate only holds back a work that was never sent: once a work exists it is kept up to
+    date, whatever happens later.
+    """
 
     reason: ClusterReason
     what: str

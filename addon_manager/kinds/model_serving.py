@@ -17,7 +17,6 @@ from addon_api.common import ClusterStatus, Resource
 from addon_api.hub import ModelServing
 from addon_api.platform import MODELMESH_DEPRECATED
 from addon_api.reasons import ClusterPhase, ClusterReason, ServingPlatformPhase
-from addon_api.reasons import ServingPlatformPhase as PlatformPhase
 from addon_api.spoke import ServingPlatformSpec
 from addon_manager.facts import naming
 from addon_manager.facts.records import WorkFact
@@ -56,6 +55,7 @@ SERVING_PLATFORM_FEEDBACK = [
     # namespaces dropped from servingNamespaces the agent kept (they hold data): one line
     ("leftovers", ".status.leftovers"),
 ]
+"""What the agent reports of the stack (the ServingPlatform's status), fed back."""
 
 
 def render(
@@ -148,11 +148,12 @@ def report(work: WorkFact, removed: bool) -> tuple[ClusterStatus, Category]:
 
 
 WAITING_FOR_PLATFORM = ClusterReason.WAITING_FOR_PLATFORM
+"""Wait reason: the cluster's ServingPlatform is not Available yet."""
 
 
 def platform_available(platform_works: list[WorkFact]) -> bool:
     """Whether one of the cluster's ServingPlatform works reports phase Available."""
-    return any(w.value("phase") == PlatformPhase.AVAILABLE and not w.deleting
+    return any(w.value("phase") == ServingPlatformPhase.AVAILABLE and not w.deleting
                for w in platform_works)
 
 
@@ -164,12 +165,11 @@ def platform_waits(platform_works: list[WorkFact]) -> list[Wait]:
 
 
 REASON_INTENTS_ON_CLUSTER = ClusterReason.INTENTS_ON_CLUSTER
-
-
+"""Why a stack stays: add-on intents still have works on the cluster."""
 REASON_PLATFORM_REMOVING = ClusterReason.PLATFORM_REMOVING
-
-
-REMOVAL_PHASES = (PlatformPhase.REMOVING, PlatformPhase.REMOVED, PlatformPhase.REMOVAL_BLOCKED)
+"""Why an entry on a cluster whose stack is going is not Ready."""
+REMOVAL_PHASES = (ServingPlatformPhase.REMOVING, ServingPlatformPhase.REMOVED,
+                  ServingPlatformPhase.REMOVAL_BLOCKED)
 """ServingPlatform phases saying the stack is going (or gone) on the cluster."""
 
 

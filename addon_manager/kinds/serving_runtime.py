@@ -27,6 +27,7 @@ from addon_manager.kinds.render import (
 from addon_manager.kinds.tenant_access import ACCESS_KIND
 
 SERVING_RUNTIME_FEEDBACK = [("disabled", ".spec.disabled")]
+"""What is fed back of a ServingRuntime (its readiness is the work's Available)."""
 
 
 def render(

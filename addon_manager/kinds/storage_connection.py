@@ -48,14 +48,14 @@ from addon_manager.kinds.render import (
 from addon_manager.kinds.tenant_access import ACCESS_KIND
 
 SEALED_PLACEHOLDER_PREFIX = "sealing-inputs:"
-
-
+"""Start of the digest that stands in for the ciphertext in a hashed body."""
 SEALED_FEEDBACK = [
     ("phase", ".status.phase"),
     ("message", ".status.message"),
     # why not delivered: DecryptFailed, ...
     ("reason", condition_path(SealedConditionType.DELIVERED, "reason")),
 ]
+"""What the agent reports of a delivered connection (SealedStorageConnection), fed back."""
 
 
 def seal_placeholder(inputs: SealInputs, spec: StorageConnectionSpec) -> str:
@@ -276,6 +276,7 @@ def _sealed_work(
 
 
 WAITING_FOR_STORAGE = ClusterReason.WAITING_FOR_STORAGE
+"""Wait reason (of what reads through a connection): the connection is not Delivered there."""
 
 
 def delivered(work: WorkFact | None) -> bool:
