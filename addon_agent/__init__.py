@@ -1,7 +1,7 @@
 """Spoke-side agent: installs the serving stack and reports status.
 
 Its floor plan, top to bottom; a part imports only from the parts below it
-(``agent.importlinter.ini``, ``docs/architecture.md``, "Agent layout"): the programs
+(``.importlinter``, ``docs/architecture.md``, "Agent layout"): the programs
 ``main`` (``model-serving-addon agent``) and ``release`` (``agent-release``, OCM's
 pre-delete hook); ``shell`` (kopf wiring, the agent's state and reconciles, the loops);
 ``io`` (reads and writes of the cluster, disk and network, deciding nothing); the build

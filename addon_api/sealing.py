@@ -5,7 +5,7 @@ Sealing (envelope version 2):
 
 1. The envelope is canonical JSON: ``v`` (2), ``cluster``, ``binding`` (the spoke
    SealedStorageConnection ``namespace/name``), ``targetNamespaces``, ``entryName``, ``type``,
-   ``seq`` (a sequence number that only grows, see :mod:`addon_manager.sealkeys`) and
+   ``seq`` (a sequence number that only grows, see :mod:`addon_manager.shell.sealkeys`) and
    ``payload`` (the storage-config entry).
 2. The manager signs those bytes with its Ed25519 key; the plaintext of the box is
    ``signature (64 bytes) || envelope``.

@@ -18,8 +18,8 @@ from addon_api import constants as c
 from addon_api.reasons import ClusterReason
 from addon_cli import troubleshooting, views
 from addon_cli.hub import EXIT_FORBIDDEN, EXIT_NOT_FOUND, WORK_READER_ROLE, CliError, Hub
-from addon_manager import naming
-from addon_manager.facts import parse_work
+from addon_manager.facts import naming
+from addon_manager.kinds.registry import parse as parse_work
 
 CLUSTERSET_LABEL = "cluster.open-cluster-management.io/clusterset"
 GROUP_NAME_LABEL = "cluster.open-cluster-management.io/decision-group-name"

@@ -1,6 +1,6 @@
 """``render`` and ``diff``: the ManifestWorks an intent makes for each cluster, without a hub.
 
-The works come from the manager's own rendering (:mod:`addon_manager.render`), so what
+The works come from the manager's own rendering (each module of :mod:`addon_manager.kinds`), so what
 ``render`` prints is what the manager writes, byte for byte, for a cluster with those labels.
 Two things only the hub knows are shown as placeholders: a StorageConnection's sealed payload
 (sealed to each cluster's agent key with the manager's keys) and, for a progressive rollout,
@@ -27,8 +27,16 @@ from addon_api.hub import (
     StorageConnection,
 )
 from addon_cli.views import MODELS
-from addon_manager import naming, render, tenancy
-from addon_manager.kinds import spec_of
+from addon_manager.facts import naming
+from addon_manager.kinds import (
+    inference_service,
+    model_serving,
+    render,
+    serving_runtime,
+    storage_connection,
+    tenant_access,
+)
+from addon_manager.kinds.registry import spec_of
 
 SEALED_SHOWN = "<sealed on the hub to this cluster's agent key>"
 """What stands in for a StorageConnection's sealed payload (and its keyed render hash)."""
@@ -95,18 +103,18 @@ def work_for(intent: Any, cluster: str, labels: dict[str, str],
     """
     try:
         if isinstance(intent, ModelServing):
-            rw = render.render_model_serving(intent, cluster, labels)
+            rw = model_serving.render(intent, cluster, labels)
         elif isinstance(intent, MultiClusterServingRuntime):
-            rw = render.render_serving_runtime(intent, cluster, labels)
+            rw = serving_runtime.render(intent, cluster, labels)
         elif isinstance(intent, MultiClusterInferenceService):
-            rw = render.render_inference_service(intent, cluster, labels)
+            rw = inference_service.render(intent, cluster, labels)
         else:
             return _sealed_work(cast(StorageConnection, intent), cluster, labels,
                                 agent_namespace, executor)
     except render.RenderError as err:
         raise RenderFailed(f"{cluster}: {err}") from err
     if executor is not None:
-        rw = tenancy.with_executor(rw, agent_namespace, executor)
+        rw = tenant_access.with_executor(rw, agent_namespace, executor)
     if revision is not None:
         rw = render.with_revision(rw, revision)
     return rw.body
@@ -119,10 +127,10 @@ def _sealed_work(intent: StorageConnection, cluster: str, labels: dict[str, str]
         public_key="", key_id="<the agent's key id>",
         binding=sealing.binding_for(agent_namespace, naming.sealed_name(ns, name)),
         secret_digest="", hash_key=b"offline")
-    rw = render.render_storage_connection(intent, cluster, labels, inputs,
-                                          namespace=agent_namespace)
+    rw = storage_connection.render(intent, cluster, labels, inputs,
+                                   namespace=agent_namespace)
     if executor is not None:
-        rw = tenancy.with_executor(rw, agent_namespace, executor)
+        rw = tenant_access.with_executor(rw, agent_namespace, executor)
     body = rw.body
     body["spec"]["workload"]["manifests"][0]["spec"]["sealed"] = SEALED_SHOWN
     body["spec"]["workload"]["manifests"][0]["spec"]["keyId"] = SEALED_SHOWN

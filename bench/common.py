@@ -19,7 +19,8 @@ from kubernetes.client.exceptions import ApiException
 
 from addon_api import constants as c
 from addon_api.hub import MultiClusterInferenceService
-from addon_manager import naming, render
+from addon_manager.facts import canonical, naming
+from addon_manager.kinds import inference_service as isvc_kind
 from testbed import identities
 from testbed.fleet import Testbed
 from testbed.support.fake_fleet import PLATFORM_META, FakeFleet
@@ -145,12 +146,12 @@ def inference_service(name: str, placement: str, replicas: int = 1) -> dict[str,
 def rendered(intent: dict[str, Any], cluster: str) -> dict[str, Any]:
     """The ManifestWork the manager renders for ``intent`` on ``cluster``."""
     model = MultiClusterInferenceService.from_object(intent)
-    return render.render_inference_service(model, cluster, {}).body
+    return isvc_kind.render(model, cluster, {}).body
 
 
 def content(work: dict[str, Any]) -> str:
     """Digest of what a ManifestWork carries to the cluster (its workload)."""
-    return render.canonical_hash((work.get("spec") or {}).get("workload") or {})
+    return canonical.canonical_hash((work.get("spec") or {}).get("workload") or {})
 
 
 def isvc_work_name(name: str) -> str:

@@ -27,7 +27,7 @@ from typing import Any
 
 from kubernetes import client
 
-from addon_manager.apply import APPLY_CONTENT_TYPE
+from addon_manager.shell.apply import APPLY_CONTENT_TYPE
 from bench.common import (
     INTENTS,
     MWRS,

@@ -1,5 +1,5 @@
 """What judging every rendered work costs a fan-out: the plan of one intent to N clusters with
-the policy's judge (``addon_manager.policy.judge_work``) and, in the same process, with the
+the policy's judge (``addon_manager.engine.policy.judge_work``) and, in the same process, with the
 judge replaced by a no-op, alternating.
 
 ``python -m bench.policy --clusters 1000 --rounds 7``
@@ -21,12 +21,13 @@ from collections.abc import Callable
 from typing import Any
 
 from addon_api import constants as c
-from addon_manager import policy
-from addon_manager.facts import WorkFact
-from addon_manager.kinds import spec_of
-from addon_manager.plan import plan
-from addon_manager.reconcile import Reconciler
+from addon_manager.engine import policy
+from addon_manager.engine.plan import plan
+from addon_manager.facts.records import WorkFact
+from addon_manager.kinds.registry import spec_of
+from addon_manager.shell.reconcile import Reconciler
 from testbed.support.fake_hub import OPEN_POLICY, FakeHub
+from testbed.support.sealing import memory_sealer
 
 TEMPLATE = {"predictor": {
     "minReplicas": 2, "serviceAccountName": "default",
@@ -75,7 +76,7 @@ def measure(clusters: int, rounds: int, overrides: bool) -> tuple[float, float, 
     hub = FakeHub(placements={("ns", "p"): frozenset(names)},
                   labels={n: {"half": "a" if i % 2 else "b"} for i, n in enumerate(names)})
     platform_ready(hub, *names)
-    snap = Reconciler(hub, hub, admin=OPEN_POLICY).snapshot()
+    snap = Reconciler(hub, hub, memory_sealer(), admin=OPEN_POLICY).snapshot()
     spec, body = spec_of(c.KIND_INFERENCE_SERVICE), intent(overrides)
     works = len(plan(spec, body, snap).applies)
     real = policy.judge_work

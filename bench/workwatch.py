@@ -3,7 +3,7 @@
 ``python -m bench.workwatch --works 3000,30000 [--repeat 3] [--page-size 500,100]``
 
 One testbed hub; ``works / 10`` cluster namespaces, each with 10 works of 10
-MultiClusterInferenceServices (the body ``addon_manager.render`` produces, about 2.5 KB) and
+MultiClusterInferenceServices (the body ``addon_manager.kinds.render`` produces, about 2.5 KB) and
 the status OCM's work agent would write (Applied/Available, per-manifest conditions and the
 feedback values ready, url, activeModelState). They are created by a tight asyncio client
 (32 requests in flight, admin identity): POST each work, then its status. Works of no owner
@@ -11,7 +11,7 @@ feedback values ready, url, activeModelState). They are created by a tight async
 them out.
 
 For each N (ascending; the works grow), a fresh process (``--child``) runs
-:class:`addon_manager.workwatch.WorkInformer` with the manager's identity (the chart's
+:class:`addon_manager.shell.informers.WorkInformer` with the manager's identity (the chart's
 ServiceAccount) until it is synced, and reports: the seconds from the first list request
 until the store holds every work, its RSS before and after, its peak RSS (``VmHWM``), and
 the seconds a relist of the unchanged works takes (what a 410 costs). The sync is split
@@ -157,7 +157,7 @@ class Writer:
 # ---------------------------------------------------------------------------- the informer
 def child(kubeconfig: str, expect: int, page_size: int) -> None:
     """Sync an informer as the manager; print one JSON line of what it took."""
-    from addon_manager import workwatch
+    from addon_manager.shell import informers
 
     cfg = client.Configuration()
     config.load_kube_config(  # type: ignore[no-untyped-call]
@@ -167,10 +167,10 @@ def child(kubeconfig: str, expect: int, page_size: int) -> None:
 
     async def bare_list() -> float:
         """The reference: the same pages as the same identity, bodies read, not decoded."""
-        source = workwatch.HubSource(cfg)
+        source = informers.HubSource(cfg)
         cont, start = "", time.monotonic()
         while True:
-            params = {"labelSelector": workwatch.SELECTOR, "limit": str(page_size)}
+            params = {"labelSelector": informers.SELECTOR, "limit": str(page_size)}
             if cont:
                 params["continue"] = cont
             async with source.http.session().get(source.http.base + source.path, params=params,
@@ -185,11 +185,11 @@ def child(kubeconfig: str, expect: int, page_size: int) -> None:
 
     async def run() -> dict[str, float]:
         floor = await bare_list()
-        informer = workwatch.informer_for(cfg, page_size=page_size)
+        informer = informers.informer_for(cfg, page_size=page_size)
         fetch = 0.0
         list_page = informer.source.list_page
 
-        async def timed(cont: str, limit: int) -> workwatch.Page:
+        async def timed(cont: str, limit: int) -> informers.Page:
             nonlocal fetch
             began = time.monotonic()
             try:
@@ -199,7 +199,7 @@ def child(kubeconfig: str, expect: int, page_size: int) -> None:
 
         informer.source.list_page = timed  # type: ignore[method-assign]
         start = time.monotonic()
-        task = await workwatch.run_until_synced(informer, 1800)
+        task = await informers.run_until_synced(informer, 1800)
         synced = time.monotonic() - start
         fetched = fetch
         task.cancel()

@@ -18,7 +18,8 @@ from kubernetes.client.exceptions import ApiException
 from addon_api import constants as c
 from addon_api.common import Resource
 from addon_api.hub import ModelServing, MultiClusterInferenceService, MultiClusterServingRuntime
-from addon_manager import naming, render
+from addon_manager.facts import canonical, naming
+from addon_manager.kinds import inference_service, model_serving, render, serving_runtime
 from testbed.fleet import Testbed
 from testbed.support.manager import differences
 
@@ -154,11 +155,11 @@ def intent_works(
 def pure_render(intent: Resource, cluster: str) -> render.RenderedWork:
     """What the manager's pure rendering makes of ``intent`` for a label-less ``cluster``."""
     if isinstance(intent, ModelServing):
-        return render.render_model_serving(intent, cluster, {})
+        return model_serving.render(intent, cluster, {})
     if isinstance(intent, MultiClusterServingRuntime):
-        return render.render_serving_runtime(intent, cluster, {})
+        return serving_runtime.render(intent, cluster, {})
     if isinstance(intent, MultiClusterInferenceService):
-        return render.render_inference_service(intent, cluster, {})
+        return inference_service.render(intent, cluster, {})
     raise TypeError(f"no pure render for {type(intent).__name__}")
 
 
@@ -182,7 +183,7 @@ def exact(custom: client.CustomObjectsApi, intent: Resource, clusters: set[str])
         expected = pure_render(intent, cluster)
         assert work["metadata"]["name"] == expected.name
         assert work["metadata"]["annotations"][c.ANNOTATION_RENDER_HASH] == expected.render_hash
-        assert render.canonical_hash(work["spec"]["workload"]) == render.canonical_hash(
+        assert canonical.canonical_hash(work["spec"]["workload"]) == canonical.canonical_hash(
             expected.body["spec"]["workload"]
         ), f"{cluster}: content differs from the pure render"
         assert not differences(expected.body["spec"], work["spec"]), cluster

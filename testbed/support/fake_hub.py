@@ -9,13 +9,12 @@ from typing import Any
 from addon_api import constants as c
 from addon_api import tenancy
 from addon_api.common import merge_patch
-from addon_manager import conflicts
-from addon_manager.apply import WriteError
-from addon_manager.facts import ClusterFact, WorkFact, parse_work
-from addon_manager.policy import Policy
-from addon_manager.revisions import RevisionFact
-from addon_manager.revisions import parse as parse_revision
-from addon_manager.secrets import (
+from addon_manager.engine.policy import Policy
+from addon_manager.facts import conflicts
+from addon_manager.facts.records import ClusterFact, WorkFact
+from addon_manager.facts.revisions import RevisionFact
+from addon_manager.facts.revisions import parse as parse_revision
+from addon_manager.facts.secrets import (
     PENDING,
     READABLE,
     SecretAccess,
@@ -23,6 +22,8 @@ from addon_manager.secrets import (
     forbidden_detail,
     parse_secret,
 )
+from addon_manager.kinds.registry import parse as parse_work
+from addon_manager.shell.apply import WriteError
 
 OPEN_POLICY = Policy(namespaces=tenancy.parse("*=*"))
 """Any hub namespace may target any spoke namespace (but the always-denied ones), without

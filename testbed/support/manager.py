@@ -394,7 +394,7 @@ def verify_key(hub: Any, namespace: str = identities.MANAGER_NAMESPACE) -> str:
     """
     import base64
 
-    from addon_manager import sealkeys
+    from addon_manager.shell import sealkeys
     from testbed.support.waiting import eventually
 
     def read() -> str:
@@ -412,7 +412,7 @@ def approve_agent_key(
     hub: Any, cluster: str, key_id: str, namespace: str = identities.MANAGER_NAMESPACE
 ) -> None:
     """Approve agent key ``key_id`` for ``cluster`` as a hub admin does (docs/user-guide.md)."""
-    from addon_manager import sealkeys
+    from addon_manager.shell import sealkeys
 
     data = {f"{sealkeys.APPROVE_PREFIX}{cluster}": key_id}
     if exists(hub, "configmap", sealkeys.STATE_CONFIGMAP, "-n", namespace):

@@ -21,7 +21,8 @@ import pytest
 
 from addon_api import constants as c
 from addon_api import sealing
-from addon_manager import naming, sealkeys
+from addon_manager.facts import naming
+from addon_manager.shell import sealkeys
 from testbed import identities
 from testbed.fleet import Testbed
 from testbed.support import agent as agent_support

@@ -301,7 +301,7 @@ def test_disabling_the_addon_orphans_namespace_and_crds() -> None:
 
 def test_rendered_args_parse_with_the_real_command_lines() -> None:
     from addon_agent.main import parse as parse_agent
-    from addon_manager.main import parse_args as parse_manager
+    from addon_manager.shell.main import parse_args as parse_manager
 
     objs = render("manager.logLevel=debug", "manager.addonEnablement=false",
                   "manager.unavailableGraceSeconds=3600", "manager.staleAfterSeconds=300",
@@ -338,7 +338,7 @@ def test_rendered_args_parse_with_the_real_command_lines() -> None:
 def test_default_policy_refuses_dev_flags_and_keeps_the_platform_the_admins() -> None:
     """By default devFlags are refused, only the release's namespace owns stacks, the tenant
     role cannot write ModelServings and the manager enables the add-on nowhere."""
-    from addon_manager import main
+    from addon_manager.shell import main
 
     objs = render()
     dep = next(o for o in objs if o["kind"] == "Deployment"
@@ -385,7 +385,7 @@ def test_the_manager_and_agent_pods_pass_pod_security_restricted() -> None:
 
 def test_the_admins_pod_and_credential_rules_reach_the_managers_policy() -> None:
     """The chart's manager.policy lists become the manager's Policy, parsed by the manager."""
-    from addon_manager import main
+    from addon_manager.shell import main
 
     objs = render("manager.policy.deniedNamespaces={legacy}",
                   "manager.policy.podServiceAccounts={model-runner}",

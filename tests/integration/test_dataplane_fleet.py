@@ -454,7 +454,8 @@ class TestServedOnTheFleet:
         rollout's ``metric`` gate (as the manager scopes it) read those series."""
         from addon_api.hub import MultiClusterInferenceService
         from addon_api.rollout import MetricGate
-        from addon_manager import metricgate, policy
+        from addon_manager.engine import policy
+        from addon_manager.shell import metricgate
 
         bed, step = fleet
         started = time.monotonic()

@@ -17,7 +17,8 @@ import pytest
 
 from addon_api import constants as c
 from addon_api import sealing
-from addon_manager import naming, render
+from addon_manager.facts import naming
+from addon_manager.kinds import agent_identity
 from testbed import identities
 from testbed.fleet import Testbed
 from testbed.support.manager import (
@@ -755,7 +756,7 @@ class TestInferenceServiceWaitsForPlatformAndStorage:
 def test_leftover_identity_work_is_removed(testbed: Testbed, manager: Manager) -> None:
     # An identity work no StorageConnection needs (as left by a manager killed mid-way).
     hub = testbed.hub
-    hub.apply_objects([render.render_identity("cluster2").body])
+    hub.apply_objects([agent_identity.render("cluster2").body])
     eventually(
         lambda: not exists(hub, "manifestwork", naming.IDENTITY_WORK_NAME, "-n", "cluster2"),
         timeout=60,

@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 
 from addon_api.hub import MultiClusterInferenceService
-from addon_manager import render
+from addon_manager.kinds import inference_service as isvc_kind
 from testbed.fleet import Testbed
 from testbed.support.manager import (
     Manager,
@@ -152,7 +152,7 @@ class TestInferenceServiceOnTwoClusters:
         )
         for cluster, work in s.works.items():
             labels = get_json(s.hub, "managedcluster", cluster)["metadata"].get("labels", {})
-            expected = render.render_inference_service(intent, cluster, labels).body
+            expected = isvc_kind.render(intent, cluster, labels).body
             assert differences(expected["spec"], work["spec"]) == []
             assert work["metadata"]["labels"] == expected["metadata"]["labels"]
             assert (

@@ -18,7 +18,7 @@ import pytest
 from kubernetes import client
 
 from addon_api import constants as c
-from addon_manager import naming
+from addon_manager.facts import naming
 from testbed.fleet import Testbed
 from testbed.support.fake_fleet import (
     PLATFORM_META,

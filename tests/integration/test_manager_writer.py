@@ -7,7 +7,7 @@ import asyncio
 import uuid
 from typing import Any
 
-from addon_manager.apply import HubWriter
+from addon_manager.shell.apply import HubWriter
 from testbed.fleet import Testbed
 from testbed.support.manager import get_json
 

@@ -20,7 +20,7 @@ import yaml
 from prometheus_client import REGISTRY
 
 import addon_agent.io.metrics
-import addon_manager.metrics
+import addon_manager.shell.metrics
 from testbed.chart import CHART, render
 
 RULE_TESTS = Path(__file__).parents[1] / "data" / "alert_rules_test.yaml"
@@ -49,7 +49,7 @@ NAMED = re.compile(r"\b(model_serving_[a-z_]+|" + "|".join(MODEL_SERVER_METRICS)
 
 def _exported() -> set[str]:
     """Sample names our two processes can expose (both modules are imported above)."""
-    assert addon_agent.io.metrics and addon_manager.metrics
+    assert addon_agent.io.metrics and addon_manager.shell.metrics
     names: set[str] = set()
     for family in REGISTRY.collect():
         if family.name.startswith("model_serving_"):

@@ -28,8 +28,9 @@ from prometheus_client import CollectorRegistry, Gauge, start_http_server
 
 from addon_agent.stacks import KSERVE
 from addon_api import constants as c
-from addon_manager import naming
-from addon_manager.facts import WorkFact, parse_work
+from addon_manager.facts import naming
+from addon_manager.facts.records import WorkFact
+from addon_manager.kinds.registry import parse as parse_work
 from testbed import demo, observability
 from testbed.fleet import Testbed
 from testbed.processes import Process, free_port

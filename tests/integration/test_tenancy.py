@@ -19,7 +19,7 @@ import pytest
 
 from addon_api import constants as c
 from addon_api import tenancy
-from addon_manager.tenancy import access_work_name
+from addon_manager.kinds.tenant_access import access_work_name
 from testbed.chart import render
 from testbed.fleet import Testbed
 from testbed.identities import MANAGER_NAMESPACE

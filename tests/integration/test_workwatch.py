@@ -1,4 +1,4 @@
-"""The ManifestWork informer (addon_manager.workwatch) against the testbed hub's API server,
+"""The ManifestWork informer (addon_manager.shell.informers) against the testbed hub's API server,
 as the chart's manager ServiceAccount: labelled and unlabelled works created, changed and
 deleted, a relist forced by a too-old resourceVersion, and what a foreign work of the same
 name does to the manager's non-forced apply (the 409 the reconcile reports as ForeignWork)."""
@@ -15,9 +15,9 @@ import pytest
 from kubernetes import client, config
 
 from addon_api import constants as c
-from addon_manager import workwatch
-from addon_manager.apply import HubWriter, WriteError
-from addon_manager.facts import WorkFact
+from addon_manager.facts.records import WorkFact
+from addon_manager.shell import informers
+from addon_manager.shell.apply import HubWriter, WriteError
 from testbed.fleet import Testbed
 from testbed.support.manager import manager_identity
 
@@ -121,8 +121,8 @@ def test_informer_follows_the_addons_works_as_the_manager(
     async def main() -> None:
         await hub.create(body(ns1, "ours-1"))
         await hub.create(body(ns1, "foreign-1", ours=False))
-        informer = workwatch.informer_for(cfg, on_change, page_size=1)
-        task = await workwatch.run_until_synced(informer, 30)
+        informer = informers.informer_for(cfg, on_change, page_size=1)
+        task = await informers.run_until_synced(informer, 30)
         store = informer.store
         try:
             # The first list (one work per page): ours only.

@@ -45,8 +45,15 @@ from addon_api.hub import (
     StorageConnection,
 )
 from addon_api.spoke import SealedStorageConnection, ServingPlatform
-from addon_manager import naming, render
-from addon_manager.kinds import KINDS
+from addon_manager.facts import canonical, naming
+from addon_manager.kinds import (
+    inference_service,
+    model_serving,
+    render,
+    serving_runtime,
+    storage_connection,
+)
+from addon_manager.kinds.registry import KINDS
 from tests.reliability.bad_input import (
     BAD_NAMES,
     CLUSTER_LABELS,
@@ -127,9 +134,9 @@ def check_work(intent: Resource, rw: render.RenderedWork, cluster: str) -> None:
     assert meta["annotations"][c.ANNOTATION_RENDER_HASH] == rw.render_hash
     unhashed = {**body, "metadata": {**meta, "annotations": {}}}
     if rw.seal_inputs is not None:  # keyed: a reader of works cannot test Secret guesses
-        assert render.keyed_canonical_hash(HASH_KEY, unhashed) == rw.render_hash
+        assert canonical.keyed_canonical_hash(HASH_KEY, unhashed) == rw.render_hash
     else:
-        assert render.canonical_hash(unhashed) == rw.render_hash
+        assert canonical.canonical_hash(unhashed) == rw.render_hash
     manifests = body["spec"]["workload"]["manifests"]
     configs = body["spec"]["manifestConfigs"]
     assert manifests and len(manifests) == len(configs)
@@ -151,9 +158,9 @@ def check_work(intent: Resource, rw: render.RenderedWork, cluster: str) -> None:
         secret = {"AWS_ACCESS_KEY_ID": SECRET_SENTINEL, "token": SECRET_SENTINEL}
         ref = rw.sealed_spec.secret_ref
         secret |= {key: SECRET_SENTINEL for key in (ref.keys or {}).values()} if ref else {}
-        payload = render.storage_payload(rw.sealed_spec, secret)
-        binding = render.binding_of(rw)
-        sealed_body = render.with_sealed(
+        payload = storage_connection.storage_payload(rw.sealed_spec, secret)
+        binding = storage_connection.binding_of(rw)
+        sealed_body = storage_connection.with_sealed(
             rw, sealing.seal(PUBLIC_KEY, binding, 1, payload, SIGNING_KEY)
         )
         assert SECRET_SENTINEL not in str(sealed_body)
@@ -168,11 +175,11 @@ def render_for(intent: Resource, cluster: str) -> render.RenderedWork:
     """What the reconciler renders for ``intent`` on ``cluster``."""
     labels = CLUSTER_LABELS[cluster]
     if isinstance(intent, ModelServing):
-        return render.render_model_serving(intent, cluster, labels)
+        return model_serving.render(intent, cluster, labels)
     if isinstance(intent, MultiClusterServingRuntime):
-        return render.render_serving_runtime(intent, cluster, labels)
+        return serving_runtime.render(intent, cluster, labels)
     if isinstance(intent, MultiClusterInferenceService):
-        return render.render_inference_service(intent, cluster, labels)
+        return inference_service.render(intent, cluster, labels)
     assert isinstance(intent, StorageConnection)
     ns, name = str(intent.metadata.namespace), str(intent.metadata.name)
     inputs = render.SealInputs(
@@ -182,7 +189,7 @@ def render_for(intent: Resource, cluster: str) -> render.RenderedWork:
         secret_digest="digest",
         hash_key=HASH_KEY,
     )
-    return render.render_storage_connection(intent, cluster, labels, inputs)
+    return storage_connection.render(intent, cluster, labels, inputs)
 
 
 def pure_path(gen: Generated) -> str:

@@ -28,7 +28,7 @@ from kubernetes import client
 from addon_api import constants as c
 from addon_api.common import Resource
 from addon_api.hub import ModelServing, MultiClusterInferenceService
-from addon_manager import naming
+from addon_manager.facts import naming
 from testbed.fleet import Testbed
 from testbed.support.fake_fleet import (
     PLATFORM_META,

@@ -14,9 +14,10 @@ import yaml
 from addon_api import constants as c
 from addon_cli import main as cli
 from addon_cli import offline
-from addon_manager import naming
-from addon_manager.reconcile import Reconciler
+from addon_manager.facts import naming
+from addon_manager.shell.reconcile import Reconciler
 from testbed.support.fake_hub import OPEN_POLICY, FakeHub
+from testbed.support.sealing import memory_sealer
 from tests.unit.test_manager_reconcile import isvc_body, msv_body, platform_ready
 
 ISVC = c.KIND_INFERENCE_SERVICE
@@ -33,7 +34,8 @@ def _intent() -> dict[str, Any]:
 def _written(body: dict[str, Any], labels: dict[str, dict[str, str]]) -> FakeHub:
     hub = FakeHub(placements={("ns", "p"): frozenset(labels)}, labels=labels)
     platform_ready(hub, *labels)
-    asyncio.run(Reconciler(hub, hub, admin=OPEN_POLICY).reconcile(body["kind"], body))
+    asyncio.run(Reconciler(hub, hub, memory_sealer(),
+                           admin=OPEN_POLICY).reconcile(body["kind"], body))
     return hub
 
 
@@ -54,7 +56,8 @@ def test_render_is_byte_identical_to_what_the_manager_writes() -> None:
 def test_a_model_serving_renders_as_the_manager_writes_it_too() -> None:
     body = msv_body("kserve", "2026-01-01T00:00:00Z")
     hub = FakeHub(placements={("ns", "p"): frozenset({"c1"})})
-    asyncio.run(Reconciler(hub, hub, admin=OPEN_POLICY).reconcile(body["kind"], body))
+    asyncio.run(Reconciler(hub, hub, memory_sealer(),
+                           admin=OPEN_POLICY).reconcile(body["kind"], body))
     theirs = hub.bodies[("c1", naming.work_name(c.KIND_MODEL_SERVING, "ns", "kserve"))]
     assert offline.work_for(offline.intent_of(body), "c1", {}) == theirs
 

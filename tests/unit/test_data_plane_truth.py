@@ -2,7 +2,7 @@
 
 The agent's verdict on a predictor's Deployment and pods (:mod:`addon_agent.pure.dataplane`),
 and the hub's judgement of a model work's feedback
-(:func:`addon_manager.reports.inference_service_report`): a Ready KServe has not re-earned
+(:func:`addon_manager.kinds.reports.inference_service_report`): a Ready KServe has not re-earned
 for the current spec never counts, a refused spec names KServe's error, and a failed
 download, a crash-looping server and missing replicas are named.
 """
@@ -18,9 +18,10 @@ from addon_api import constants as c
 from addon_api.reasons import ClusterReason as CR
 from addon_api.spoke import ServingPlatformSpec
 from addon_cli import explain
-from addon_manager.facts import WorkFact
-from addon_manager.render import owner_labels
-from addon_manager.reports import data_plane, inference_service_report
+from addon_manager.facts.records import WorkFact
+from addon_manager.kinds.inference_service import data_plane
+from addon_manager.kinds.inference_service import report as inference_service_report
+from addon_manager.kinds.render import owner_labels
 
 Obj = dict[str, Any]
 HASH = "0123456789abcdef"

@@ -86,7 +86,7 @@ def test_a_hand_made_predictor_pod_is_what_kserves_controller_writes() -> None:
 def test_each_s3_server_has_credentials_of_its_own_in_the_entry_the_agent_delivers(
         tmp_path: Any) -> None:
     from addon_api.hub import StorageConnectionSpec
-    from addon_manager.render import storage_payload
+    from addon_manager.kinds.storage_connection import storage_payload
     from testbed.dataplane.s3 import S3Server
 
     one, two = S3Server(tmp_path / "a", tmp_path), S3Server(tmp_path / "b", tmp_path)

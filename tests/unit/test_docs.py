@@ -63,7 +63,7 @@ POSITIONAL = {
     "condition": (2,),  # addon_api.conditions.condition(ctype, ok, reason, message, ...)
     "simple_status": (0, 1),  # simple_status(phase, reason, message, ...)
     "DeliveryError": (0,),  # DeliveryError(reason, message)
-    "Unreadable": (0,),  # addon_manager.execute.Unreadable(reason, message)
+    "Unreadable": (0,),  # addon_manager.shell.execute.Unreadable(reason, message)
 }
 TARGET_NAMES = {"phase", "reason"}
 COMPARED = {"phase", "reason", "error_reason", "spoke_phase"}

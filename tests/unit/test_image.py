@@ -91,6 +91,7 @@ def test_wheel_has_every_role_and_the_console_script(tmp_path: Path) -> None:
         "model_serving_addon/cli.py",
         "model_serving_addon/__main__.py",
         "addon_manager/main.py",
+        "addon_manager/shell/main.py",
         "addon_agent/main.py",
         "addon_agent/bundle_render.py",
         "addon_api/sealing.py",

@@ -6,10 +6,11 @@ from __future__ import annotations
 from typing import Any
 
 from addon_api import constants as c
-from addon_manager import handlers
-from addon_manager.facts import AddonFact, agent_namespace, parse_addon
-from addon_manager.reconcile import Reconciler
+from addon_manager.facts.records import AddonFact, agent_namespace, parse_addon
+from addon_manager.shell import handlers
+from addon_manager.shell.reconcile import Reconciler
 from testbed.support.fake_hub import FakeHub
+from testbed.support.sealing import memory_sealer
 
 
 def addon(status_ns: str | None = None, spec_ns: str | None = None) -> dict[str, Any]:
@@ -37,7 +38,8 @@ def _state() -> handlers.ManagerState:
     indexes["storageconnections_index"] = {("all",): [("ns", "s3", "", "p", "creds")]}
     indexes["modelservings_index"] = {("all",): [("ns", "kserve", "", "p", "")]}
     state = handlers.ManagerState()
-    state.reconciler = Reconciler(handlers.IndexWorld(indexes, state=state), FakeHub())
+    state.reconciler = Reconciler(handlers.IndexWorld(indexes, state=state), FakeHub(),
+                                  memory_sealer())
     return state
 
 

@@ -15,7 +15,7 @@ import pytest
 from aiohttp import web
 from kubernetes import client
 
-from addon_manager import apply, hubhttp, metrics
+from addon_manager.shell import apply, hubhttp, metrics
 
 Answer = tuple[int, dict[str, Any]] | str  # (status, JSON body), or "drop" the connection
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import asyncio
 
-from addon_manager import firstpass
-from addon_manager.firstpass import FirstPass
+from addon_manager.shell import firstpass
+from addon_manager.shell.firstpass import FirstPass
 
 A = ("MultiClusterInferenceService", "ns", "a")
 B = ("MultiClusterInferenceService", "ns", "b")

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from kubernetes.leaderelection import electionconfig
 
-from addon_manager.main import election_settings, parse_args
+from addon_manager.shell.main import election_settings, parse_args
 
 
 @pytest.mark.parametrize("duration", [4, 5, 6, 10, 15, 30, 137, 300])

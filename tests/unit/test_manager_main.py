@@ -8,7 +8,7 @@ from pathlib import Path
 
 from kubernetes import client, config
 
-from addon_manager import main
+from addon_manager.shell import main
 
 
 def test_flags_and_defaults() -> None:

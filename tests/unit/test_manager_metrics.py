@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from addon_manager import metrics
+from addon_manager.shell import metrics
 
 
 def _series() -> dict[str, float]:
@@ -29,7 +29,7 @@ def test_counts_intents_per_cluster_and_drops_a_cluster_none_shows_stale() -> No
 
 
 def test_addon_availability_follows_ocms_condition() -> None:
-    from addon_manager.facts import parse_addon
+    from addon_manager.facts.records import parse_addon
 
     def addon(status: str | None) -> dict[str, object]:
         conds = [{"type": "Available", "status": status}] if status else []

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 
-from addon_manager.facts import ClusterFact
-from addon_manager.partition import RETURN_SETTLE, hold
+from addon_manager.engine.partition import RETURN_SETTLE, hold
+from addon_manager.facts.records import ClusterFact
 
 NOW = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)
 HOUR = timedelta(hours=1)

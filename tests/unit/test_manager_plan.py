@@ -18,11 +18,14 @@ from addon_api import constants as c
 from addon_api import sealing
 from addon_api import tenancy as api_tenancy
 from addon_api.hub import HUB_RESOURCES
-from addon_manager import kinds, naming, policy, tenancy
-from addon_manager.facts import WorkFact
-from addon_manager.plan import Executed, Plan, finish
-from addon_manager.reconcile import Reconciler
+from addon_manager.engine import policy
+from addon_manager.engine.plan import Executed, Plan, finish
+from addon_manager.facts import naming
+from addon_manager.facts.records import WorkFact
+from addon_manager.kinds import registry, tenant_access
+from addon_manager.shell.reconcile import Reconciler
 from testbed.support.fake_hub import OPEN_POLICY, FakeHub
+from testbed.support.sealing import memory_sealer
 from tests.unit.test_manager_reconcile import isvc_body, msv_body, platform_ready, sc_body
 
 
@@ -53,7 +56,8 @@ def publish_key(hub: FakeHub, cluster: str) -> bytes:
     private = sealing.generate_private_key()
     key = sealing.public_key_of(private)
     name = naming.IDENTITY_WORK_NAME
-    planned = Reconciler(hub, hub, admin=OPEN_POLICY).plan(c.KIND_STORAGE_CONNECTION,
+    planned = Reconciler(hub, hub, memory_sealer(),
+                         admin=OPEN_POLICY).plan(c.KIND_STORAGE_CONNECTION,
                                                                sc_body())
     identity = next(a.work for a in planned.applies if a.what == "identity"
                     and a.work.cluster == cluster)
@@ -85,7 +89,7 @@ def ready_hub() -> FakeHub:
 
 def plan_of(hub: FakeHub, kind: str, body: dict[str, Any] | None = None,
             admin: policy.Policy = OPEN_POLICY) -> Plan:
-    reconciler = Reconciler(hub, hub, admin=admin)
+    reconciler = Reconciler(hub, hub, memory_sealer(), admin=admin)
     return reconciler.plan(kind, body if body is not None else BODIES[kind]())
 
 
@@ -93,31 +97,32 @@ def plan_of(hub: FakeHub, kind: str, body: dict[str, Any] | None = None,
 
 
 def test_every_hub_kind_has_one_spec_named_from_its_crd() -> None:
-    assert [cls.crd.plural for cls in HUB_RESOURCES] == [s.plural for s in kinds.KINDS.values()]
-    assert set(kinds.KINDS) == set(c.HUB_KINDS)
-    for kind, spec in kinds.KINDS.items():
+    assert [cls.crd.plural for cls in HUB_RESOURCES] == [s.plural for s in registry.KINDS.values()]
+    assert set(registry.KINDS) == set(c.HUB_KINDS)
+    for kind, spec in registry.KINDS.items():
         assert spec.kind == kind and spec.model.crd.plural == spec.plural
-    assert kinds.STACK_OWNERS == (c.KIND_MODEL_SERVING,)
-    assert set(kinds.STACK_HOLDERS) == {c.KIND_SERVING_RUNTIME, c.KIND_INFERENCE_SERVICE}
-    assert set(kinds.TENANT_KINDS) == set(c.HUB_KINDS) - {c.KIND_MODEL_SERVING}
+    assert registry.STACK_OWNERS == (c.KIND_MODEL_SERVING,)
+    assert set(registry.STACK_HOLDERS) == {c.KIND_SERVING_RUNTIME, c.KIND_INFERENCE_SERVICE}
+    assert set(registry.TENANT_KINDS) == set(c.HUB_KINDS) - {c.KIND_MODEL_SERVING}
 
 
 def test_what_a_change_of_each_kind_of_work_wakes() -> None:
-    woken = {k: sorted((kind, dep.same_namespace) for kind, dep in kinds.dependents(k, gone=True))
+    woken = {k: sorted((kind, dep.same_namespace)
+                       for kind, dep in registry.dependents(k, gone=True))
              for k in
-             (*c.HUB_KINDS, kinds.IDENTITY, kinds.ACCESS)}
+             (*c.HUB_KINDS, registry.IDENTITY, registry.ACCESS)}
     assert woken[c.KIND_MODEL_SERVING] == [(c.KIND_INFERENCE_SERVICE, False),
                                            (c.KIND_SERVING_RUNTIME, False)]
     # a stack's removal waits for what holds it
     assert woken[c.KIND_INFERENCE_SERVICE] == [(c.KIND_MODEL_SERVING, False)]
     assert woken[c.KIND_SERVING_RUNTIME] == [(c.KIND_MODEL_SERVING, False)]
     assert woken[c.KIND_STORAGE_CONNECTION] == [(c.KIND_INFERENCE_SERVICE, False)]
-    assert woken[kinds.IDENTITY] == [(c.KIND_STORAGE_CONNECTION, False)]
-    assert woken[kinds.ACCESS] == sorted((k, True) for k in kinds.TENANT_KINDS)
-    assert kinds.ACCESS == api_tenancy.ACCESS_KIND
+    assert woken[registry.IDENTITY] == [(c.KIND_STORAGE_CONNECTION, False)]
+    assert woken[registry.ACCESS] == sorted((k, True) for k in registry.TENANT_KINDS)
+    assert registry.ACCESS == api_tenancy.ACCESS_KIND
     # a model's or runtime's work that appears or changes does not concern the stack's owner
-    assert kinds.dependents(c.KIND_INFERENCE_SERVICE) == []
-    assert kinds.dependents(c.KIND_SERVING_RUNTIME) == []
+    assert registry.dependents(c.KIND_INFERENCE_SERVICE) == []
+    assert registry.dependents(c.KIND_SERVING_RUNTIME) == []
 
 
 # The plan is pure -------------------------------------------------------------------------------
@@ -127,7 +132,7 @@ def test_what_a_change_of_each_kind_of_work_wakes() -> None:
 def test_planning_writes_nothing_and_says_the_same_twice(kind: str) -> None:
     hub = ready_hub()
     before = copy.deepcopy(hub.works)
-    reconciler = Reconciler(hub, hub, admin=OPEN_POLICY)
+    reconciler = Reconciler(hub, hub, memory_sealer(), admin=OPEN_POLICY)
     first = reconciler.plan(kind, BODIES[kind]())
     second = reconciler.plan(kind, BODIES[kind]())
     assert hub.writes == [] and hub.works == before and hub.addons == set()
@@ -186,15 +191,15 @@ def test_a_tenant_plan_writes_its_access_first_and_waits_for_the_grant() -> None
     out = plan_of(hub, c.KIND_SERVING_RUNTIME, admin=team)
     access = [a for a in out.applies if a.what == "access"]
     assert sorted(a.work.cluster for a in access) == ["c1", "c2"]
-    assert all(a.kind == tenancy.ACCESS_KIND for a in access)
+    assert all(a.kind == tenant_access.ACCESS_KIND for a in access)
     assert [a for a in out.applies if a.what == "apply"] == []  # never before the grant
     assert {w.reason for item in out.inputs.values() for w in item.waits} == {
-        tenancy.WAITING_FOR_ACCESS}
+        tenant_access.WAITING_FOR_ACCESS}
 
 
 def test_a_stack_is_not_removed_under_what_holds_it() -> None:
     hub = ready_hub()
-    reconciler = Reconciler(hub, hub, admin=OPEN_POLICY)
+    reconciler = Reconciler(hub, hub, memory_sealer(), admin=OPEN_POLICY)
     body = msv_body("kserve", "2026-01-01T00:00:00Z")
     asyncio.run(reconciler.reconcile(c.KIND_MODEL_SERVING, body))
     asyncio.run(reconciler.reconcile(c.KIND_INFERENCE_SERVICE, isvc_body()))
@@ -224,7 +229,7 @@ def test_an_invalid_or_refused_intent_plans_no_write() -> None:
 
 def test_finish_shows_failed_writes_and_sent_deletes() -> None:
     hub = ready_hub()
-    reconciler = Reconciler(hub, hub, admin=OPEN_POLICY)
+    reconciler = Reconciler(hub, hub, memory_sealer(), admin=OPEN_POLICY)
     out = reconciler.plan(c.KIND_INFERENCE_SERVICE, isvc_body())
     now = reconciler.snapshot().now
     failed = finish(out, Executed(failed={"c2": ("ApplyFailed", "HTTP 500")}), now, 60)
@@ -256,9 +261,9 @@ def test_clusters_the_same_overrides_select_share_one_validated_spec() -> None:
 
 
 def test_a_write_is_trusted_until_the_facts_show_a_version_at_least_as_new() -> None:
-    from addon_manager import render
-    from addon_manager.apply import resource_version_of
-    from addon_manager.plan import WATCH_GRACE, Recent
+    from addon_manager.engine.plan import WATCH_GRACE, Recent
+    from addon_manager.kinds import render
+    from addon_manager.shell.apply import resource_version_of
 
     work = WorkFact(name="w", cluster="c1", kind=c.KIND_INFERENCE_SERVICE,
                     intent_namespace="ns", intent_name="iris", render_hash="old",

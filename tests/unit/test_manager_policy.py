@@ -8,8 +8,11 @@ from typing import Any
 import pytest
 
 from addon_api import constants as c
-from addon_manager import conflicts, main, policy
-from addon_manager.reconcile import Reconciler
+from addon_manager.engine import policy
+from addon_manager.facts import conflicts
+from addon_manager.shell import main
+from addon_manager.shell.reconcile import Reconciler
+from testbed.support.sealing import memory_sealer
 from tests.unit.test_manager_reconcile import FakeHub, msv_body
 
 DIGEST = "0" * 64
@@ -21,7 +24,8 @@ def with_dev_flags(body: dict[str, Any], **flags: Any) -> dict[str, Any]:
 
 
 def reconcile(hub: FakeHub, body: dict[str, Any], admin: policy.Policy | None = None) -> Any:
-    return asyncio.run(Reconciler(hub, hub, admin=admin).reconcile(c.KIND_MODEL_SERVING, body))
+    return asyncio.run(Reconciler(hub, hub, memory_sealer(),
+                                  admin=admin).reconcile(c.KIND_MODEL_SERVING, body))
 
 
 def ready_condition(hub: FakeHub, name: str) -> dict[str, Any]:

@@ -8,10 +8,11 @@ from dataclasses import replace
 from typing import Any
 
 from addon_api import constants as c
-from addon_manager import naming, revisions
-from addon_manager.reconcile import Reconciler
-from addon_manager.rollout import MetricAnswer
+from addon_manager.engine.rollout import MetricAnswer
+from addon_manager.facts import naming, revisions
+from addon_manager.shell.reconcile import Reconciler
 from testbed.support.fake_hub import OPEN_POLICY, FakeHub
+from testbed.support.sealing import memory_sealer
 from tests.unit.test_manager_reconcile import isvc_body, platform_ready
 
 KIND = c.KIND_INFERENCE_SERVICE
@@ -54,7 +55,7 @@ def step(reconciler: Reconciler, hub: FakeHub, b: dict[str, Any]) -> Any:
 def test_a_change_reaches_one_cluster_at_a_time_then_a_bad_one_rolls_back() -> None:
     hub = FakeHub(placements={("ns", "p"): frozenset(CLUSTERS)})
     platform_ready(hub, *CLUSTERS)
-    rec = Reconciler(hub, hub, admin=OPEN_POLICY)
+    rec = Reconciler(hub, hub, memory_sealer(), admin=OPEN_POLICY)
     good = "s3://models/v1"
     out = step(rec, hub, body(hub, good, 1))
     # Revision 1 is kept on the hub (owned by the intent), and only c1 gets it.
@@ -116,7 +117,7 @@ def test_a_change_reaches_one_cluster_at_a_time_then_a_bad_one_rolls_back() -> N
 def test_old_revisions_beyond_the_limit_are_pruned() -> None:
     hub = FakeHub(placements={("ns", "p"): frozenset({"c1"})})
     platform_ready(hub, "c1")
-    rec = Reconciler(hub, hub, admin=OPEN_POLICY)
+    rec = Reconciler(hub, hub, memory_sealer(), admin=OPEN_POLICY)
     for n in range(1, 5):
         step(rec, hub, body(hub, f"s3://models/v{n}", n, revisionHistoryLimit=2))
         settle(hub)
@@ -136,7 +137,7 @@ def test_the_metric_gate_is_asked_and_its_answer_decides() -> None:
 
     hub = FakeHub(placements={("ns", "p"): frozenset(CLUSTERS)})
     platform_ready(hub, *CLUSTERS)
-    rec = Reconciler(hub, hub, admin=OPEN_POLICY, gate=Gate())
+    rec = Reconciler(hub, hub, memory_sealer(), admin=OPEN_POLICY, gate=Gate())
     gate = {"metricGate": {"query": 'errors{cluster=~"$clusters"}', "maxValue": 0.1}}
     step(rec, hub, body(hub, "s3://models/v1", 1))
     for _ in range(3):
@@ -157,7 +158,7 @@ def test_the_metric_gate_is_asked_and_its_answer_decides() -> None:
 def test_a_report_from_before_the_revision_neither_passes_nor_fails_the_step() -> None:
     hub = FakeHub(placements={("ns", "p"): frozenset(CLUSTERS)})
     platform_ready(hub, *CLUSTERS)
-    rec = Reconciler(hub, hub, admin=OPEN_POLICY)
+    rec = Reconciler(hub, hub, memory_sealer(), admin=OPEN_POLICY)
     step(rec, hub, body(hub, "s3://models/v1", 1))
     # The work agent reports Ready, and a failure, from the object as it was before (no
     # revision on it yet): neither counts.
@@ -183,11 +184,11 @@ def test_a_report_from_before_the_revision_neither_passes_nor_fails_the_step() -
 def test_a_partitioned_cluster_in_the_step_counts_as_not_ready() -> None:
     from datetime import UTC, datetime, timedelta
 
-    from addon_manager.facts import ClusterFact
+    from addon_manager.facts.records import ClusterFact
 
     hub = FakeHub(placements={("ns", "p"): frozenset(CLUSTERS)})
     platform_ready(hub, *CLUSTERS)
-    rec = Reconciler(hub, hub, admin=OPEN_POLICY)
+    rec = Reconciler(hub, hub, memory_sealer(), admin=OPEN_POLICY)
     step(rec, hub, body(hub, "s3://models/v1", 1))
     settle(hub)  # c1 reported Ready on revision 1 ...
     hub.health["c1"] = ClusterFact(available="Unknown", name="c1",  # ... then went dark
@@ -216,7 +217,7 @@ def test_a_stack_upgrade_steps_on_only_once_the_models_on_the_cluster_are_ready(
     """ModelServing rollouts: a step's cluster needs its stack Available on the new revision
     and every model on it Ready; a model that went not Ready holds the rollout there."""
     hub = FakeHub(placements={("ns", "p"): frozenset(CLUSTERS)})
-    rec = Reconciler(hub, hub, admin=OPEN_POLICY)
+    rec = Reconciler(hub, hub, memory_sealer(), admin=OPEN_POLICY)
     stack = naming.work_name(c.KIND_MODEL_SERVING, "ns", "kserve")
 
     def report(version: str, models_ready: dict[str, bool]) -> None:
@@ -270,7 +271,7 @@ def test_an_undo_renders_the_old_revision_under_todays_policy() -> None:
     platform_ready(hub, "c1")
     first = body(hub, "s3://models/v1", 1)
     first["spec"]["template"]["predictor"]["serviceAccountName"] = "reader"
-    rec = Reconciler(hub, hub, admin=then)
+    rec = Reconciler(hub, hub, memory_sealer(), admin=then)
     step(rec, hub, first)
     settle(hub)
     step(rec, hub, first)
@@ -280,7 +281,7 @@ def test_an_undo_renders_the_old_revision_under_todays_policy() -> None:
     settle(hub)
     step(rec, hub, second)
     assert revisions_on(hub)["c1"] == 2
-    now = Reconciler(hub, hub, admin=OPEN_POLICY)
+    now = Reconciler(hub, hub, memory_sealer(), admin=OPEN_POLICY)
     hub.writes.clear()
     second["metadata"]["annotations"] = {c.ANNOTATION_ROLLOUT_UNDO: "2:1"}
     step(now, hub, second)

@@ -15,11 +15,13 @@ import pytest
 from addon_api import constants as c
 from addon_api import sealing
 from addon_api.platform import MODELMESH_DEPRECATED
-from addon_manager import conflicts, naming
-from addon_manager.facts import ClusterFact, WorkFact, parse_work
-from addon_manager.reconcile import Outcome, Reconciler
-from addon_manager.secrets import parse_secret
+from addon_manager.facts import conflicts, naming
+from addon_manager.facts.records import ClusterFact, WorkFact
+from addon_manager.facts.secrets import parse_secret
+from addon_manager.kinds.registry import parse as parse_work
+from addon_manager.shell.reconcile import Outcome, Reconciler
 from testbed.support.fake_hub import OPEN_POLICY, FakeHub
+from testbed.support.sealing import memory_sealer
 
 
 def isvc_body(status: dict[str, Any] | None = None, **spec: Any) -> dict[str, Any]:
@@ -68,13 +70,14 @@ def open_sealed(
 
 
 def run(hub: FakeHub, kind: str, body: dict[str, Any]) -> Any:
-    return asyncio.run(Reconciler(hub, hub, admin=OPEN_POLICY).reconcile(kind, body))
+    return asyncio.run(Reconciler(hub, hub, memory_sealer(),
+                                  admin=OPEN_POLICY).reconcile(kind, body))
 
 
 def test_fan_out_then_steady_state_writes_nothing() -> None:
     hub = FakeHub(placements={("ns", "p"): frozenset({"c1", "c2", "c3"})})
     platform_ready(hub, "c1", "c2", "c3")
-    reconciler = Reconciler(hub, hub, admin=OPEN_POLICY)
+    reconciler = Reconciler(hub, hub, memory_sealer(), admin=OPEN_POLICY)
     out = asyncio.run(reconciler.reconcile(c.KIND_INFERENCE_SERVICE, isvc_body()))
     assert out.applied == 3 and out.status_written
     # the works now exist: the status moves from Sending to Applying once
@@ -313,7 +316,7 @@ def test_a_cluster_without_the_addon_says_so_when_the_manager_does_not_enable_it
     when the admin enables it, and no ManagedClusterAddOn is made."""
     hub = FakeHub(placements={("ns", "p"): frozenset({"c1", "c2"})})
     hub.addons = {"c2"}  # the admin enabled it on c2 only
-    reconciler = Reconciler(hub, hub, admin=OPEN_POLICY, addons=False)
+    reconciler = Reconciler(hub, hub, memory_sealer(), admin=OPEN_POLICY, addons=False)
     body = msv_body("kserve", "2026-01-01T00:00:00Z")
     asyncio.run(reconciler.reconcile(c.KIND_MODEL_SERVING, body))
     assert hub.addons == {"c2"}
@@ -357,7 +360,7 @@ def test_storage_waits_for_key_then_seals_and_reseals_on_change() -> None:
         placements={("ns", "p"): frozenset({"c1"})},
         secrets={("ns", "creds"): {"access_key_id": "AK1"}},
     )
-    reconciler = Reconciler(hub, hub, admin=OPEN_POLICY)
+    reconciler = Reconciler(hub, hub, memory_sealer(), admin=OPEN_POLICY)
     asyncio.run(reconciler.reconcile(c.KIND_STORAGE_CONNECTION, sc_body()))
     assert hub.statuses["s3"]["clusters"][0]["reason"] == "WaitingForAgentKey"
     assert ("c1", naming.IDENTITY_WORK_NAME) in hub.works  # the key is asked for
@@ -389,7 +392,7 @@ def test_a_secret_missing_a_named_key_delivers_nothing_and_says_which() -> None:
     )
     private = sealing.generate_private_key()
     key = sealing.public_key_of(private)
-    reconciler = Reconciler(hub, hub, admin=OPEN_POLICY)
+    reconciler = Reconciler(hub, hub, memory_sealer(), admin=OPEN_POLICY)
     asyncio.run(reconciler.reconcile(c.KIND_STORAGE_CONNECTION, sc_body()))  # asks for the key
     identity = hub.works[("c1", naming.IDENTITY_WORK_NAME)]
     hub.works[("c1", naming.IDENTITY_WORK_NAME)] = WorkFact(
@@ -416,7 +419,7 @@ def test_a_secret_missing_a_named_key_delivers_nothing_and_says_which() -> None:
 def test_cleanup_deletes_every_work_of_the_intent() -> None:
     hub = FakeHub(placements={("ns", "p"): frozenset({"c1", "c2"})})
     platform_ready(hub, "c1", "c2")
-    reconciler = Reconciler(hub, hub, admin=OPEN_POLICY)
+    reconciler = Reconciler(hub, hub, memory_sealer(), admin=OPEN_POLICY)
     asyncio.run(reconciler.reconcile(c.KIND_INFERENCE_SERVICE, isvc_body()))
     remaining = asyncio.run(reconciler.cleanup(c.KIND_INFERENCE_SERVICE, "ns", "iris"))
     assert remaining == ["c1", "c2"]  # as seen before the deletes
@@ -429,7 +432,7 @@ def test_identity_work_goes_with_the_last_storage_connection() -> None:
         secrets={("ns", "creds"): {"access_key_id": "AK1"}},
         storage={("ns", "s3"): frozenset({"c1"})},
     )
-    reconciler = Reconciler(hub, hub, admin=OPEN_POLICY)
+    reconciler = Reconciler(hub, hub, memory_sealer(), admin=OPEN_POLICY)
     asyncio.run(reconciler.reconcile(c.KIND_STORAGE_CONNECTION, sc_body()))
     assert ("c1", naming.IDENTITY_WORK_NAME) in hub.works
     asyncio.run(reconciler.cleanup(c.KIND_STORAGE_CONNECTION, "ns", "s3"))
@@ -445,7 +448,7 @@ def test_identity_work_goes_with_the_last_storage_connection() -> None:
 def test_stale_cluster_is_rechecked_written_once_and_heals() -> None:
     hub = FakeHub(placements={("ns", "p"): frozenset({"c1", "c2"})})
     platform_ready(hub, "c1", "c2")
-    reconciler = Reconciler(hub, hub, admin=OPEN_POLICY, stale_after=60)
+    reconciler = Reconciler(hub, hub, memory_sealer(), admin=OPEN_POLICY, stale_after=60)
     run_ = lambda: asyncio.run(  # noqa: E731
         reconciler.reconcile(c.KIND_INFERENCE_SERVICE, isvc_body(hub.statuses.get("iris")))
     )
@@ -516,7 +519,7 @@ def test_storage_goes_to_and_is_sealed_for_the_agent_namespace_of_each_cluster()
         secrets={("ns", "creds"): {"access_key_id": "AK1"}},
         agent_namespaces={"c1": "custom-ns"},  # c2 has no ManagedClusterAddOn: the default
     )
-    reconciler = Reconciler(hub, hub, admin=OPEN_POLICY)
+    reconciler = Reconciler(hub, hub, memory_sealer(), admin=OPEN_POLICY)
     asyncio.run(reconciler.reconcile(c.KIND_STORAGE_CONNECTION, sc_body()))
     assert _identity_namespaces(hub, "c1") == ("custom-ns", "custom-ns")
     assert _identity_namespaces(hub, "c2") == (c.AGENT_NAMESPACE, c.AGENT_NAMESPACE)
@@ -539,7 +542,7 @@ def test_changed_agent_namespace_rewrites_identity_then_reseals_for_the_new_agen
         placements={("ns", "p"): frozenset({"c1"})},
         secrets={("ns", "creds"): {"access_key_id": "AK1"}},
     )
-    reconciler = Reconciler(hub, hub, admin=OPEN_POLICY)
+    reconciler = Reconciler(hub, hub, memory_sealer(), admin=OPEN_POLICY)
 
     def reconcile() -> None:
         asyncio.run(reconciler.reconcile(c.KIND_STORAGE_CONNECTION, sc_body()))
@@ -621,7 +624,7 @@ def test_removed_is_refused_on_a_cluster_whose_stack_add_on_intents_use() -> Non
     _model_on(hub, "c1")
     before = hub.works[("c1", name)]
     hub.writes.clear()
-    reconciler = Reconciler(hub, hub, admin=OPEN_POLICY)
+    reconciler = Reconciler(hub, hub, memory_sealer(), admin=OPEN_POLICY)
     out = asyncio.run(reconciler.reconcile(c.KIND_MODEL_SERVING, _removed_body()))
     # What wakes it when the holding work goes: its removal waits on c1 only.
     assert reconciler.removal_waits == {(c.KIND_MODEL_SERVING, "ns", "kserve"): {"c1"}}
@@ -695,7 +698,8 @@ def test_deletion_is_refused_naming_intents_and_clusters_then_completes() -> Non
     body["metadata"]["deletionTimestamp"] = "2026-01-02T00:00:00Z"
     body["status"] = hub.statuses["kserve"]
     hub.writes.clear()
-    out = asyncio.run(Reconciler(hub, hub, admin=OPEN_POLICY).reconcile(c.KIND_MODEL_SERVING, body))
+    out = asyncio.run(Reconciler(hub, hub, memory_sealer(),
+                                 admin=OPEN_POLICY).reconcile(c.KIND_MODEL_SERVING, body))
     assert [w for w in hub.writes if w[0] == "delete"] == [("delete", f"c2/{name}")]
     assert out.blocked == {"c1": ["MultiClusterInferenceService ns/iris"]}
     status = hub.statuses["kserve"]
@@ -708,7 +712,8 @@ def test_deletion_is_refused_naming_intents_and_clusters_then_completes() -> Non
         "c1": "RemovalBlocked", "c2": "Removing"}
     del hub.works[("c1", naming.work_name(c.KIND_INFERENCE_SERVICE, "ns", "iris"))]
     body["status"] = status
-    out = asyncio.run(Reconciler(hub, hub, admin=OPEN_POLICY).reconcile(c.KIND_MODEL_SERVING, body))
+    out = asyncio.run(Reconciler(hub, hub, memory_sealer(),
+                                 admin=OPEN_POLICY).reconcile(c.KIND_MODEL_SERVING, body))
     assert out.blocked == {} and ("delete", f"c1/{name}") in hub.writes
     conds = {x["type"]: x for x in hub.statuses["kserve"]["conditions"]}
     assert "DeletionBlocked" not in conds and conds["Ready"]["reason"] == "Deleting"
@@ -742,7 +747,8 @@ def test_cleanup_of_a_model_serving_keeps_the_rule() -> None:
     name = _stack_available(hub, "c1", "c2")
     _model_on(hub, "c1")
     remaining = asyncio.run(
-        Reconciler(hub, hub, admin=OPEN_POLICY).cleanup(c.KIND_MODEL_SERVING, "ns", "kserve"))
+        Reconciler(hub, hub, memory_sealer(),
+                   admin=OPEN_POLICY).cleanup(c.KIND_MODEL_SERVING, "ns", "kserve"))
     assert remaining == ["c1", "c2"]
     assert [w for w in hub.writes if w[0] == "delete"] == [("delete", f"c2/{name}")]
 
@@ -753,7 +759,7 @@ def _storage_work_written(hub: FakeHub) -> bool:
 
 def _storage_with_key(hub: FakeHub) -> Reconciler:
     """A reconciler whose first run asked c1's agent for its key, and the key published."""
-    reconciler = Reconciler(hub, hub, admin=OPEN_POLICY)
+    reconciler = Reconciler(hub, hub, memory_sealer(), admin=OPEN_POLICY)
     asyncio.run(reconciler.reconcile(c.KIND_STORAGE_CONNECTION, sc_body()))
     _publish_key(hub, "c1")
     return reconciler
@@ -861,7 +867,7 @@ def _left_while_unavailable(available: str = "Unknown") -> tuple[FakeHub, Reconc
     """c2 was Ready, went Unknown 10 minutes ago, and OCM's taint dropped it from p."""
     hub = FakeHub(placements={("ns", "p"): frozenset({"c1", "c2"})})
     platform_ready(hub, "c1", "c2")
-    reconciler = Reconciler(hub, hub, admin=OPEN_POLICY, unavailable_grace=GRACE)
+    reconciler = Reconciler(hub, hub, memory_sealer(), admin=OPEN_POLICY, unavailable_grace=GRACE)
     _isvc_reported_ready(hub, reconciler)
     hub.health["c2"] = _partitioned(available)
     hub.placements[("ns", "p")] = frozenset({"c1"})
@@ -942,7 +948,8 @@ def test_a_cluster_back_and_selected_again_gets_nothing_rewritten() -> None:
     assert hub.statuses["iris"]["phase"] == "Ready"
     # A restarted manager (fresh reconciler, nothing remembered) rewrites nothing either.
     hub.writes.clear()
-    out = asyncio.run(Reconciler(hub, hub, admin=OPEN_POLICY, unavailable_grace=GRACE).reconcile(
+    out = asyncio.run(Reconciler(hub, hub, memory_sealer(),
+                                 admin=OPEN_POLICY, unavailable_grace=GRACE).reconcile(
         c.KIND_INFERENCE_SERVICE, isvc_body(hub.statuses["iris"])))
     assert hub.writes == [] and out.skipped == 2
 
@@ -950,7 +957,7 @@ def test_a_cluster_back_and_selected_again_gets_nothing_rewritten() -> None:
 def test_an_available_cluster_that_leaves_loses_its_works_at_once() -> None:
     hub = FakeHub(placements={("ns", "p"): frozenset({"c1", "c2"})})
     platform_ready(hub, "c1", "c2")
-    reconciler = Reconciler(hub, hub, admin=OPEN_POLICY, unavailable_grace=GRACE)
+    reconciler = Reconciler(hub, hub, memory_sealer(), admin=OPEN_POLICY, unavailable_grace=GRACE)
     _isvc_reported_ready(hub, reconciler)
     hub.health["c2"] = _partitioned("True", ago=3600)
     hub.placements[("ns", "p")] = frozenset({"c1"})
@@ -960,7 +967,8 @@ def test_an_available_cluster_that_leaves_loses_its_works_at_once() -> None:
 
 def test_a_zero_grace_removes_the_works_of_an_unavailable_cluster_at_once() -> None:
     hub, _, name = _left_while_unavailable()
-    out = asyncio.run(Reconciler(hub, hub, admin=OPEN_POLICY, unavailable_grace=0).reconcile(
+    out = asyncio.run(Reconciler(hub, hub, memory_sealer(),
+                                 admin=OPEN_POLICY, unavailable_grace=0).reconcile(
         c.KIND_INFERENCE_SERVICE, isvc_body()))
     assert out.deleted == 1 and ("delete", f"c2/{name}") in hub.writes
 
@@ -971,7 +979,7 @@ def test_the_stack_of_a_cluster_that_left_while_unavailable_stays_intents_or_not
     hub.health["c2"] = _partitioned()
     hub.placements[("ns", "p")] = frozenset({"c1"})
     hub.writes.clear()
-    reconciler = Reconciler(hub, hub, admin=OPEN_POLICY, unavailable_grace=GRACE)
+    reconciler = Reconciler(hub, hub, memory_sealer(), admin=OPEN_POLICY, unavailable_grace=GRACE)
     body = msv_body("kserve", "2026-01-01T00:00:00Z")
     out = asyncio.run(reconciler.reconcile(c.KIND_MODEL_SERVING, body))
     assert [w for w in hub.writes if w[0] != "status"] == [] and ("c2", name) in hub.works
@@ -987,9 +995,10 @@ def test_the_stack_of_a_cluster_that_left_while_unavailable_stays_intents_or_not
 
 
 def test_the_default_grace_is_a_day() -> None:
-    from addon_manager import main
+    from addon_manager.shell import main
 
-    assert Reconciler(FakeHub(), FakeHub(), admin=OPEN_POLICY).unavailable_grace == 86400
+    assert Reconciler(FakeHub(), FakeHub(), memory_sealer(),
+                      admin=OPEN_POLICY).unavailable_grace == 86400
     assert main.parse_args([]).unavailable_grace == 86400
     assert main.parse_args(["--unavailable-grace", "600"]).unavailable_grace == 600
 
@@ -1002,7 +1011,7 @@ def test_a_tampered_identity_work_is_not_trusted_and_is_rewritten() -> None:
         placements={("ns", "p"): frozenset({"c1"})},
         secrets={("ns", "creds"): {"access_key_id": "AK1"}},
     )
-    reconciler = Reconciler(hub, hub, admin=OPEN_POLICY)
+    reconciler = Reconciler(hub, hub, memory_sealer(), admin=OPEN_POLICY)
 
     def reconcile() -> None:
         asyncio.run(reconciler.reconcile(c.KIND_STORAGE_CONNECTION, sc_body()))
@@ -1037,7 +1046,7 @@ def test_only_the_identity_work_of_its_exact_name_counts() -> None:
         placements={("ns", "p"): frozenset({"c1"})},
         secrets={("ns", "creds"): {"access_key_id": "AK1"}},
     )
-    reconciler = Reconciler(hub, hub, admin=OPEN_POLICY)
+    reconciler = Reconciler(hub, hub, memory_sealer(), admin=OPEN_POLICY)
     asyncio.run(reconciler.reconcile(c.KIND_STORAGE_CONNECTION, sc_body()))
     real = hub.works[("c1", naming.IDENTITY_WORK_NAME)]
     key = sealing.public_key_of(sealing.generate_private_key())
@@ -1055,7 +1064,7 @@ def test_a_changed_agent_key_stops_sealing_until_approved() -> None:
         placements={("ns", "p"): frozenset({"c1"})},
         secrets={("ns", "creds"): {"access_key_id": "AK1"}},
     )
-    reconciler = Reconciler(hub, hub, admin=OPEN_POLICY)
+    reconciler = Reconciler(hub, hub, memory_sealer(), admin=OPEN_POLICY)
 
     def reconcile() -> None:
         asyncio.run(reconciler.reconcile(c.KIND_STORAGE_CONNECTION, sc_body()))
@@ -1115,7 +1124,7 @@ def test_the_pause_counts_from_the_status_write_or_from_the_start_without_one() 
 def test_a_status_write_records_when_it_was_sent() -> None:
     hub = FakeHub(placements={("ns", "p"): frozenset({"c1"})})
     platform_ready(hub, "c1")
-    reconciler = Reconciler(hub, hub, admin=OPEN_POLICY)
+    reconciler = Reconciler(hub, hub, memory_sealer(), admin=OPEN_POLICY)
     before = time.monotonic()
     out = asyncio.run(reconciler.reconcile(c.KIND_INFERENCE_SERVICE, isvc_body()))
     assert out.status_written and out.status_sent_at is not None

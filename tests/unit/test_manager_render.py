@@ -16,7 +16,15 @@ from addon_api.hub import (
     MultiClusterServingRuntime,
     StorageConnection,
 )
-from addon_manager import naming, render
+from addon_manager.facts import canonical, naming
+from addon_manager.kinds import (
+    agent_identity,
+    inference_service,
+    model_serving,
+    render,
+    serving_runtime,
+    storage_connection,
+)
 
 
 def _meta(name: str = "x") -> dict[str, Any]:
@@ -87,7 +95,7 @@ def manifest(work: render.RenderedWork) -> dict[str, Any]:
 
 
 def test_inference_service_work() -> None:
-    work = render.render_inference_service(isvc(deploymentMode="ModelMesh"), "cluster1", {})
+    work = inference_service.render(isvc(deploymentMode="ModelMesh"), "cluster1", {})
     assert work.name == naming.work_name(c.KIND_INFERENCE_SERVICE, "team-a", "iris")
     assert work.body["metadata"]["namespace"] == "cluster1"
     labels = work.body["metadata"]["labels"]
@@ -125,10 +133,10 @@ def test_overrides_apply_in_order_to_selected_clusters_only() -> None:
             {"clusterNames": ["cluster3"], "patch": {"targetNamespace": "other"}},
         ]
     )
-    one = manifest(render.render_inference_service(intent, "cluster1", {}))
-    two = manifest(render.render_inference_service(intent, "cluster2", {}))
-    both = manifest(render.render_inference_service(intent, "cluster2", {"env": "prod"}))
-    three = manifest(render.render_inference_service(intent, "cluster3", {}))
+    one = manifest(inference_service.render(intent, "cluster1", {}))
+    two = manifest(inference_service.render(intent, "cluster2", {}))
+    both = manifest(inference_service.render(intent, "cluster2", {"env": "prod"}))
+    three = manifest(inference_service.render(intent, "cluster3", {}))
     assert one["spec"]["predictor"] == {"minReplicas": 1}
     assert two["spec"]["predictor"] == {"minReplicas": 2}
     assert both["spec"]["predictor"] == {"minReplicas": 3, "maxReplicas": 5}
@@ -141,15 +149,15 @@ def test_override_null_removes_a_field() -> None:
             {"clusterNames": ["c"], "patch": {"template": {"predictor": {"minReplicas": None}}}}
         ]
     )
-    assert manifest(render.render_inference_service(intent, "c", {}))["spec"] == {"predictor": {}}
+    assert manifest(inference_service.render(intent, "c", {}))["spec"] == {"predictor": {}}
 
 
 def test_hash_is_stable_and_follows_content() -> None:
-    a = render.render_inference_service(isvc(), "cluster1", {})
-    b = render.render_inference_service(isvc(), "cluster1", {})
-    other = render.render_inference_service(isvc(deploymentMode="ModelMesh"), "cluster1", {})
+    a = inference_service.render(isvc(), "cluster1", {})
+    b = inference_service.render(isvc(), "cluster1", {})
+    other = inference_service.render(isvc(deploymentMode="ModelMesh"), "cluster1", {})
     assert a.render_hash == b.render_hash != other.render_hash
-    assert a.render_hash != render.render_inference_service(isvc(), "cluster2", {}).render_hash
+    assert a.render_hash != inference_service.render(isvc(), "cluster2", {}).render_hash
 
 
 def test_model_serving_work() -> None:
@@ -162,8 +170,8 @@ def test_model_serving_work() -> None:
             }
         ],
     )
-    plain = manifest(render.render_model_serving(intent, "c1", {}))
-    prod = manifest(render.render_model_serving(intent, "c2", {"env": "prod"}))
+    plain = manifest(model_serving.render(intent, "c1", {}))
+    prod = manifest(model_serving.render(intent, "c2", {"env": "prod"}))
     assert plain["kind"] == c.KIND_SERVING_PLATFORM
     assert plain["metadata"]["name"] == naming.SERVING_PLATFORM_NAME
     assert "namespace" not in plain["metadata"]
@@ -176,15 +184,15 @@ def test_model_serving_work() -> None:
 
 
 def test_model_serving_removed_is_carried() -> None:
-    body = manifest(render.render_model_serving(msv(managementState="Removed"), "c1", {}))
+    body = manifest(model_serving.render(msv(managementState="Removed"), "c1", {}))
     assert body["spec"]["managementState"] == "Removed"
 
 
 def test_override_making_spec_invalid_is_a_render_error() -> None:
     intent = msv(overrides=[{"clusterNames": ["c1"], "patch": {"platform": "Nope"}}])
     with pytest.raises(render.RenderError, match=r"c1 is invalid after overrides: spec\.platform"):
-        render.render_model_serving(intent, "c1", {})
-    render.render_model_serving(intent, "c2", {})  # a cluster the override does not select
+        model_serving.render(intent, "c1", {})
+    model_serving.render(intent, "c2", {})  # a cluster the override does not select
 
 
 # Found by tests/reliability/test_bad_input.py: overrides of the other kinds were not validated,
@@ -211,10 +219,10 @@ def test_every_kind_validates_the_spec_after_overrides(
     def work(cluster: str) -> render.RenderedWork:
         if isinstance(intent, StorageConnection):
             key = sealing.public_key_of(sealing.generate_private_key())
-            return render.render_storage_connection(intent, cluster, {}, _inputs(key))
+            return storage_connection.render(intent, cluster, {}, _inputs(key))
         if isinstance(intent, MultiClusterServingRuntime):
-            return render.render_serving_runtime(intent, cluster, {})
-        return render.render_inference_service(intent, cluster, {})
+            return serving_runtime.render(intent, cluster, {})
+        return inference_service.render(intent, cluster, {})
 
     with pytest.raises(render.RenderError, match="invalid after overrides") as err:
         work("c1")
@@ -240,11 +248,11 @@ def test_oversized_template_is_a_render_error_naming_the_field() -> None:
         "supportedModelFormats": [{"name": "sklearn"}],
     })
     with pytest.raises(render.RenderError, match=r"^spec\.template: .* bytes of manifests"):
-        render.render_serving_runtime(big, "c1", {})
+        serving_runtime.render(big, "c1", {})
 
 
 def test_serving_runtime_work() -> None:
-    work = render.render_serving_runtime(mcsr(), "c1", {})
+    work = serving_runtime.render(mcsr(), "c1", {})
     obj = manifest(work)
     assert obj["apiVersion"] == "serving.kserve.io/v1alpha1" and obj["kind"] == "ServingRuntime"
     assert obj["metadata"] == {
@@ -267,22 +275,22 @@ def _inputs(key: str, secret_digest: str = "d1", hash_key: bytes = HASH_KEY) -> 
 def test_storage_connection_hash_covers_inputs_not_ciphertext() -> None:
     key = sealing.public_key_of(sealing.generate_private_key())
     other = sealing.public_key_of(sealing.generate_private_key())
-    a = render.render_storage_connection(sconn(), "c1", {}, _inputs(key))
+    a = storage_connection.render(sconn(), "c1", {}, _inputs(key))
     assert (
         a.render_hash
-        == render.render_storage_connection(sconn(), "c1", {}, _inputs(key)).render_hash
+        == storage_connection.render(sconn(), "c1", {}, _inputs(key)).render_hash
     )
     assert (
         a.render_hash
-        != render.render_storage_connection(sconn(), "c1", {}, _inputs(other)).render_hash
+        != storage_connection.render(sconn(), "c1", {}, _inputs(other)).render_hash
     )
     assert (
         a.render_hash
-        != render.render_storage_connection(sconn(), "c1", {}, _inputs(key, "d2")).render_hash
+        != storage_connection.render(sconn(), "c1", {}, _inputs(key, "d2")).render_hash
     )
     spec = manifest(a)["spec"]
     assert spec["keyId"] == sealing.key_id(key)
-    assert spec["sealed"].startswith(render.SEALED_PLACEHOLDER_PREFIX)
+    assert spec["sealed"].startswith(storage_connection.SEALED_PLACEHOLDER_PREFIX)
     assert spec["entryName"] == "s3" and spec["targetNamespaces"] == ["models"]
     assert manifest(a)["metadata"]["namespace"] == c.AGENT_NAMESPACE
 
@@ -291,9 +299,10 @@ def test_sealed_payload_opens_with_the_agent_key_only() -> None:
     private = sealing.generate_private_key()
     key = sealing.public_key_of(private)
     intent = sconn()
-    work = render.render_storage_connection(intent, "c1", {}, _inputs(key))
+    work = storage_connection.render(intent, "c1", {}, _inputs(key))
     assert work.sealed_spec == intent.spec
-    payload = render.storage_payload(work.sealed_spec, {"AK": "id", "SK": "secret", "OTHER": "x"})
+    payload = storage_connection.storage_payload(
+        work.sealed_spec, {"AK": "id", "SK": "secret", "OTHER": "x"})
     assert payload == {
         "type": "s3",
         "access_key_id": "id",
@@ -304,36 +313,37 @@ def test_sealed_payload_opens_with_the_agent_key_only() -> None:
         "default_bucket": "b",  # ModelMesh's puller this one
     }
     signing = sealing.generate_signing_key()
-    binding = render.binding_of(work)
+    binding = storage_connection.binding_of(work)
     assert binding == sealing.Binding("c1", c.AGENT_NAMESPACE, naming.sealed_name("team-a", "s3"),
                                       ("models",), "s3", "s3")
-    body = render.with_sealed(work, sealing.seal(key, binding, 7, payload, signing))
+    body = storage_connection.with_sealed(work, sealing.seal(key, binding, 7, payload, signing))
     sealed = body["spec"]["workload"]["manifests"][0]["spec"]["sealed"]
     base64.b64decode(sealed, validate=True)
     assert "secret" not in str(body)
     opened = sealing.unseal(private, binding, sealed, (sealing.verify_key_of(signing),))
     assert (opened.payload, opened.sequence) == (payload, 7)
     assert work.body["spec"]["workload"]["manifests"][0]["spec"]["sealed"].startswith(
-        render.SEALED_PLACEHOLDER_PREFIX
+        storage_connection.SEALED_PLACEHOLDER_PREFIX
     )  # the rendered work itself is untouched
 
 
 def test_payload_without_key_mapping_takes_every_secret_key() -> None:
     intent = sconn(secretRef={"name": "creds"})
-    assert render.storage_payload(intent.spec, {"access_key_id": "a"})["access_key_id"] == "a"
+    payload = storage_connection.storage_payload(intent.spec, {"access_key_id": "a"})
+    assert payload["access_key_id"] == "a"
 
 
 def test_changing_a_sealed_setting_reseals() -> None:
     """Endpoint, region and bucket travel only inside the sealed payload: changing one must
     change the work's hash, or the manager would never re-seal."""
     key = sealing.public_key_of(sealing.generate_private_key())
-    before = render.render_storage_connection(sconn(), "c1", {}, _inputs(key))
+    before = storage_connection.render(sconn(), "c1", {}, _inputs(key))
     moved = sconn(s3={"endpoint": "http://minio-2:9000", "region": "eu", "bucket": "b"})
-    after = render.render_storage_connection(moved, "c1", {}, _inputs(key))
+    after = storage_connection.render(moved, "c1", {}, _inputs(key))
     assert after.render_hash != before.render_hash
     assert after.sealed_spec is not None and after.sealed_spec.s3 is not None
     secret = {"AK": "id", "SK": "secret"}
-    assert render.storage_payload(after.sealed_spec, secret)["endpoint_url"] == (
+    assert storage_connection.storage_payload(after.sealed_spec, secret)["endpoint_url"] == (
         "http://minio-2:9000"
     )
 
@@ -353,11 +363,11 @@ def test_override_changes_the_sealed_payload_of_its_cluster_only() -> None:
         ]
     )
     secret = {"AK": "id", "SK": "sk"}
-    one = render.render_storage_connection(intent, "c1", {}, _inputs(key))
-    two = render.render_storage_connection(intent, "c2", {}, _inputs(key))
+    one = storage_connection.render(intent, "c1", {}, _inputs(key))
+    two = storage_connection.render(intent, "c2", {}, _inputs(key))
     assert one.sealed_spec is not None and two.sealed_spec is not None
-    assert render.storage_payload(one.sealed_spec, secret)["bucket"] == "b"
-    assert render.storage_payload(two.sealed_spec, secret) == {
+    assert storage_connection.storage_payload(one.sealed_spec, secret)["bucket"] == "b"
+    assert storage_connection.storage_payload(two.sealed_spec, secret) == {
         "type": "s3",
         "access_key_id": "id",
         "secret_access_key": "sk",
@@ -379,16 +389,16 @@ def test_override_changes_the_sealed_payload_of_its_cluster_only() -> None:
 def test_override_that_breaks_a_storage_connection_names_the_field() -> None:
     key = sealing.public_key_of(sealing.generate_private_key())
     intent = sconn(overrides=[{"clusterNames": ["c2"], "patch": {"s3": {"region": 7}}}])
-    render.render_storage_connection(intent, "c1", {}, _inputs(key))
+    storage_connection.render(intent, "c1", {}, _inputs(key))
     with pytest.raises(
         render.RenderError,
         match=r"c2 is invalid after overrides: spec\.s3\.region: Input should be a valid string$",
     ):
-        render.render_storage_connection(intent, "c2", {}, _inputs(key))
+        storage_connection.render(intent, "c2", {}, _inputs(key))
 
 
 def test_identity_work_is_read_only() -> None:
-    work = render.render_identity("c1")
+    work = agent_identity.render("c1")
     assert work.name == naming.IDENTITY_WORK_NAME
     config = work.body["spec"]["manifestConfigs"][0]
     assert config["updateStrategy"] == {"type": "ReadOnly"}
@@ -398,9 +408,9 @@ def test_identity_work_is_read_only() -> None:
 
 
 def test_identity_and_sealed_objects_go_to_the_given_agent_namespace() -> None:
-    default = render.render_identity("c1")
-    assert default.render_hash == render.render_identity("c1", c.AGENT_NAMESPACE).render_hash
-    custom = render.render_identity("c1", "custom-ns")
+    default = agent_identity.render("c1")
+    assert default.render_hash == agent_identity.render("c1", c.AGENT_NAMESPACE).render_hash
+    custom = agent_identity.render("c1", "custom-ns")
     assert custom.render_hash != default.render_hash  # a moved agent gets its work rewritten
     assert manifest(custom)["metadata"]["namespace"] == "custom-ns"
     config = custom.body["spec"]["manifestConfigs"][0]
@@ -411,14 +421,14 @@ def test_identity_and_sealed_objects_go_to_the_given_agent_namespace() -> None:
     inputs = render.SealInputs(
         key, sealing.key_id(key), sealing.binding_for("custom-ns", name), "d1", HASH_KEY
     )
-    work = render.render_storage_connection(sconn(), "c1", {}, inputs, namespace="custom-ns")
+    work = storage_connection.render(sconn(), "c1", {}, inputs, namespace="custom-ns")
     assert manifest(work)["metadata"]["namespace"] == "custom-ns"
     config = work.body["spec"]["manifestConfigs"][0]
     assert config["resourceIdentifier"]["namespace"] == "custom-ns"
     here = render.SealInputs(
         key, sealing.key_id(key), sealing.binding_for(c.AGENT_NAMESPACE, name), "d1", HASH_KEY
     )
-    assert work.render_hash != render.render_storage_connection(
+    assert work.render_hash != storage_connection.render(
         sconn(), "c1", {}, here
     ).render_hash
 
@@ -440,8 +450,8 @@ def test_render_hash_of_a_sealed_work_is_keyed() -> None:
     """Without the hub's hash key, neither the render-hash nor the placeholder can be computed
     again from a guess of the Secret (its digest is all a reader would need otherwise)."""
     key = sealing.public_key_of(sealing.generate_private_key())
-    a = render.render_storage_connection(sconn(), "c1", {}, _inputs(key))
-    b = render.render_storage_connection(sconn(), "c1", {}, _inputs(key, hash_key=b"another"))
+    a = storage_connection.render(sconn(), "c1", {}, _inputs(key))
+    b = storage_connection.render(sconn(), "c1", {}, _inputs(key, hash_key=b"another"))
     assert a.render_hash != b.render_hash
     assert manifest(a)["spec"]["sealed"] != manifest(b)["spec"]["sealed"]
     # What an outsider computes from the visible body and a guessed Secret digest:
@@ -449,11 +459,11 @@ def test_render_hash_of_a_sealed_work_is_keyed() -> None:
     del unkeyed["metadata"]["annotations"][c.ANNOTATION_RENDER_HASH]
     inputs = _inputs(key)
     unkeyed["spec"]["workload"]["manifests"][0]["spec"]["sealed"] = (
-        render.SEALED_PLACEHOLDER_PREFIX + render.canonical_hash(
+        storage_connection.SEALED_PLACEHOLDER_PREFIX + canonical.canonical_hash(
             [inputs.key_id, inputs.binding, inputs.secret_digest, sconn().spec.to_dict()]))
-    assert render.canonical_hash(unkeyed) != a.render_hash
+    assert canonical.canonical_hash(unkeyed) != a.render_hash
     with pytest.raises(render.RenderError, match="render-hash key"):
-        render.render_storage_connection(sconn(), "c1", {}, _inputs(key, hash_key=b""))
+        storage_connection.render(sconn(), "c1", {}, _inputs(key, hash_key=b""))
 
 
 OVERRIDDEN = [
@@ -467,16 +477,16 @@ CLUSTERS: list[tuple[str, dict[str, str]]] = [
 
 
 @pytest.mark.parametrize("make", [
-    lambda: render.render_inference_service, lambda: render.render_serving_runtime,
-    lambda: render.render_model_serving,
+    lambda: inference_service.render, lambda: serving_runtime.render,
+    lambda: model_serving.render,
 ])
 def test_works_from_a_shared_memo_equal_those_rendered_alone(make: Any) -> None:
     """A plan renders each cluster's work from its overrides' template: the same body and hash
     as a work rendered on its own, for every selection of overrides and any cluster name."""
     fn = make()
-    intent = {render.render_inference_service: isvc, render.render_serving_runtime: mcsr,
-              render.render_model_serving: msv}[fn]
-    overrides = [{**o, "patch": {}} if fn is not render.render_inference_service else o
+    intent = {inference_service.render: isvc, serving_runtime.render: mcsr,
+              model_serving.render: msv}[fn]
+    overrides = [{**o, "patch": {}} if fn is not inference_service.render else o
                  for o in OVERRIDDEN]
     subject = intent(overrides=overrides)
     memo = render.SpecMemo()
@@ -494,8 +504,8 @@ def test_a_spec_holding_the_template_placeholder_is_rendered_alone_and_the_same(
     subject = isvc(template={"predictor": {"minReplicas": 1, "annotations": {
         "x": render._CLUSTER_PLACEHOLDER}}})
     memo = render.SpecMemo()
-    shared = render.render_inference_service(subject, "c1", {}, memo)
-    alone = render.render_inference_service(subject, "c1", {})
+    shared = inference_service.render(subject, "c1", {}, memo)
+    alone = inference_service.render(subject, "c1", {})
     assert memo.works == {(): None}
     assert (shared.body, shared.render_hash) == (alone.body, alone.render_hash)
 
@@ -508,11 +518,11 @@ def test_an_oversized_template_is_a_render_error_from_a_shared_memo_too() -> Non
     memo = render.SpecMemo()
     for cluster in ("c1", "c2"):
         with pytest.raises(render.RenderError, match=f"for {cluster} would carry"):
-            render.render_serving_runtime(big, cluster, {}, memo)
+            serving_runtime.render(big, cluster, {}, memo)
 
 
 def test_an_exposed_model_carries_a_route_to_its_predictor_with_feedback() -> None:
-    work = render.render_inference_service(
+    work = inference_service.render(
         isvc(exposure={"type": "Route", "host": "iris.apps.example.com"}), "c1", {})
     isvc_obj, route = work.body["spec"]["workload"]["manifests"]
     assert isvc_obj["kind"] == "InferenceService"
@@ -530,7 +540,7 @@ def test_an_exposed_model_carries_a_route_to_its_predictor_with_feedback() -> No
     assert config["updateStrategy"]["serverSideApply"]["force"] is False
     paths = {p["name"]: p["path"] for p in config["feedbackRules"][0]["jsonPaths"]}
     assert paths["routeHost"] == ".status.ingress[0].host"
-    plain = render.render_inference_service(isvc(exposure={"tls": "None"}), "c1", {})
+    plain = inference_service.render(isvc(exposure={"tls": "None"}), "c1", {})
     assert "tls" not in plain.body["spec"]["workload"]["manifests"][1]["spec"]
     assert "host" not in plain.body["spec"]["workload"]["manifests"][1]["spec"]
 
@@ -540,13 +550,13 @@ def test_an_override_turns_the_exposure_off_on_some_clusters() -> None:
         {"clusterSelector": {"matchLabels": {"vendor": "Kubernetes"}},
          "patch": {"exposure": {"type": "None"}}}])
     memo = render.SpecMemo()
-    on = render.render_inference_service(subject, "ocp", {"vendor": "OpenShift"}, memo)
-    off = render.render_inference_service(subject, "kind", {"vendor": "Kubernetes"}, memo)
+    on = inference_service.render(subject, "ocp", {"vendor": "OpenShift"}, memo)
+    off = inference_service.render(subject, "kind", {"vendor": "Kubernetes"}, memo)
     assert [m["kind"] for m in on.body["spec"]["workload"]["manifests"]] == [
         "InferenceService", "Route"]
     assert [m["kind"] for m in off.body["spec"]["workload"]["manifests"]] == ["InferenceService"]
     assert len(off.body["spec"]["manifestConfigs"]) == 1
-    without = render.render_inference_service(isvc(), "c1", {})
+    without = inference_service.render(isvc(), "c1", {})
     assert len(without.body["spec"]["workload"]["manifests"]) == 1
 
 
@@ -554,7 +564,7 @@ def test_a_model_work_marks_its_spec_and_reads_back_the_agents_verdict() -> None
     """Issue 30: the InferenceService carries a hash of its spec (KServe copies it onto the
     predictor Deployment it builds, which is how the agent knows KServe built this spec), and
     the work feeds back the agent's data-plane verdict and the generation it is about."""
-    work = render.render_inference_service(isvc(), "c1", {})
+    work = inference_service.render(isvc(), "c1", {})
     (obj,) = work.body["spec"]["workload"]["manifests"]
     digest = obj["metadata"]["annotations"][c.ANNOTATION_SPEC_HASH]
     assert len(digest) == 16
@@ -563,11 +573,11 @@ def test_a_model_work_marks_its_spec_and_reads_back_the_agents_verdict() -> None
     assert paths["dataplane"] == (
         ".metadata.annotations.modelserving\\.opendatahub\\.io/dataplane")
     assert paths["generation"] == ".metadata.generation"
-    changed = render.render_inference_service(isvc(template={
+    changed = inference_service.render(isvc(template={
         "predictor": {"model": {"modelFormat": {"name": "sklearn"},
                                 "storageUri": "s3://models/other"}}}), "c1", {})
     assert manifest(changed)["metadata"]["annotations"][c.ANNOTATION_SPEC_HASH] != digest
-    again = render.render_inference_service(isvc(), "c2", {"other": "label"})
+    again = inference_service.render(isvc(), "c2", {"other": "label"})
     assert manifest(again)["metadata"]["annotations"][c.ANNOTATION_SPEC_HASH] == digest
 
 
@@ -575,12 +585,12 @@ def test_a_model_serving_without_components_sends_no_empty_map() -> None:
     """Server-side apply turns a map emptied by a new work into null, which the
     ServingPlatform schema refuses (found on the testbed: a ModelServing that dropped its
     components never reached its cluster again): empty maps are left out instead."""
-    spec = manifest(render.render_model_serving(msv(devFlags={"images": {}}), "c1", {}))["spec"]
+    spec = manifest(model_serving.render(msv(devFlags={"images": {}}), "c1", {}))["spec"]
     assert "components" not in spec and "devFlags" not in spec
     assert spec["platform"] == "KServe" and spec["source"] == {"namespace": "team-a",
                                                                "name": "kserve"}
-    with_one = manifest(render.render_model_serving(
+    with_one = manifest(model_serving.render(
         msv(components={"kserve-controller-manager": {"replicas": 1}}), "c1", {}))["spec"]
     assert with_one["components"] == {"kserve-controller-manager": {"replicas": 1}}
-    assert render.without_empty_maps({"a": {"b": {}}, "c": [], "d": {"e": 1}}) == {
+    assert model_serving.without_empty_maps({"a": {"b": {}}, "c": [], "d": {"e": 1}}) == {
         "c": [], "d": {"e": 1}}

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from addon_api import constants as c
-from addon_manager import revisions as rv
+from addon_manager.facts import revisions as rv
 
 KIND = "MultiClusterInferenceService"
 KEY = b"k" * 32

@@ -6,8 +6,8 @@ from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
 
 from addon_api.rollout import MetricGate, Rollout, RolloutStatus
-from addon_manager import rollout as ro
-from addon_manager.rollout import KEEP, ClusterState, Decision, Inputs, MetricAnswer
+from addon_manager.engine import rollout as ro
+from addon_manager.engine.rollout import KEEP, ClusterState, Decision, Inputs, MetricAnswer
 
 T0 = datetime(2026, 12, 1, 10, 0, tzinfo=UTC)
 NAMES = ("c1", "c2", "c3", "c4")

@@ -7,15 +7,14 @@ import base64
 
 from kubernetes import client
 
-from addon_manager.secrets import (
+from addon_manager.facts.secrets import (
     PENDING,
     READABLE,
-    SecretWatches,
-    _Namespace,
     decode_value,
     forbidden_detail,
     parse_secret,
 )
+from addon_manager.shell.secrets import SecretWatches, _Namespace
 
 
 def _b64(text: str) -> str:

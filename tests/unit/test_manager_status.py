@@ -10,10 +10,19 @@ import yaml
 
 from addon_api import constants as c
 from addon_api.common import ClusterStatus
-from addon_manager import conflicts, ordering, placement
-from addon_manager import status as st
-from addon_manager.facts import ClusterFact, WorkFact, parse_cluster, parse_work
-from addon_manager.render import owner_labels
+from addon_manager.engine import status as st
+from addon_manager.facts import conflicts, placement
+from addon_manager.facts.records import ClusterFact, WorkFact, parse_cluster
+from addon_manager.facts.sealing import AgentKey
+from addon_manager.kinds import (
+    agent_identity,
+    base,
+    inference_service,
+    model_serving,
+    storage_connection,
+)
+from addon_manager.kinds.registry import parse as parse_work
+from addon_manager.kinds.render import owner_labels
 
 NOW = datetime(2026, 1, 1, tzinfo=UTC)
 
@@ -98,22 +107,24 @@ def test_oldest_model_serving_wins_each_cluster() -> None:
 def test_gates() -> None:
     sp_ok = fact("c1", c.KIND_MODEL_SERVING, phase="Available")
     sp_installing = fact("c1", c.KIND_MODEL_SERVING, phase="Installing")
-    assert ordering.waits_for_runtime([sp_ok]) == []
-    assert [w.reason for w in ordering.waits_for_runtime([sp_installing])] == [
-        ordering.WAITING_FOR_PLATFORM
+    assert model_serving.platform_waits([sp_ok]) == []
+    assert [w.reason for w in model_serving.platform_waits([sp_installing])] == [
+        model_serving.WAITING_FOR_PLATFORM
     ]
-    assert [w.reason for w in ordering.waits_for_runtime([])] == [ordering.WAITING_FOR_PLATFORM]
+    assert [w.reason for w in model_serving.platform_waits([])] == [
+        model_serving.WAITING_FOR_PLATFORM]
     delivered = fact("c1", c.KIND_STORAGE_CONNECTION, phase="Delivered")
-    waits = ordering.waits_for_inference_service([sp_ok], ["a", "b"], {"a": delivered, "b": None})
+    waits = inference_service.waits([sp_ok], ["a", "b"], {"a": delivered, "b": None})
     assert [(w.reason, w.what) for w in waits] == [
-        (ordering.WAITING_FOR_STORAGE, "StorageConnection b delivered")
+        (storage_connection.WAITING_FOR_STORAGE, "StorageConnection b delivered")
     ]
-    assert ordering.agent_key(None) is None
-    assert ordering.agent_key(fact("c1", "AgentIdentity")) is None
-    key = ordering.agent_key(fact("c1", "AgentIdentity", publicKey="k", keyId="i"))
-    assert key == ordering.AgentKey("k", "i")
-    assert [w.reason for w in ordering.waits_for_storage(None)] == [ordering.WAITING_FOR_AGENT_KEY]
-    assert ordering.waits_for_storage(key) == []
+    assert agent_identity.published_key(None) is None
+    assert agent_identity.published_key(fact("c1", "AgentIdentity")) is None
+    key = agent_identity.published_key(fact("c1", "AgentIdentity", publicKey="k", keyId="i"))
+    assert key == AgentKey("k", "i")
+    assert [w.reason for w in agent_identity.key_waits(None)] == [
+        agent_identity.WAITING_FOR_AGENT_KEY]
+    assert agent_identity.key_waits(key) == []
 
 
 def test_cluster_status_per_kind() -> None:
@@ -149,7 +160,7 @@ def test_cluster_status_per_kind() -> None:
     waiting, cat = st.cluster_status(
         isvc,
         st.ClusterInput(
-            "c1", waits=[ordering.Wait(ordering.WAITING_FOR_PLATFORM, "ServingPlatform Available")]
+            "c1", waits=[base.Wait(model_serving.WAITING_FOR_PLATFORM, "ServingPlatform Available")]
         ),
     )
     assert cat == "progressing" and waiting.phase == "Waiting"
@@ -550,9 +561,9 @@ def test_a_model_serving_being_removed_or_deleted_is_never_ready() -> None:
 
 def test_platform_going_makes_models_and_runtimes_not_ready() -> None:
     sp = fact("a", c.KIND_MODEL_SERVING, phase="Available")
-    assert ordering.platform_going([sp]) == ""
-    going = ordering.platform_going([fact("a", c.KIND_MODEL_SERVING, phase="RemovalBlocked",
-                                          message="InferenceServices not created ...")])
+    assert model_serving.platform_going([sp]) == ""
+    going = model_serving.platform_going([fact("a", c.KIND_MODEL_SERVING, phase="RemovalBlocked",
+                                               message="InferenceServices not created ...")])
     assert "reports RemovalBlocked: InferenceServices" in going
     for kind, work in ((c.KIND_INFERENCE_SERVICE, fact("a", ready="True")),
                        (c.KIND_SERVING_RUNTIME, fact("a", c.KIND_SERVING_RUNTIME))):
@@ -616,7 +627,7 @@ def test_status_written_from_the_enums_is_plain_json_strings() -> None:
         (isvc, st.ClusterInput("a", fact("a", ready="True"), platform_going=going)),
         (isvc, st.ClusterInput("cluster1", _stale_fact(ready="True"))),
         (isvc, st.ClusterInput("c", conflict_with="ModelServing ns/old")),
-        (isvc, st.ClusterInput("d", waits=ordering.waits_for_runtime([]))),
+        (isvc, st.ClusterInput("d", waits=model_serving.platform_waits([]))),
         (isvc, st.ClusterInput("e", error="boom")),
         (msv, st.ClusterInput("f", fact("f", msv, phase="Degraded", message="m"))),
         (isvc, st.ClusterInput("g", fact("g", ready="True"))),
@@ -665,7 +676,7 @@ def test_a_status_patch_nulls_what_the_rollout_no_longer_has() -> None:
 
 
 def test_a_stack_is_ready_only_once_the_agent_reported_on_the_latest_spec() -> None:
-    from addon_manager.reports import platform_report
+    from addon_manager.kinds.model_serving import report as platform_report
 
     kind = c.KIND_MODEL_SERVING
     # the work agent applied generation 3 (spec.version changed); the agent's status is

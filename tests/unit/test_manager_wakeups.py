@@ -7,10 +7,12 @@ from typing import Any
 
 from addon_api import constants as c
 from addon_api import tenancy
-from addon_manager import handlers, naming
-from addon_manager.facts import WorkFact
-from addon_manager.reconcile import Reconciler
+from addon_manager.facts import naming
+from addon_manager.facts.records import WorkFact
+from addon_manager.shell import handlers
+from addon_manager.shell.reconcile import Reconciler
 from testbed.support.fake_hub import FakeHub
+from testbed.support.sealing import memory_sealer
 
 INTENTS = {
     c.KIND_MODEL_SERVING: [("team-a", "kserve")],
@@ -27,7 +29,7 @@ def _state() -> handlers.ManagerState:
         indexes[f"{plural}_index"] = {("all",): [(ns, name, "", "p", "") for ns, name in keys]}
     state = handlers.ManagerState()
     hub = FakeHub()
-    state.reconciler = Reconciler(handlers.IndexWorld(indexes, state), hub)
+    state.reconciler = Reconciler(handlers.IndexWorld(indexes, state), hub, memory_sealer())
     return state
 
 

@@ -13,9 +13,11 @@ import pytest
 from aiohttp import web
 
 from addon_api import constants as c
-from addon_manager import kinds, workwatch
-from addon_manager.facts import WorkFact, parse_work
-from addon_manager.workwatch import Backoff, Gone, Page, WorkInformer, WorkStore, diff
+from addon_manager.facts.records import WorkFact
+from addon_manager.kinds import registry
+from addon_manager.kinds.registry import parse as parse_work
+from addon_manager.shell import informers
+from addon_manager.shell.informers import Backoff, Gone, Page, WorkInformer, WorkStore, diff
 
 MS, ISVC = c.KIND_MODEL_SERVING, c.KIND_INFERENCE_SERVICE
 
@@ -121,7 +123,7 @@ def test_replace_all_makes_the_store_match_the_list() -> None:
     store = WorkStore()
     for name in ("a", "b", "c"):
         store.put(fact("c1", name))
-    listed = workwatch.facts_by_key([fact("c1", "a"), fact("c1", "b", available="False"),
+    listed = informers.facts_by_key([fact("c1", "a"), fact("c1", "b", available="False"),
                                      fact("c2", "d")])
     changes = store.replace_all(listed)
     assert {(o.name if o else None, n.name if n else None) for o, n in changes} == {
@@ -146,7 +148,7 @@ def test_replace_all_keeps_what_the_store_saw_after_the_lists_version() -> None:
     store.put(fact("c1", "prefetched", rv=150, available="False"))
     store.put(fact("c1", "created-after-the-list", rv=160))
     store.put(fact("c1", "deleted-before-the-list", rv=90))
-    listed = workwatch.facts_by_key([fact("c1", "prefetched", rv=80), fact("c2", "new", rv=70)])
+    listed = informers.facts_by_key([fact("c1", "prefetched", rv=80), fact("c2", "new", rv=70)])
     changes = store.replace_all(listed, 100)
     assert {(o.name if o else None, n.name if n else None) for o, n in changes} == {
         (None, "new"), ("deleted-before-the-list", None)}
@@ -157,17 +159,17 @@ def test_replace_all_keeps_what_the_store_saw_after_the_lists_version() -> None:
 
 
 def test_what_a_plan_reads_is_its_own_works_and_the_kinds_it_depends_on() -> None:
-    assert kinds.works_read(ISVC) == {MS, c.KIND_STORAGE_CONNECTION, kinds.ACCESS}
-    assert kinds.IDENTITY in kinds.works_read(c.KIND_STORAGE_CONNECTION)
-    assert workwatch.prefetch_selectors((ISVC, "team", "iris"), kinds.works_read(ISVC)) == [
-        f"{workwatch.SELECTOR},{c.LABEL_INTENT_KIND}={ISVC},{c.LABEL_INTENT_NAMESPACE}=team,"
+    assert registry.works_read(ISVC) == {MS, c.KIND_STORAGE_CONNECTION, registry.ACCESS}
+    assert registry.IDENTITY in registry.works_read(c.KIND_STORAGE_CONNECTION)
+    assert informers.prefetch_selectors((ISVC, "team", "iris"), registry.works_read(ISVC)) == [
+        f"{informers.SELECTOR},{c.LABEL_INTENT_KIND}={ISVC},{c.LABEL_INTENT_NAMESPACE}=team,"
         f"{c.LABEL_INTENT_NAME}=iris",
-        f"{workwatch.SELECTOR},{c.LABEL_INTENT_KIND} in "
-        f"({','.join(sorted(kinds.works_read(ISVC)))})",
+        f"{informers.SELECTOR},{c.LABEL_INTENT_KIND} in "
+        f"({','.join(sorted(registry.works_read(ISVC)))})",
     ]
     # A stack's plan reads every work that holds a stack, its own kind included: no gain.
-    assert MS in kinds.works_read(MS) and ISVC in kinds.works_read(MS)
-    assert workwatch.prefetch_selectors((MS, "team", "stack"), kinds.works_read(MS)) == []
+    assert MS in registry.works_read(MS) and ISVC in registry.works_read(MS)
+    assert informers.prefetch_selectors((MS, "team", "stack"), registry.works_read(MS)) == []
 
 
 # The informer on a fake source -------------------------------------------------------------
@@ -371,7 +373,7 @@ def test_errors_back_off_and_resume_from_the_last_version_without_relisting() ->
     src.add(work("c1", "a"))
     src.scripts = [
         [bookmark(130), ConnectionResetError("reset")],
-        [workwatch.ApiError(403, "forbidden")],
+        [informers.ApiError(403, "forbidden")],
         [OSError("refused")],
         [event("MODIFIED", work("c1", "a", rv=140, available="False"))],
     ]
@@ -443,7 +445,7 @@ def test_hub_source_pages_watches_long_lines_and_maps_410() -> None:
 
     async def main() -> None:
         app = web.Application()
-        app.router.add_get(workwatch.WORKS_PATH, handler)
+        app.router.add_get(informers.WORKS_PATH, handler)
         runner = web.AppRunner(app)
         await runner.setup()
         site = web.TCPSite(runner, "127.0.0.1", 0)
@@ -455,7 +457,7 @@ def test_hub_source_pages_watches_long_lines_and_maps_410() -> None:
         cfg.host = f"http://127.0.0.1:{port}"
         cfg.api_key = {"authorization": "t0k"}
         cfg.api_key_prefix = {"authorization": "Bearer"}
-        source = workwatch.HubSource(cfg)
+        source = informers.HubSource(cfg)
         try:
             first = await source.list_page("", 1)
             second = await source.list_page(first.cont, 1)
@@ -470,7 +472,7 @@ def test_hub_source_pages_watches_long_lines_and_maps_410() -> None:
         finally:
             await source.close()
             await runner.cleanup()
-        assert {r["labelSelector"] for r in requests} == {workwatch.SELECTOR}
+        assert {r["labelSelector"] for r in requests} == {informers.SELECTOR}
         assert {r["auth"] for r in requests} == {"Bearer t0k"}
         assert requests[2]["allowWatchBookmarks"] == "true"
         assert requests[2]["timeoutSeconds"] == "30"
@@ -529,7 +531,7 @@ def test_prefetch_lists_what_one_intent_reads_while_the_full_list_is_still_runni
             await asyncio.sleep(0)
         # The hub moves on after the full list's snapshot: the prefetch sees the newer work.
         src.add(work("c1", "isvc-iris", rv=120, available="False"))
-        selectors = workwatch.prefetch_selectors((ISVC, "team", "iris"), kinds.works_read(ISVC))
+        selectors = informers.prefetch_selectors((ISVC, "team", "iris"), registry.works_read(ISVC))
         assert await inf.prefetch(selectors) == 4
         assert not inf.synced.is_set()
         assert {(w.cluster, w.name) for w in inf.store} == {
@@ -553,7 +555,7 @@ def test_prefetch_lists_what_one_intent_reads_while_the_full_list_is_still_runni
 
 
 def test_a_changed_intent_plans_from_a_prefetch_and_the_others_wait_for_the_full_list() -> None:
-    from addon_manager.handlers import ManagerState
+    from addon_manager.shell.handlers import ManagerState
 
     changed, unchanged = (ISVC, "team", "iris"), (ISVC, "team", "other")
     src = FakeSource()
@@ -607,7 +609,7 @@ def test_the_full_list_waits_between_its_pages_while_a_prefetch_runs() -> None:
 
     async def main() -> None:
         inf = WorkInformer(src, page_size=2)
-        prefetch = asyncio.create_task(inf.prefetch([workwatch.SELECTOR]))
+        prefetch = asyncio.create_task(inf.prefetch([informers.SELECTOR]))
         await asyncio.sleep(0)
         task = asyncio.create_task(inf.run())
         for _ in range(20):

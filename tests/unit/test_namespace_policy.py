@@ -23,11 +23,14 @@ from addon_agent.pure import tenancy as agent_tenancy
 from addon_agent.shell.sealed import SealedConnections
 from addon_api import constants as c
 from addon_api import tenancy
-from addon_manager import main, naming, policy
-from addon_manager import tenancy as mt
-from addon_manager.facts import WorkFact
-from addon_manager.reconcile import Reconciler
+from addon_manager.engine import policy
+from addon_manager.facts import canonical, naming
+from addon_manager.facts.records import WorkFact
+from addon_manager.kinds import tenant_access as mt
+from addon_manager.shell import main
+from addon_manager.shell.reconcile import Reconciler
 from testbed.support.fake_hub import FakeHub
+from testbed.support.sealing import memory_sealer
 from tests.unit.test_agent_namespace import FakeKube
 from tests.unit.test_manager_reconcile import msv_body, platform_ready
 
@@ -125,7 +128,8 @@ def test_out_of_policy_target_is_refused_naming_field_and_namespace(
 ) -> None:
     hub = FakeHub(placements={("team-a", "p"): frozenset({"c1", "c2"})})
     platform_ready(hub, "c1", "c2")
-    out = asyncio.run(Reconciler(hub, hub).reconcile(kind, _body(kind, "team-a", **spec)))
+    out = asyncio.run(Reconciler(hub, hub, memory_sealer()).reconcile(
+                                 kind, _body(kind, "team-a", **spec)))
     assert out.applied == 0 and [w for w in hub.writes if w[0] == "apply"] == []
     status = hub.statuses["x"]
     ready = next(x for x in status["conditions"] if x["type"] == c.CONDITION_READY)
@@ -138,7 +142,8 @@ def test_in_policy_targets_are_sent() -> None:
     platform_ready(hub, "c1")
     body = _body(c.KIND_MODEL_SERVING, "team-a", platform="KServe",
                  servingNamespaces=["team-a", "models"])
-    asyncio.run(Reconciler(hub, hub, admin=TEAM_A).reconcile(c.KIND_MODEL_SERVING, body))
+    asyncio.run(Reconciler(hub, hub, memory_sealer(),
+                           admin=TEAM_A).reconcile(c.KIND_MODEL_SERVING, body))
     assert set(hub.works_of(c.KIND_MODEL_SERVING, "team-a", "x")) == {"c1"}
 
 
@@ -148,7 +153,8 @@ def test_a_clusters_own_agent_namespace_is_denied_on_that_cluster() -> None:
                   agent_namespaces={"c2": "ml-agent"})
     admin = policy.Policy(namespaces=tenancy.parse("team-a=*"))
     body = _body(c.KIND_MODEL_SERVING, "team-a", platform="KServe", servingNamespaces=["ml-agent"])
-    asyncio.run(Reconciler(hub, hub, admin=admin).reconcile(c.KIND_MODEL_SERVING, body))
+    asyncio.run(Reconciler(hub, hub, memory_sealer(),
+                           admin=admin).reconcile(c.KIND_MODEL_SERVING, body))
     assert set(hub.works_of(c.KIND_MODEL_SERVING, "team-a", "x")) == {"c1"}
     entry = next(e for e in hub.statuses["x"]["clusters"] if e["cluster"] == "c2")
     assert entry["reason"] == "NamespaceNotAllowed"
@@ -160,9 +166,11 @@ def test_deleting_a_refused_intent_still_removes_its_works() -> None:
     platform_ready(hub, "c1")
     body = _body(c.KIND_SERVING_RUNTIME, "team-a", targetNamespace="models", template=RUNTIME)
     open_admin = policy.Policy(namespaces=tenancy.parse("*=*"))
-    asyncio.run(Reconciler(hub, hub, admin=open_admin).reconcile(c.KIND_SERVING_RUNTIME, body))
+    asyncio.run(Reconciler(hub, hub, memory_sealer(),
+                           admin=open_admin).reconcile(c.KIND_SERVING_RUNTIME, body))
     assert hub.works_of(c.KIND_SERVING_RUNTIME, "team-a", "x")
-    asyncio.run(Reconciler(hub, hub).cleanup(c.KIND_SERVING_RUNTIME, "team-a", "x"))
+    asyncio.run(Reconciler(hub, hub, memory_sealer()).cleanup(
+                           c.KIND_SERVING_RUNTIME, "team-a", "x"))
     assert not hub.works_of(c.KIND_SERVING_RUNTIME, "team-a", "x")
 
 
@@ -187,7 +195,7 @@ def _runtime_for_team_a() -> tuple[FakeHub, dict[str, Any], Reconciler, str]:
     hub = FakeHub(placements={("team-a", "p"): frozenset({"c1"})})
     platform_ready(hub, "c1")
     body = _body(c.KIND_SERVING_RUNTIME, "team-a", targetNamespace="models", template=RUNTIME)
-    reconciler = Reconciler(hub, hub, admin=TEAM_A)
+    reconciler = Reconciler(hub, hub, memory_sealer(), admin=TEAM_A)
     asyncio.run(reconciler.reconcile(c.KIND_SERVING_RUNTIME, body))
     return hub, body, reconciler, mt.access_work_name("team-a")
 
@@ -250,7 +258,7 @@ def test_a_failed_grant_is_retried_at_once_then_at_most_every_interval(
     hub.writes.clear()
 
     clock = [1000.0]
-    monkeypatch.setattr("addon_manager.reconcile.time.monotonic", lambda: clock[0])
+    monkeypatch.setattr("addon_manager.shell.reconcile.time.monotonic", lambda: clock[0])
     outcome = asyncio.run(reconciler.reconcile(c.KIND_SERVING_RUNTIME, body))
     assert applies(hub) == [("apply", f"c1/{access}")]
     labels = hub.bodies[("c1", access)]["metadata"]["labels"]
@@ -289,7 +297,8 @@ def test_a_tenant_allowed_anywhere_has_no_executor() -> None:
     platform_ready(hub, "c1")
     body = _body(c.KIND_SERVING_RUNTIME, "team-a", targetNamespace="models", template=RUNTIME)
     admin = policy.Policy(namespaces=tenancy.parse("*=*"))
-    asyncio.run(Reconciler(hub, hub, admin=admin).reconcile(c.KIND_SERVING_RUNTIME, body))
+    asyncio.run(Reconciler(hub, hub, memory_sealer(),
+                           admin=admin).reconcile(c.KIND_SERVING_RUNTIME, body))
     (key,) = [k for k in hub.bodies]
     assert "executor" not in hub.bodies[key]["spec"]
 
@@ -297,7 +306,7 @@ def test_a_tenant_allowed_anywhere_has_no_executor() -> None:
 def test_identity_goes_with_the_tenants_last_work_on_a_cluster() -> None:
     hub = FakeHub(placements={("team-a", "p"): frozenset({"c1"})})
     platform_ready(hub, "c1")
-    reconciler = Reconciler(hub, hub, admin=TEAM_A)
+    reconciler = Reconciler(hub, hub, memory_sealer(), admin=TEAM_A)
     access = mt.access_work_name("team-a")
     bodies = [_body(c.KIND_SERVING_RUNTIME, "team-a", targetNamespace="models", template=RUNTIME)
               for _ in range(2)]
@@ -316,7 +325,8 @@ def test_identity_goes_with_the_tenants_last_work_on_a_cluster() -> None:
 def test_model_serving_works_have_no_executor() -> None:
     """The stack is the platform's: applied as the work agent itself, never a tenant."""
     hub = FakeHub(placements={("ns", "p"): frozenset({"c1"})})
-    asyncio.run(Reconciler(hub, hub).reconcile(c.KIND_MODEL_SERVING, msv_body("k", "2026-01-01")))
+    asyncio.run(Reconciler(hub, hub, memory_sealer()).reconcile(
+                           c.KIND_MODEL_SERVING, msv_body("k", "2026-01-01")))
     assert all("executor" not in b["spec"] for b in hub.bodies.values()) and hub.bodies
 
 
@@ -393,22 +403,22 @@ def test_agent_refuses_a_sealed_connection_into_another_tenants_namespace(
 
 def test_a_sealed_work_keeps_its_keyed_render_hash_under_an_executor() -> None:
     """The executor is hashed in, and a work carrying sealed data stays HMAC-keyed."""
-    from addon_manager import render
+    from addon_manager.kinds import render
 
     key = b"k" * 32
     inputs = render.SealInputs(public_key="p", key_id="k", binding="b", secret_digest="",
                                hash_key=key)
-    work = render._work(c.KIND_STORAGE_CONNECTION, "team-a", "s3", "c1", [], [],
+    work = render.manifest_work(c.KIND_STORAGE_CONNECTION, "team-a", "s3", "c1", [], [],
                         seal_inputs=inputs, hash_key=key)
     gated = mt.with_executor(work, c.AGENT_NAMESPACE, "model-serving-tenant-team-a")
     body = {**gated.body, "metadata": {**gated.body["metadata"], "annotations": {}}}
     assert gated.render_hash != work.render_hash
-    assert gated.render_hash == render.keyed_canonical_hash(key, body)
-    assert gated.render_hash != render.canonical_hash(body)
+    assert gated.render_hash == canonical.keyed_canonical_hash(key, body)
+    assert gated.render_hash != canonical.canonical_hash(body)
 
 
 def test_an_access_work_reports_where_its_rolebindings_are_applied() -> None:
-    from addon_manager.facts import parse_work
+    from addon_manager.kinds.registry import parse as parse_work
 
     def manifest(kind: str, ns: str, applied: str) -> dict[str, Any]:
         return {"resourceMeta": {"kind": kind, "namespace": ns, "name": "model-serving-tenant-a"},

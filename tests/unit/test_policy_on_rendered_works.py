@@ -31,9 +31,11 @@ from addon_api.hub import (
     StorageConnection,
 )
 from addon_api.spoke import SealedStorageConnection, ServingPlatform
-from addon_manager import naming, policy
-from addon_manager.reconcile import Reconciler
+from addon_manager.engine import policy
+from addon_manager.facts import naming
+from addon_manager.shell.reconcile import Reconciler
 from testbed.support.fake_hub import FakeHub
+from testbed.support.sealing import memory_sealer
 from tests.unit.test_manager_reconcile import platform_ready
 from tests.unit.test_namespace_policy import RUNTIME, _body
 
@@ -131,7 +133,7 @@ ISVC = {"predictor": {"model": {"modelFormat": {"name": "sklearn"},
 
 def _reconcile(hub: FakeHub, kind: str, body: dict[str, Any],
                admin: policy.Policy | None = None) -> Any:
-    return asyncio.run(Reconciler(hub, hub, admin=admin).reconcile(kind, body))
+    return asyncio.run(Reconciler(hub, hub, memory_sealer(), admin=admin).reconcile(kind, body))
 
 
 def _entries(hub: FakeHub) -> dict[str, dict[str, Any]]:
@@ -368,7 +370,7 @@ def test_a_model_in_the_kserve_namespace_is_refused_on_the_rendered_work() -> No
 
 
 def test_the_managers_flags_set_the_lists() -> None:
-    from addon_manager import main
+    from addon_manager.shell import main
 
     got = main.policy_from_args(main.parse_args([
         "--denied-namespaces=payments, vault", "--pod-service-accounts=reader",
@@ -425,7 +427,7 @@ def test_free_promql_from_a_tenant_is_refused_naming_the_field() -> None:
 
 def test_a_metric_gate_selects_only_the_intents_own_series() -> None:
     from addon_api.hub import MultiClusterInferenceService as Mcis
-    from addon_manager.metricgate import query_for
+    from addon_manager.shell.metricgate import query_for
 
     body = _body(c.KIND_INFERENCE_SERVICE, "team-a", targetNamespace="team-a", template=ISVC,
                  rollout={**ROLLOUT, "metricGate": {
@@ -445,10 +447,11 @@ def test_the_plan_hands_the_scoped_gate_to_the_query() -> None:
     platform_ready(hub, "c1")
     body = _body(c.KIND_INFERENCE_SERVICE, "team-a", targetNamespace="team-a", template=ISVC,
                  rollout={**ROLLOUT, "metricGate": {"metric": "up", "minValue": 1}})
-    from addon_manager.kinds import spec_of
-    from addon_manager.plan import plan
+    from addon_manager.engine.plan import plan
+    from addon_manager.kinds.registry import spec_of
 
-    out = plan(spec_of(c.KIND_INFERENCE_SERVICE), body, Reconciler(hub, hub).snapshot())
+    snap = Reconciler(hub, hub, memory_sealer()).snapshot()
+    out = plan(spec_of(c.KIND_INFERENCE_SERVICE), body, snap)
     assert out.rollout is not None and out.rollout.metric_gate is not None
     assert 'namespace=~"team-a",pod=~"x-predictor-.*"' in str(out.rollout.metric_gate.query)
 
@@ -495,7 +498,7 @@ def _two_tenants_connect(shared: frozenset[str] = frozenset()) -> FakeHub:
     platform_ready(hub, "c1")
     key = sealing.public_key_of(sealing.generate_private_key())
     sc = {"type": "uri", "uri": {"uri": "https://example.com/m"}, "targetNamespaces": ["shared"]}
-    rec = Reconciler(hub, hub, admin=admin)
+    rec = Reconciler(hub, hub, memory_sealer(), admin=admin)
     for ns in ("team-a", "team-b"):
         body = _body(c.KIND_STORAGE_CONNECTION, ns, **sc)
         body["metadata"]["name"] = f"x-{ns}"

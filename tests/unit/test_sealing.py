@@ -11,8 +11,10 @@ import pytest
 from addon_agent.io import identity, ledger
 from addon_api import sealing
 from addon_api.hashing import keyed_hash, short_hash
-from addon_manager import pinning, sealkeys
-from addon_manager.ordering import AgentKey
+from addon_manager.facts.sealing import AgentKey
+from addon_manager.kinds import pinning
+from addon_manager.shell import sealkeys
+from testbed.support.sealing import MemoryStore
 
 ENTRY = {"type": "s3", "access_key_id": "AKIA-demo", "secret_access_key": "s3cr3t-demo"}
 BINDING = sealing.Binding("cluster1", "agent-ns", "team-a.s3", ("models", "other"), "s3", "s3")
@@ -165,7 +167,7 @@ def test_rotation_reseals_to_the_next_key_only_once_approved() -> None:
 def test_sealer_pins_and_sequences() -> None:
     import asyncio
 
-    store = sealkeys.MemoryStore()
+    store = MemoryStore()
     sealer = sealkeys.Sealer(sealkeys.SealingKeys.generate(), store, "mgr", block=3)
     a = _key()
     sealer.pin("c1", a)

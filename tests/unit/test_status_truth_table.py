@@ -5,9 +5,9 @@ StorageConnection ``s3`` and the MultiClusterInferenceService ``iris`` that read
 it. Each row starts from that fleet healthy, then puts c1 in one situation: the spoke's
 objects get the status the agent (``addon_agent.pure.status``, ``addon_agent.pure.removal``,
 ``addon_agent.io.delivery``) or KServe would write, the work agent feeds it back through the
-rules the manager renders (``addon_manager.render``) or reports a refused apply the way OCM
-does, and ``addon_manager.facts.parse_work`` reads the ManifestWork. The real
-:class:`~addon_manager.reconcile.Reconciler` then reconciles the three intents, and each
+rules the manager renders (``addon_manager.kinds.render``) or reports a refused apply the way
+OCM does, and ``addon_manager.facts.records.parse_work`` reads the ManifestWork. The real
+:class:`~addon_manager.shell.reconcile.Reconciler` then reconciles the three intents, and each
 intent's entry for c1 (phase, reason, ready, a message fragment) and its own phase and Ready
 condition are compared with the row.
 
@@ -45,10 +45,11 @@ from addon_agent.pure import status as agent_status
 from addon_api import constants as c
 from addon_api import sealing
 from addon_api.reasons import SealedReason
-from addon_manager import naming
-from addon_manager.facts import parse_work
-from addon_manager.reconcile import Reconciler
+from addon_manager.facts import naming
+from addon_manager.kinds.registry import parse as parse_work
+from addon_manager.shell.reconcile import Reconciler
 from testbed.support.fake_hub import OPEN_POLICY, FakeHub
+from testbed.support.sealing import memory_sealer
 
 MSV, SC, MCIS = c.KIND_MODEL_SERVING, c.KIND_STORAGE_CONNECTION, c.KIND_INFERENCE_SERVICE
 CONTROLLER = "kserve-controller-manager"
@@ -187,7 +188,8 @@ class Fleet:
         name = body["metadata"]["name"]
         if name in self.hub.statuses:
             body["status"] = self.hub.statuses[name]
-        asyncio.run(Reconciler(self.hub, self.hub, admin=OPEN_POLICY).reconcile(kind, body))
+        asyncio.run(Reconciler(self.hub, self.hub, memory_sealer(),
+                               admin=OPEN_POLICY).reconcile(kind, body))
 
     def key(self, kind: str) -> tuple[str, str]:
         """The (cluster, name) of the intent's work on c1."""
