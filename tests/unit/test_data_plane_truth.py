@@ -2,7 +2,7 @@
 
 The agent's verdict on a predictor's Deployment and pods (:mod:`addon_agent.pure.dataplane`),
 and the hub's judgement of a model work's feedback
-(:func:`addon_manager.kinds.reports.inference_service_report`): a Ready KServe has not re-earned
+(:func:`addon_manager.kinds.inference_service.report`): a Ready KServe has not re-earned
 for the current spec never counts, a refused spec names KServe's error, and a failed
 download, a crash-looping server and missing replicas are named.
 """
