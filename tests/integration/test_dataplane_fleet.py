@@ -103,6 +103,22 @@ def routed(bed: Testbed, cluster: str, replicas: int) -> list[str]:
                       and list(bed.ingresses[cluster].routes()[host]), timeout=30, interval=0.2)
 
 
+def upload(bed: Testbed, directory: Path, prefix: str) -> None:
+    """Put a local model directory into the fleet's bucket under ``prefix``, through the S3
+    API (KServe's storage code downloads every key that starts with a model's path)."""
+    import subprocess
+
+    from testbed.dataplane import envs
+    from testbed.dataplane.s3 import BUCKET
+
+    assert bed.s3 is not None
+    subprocess.run([str(envs.KSERVE_ENV.python), str(envs.ENTRYPOINTS / "s3_seed.py"),
+                    bed.s3.endpoint, BUCKET, f"{directory}={prefix}"],
+                   env={"AWS_ACCESS_KEY_ID": bed.s3.access_key,
+                        "AWS_SECRET_ACCESS_KEY": bed.s3.secret_key,
+                        "PATH": "/usr/bin:/bin"}, check=True, timeout=120)
+
+
 class TestServedOnTheFleet:
     """One fleet, the model on both clusters, steps in order."""
 
@@ -344,22 +360,12 @@ class TestServedOnTheFleet:
         loading it, the testbed restarts it with back-off as a kubelet does, and the hub names
         it ``ModelNotLoaded`` with the server's own last words (KServe says ModelLoadFailed,
         as for a failed download); the first model is untouched."""
-        import subprocess
-
-        from testbed.dataplane import envs
-        from testbed.dataplane.s3 import BUCKET
-
         bed, step = fleet
-        assert bed.s3 is not None
         broken = "sklearn-iris-broken"
         garbage = tmp_path / "garbage"
         garbage.mkdir()
         (garbage / "model.joblib").write_bytes(b"this is not a model\n")
-        subprocess.run([str(envs.KSERVE_ENV.python), str(envs.ENTRYPOINTS / "s3_seed.py"),
-                        bed.s3.endpoint, BUCKET, f"{garbage}=broken/iris"],
-                       env={"AWS_ACCESS_KEY_ID": bed.s3.access_key,
-                            "AWS_SECRET_ACCESS_KEY": bed.s3.secret_key,
-                            "PATH": "/usr/bin:/bin"}, check=True, timeout=120)
+        upload(bed, garbage, "broken/iris")
         isvc = demo.served_inference_service(broken)
         isvc["spec"].pop("overrides")
         isvc["spec"]["template"]["predictor"]["model"]["storage"]["path"] = "broken/iris"
@@ -561,11 +567,9 @@ class TestServedOnTheFleet:
         import yaml
 
         from testbed.dataplane import envs
-        from testbed.dataplane.s3 import BUCKET
 
         bed, step = fleet
         hub, canary = bed.hub, "iris-canary"
-        assert bed.s3 is not None
         # The failing model, uploaded beside the good ones through the S3 API (under a prefix
         # of its own: KServe's storage code downloads every key that starts with the path).
         bad = tmp_path / "bad"
@@ -580,11 +584,7 @@ class TestServedOnTheFleet:
             " 'parameters': {'uri': './model.joblib', 'version': 'v1'}},"
             " open(d + '/model-settings.json', 'w'))\n"), str(bad)],
             check=True, timeout=120)
-        subprocess.run([str(envs.KSERVE_ENV.python), str(envs.ENTRYPOINTS / "s3_seed.py"),
-                        bed.s3.endpoint, BUCKET, f"{bad}=failing/iris-3-features"],
-                       env={"AWS_ACCESS_KEY_ID": bed.s3.access_key,
-                            "AWS_SECRET_ACCESS_KEY": bed.s3.secret_key,
-                            "PATH": "/usr/bin:/bin"}, check=True, timeout=120)
+        upload(bed, bad, "failing/iris-3-features")
         # The manager judges metric gates against the hub's Prometheus.
         manager = next(p for p in bed.processes if p.name == "manager")
         manager.kill()
