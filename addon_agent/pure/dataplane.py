@@ -158,6 +158,10 @@ def _terminated(status: Obj) -> Obj:
     return {}
 
 
+def _times(count: int) -> str:
+    return f"{count} time" if count == 1 else f"{count} times"
+
+
 def _exit_text(done: Obj) -> str:
     code = done.get("exitCode")
     text = str(done.get("message") or done.get("reason") or "").strip()
@@ -222,12 +226,12 @@ def pod_failure(live: list[Obj]) -> tuple[str, str, int]:
             # readier than before), the model has not loaded.
             return (ClusterReason.MODEL_NOT_LOADED,
                     sanitized("the model server exited before it was ever ready: the model "
-                              f"did not load (restarted {restarts} times{last})",
+                              f"did not load (restarted {_times(restarts)}{last})",
                               MESSAGE_LIMIT),
                     restarts)
         if waiting.get("reason") == "CrashLoopBackOff":
             return (ClusterReason.CRASH_LOOPING,
-                    sanitized(f"the model server restarted {restarts} times{last}",
+                    sanitized(f"the model server restarted {_times(restarts)}{last}",
                               MESSAGE_LIMIT),
                     restarts)
     return "", "", 0

@@ -358,7 +358,7 @@ class TestServedOnTheFleet:
         """A second model whose ``model.joblib`` is no model (bytes joblib cannot read),
         uploaded through the S3 API: the download works, KServe's sklearn server exits while
         loading it, the testbed restarts it with back-off as a kubelet does, and the hub names
-        it ``ModelNotLoaded`` with the server's own last words (KServe says ModelLoadFailed,
+        it ``ModelNotLoaded`` with the exit status (KServe says ModelLoadFailed,
         as for a failed download); the first model is untouched."""
         bed, step = fleet
         broken = "sklearn-iris-broken"
