@@ -424,7 +424,24 @@ class TestServedOnTheFleet:
                     return entries
                 return None
 
-            entries = on_fleet(bed, step, refused_everywhere, timeout=180)
+            try:
+                entries = on_fleet(bed, step, refused_everywhere, timeout=180)
+            except BaseException:
+                print(f"hub: {json.dumps(hub_entries(bed), indent=1)}")
+                for spoke in bed.spokes:
+                    got = json.loads(spoke.kubectl(
+                        "get", "inferenceservice", NAME, "-n", TARGET, "-o", "json",
+                        "--show-managed-fields").stdout)
+                    print(spoke.name, got["metadata"].get("generation"),
+                          got["metadata"].get("annotations"), got.get("status"))
+                    for entry in got["metadata"].get("managedFields") or []:
+                        print("  ", entry.get("manager"), entry.get("operation"),
+                              entry.get("subresource"), entry.get("time"),
+                              sorted((entry.get("fieldsV1") or {}).keys()))
+                    print(spoke.kubectl("get", "events", "-n", TARGET, "-o", "wide").stdout)
+                    print(spoke.kubectl("get", "deployment", "-n", TARGET, "-o",
+                                        "jsonpath={.items[*].metadata.annotations}").stdout)
+                raise
             print(f"the ftp:// spec refused on both clusters after {time.monotonic() - t0:.1f}s: "
                   f"{entries['cluster1']['message']!r}")
             for cluster in REPLICAS:
