@@ -414,45 +414,56 @@ class TestServedOnTheFleet:
         back = {"spec": {"template": {"predictor": {"model": {
             "storageUri": None, "storage": {"key": demo.FLEET_CONNECTION,
                                             "path": demo.MODEL_PATH}}}}}}
+        spokes = {s.name: s for s in bed.spokes}
+        # cluster1's KServe controller restarted (as its pod would be): a fresh event budget,
+        # so its refusal surely becomes an event there; cluster2's is what the steps left.
+        fresh = "cluster1"
+        bed.kserve_controller(spokes[fresh]).process.stop()
+        bed.start_kserve_controller(spokes[fresh], demo.kserve_release(spokes[fresh]) or None)
         t0 = time.monotonic()
         bed.hub.kubectl("patch", "multiclusterinferenceservices", NAME, "-n", NS, "--type=merge",
                         "-p", json.dumps(ftp))
+
+        def kserve_said_so(cluster: str) -> bool:
+            """Whether KServe's refusal reached the spoke's API as an event. Its recorder keeps
+            25 events per object, then one every 5 minutes, and the earlier steps spent them
+            (a VirtualServiceCRDNotFound warning at every reconcile): seen here, cluster2's
+            refusal never became an event while cluster1's did."""
+            events = json.loads(spokes[cluster].kubectl(
+                "get", "events", "-n", TARGET, "-o", "json", "--field-selector",
+                f"involvedObject.kind=InferenceService,involvedObject.name={NAME}").stdout)
+            return any(e.get("reason") == "InternalError"
+                       and "StorageURI not supported" in str(e.get("message"))
+                       for e in events["items"])
+
         try:
             def refused_everywhere() -> dict[str, dict[str, Any]] | None:
+                # Never Ready for the refused spec; Failed with KServe's words once they
+                # reached the cluster as an event, until then not built.
                 entries = hub_entries(bed)
-                if all((entries.get(c) or {}).get("reason") == "SpecRejected" for c in REPLICAS):
-                    return entries
-                return None
+                for cluster in REPLICAS:
+                    reason = (entries.get(cluster) or {}).get("reason")
+                    if reason != "SpecRejected" and (reason != "SpecNotBuilt"
+                                                     or kserve_said_so(cluster)):
+                        return None
+                return entries
 
-            try:
-                entries = on_fleet(bed, step, refused_everywhere, timeout=180)
-            except BaseException:
-                print(f"hub: {json.dumps(hub_entries(bed), indent=1)}")
-                for spoke in bed.spokes:
-                    got = json.loads(spoke.kubectl(
-                        "get", "inferenceservice", NAME, "-n", TARGET, "-o", "json",
-                        "--show-managed-fields").stdout)
-                    print(spoke.name, got["metadata"].get("generation"),
-                          got["metadata"].get("annotations"), got.get("status"))
-                    for entry in got["metadata"].get("managedFields") or []:
-                        print("  ", entry.get("manager"), entry.get("operation"),
-                              entry.get("subresource"), entry.get("time"),
-                              sorted((entry.get("fieldsV1") or {}).keys()))
-                    print(spoke.kubectl("get", "events", "-n", TARGET, "-o", "wide").stdout)
-                    print(spoke.kubectl("get", "deployment", "-n", TARGET, "-o",
-                                        "jsonpath={.items[*].metadata.annotations}").stdout)
-                raise
+            entries = on_fleet(bed, step, refused_everywhere, timeout=180)
             print(f"the ftp:// spec refused on both clusters after {time.monotonic() - t0:.1f}s: "
-                  f"{entries['cluster1']['message']!r}")
+                  f"{ {c: (e['reason'], e.get('message')) for c, e in entries.items()} }")
+            assert entries[fresh]["reason"] == "SpecRejected", entries
             for cluster in REPLICAS:
                 entry = entries[cluster]
-                assert entry["ready"] is False and entry["phase"] == "Failed", entry
-                assert "StorageURI not supported" in entry["message"], entry
-                assert "previous spec still serves" in entry["message"], entry
+                assert entry["ready"] is False, entry
+                if entry["reason"] == "SpecRejected":
+                    assert entry["phase"] == "Failed", entry
+                    assert "StorageURI not supported" in entry["message"], entry
+                    assert "previous spec still serves" in entry["message"], entry
+                else:
+                    assert entry["phase"] == "Progressing", entry
                 # KServe still says Ready (about the old spec), and the old model answers.
-                spoke = next(s for s in bed.spokes if s.name == cluster)
-                isvc = json.loads(spoke.kubectl("get", "inferenceservice", NAME, "-n", TARGET,
-                                                "-o", "json").stdout)
+                isvc = json.loads(spokes[cluster].kubectl(
+                    "get", "inferenceservice", NAME, "-n", TARGET, "-o", "json").stdout)
                 ready = {c["type"]: c["status"] for c in isvc["status"]["conditions"]}["Ready"]
                 assert ready == "True", isvc["status"]
                 answer, _ = post_via_ingress(bed.ingresses[cluster].url, host_of(bed, cluster),
