@@ -436,15 +436,25 @@ class TestServedOnTheFleet:
                        and "StorageURI not supported" in str(e.get("message"))
                        for e in events["items"])
 
+        def kserve_refused(cluster: str) -> bool:
+            """Whether the cluster's KServe controller has logged its refusal (it has, then,
+            reconciled the new spec; the event, if its budget allows one, comes with it)."""
+            log = bed.log_dir / f"{cluster}-kserve-controller.log"
+            return "StorageURI not supported" in log.read_text(errors="replace")
+
         try:
             def refused_everywhere() -> dict[str, dict[str, Any]] | None:
                 # Never Ready for the refused spec; Failed with KServe's words once they
-                # reached the cluster as an event, until then not built.
+                # reached the cluster as an event; without the event (KServe refused, as its
+                # log says), not built, as the agent judged the new generation.
                 entries = hub_entries(bed)
                 for cluster in REPLICAS:
-                    reason = (entries.get(cluster) or {}).get("reason")
-                    if reason != "SpecRejected" and (reason != "SpecNotBuilt"
-                                                     or kserve_said_so(cluster)):
+                    entry = entries.get(cluster) or {}
+                    if entry.get("reason") == "SpecRejected":
+                        continue
+                    if (entry.get("reason") != "SpecNotBuilt"
+                            or "has not judged" in str(entry.get("message"))
+                            or not kserve_refused(cluster) or kserve_said_so(cluster)):
                         return None
                 return entries
 
