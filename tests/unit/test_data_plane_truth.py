@@ -303,3 +303,29 @@ def test_a_server_that_never_got_ready_is_a_model_that_did_not_load() -> None:
     step = explain.next_step({"cluster": "c1", "ready": False, "reason": CR.MODEL_NOT_LOADED,
                               "phase": "Failed"})
     assert step is not None and "model file" in step.summary
+
+
+def test_a_progressive_rollout_never_counts_a_spec_kserve_has_not_built() -> None:
+    """The rollout's Ready gate reads the same judgement: a revision KServe refused (or has
+    not built yet) is no Ready step, whatever KServe's Ready says; refused, it is the step's
+    failure with KServe's words (issue 30: the ftp:// revision completed on every cluster)."""
+    import dataclasses
+    from datetime import UTC, datetime
+
+    from addon_manager.engine.progressive import cluster_state
+
+    now = datetime(2026, 12, 4, tzinfo=UTC)
+
+    def state(plane: Obj) -> Any:
+        fact = dataclasses.replace(work(plane, revision="2"), revision=2)
+        return cluster_state(c.KIND_INFERENCE_SERVICE, "c1", fact, None, ("", 0), now, 600)
+
+    served = state(BUILT)
+    assert (served.revision, served.ready, served.failure) == (2, True, "")
+    waiting = state({**BUILT, "built": False, "reason": "SpecNotBuilt"})
+    assert (waiting.ready, waiting.failure) == (False, "")
+    refused = state({**BUILT, "built": False, "reason": "SpecRejected",
+                     "message": "StorageURI not supported: ftp"})
+    assert not refused.ready
+    assert refused.failure.startswith("SpecRejected: KServe refused the current spec: "
+                                      "StorageURI not supported"), refused.failure
