@@ -22,7 +22,7 @@ N clusters x intents objects, so they get a thin informer of their own:
 
 A work of another owner with the name the manager wants is invisible here (the selector
 filters it out): the non-forced server-side apply of a new work fails with 409 on it, which
-the reconcile reports as ``ForeignWork`` (see ``tests/integration/test_workwatch.py``).
+the reconcile reports as ``ForeignWork`` (see ``tests/integration/test_informers.py``).
 """
 
 from __future__ import annotations

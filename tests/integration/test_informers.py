@@ -27,7 +27,7 @@ ISVC = c.KIND_INFERENCE_SERVICE
 
 def body(ns: str, name: str, *, ours: bool = True, value: str = "a",
          intent: str = "iris") -> dict[str, Any]:
-    labels = {"test": "workwatch"}
+    labels = {"test": "informers"}
     if ours:
         labels.update({
             c.LABEL_MANAGED_BY: c.FIELD_MANAGER, c.LABEL_INTENT_KIND: ISVC,

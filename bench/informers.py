@@ -1,6 +1,6 @@
 """The ManifestWork informer alone: initial sync time and memory for N works.
 
-``python -m bench.workwatch --works 3000,30000 [--repeat 3] [--page-size 500,100]``
+``python -m bench.informers --works 3000,30000 [--repeat 3] [--page-size 500,100]``
 
 One testbed hub; ``works / 10`` cluster namespaces, each with 10 works of 10
 MultiClusterInferenceServices (the body ``addon_manager.kinds.render`` produces, about 2.5 KB) and
@@ -222,7 +222,7 @@ def child(kubeconfig: str, expect: int, page_size: int) -> None:
 def measure_once(kubeconfig: Path, expect: int, page_size: int) -> dict[str, float]:
     """One informer process to sync; its report."""
     out = subprocess.run(
-        [sys.executable, "-m", "bench.workwatch", "--child", str(kubeconfig),
+        [sys.executable, "-m", "bench.informers", "--child", str(kubeconfig),
          "--expect", str(expect), "--page-size", str(page_size)],
         capture_output=True, text=True, check=False,
     )
