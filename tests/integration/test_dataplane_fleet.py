@@ -103,6 +103,18 @@ def routed(bed: Testbed, cluster: str, replicas: int) -> list[str]:
                       and list(bed.ingresses[cluster].routes()[host]), timeout=30, interval=0.2)
 
 
+def everywhere(bed: Testbed, name: str, reason: str
+               ) -> Callable[[], dict[str, dict[str, Any]] | None]:
+    """A poll: the hub's entries of model ``name`` once every cluster's reason is ``reason``."""
+
+    def poll() -> dict[str, dict[str, Any]] | None:
+        entries = hub_entries(bed, name)
+        return entries if all((entries.get(c) or {}).get("reason") == reason
+                              for c in REPLICAS) else None
+
+    return poll
+
+
 def upload(bed: Testbed, directory: Path, prefix: str) -> None:
     """Put a local model directory into the fleet's bucket under ``prefix``, through the S3
     API (KServe's storage code downloads every key that starts with a model's path)."""
@@ -325,14 +337,8 @@ class TestServedOnTheFleet:
                                isvc])
         t0 = time.monotonic()
         try:
-            def failed_everywhere() -> dict[str, dict[str, Any]] | None:
-                entries = hub_entries(bed, denied)
-                if all((entries.get(c) or {}).get("reason") == "StorageDownloadFailed"
-                       for c in REPLICAS):
-                    return entries
-                return None
-
-            entries = on_fleet(bed, step, failed_everywhere, timeout=300)
+            entries = on_fleet(bed, step, everywhere(bed, denied, "StorageDownloadFailed"),
+                               timeout=300)
             print(f"{denied} Failed on both clusters after {time.monotonic() - t0:.1f}s: "
                   f"{entries['cluster1'].get('message')!r}")
             for cluster in REPLICAS:
@@ -372,14 +378,8 @@ class TestServedOnTheFleet:
         bed.hub.apply_objects([isvc])
         t0 = time.monotonic()
         try:
-            def not_loaded_everywhere() -> dict[str, dict[str, Any]] | None:
-                entries = hub_entries(bed, broken)
-                if all((entries.get(c) or {}).get("reason") == "ModelNotLoaded"
-                       for c in REPLICAS):
-                    return entries
-                return None
-
-            entries = on_fleet(bed, step, not_loaded_everywhere, timeout=300)
+            entries = on_fleet(bed, step, everywhere(bed, broken, "ModelNotLoaded"),
+                               timeout=300)
             print(f"{broken} ModelNotLoaded on both clusters after "
                   f"{time.monotonic() - t0:.1f}s: {entries['cluster1'].get('message')!r}")
             for cluster in REPLICAS:
