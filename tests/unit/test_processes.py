@@ -92,3 +92,17 @@ def test_free_ports_are_unique_across_processes_and_outside_the_ephemeral_range(
     assert len(set(ours)) == 300
     assert not theirs & set(ours)
     assert max(theirs | set(ours)) < low
+
+
+def test_go_processes_get_the_testbeds_collector_setting_unless_their_env_says_otherwise(
+    tmp_path: Path,
+) -> None:
+    """Every testbed process runs with GOGC=400 (the Go runtime's collector at 4x the live
+    heap: memory is plentiful here, CPU is not); a process's own env wins."""
+    def gogc(env: dict[str, str] | None) -> str:
+        proc = Process("env", ["sh", "-c", "echo GOGC=$GOGC"], tmp_path, env=env).start()
+        eventually(lambda: not proc.alive(), timeout=10, interval=0.05)
+        return proc.log_path.read_text().splitlines()[-1]
+
+    assert gogc(None) == "GOGC=400"
+    assert gogc({"GOGC": "100"}) == "GOGC=100"
