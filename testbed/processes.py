@@ -19,8 +19,8 @@ _PR_SET_PDEATHSIG = 1
 
 GO_RUNTIME = {"GOGC": os.environ.get("TESTBED_GOGC", "400")}
 """The Go runtime's settings for every process the testbed starts (Python ignores them): the
-collector runs once the heap has grown 4x past the live heap instead of 2x. Memory is plentiful
-here and CPU is not: a CPU profile of a spoke's API server in the end-to-end module
+collector's heap target is 5x the live heap instead of 2x (Go's default, GOGC=100). Memory is
+plentiful here and CPU is not: a CPU profile of a spoke's API server in the end-to-end module
 (``TESTBED_PROFILING=1``, ``go tool pprof``) had a sixth of its samples in the collector's
 mark workers, and with 400 the module's three API servers used 104 CPU-seconds instead of 124
 (2026-12-05). ``TESTBED_GOGC`` overrides it."""

@@ -97,7 +97,7 @@ def test_free_ports_are_unique_across_processes_and_outside_the_ephemeral_range(
 def test_go_processes_get_the_testbeds_collector_setting_unless_their_env_says_otherwise(
     tmp_path: Path,
 ) -> None:
-    """Every testbed process runs with GOGC=400 (the Go runtime's collector at 4x the live
+    """Every testbed process runs with GOGC=400 (the Go runtime's heap target at 5x the live
     heap: memory is plentiful here, CPU is not); a process's own env wins."""
     def gogc(env: dict[str, str] | None) -> str:
         proc = Process("env", ["sh", "-c", "echo GOGC=$GOGC"], tmp_path, env=env).start()
