@@ -13,7 +13,10 @@ Whether KServe built the current spec: the manager marks every InferenceService 
 a hash of its spec (:data:`addon_api.constants.ANNOTATION_SPEC_HASH`), and KServe copies an
 InferenceService's annotations onto the predictor Deployment it builds from it. The Deployment
 carrying the InferenceService's hash is KServe having acted on this spec; a Deployment with
-another hash is the previous spec still serving.
+another hash is the previous spec still serving. The pods carry the hash too (KServe copies the
+annotations onto the pod template): while the Deployment rolls to a new spec, only the pods of
+the current spec count as its ready replicas, never the previous spec's pods still answering
+(:func:`current_spec`).
 
 KServe would copy the verdict annotation onto the Deployment's pod template too, restarting the
 pods at every change of verdict; the agent writes it only where KServe's
@@ -194,6 +197,17 @@ def never_ready(pod: Obj) -> bool:
     return ready[1] <= initialized[1]  # RFC 3339 in UTC, as the API writes them: sortable
 
 
+def current_spec(pod: Obj, want: str | None) -> bool:
+    """Whether ``pod`` runs the InferenceService's current spec (hash ``want``).
+
+    A pod with another hash is the previous spec's, still answering while the Deployment rolls
+    to the new one. A pod without a hash, or an InferenceService without one, cannot be told
+    apart and counts.
+    """
+    have = _annotations(pod).get(c.ANNOTATION_SPEC_HASH)
+    return not want or not have or have == want
+
+
 def _live(pods: list[Obj]) -> list[Obj]:
     """The pods not being deleted."""
     return [p for p in pods if not (p.get("metadata") or {}).get("deletionTimestamp")]
@@ -241,13 +255,15 @@ def verdict(isvc: Obj, deployment: Obj | None, pods: list[Obj], events: list[Obj
     """The data-plane verdict of one InferenceService from its Deployment, pods and events.
 
     Order: KServe has not built the current spec (with its reconcile error when it refused
-    it), the download failed, the server crash-loops, fewer replicas ready than asked for.
+    it), the download failed, the server crash-loops, fewer replicas of the current spec ready
+    than asked for.
     """
     generation = int((isvc.get("metadata") or {}).get("generation") or 0)
     made = built(isvc, deployment)
     replicas = int(((deployment or {}).get("spec") or {}).get("replicas") or 0)
     live = _live(pods)
-    ready = sum(1 for p in live if _ready(p))
+    want = _annotations(isvc).get(c.ANNOTATION_SPEC_HASH)
+    ready = sum(1 for p in live if _ready(p) and current_spec(p, want))
     base = Verdict(generation=generation, built=made, ready=ready, replicas=replicas)
     if made is False:
         refused = rejection(events, spec_changed_at(isvc))
@@ -261,8 +277,12 @@ def verdict(isvc: Obj, deployment: Obj | None, pods: list[Obj], events: list[Obj
     if reason:
         return Verdict(generation, made, reason, message, ready, replicas, restarts)
     if deployment is not None and ready < replicas:
-        return Verdict(generation, made, ClusterReason.REPLICAS_NOT_READY,
-                       f"{ready} of {replicas} replicas ready", ready, replicas)
+        older = sum(1 for p in live if _ready(p) and not current_spec(p, want))
+        message = f"{ready} of {replicas} replicas ready"
+        if older:
+            message += f"; {older} of the previous spec still answering"
+        return Verdict(generation, made, ClusterReason.REPLICAS_NOT_READY, message, ready,
+                       replicas)
     return base
 
 

@@ -263,8 +263,14 @@ def report(work: WorkFact, removed: bool) -> tuple[ClusterStatus, Category]:
         failure = ""  # KServe keeps lastFailureInfo after the model it was about is gone
     if serving and not rejected:
         if plane is not None and plane.reason == ClusterReason.REPLICAS_NOT_READY:
-            return entry(ClusterPhase.READY, ClusterReason.REPLICAS_NOT_READY,
-                         f"{plane.ready} of {plane.replicas} replicas ready", ready=True), "ready"
+            short = plane.message or f"{plane.ready} of {plane.replicas} replicas ready"
+            if plane.ready > 0:
+                return entry(ClusterPhase.READY, ClusterReason.REPLICAS_NOT_READY, short,
+                             ready=True), "ready"
+            # KServe's Ready holds while the previous spec's pods answer (or before it saw the
+            # last one go): no replica serves this spec, so the cluster does not.
+            return entry(ClusterPhase.PROGRESSING, ClusterReason.REPLICAS_NOT_READY,
+                         short), "progressing"
         return entry(ClusterPhase.READY, ClusterReason.READY, ready=True), "ready"
     if failure or rejected:
         message = text(work.value("failureMessage")) or text(work.value("readyMessage"))

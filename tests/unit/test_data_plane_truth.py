@@ -56,9 +56,11 @@ def deployment(*, spec_hash: str = HASH, replicas: int = 1, generation: int = 3,
 
 
 def pod(*, ready: bool = True, init: Obj | None = None, server: Obj | None = None,
-        deleting: bool = False) -> Obj:
+        deleting: bool = False, spec_hash: str | None = None) -> Obj:
     meta: Obj = {"name": "iris-predictor-x", "namespace": "models",
                  "labels": {kserve_plan.ISVC_LABEL: "iris", "component": "predictor"}}
+    if spec_hash is not None:
+        meta["annotations"] = {c.ANNOTATION_SPEC_HASH: spec_hash}
     if deleting:
         meta["deletionTimestamp"] = "2026-12-02T12:00:00Z"
     status: Obj = {"conditions": [{"type": "Ready", "status": "True" if ready else "False"}]}
@@ -164,6 +166,35 @@ def test_a_rollout_of_the_same_spec_is_built_and_kserve_is_told_to_keep_it_off_p
     assert json.loads(config["data"]["inferenceService"])[
         "serviceAnnotationDisallowedList"] == [c.ANNOTATION_DATAPLANE]
     assert dataplane.kserve_keeps_it_off_pods([{"data": {"inferenceService": "nope"}}, config])
+
+
+def test_while_the_deployment_rolls_to_a_new_spec_only_its_own_pods_count() -> None:
+    """Found by the metric-gate rollout on the served fleet: KServe built the new spec, its
+    pod was still loading the model, the previous spec's pod answered, and the cluster counted
+    Ready, so minSuccessTime ran out on the previous model's answers and the failing
+    revision went on to the next cluster."""
+    old, new = pod(spec_hash="ffffffffffffffff"), pod(spec_hash=HASH)
+    found = dataplane.verdict(isvc(), deployment(), [old, pod(ready=False, spec_hash=HASH)], [])
+    assert (found.built, found.reason, found.ready) == (True, CR.REPLICAS_NOT_READY, 0)
+    assert found.message == "0 of 1 replicas ready; 1 of the previous spec still answering"
+    entry, cat = inference_service_report(work(json.loads(found.annotation())), False)
+    assert (cat, entry.ready, entry.phase, entry.reason) == (
+        "progressing", False, "Progressing", CR.REPLICAS_NOT_READY)
+    assert entry.message == found.message
+    # the new spec's pod is ready: the cluster serves it, the old pod going or not
+    assert dataplane.verdict(isvc(), deployment(), [old, new], []).reason == ""
+    # pods without the hash (a KServe that does not copy it) are not told apart
+    assert dataplane.verdict(isvc(), deployment(), [pod()], []).reason == ""
+    assert dataplane.current_spec(old, "") and not dataplane.current_spec(old, HASH)
+
+
+def test_kserve_ready_with_no_replica_ready_is_not_serving() -> None:
+    """KServe's Ready lags the pods: no replica ready is never a Ready cluster on the hub
+    (found on the demo fleet: Ready beside '0 of 1 replicas ready')."""
+    none = {**BUILT, "ready": 0, "reason": "ReplicasNotReady", "message": "0 of 1 replicas ready"}
+    entry, cat = inference_service_report(work(none), False)
+    assert (cat, entry.ready, entry.phase, entry.message) == (
+        "progressing", False, "Progressing", "0 of 1 replicas ready")
 
 
 def work(plane: Obj | None = None, **feedback: Any) -> WorkFact:
