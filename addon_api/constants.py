@@ -22,8 +22,10 @@ VERSION: Final = "v1alpha1"
 API_VERSION: Final = f"{GROUP}/{VERSION}"
 """``apiVersion`` of every object of the add-on."""
 
-CATEGORY: Final = "modelserving"
-"""``kubectl get modelserving`` lists every hub intent."""
+CATEGORY: Final = "mlfleet"
+"""``kubectl get mlfleet`` lists every hub intent. It must shadow no kind's name: kubectl
+expands a category before it looks for a resource, so a category ``modelserving`` made
+``kubectl get modelserving NAME`` (and ``delete``) reach every kind's NAME."""
 
 FIELD_MANAGER: Final = "model-serving-addon"
 """Field manager used for server-side apply by the manager and the agent."""

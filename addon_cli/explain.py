@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 from addon_api import constants as c
 from addon_api.reasons import ClusterReason
@@ -310,6 +310,32 @@ def rollout_text(intent: Mapping[str, Any]) -> str:
         lines.append(f"  gate {gate.get('gate')}: {gate.get('state')}{where}"
                      + (f": {gate['message']}" if gate.get("message") else ""))
     return "\n".join(lines)
+
+
+RolloutOutcome = Literal["done", "failed", "waiting"]
+"""Where ``rollout status`` leaves a rollout: done (exit 0), failed (exit 1), or not yet."""
+
+
+def rollout_outcome(intent: Mapping[str, Any]) -> tuple[RolloutOutcome, str]:
+    """Whether the intent's current spec has rolled out, and why not.
+
+    Done: the manager saw the current generation and the rollout is Complete (without a
+    progressive rollout: the intent is Ready on every cluster). Failed: the rollout was
+    RolledBack or Halted. Anything else waits: a step in progress, a pause, an approval.
+    """
+    meta, status = intent.get("metadata") or {}, intent.get("status") or {}
+    if status.get("observedGeneration") != meta.get("generation"):
+        return "waiting", f"the manager has not seen generation {meta.get('generation')}"
+    roll = status.get("rollout")
+    if not roll:
+        missing = views.not_ready([intent])
+        return ("waiting", missing[0]) if missing else ("done", "Ready on every cluster")
+    phase, message = str(roll.get("phase") or ""), str(roll.get("message") or "")
+    if phase in ("RolledBack", "Halted"):
+        return "failed", f"{phase}: {message}".rstrip(": ")
+    if phase == "Complete":
+        return "done", f"revision {roll.get('targetRevision')} is on every cluster"
+    return "waiting", f"{phase}: {message}".rstrip(": ")
 
 
 def history_text(revisions: Iterable[Mapping[str, Any]], roll: Mapping[str, Any]) -> str:

@@ -37,6 +37,7 @@ WORK = ("work.open-cluster-management.io", "v1", "manifestworks")
 WORK_CRD = "manifestworks.work.open-cluster-management.io"
 CLUSTER = ("cluster.open-cluster-management.io", "v1", "managedclusters")
 ADDON = ("addon.open-cluster-management.io", "v1alpha1", "managedclusteraddons")
+REGISTRATION = ("addon.open-cluster-management.io", "v1alpha1", "clustermanagementaddons")
 PLACEMENT = ("cluster.open-cluster-management.io", "v1beta1", "placements")
 DECISION = ("cluster.open-cluster-management.io", "v1beta1", "placementdecisions")
 BINDING = ("cluster.open-cluster-management.io", "v1beta2", "managedclustersetbindings")
@@ -157,6 +158,11 @@ class Hub:
     def cluster(self, name: str) -> dict[str, Any]:
         """One ManagedCluster."""
         return self._get(f"get managedcluster {name}", CLUSTER, None, name)
+
+    def registration(self) -> dict[str, Any]:
+        """The add-on's ClusterManagementAddOn (the chart labels it with its versions)."""
+        return self._get(f"get clustermanagementaddon {c.ADDON_NAME}", REGISTRATION, None,
+                         c.ADDON_NAME)
 
     def addons(self) -> list[dict[str, Any]]:
         """The add-on's ManagedClusterAddOn on every cluster where it is enabled."""

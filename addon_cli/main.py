@@ -15,6 +15,7 @@ import json
 import sys
 import time
 from collections.abc import Callable, Sequence
+from importlib import metadata
 from pathlib import Path
 from typing import Any
 
@@ -22,9 +23,25 @@ import yaml
 from kubernetes import config
 
 from addon_api import constants as c
+from addon_api.rollout import seconds
 from addon_cli import explain as explaining
 from addon_cli import offline, predict, views
 from addon_cli.hub import EXIT_NOT_READY, EXIT_USAGE, CliError, Hub
+
+
+def duration(text: str) -> float:
+    """Seconds of a command-line duration: ``30``, ``2.5``, ``30s``, ``5m``, ``1h30m``."""
+    try:
+        value = float(text)
+    except ValueError:
+        try:
+            value = seconds(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(
+                f"{text!r} is not a duration such as 30, 30s, 5m or 1h30m") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"{text!r}: a duration is not negative")
+    return value
 
 
 def _target(word: str | None) -> tuple[str | None, str | None]:
@@ -92,9 +109,11 @@ def _status_text(args: argparse.Namespace, intents: list[dict[str, Any]]) -> str
     found = sorted(views.rows(intents, args.cluster), key=views.sort_key)
     if args.output in ("json", "yaml"):
         return _document({"items": [r.__dict__ for r in found]}, args.output)
+    if args.output == "name":
+        return "\n".join(views.object_names(found))
     if not found:
         return "no intents found" + (f" on cluster {args.cluster}" if args.cluster else "")
-    return views.status_table(found, _colour(args))
+    return views.status_table(found, _colour(args), wide=args.output == "wide")
 
 
 def cmd_status(args: argparse.Namespace) -> int:
@@ -214,8 +233,7 @@ def cmd_rollout(args: argparse.Namespace) -> int:
     roll = (intent.get("status") or {}).get("rollout") or {}
     what = f"{views.short(kind)}/{name}"
     if args.action == "status":
-        _print(explaining.rollout_text(intent))
-        return 0
+        return _rollout_status(args, hub, (kind, namespace, name), intent)
     if args.action == "history":
         revisions = hub.revisions(kind, namespace, name)
         _print(explaining.history_text(revisions, roll) if revisions
@@ -244,6 +262,70 @@ def cmd_rollout(args: argparse.Namespace) -> int:
                      {c.ANNOTATION_ROLLOUT_APPROVE: f"{target}/{int(step or 0) + 1}"})
         _print(f"{what}: step {int(step or 0) + 1} of revision {target} approved")
     return 0
+
+
+def _rollout_status(args: argparse.Namespace, hub: Hub, key: tuple[str, str, str],
+                    intent: dict[str, Any]) -> int:
+    """Print where the rollout stands, on every change; with --watch, until it is done.
+
+    Exit 0 when done, 1 when it failed or the wait ended first (``--timeout``).
+    """
+    deadline, shown = time.monotonic() + args.timeout, ""
+    while True:
+        outcome, why = explaining.rollout_outcome(intent)
+        if args.output in ("json", "yaml"):
+            text = _document({"outcome": outcome, "reason": why,
+                              "rollout": (intent.get("status") or {}).get("rollout") or {}},
+                             args.output)
+        else:
+            text = explaining.rollout_text(intent)
+        if text != shown and (args.output == "table" or outcome != "waiting"
+                              or not args.watch):
+            _print(text)
+            shown = text
+        if outcome == "failed":
+            return EXIT_NOT_READY
+        if outcome == "done" or not args.watch:
+            return 0
+        if time.monotonic() >= deadline:
+            if text != shown:
+                _print(text)
+            sys.stderr.write(f"not done after {args.timeout:.0f}s: {why}\n")
+            return EXIT_NOT_READY
+        time.sleep(args.interval)
+        intent = hub.intent(*key)
+
+
+# version --------------------------------------------------------------------------------------
+
+
+def cmd_version(args: argparse.Namespace) -> int:
+    """Print the command's version and the chart's on the hub (from the registration)."""
+    try:
+        client = metadata.version("model-serving-addon")
+    except metadata.PackageNotFoundError:
+        client = "unknown (not installed as a package)"
+    found: dict[str, Any] = {"client": client}
+    code = 0
+    if not args.client:
+        try:
+            labels = (_hub(args).registration().get("metadata") or {}).get("labels") or {}
+            found["hub"] = {"chart": labels.get("helm.sh/chart", "unknown"),
+                            "appVersion": labels.get("app.kubernetes.io/version", "unknown")}
+        except CliError as err:
+            found["hub"] = {"error": str(err)}
+            code = err.code
+    if args.output in ("json", "yaml"):
+        _print(_document(found, args.output))
+    else:
+        lines = [f"client: {client}"]
+        hub = found.get("hub")
+        if hub and "error" in hub:
+            lines.append(f"hub: {hub['error']}")
+        elif hub:
+            lines.append(f"hub: chart {hub['chart']}, app {hub['appVersion']}")
+        _print("\n".join(lines))
+    return code
 
 
 # render and diff ------------------------------------------------------------------------------
@@ -326,12 +408,13 @@ def cmd_diff(args: argparse.Namespace) -> int:
 # the command line -----------------------------------------------------------------------------
 
 
-def _common(p: argparse.ArgumentParser, namespaced: bool = True) -> None:
+def _common(p: argparse.ArgumentParser, namespaced: bool = True,
+            outputs: Sequence[str] = ("table", "json", "yaml")) -> None:
     p.add_argument("--kubeconfig", help="kubeconfig file (default: KUBECONFIG, ~/.kube/config)")
     p.add_argument("--context", help="kubeconfig context (default: the current one)")
-    p.add_argument("--request-timeout", type=float, default=15.0, metavar="S",
-                   help="seconds one request to the hub may take (default 15)")
-    p.add_argument("-o", "--output", choices=("table", "json", "yaml"), default="table")
+    p.add_argument("--request-timeout", type=duration, default=15.0, metavar="D",
+                   help="how long one request to the hub may take (default 15s)")
+    p.add_argument("-o", "--output", choices=outputs, default="table")
     p.add_argument("--colour", "--color", choices=("auto", "always", "never"), default="auto",
                    help="colour the phases (auto: when writing to a terminal)")
     if namespaced:
@@ -345,7 +428,7 @@ def parser(prog: str = "model-serving-addon") -> argparse.ArgumentParser:
     sub = top.add_subparsers(dest="command", required=True)
 
     st = sub.add_parser("status", help="intents x clusters: phase, ready, URL, revision, why not")
-    _common(st)
+    _common(st, outputs=("table", "wide", "name", "json", "yaml"))
     st.add_argument("target", nargs="?", help="KIND or KIND/NAME (default: every intent)")
     st.add_argument("-A", "--all-namespaces", action="store_true")
     st.add_argument("--cluster", help="only this cluster's rows")
@@ -353,9 +436,10 @@ def parser(prog: str = "model-serving-addon") -> argparse.ArgumentParser:
     st.add_argument("--wait-ready", action="store_true",
                     help="wait until every intent shown is Ready everywhere; exit 1 if not "
                     "within --timeout")
-    st.add_argument("--timeout", type=float, default=300.0, metavar="S")
-    st.add_argument("--interval", type=float, default=2.0, metavar="S",
-                    help="seconds between reads for --watch and --wait-ready")
+    st.add_argument("--timeout", type=duration, default=300.0, metavar="D",
+                    help="how long --wait-ready waits (30s, 5m; default 5m)")
+    st.add_argument("--interval", type=duration, default=2.0, metavar="D",
+                    help="time between reads for --watch and --wait-ready (default 2s)")
     st.set_defaults(run=cmd_status)
 
     ex = sub.add_parser("explain", help="why an intent is (not) serving on one cluster")
@@ -378,8 +462,8 @@ def parser(prog: str = "model-serving-addon") -> argparse.ArgumentParser:
                     "in the Host header (repeatable)")
     pr.add_argument("--protocol", choices=("v1", "v2"),
                     help="the inference protocol (default: from the input's shape)")
-    pr.add_argument("--timeout", type=float, default=30.0, metavar="S",
-                    help="seconds each cluster may take to answer (default 30)")
+    pr.add_argument("--timeout", type=duration, default=30.0, metavar="D",
+                    help="how long each cluster may take to answer (default 30s)")
     pr.set_defaults(run=cmd_predict)
 
     cl = sub.add_parser("clusters", help="managed clusters: add-on, platform, intents, stale")
@@ -393,6 +477,13 @@ def parser(prog: str = "model-serving-addon") -> argparse.ArgumentParser:
     _common(ro)
     ro.add_argument("--to-revision", type=int, help="undo: the revision to return to "
                     "(default: the last good one)")
+    ro.add_argument("--watch", "-w", action=argparse.BooleanOptionalAction, default=True,
+                    help="status: wait until the rollout is done (exit 0) or failed (exit 1); "
+                    "--no-watch prints where it stands once")
+    ro.add_argument("--timeout", type=duration, default=600.0, metavar="D",
+                    help="status: how long to wait (default 10m; then exit 1)")
+    ro.add_argument("--interval", type=duration, default=2.0, metavar="D",
+                    help="status: time between reads (default 2s)")
     ro.set_defaults(run=cmd_rollout)
 
     rd = sub.add_parser("render", help="the ManifestWorks the manager would write (no hub)")
@@ -411,6 +502,12 @@ def parser(prog: str = "model-serving-addon") -> argparse.ArgumentParser:
                     f"connections live; default {c.AGENT_NAMESPACE})")
     rd.add_argument("-o", "--output", choices=("yaml", "json"), default="yaml")
     rd.set_defaults(run=cmd_render)
+
+    ve = sub.add_parser("version", help="this command's version and the hub's (the chart "
+                        "installed there)")
+    _common(ve, namespaced=False)
+    ve.add_argument("--client", action="store_true", help="only this command's version")
+    ve.set_defaults(run=cmd_version)
 
     df = sub.add_parser("diff", help="what the files would change in the hub's works, per "
                         "cluster (exit 1 when anything would)")

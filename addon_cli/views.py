@@ -11,6 +11,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from addon_api.constants import GROUP
 from addon_api.hub import (
     ModelServing,
     MultiClusterInferenceService,
@@ -61,6 +62,10 @@ class Row:
     url: str = ""
     detail: str = ""
     """What it waits for, or the reason and message of a cluster that is not ready."""
+    reason: str = ""
+    """The entry's reason, also when ready (``ReplicasNotReady`` on fewer replicas)."""
+    external_url: str = ""
+    """Where callers outside the cluster reach the model (its Route), when exposed."""
 
 
 def _status(intent: Mapping[str, Any]) -> Mapping[str, Any]:
@@ -105,7 +110,8 @@ def rows(intents: Iterable[Mapping[str, Any]], cluster: str | None = None) -> li
                 revision = f"{revision} (target {roll['targetRevision']})"
             out.append(Row(kind, ns, name, str(entry.get("cluster")), str(entry.get("phase")),
                            bool(entry.get("ready")), str(revision), str(entry.get("url") or ""),
-                           _detail(entry)))
+                           _detail(entry), str(entry.get("reason") or ""),
+                           str(entry.get("externalUrl") or "")))
         if not entries and cluster is None:
             ready = _condition(intent, "Ready")
             out.append(Row(kind, ns, name, "-", str(status.get("phase") or "Pending"), False,
@@ -137,13 +143,28 @@ def not_ready(intents: Iterable[Mapping[str, Any]]) -> list[str]:
     return out
 
 
-def status_table(found: Sequence[Row], colour: bool = False) -> str:
-    """The fleet table: intent, cluster, phase, ready, revision, URL, what it waits for."""
-    return table(
-        ["KIND", "NAMESPACE", "NAME", "CLUSTER", "PHASE", "READY", "REVISION", "URL", "DETAIL"],
-        [[short(r.kind), r.namespace, r.name, r.cluster, r.phase, "yes" if r.ready else "no",
-          r.revision, r.url, r.detail] for r in found],
-        colour, coloured=(4, 5))
+def status_table(found: Sequence[Row], colour: bool = False, wide: bool = False) -> str:
+    """The fleet table: intent, cluster, phase, ready, revision, URL, what it waits for.
+
+    ``wide`` (``-o wide``) adds the entry's reason and the external URL before the detail.
+    """
+    headers = ["KIND", "NAMESPACE", "NAME", "CLUSTER", "PHASE", "READY", "REVISION", "URL"]
+    if wide:
+        headers += ["REASON", "EXTERNAL-URL"]
+    body = []
+    for r in found:
+        cells = [short(r.kind), r.namespace, r.name, r.cluster, r.phase,
+                 "yes" if r.ready else "no", r.revision, r.url]
+        if wide:
+            cells += [r.reason, r.external_url]
+        body.append([*cells, r.detail])
+    return table([*headers, "DETAIL"], body, colour, coloured=(4, 5))
+
+
+def object_names(found: Iterable[Row]) -> list[str]:
+    """``-o name``: each intent once, as kubectl names objects (``kind.group/name``)."""
+    names = {f"{r.kind.lower()}.{GROUP}/{r.name}": None for r in found}
+    return list(names)
 
 
 @dataclass(frozen=True)

@@ -12,12 +12,16 @@ from typing import Any
 
 import yaml
 
+from testbed import versions
 from testbed.build import binary
 
 CHART = Path(__file__).resolve().parent.parent / "charts" / "model-serving-addon"
 RELEASE = "msa"
 AGENT_SERVICE_ACCOUNT = "model-serving-agent"
 MANAGER_SERVICE_ACCOUNT = "model-serving-addon-manager"
+KUBE_VERSION = ("--kube-version", versions.KUBERNETES)
+"""``helm template`` renders for the testbed's Kubernetes: without it, helm assumes v1.20, which
+the chart's ``kubeVersion`` refuses."""
 
 
 def helm(*args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
@@ -30,7 +34,7 @@ def helm(*args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
 
 def render(*sets: str, namespace: str = "model-serving-system") -> list[dict[str, Any]]:
     """``helm template`` with ``--set`` values; the rendered objects (CRDs included)."""
-    args = ["template", RELEASE, str(CHART), "-n", namespace, "--include-crds"]
+    args = ["template", RELEASE, str(CHART), "-n", namespace, "--include-crds", *KUBE_VERSION]
     for s in sets:
         args += ["--set", s]
     return [d for d in yaml.safe_load_all(helm(*args).stdout) if d]

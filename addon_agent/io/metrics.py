@@ -1,4 +1,8 @@
-"""Prometheus metrics of the agent (served on /metrics)."""
+"""Prometheus metrics of the agent (served on /metrics).
+
+A model's namespace is the label ``model_namespace``, never ``namespace``: a scrape through
+prometheus-operator (``honorLabels: false``) sets ``namespace`` to the agent's own.
+"""
 
 from __future__ import annotations
 
@@ -28,13 +32,13 @@ INFERENCE_SERVICES = Gauge(
 MODEL_READY = Gauge(
     "model_serving_model_ready",
     "1 when the InferenceService's Ready condition is True, else 0.",
-    ["namespace", "name"],
+    ["model_namespace", "name"],
 )
 MODEL_LOAD_FAILED = Gauge(
     "model_serving_model_load_failed",
     "1 while KServe reports the InferenceService's model failed to load "
     "(status.modelStatus: transitionStatus or lastFailureInfo), labelled with its reason.",
-    ["namespace", "name", "reason"],
+    ["model_namespace", "name", "reason"],
 )
 RECONCILE_SECONDS = Histogram(
     "model_serving_agent_reconcile_duration_seconds", "Duration of agent reconciles.", ["kind"]
@@ -95,10 +99,11 @@ def record_inference_services(items: Iterable[dict[str, Any]]) -> None:
     for isvc in items:
         meta = isvc.get("metadata") or {}
         ns, name = str(meta.get("namespace", "")), str(meta.get("name", ""))
-        MODEL_READY.labels(namespace=ns, name=name).set(1 if isvc_state(isvc) == "Ready" else 0)
+        ready = 1 if isvc_state(isvc) == "Ready" else 0
+        MODEL_READY.labels(model_namespace=ns, name=name).set(ready)
         reason = load_failure(isvc)
         if reason is not None:
-            MODEL_LOAD_FAILED.labels(namespace=ns, name=name, reason=reason).set(1)
+            MODEL_LOAD_FAILED.labels(model_namespace=ns, name=name, reason=reason).set(1)
 
 
 def record_platform(platform: str, available: bool, components: dict[str, bool]) -> None:

@@ -1,4 +1,10 @@
-"""Prometheus metrics of the manager (served on ``/metrics``)."""
+"""Prometheus metrics of the manager (served on ``/metrics``).
+
+An intent's namespace is the label ``intent_namespace``, never ``namespace``: a scrape through
+prometheus-operator (``honorLabels: false``, also OpenShift's user-workload monitoring) sets
+``namespace`` to the scraped pod's and renames the exposed one, so intents of different
+namespaces would merge.
+"""
 
 from __future__ import annotations
 
@@ -44,15 +50,15 @@ FANOUT_SECONDS = Histogram(
 INTENT_CONDITIONS = Gauge(
     "model_serving_intent_condition",
     "1 when the intent's condition has this status.",
-    ["kind", "namespace", "name", "condition", "status"],
+    ["kind", "intent_namespace", "name", "condition", "status"],
 )
 CLUSTERS_DESIRED = Gauge(
     "model_serving_intent_clusters_desired", "Clusters an intent should be on.",
-    ["kind", "namespace", "name"],
+    ["kind", "intent_namespace", "name"],
 )
 CLUSTERS_READY = Gauge(
     "model_serving_intent_clusters_ready", "Clusters where an intent is ready.",
-    ["kind", "namespace", "name"],
+    ["kind", "intent_namespace", "name"],
 )
 CLUSTER_STALE = Gauge(
     "model_serving_cluster_stale",
@@ -65,13 +71,13 @@ CLUSTER_STALE = Gauge(
 ROLLOUT_STEP = Gauge(
     "model_serving_rollout_step",
     "The step a progressive rollout is at (0 before the first; the last step once complete).",
-    ["kind", "namespace", "name"],
+    ["kind", "intent_namespace", "name"],
 )
 ROLLOUT_PHASE = Gauge(
     "model_serving_rollout_phase",
     "1 for the phase a progressive rollout is in (Progressing, WaitingForApproval, Paused, "
     "Halted, RolledBack, Complete), 0 for the others.",
-    ["kind", "namespace", "name", "phase"],
+    ["kind", "intent_namespace", "name", "phase"],
 )
 ROLLOUT_STEPS = Counter(
     "model_serving_rollout_steps_total",

@@ -195,6 +195,14 @@ def test_printer_columns(clusters: dict[str, Cluster], hub_namespace: str) -> No
     # The category lists every hub intent.
     names = hub.kubectl("get", c.CATEGORY, "-n", hub_namespace, "-o", "name").stdout.split()
     assert len(names) == 4, names
+    # ... and shadows no kind: `kubectl get modelserving` means ModelServings only, also by
+    # the name of another kind's object (a category named after the kind listed all four and
+    # made `kubectl delete modelserving NAME` reach any intent called NAME).
+    names = hub.kubectl("get", "modelserving", "-n", hub_namespace, "-o", "name").stdout.split()
+    assert names == ["modelserving.modelserving.opendatahub.io/kserve"], names
+    other = hub.kubectl("get", "modelserving", "sklearn-iris", "-n", hub_namespace, "-o", "name",
+                        check=False)
+    assert other.returncode != 0 and "NotFound" in other.stderr, other
 
     spoke = clusters["spoke"]
     obj = merge_patch(CASES["good"]["splat"], {"metadata": {"name": f"columns-{hub_namespace}"}})

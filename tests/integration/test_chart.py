@@ -8,7 +8,7 @@ import pytest
 
 from addon_api import constants as c
 from addon_api import sealing
-from testbed.chart import CHART, helm, render
+from testbed.chart import CHART, KUBE_VERSION, helm, render
 
 pytestmark = pytest.mark.usefixtures("built_binaries")  # helm renders the chart
 
@@ -26,6 +26,14 @@ def _agent_manifests(objs: list[dict[str, Any]]) -> list[dict[str, Any]]:
 def test_lint_passes() -> None:
     out = helm("lint", str(CHART), "--strict")
     assert "0 chart(s) failed" in out.stdout
+
+
+def test_the_chart_refuses_a_kubernetes_older_than_its_admission_policy_needs() -> None:
+    """The ValidatingAdmissionPolicy it ships is admissionregistration.k8s.io/v1 (1.30)."""
+    old = helm("template", "x", str(CHART), "--kube-version", "1.29.9", check=False)
+    assert old.returncode != 0 and ">=1.30.0-0" in old.stderr, old.stderr
+    for version in ("1.30.0", "1.31.2-eks-7f9249a", "1.34.12"):
+        helm("template", "x", str(CHART), "--kube-version", version)
 
 
 def test_default_render() -> None:
@@ -167,7 +175,7 @@ def test_feature_flags(sets: tuple[str, ...], expect: str) -> None:
     ],
 )
 def test_schema_rejects_bad_values(sets: tuple[str, ...], field: str) -> None:
-    args = ["template", "msa", str(CHART)]
+    args = ["template", "msa", str(CHART), *KUBE_VERSION]
     for s in sets:
         args += ["--set", s]
     proc = helm(*args, check=False)
@@ -266,8 +274,8 @@ def test_the_manager_reads_secrets_only_in_the_namespaces_listed() -> None:
 
 
 def test_secret_namespaces_must_be_namespace_names() -> None:
-    proc = helm("template", "msa", str(CHART), "--set", "manager.secretNamespaces={Team_A}",
-                check=False)
+    proc = helm("template", "msa", str(CHART), *KUBE_VERSION,
+                "--set", "manager.secretNamespaces={Team_A}", check=False)
     assert proc.returncode != 0 and "secretNamespaces" in proc.stderr
 
 

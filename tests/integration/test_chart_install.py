@@ -95,7 +95,7 @@ def _condition(obj: dict[str, Any], kind: str) -> str | None:
 def test_install_and_enable_on_cluster1(testbed: Testbed) -> None:
     hub, spoke = testbed.hub, testbed.spokes[0]
     kubeconfig = f"--kubeconfig={hub.kubeconfig}"
-    helm(
+    installed = helm(
         "upgrade",
         "--install",
         "msa",
@@ -107,6 +107,14 @@ def test_install_and_enable_on_cluster1(testbed: Testbed) -> None:
         kubeconfig,
     )
     try:
+        # The chart's notes say how to check the install, and what the empty defaults mean.
+        notes = installed.stdout.partition("NOTES:")[2]
+        check = (f"kubectl -n {RELEASE_NAMESPACE} rollout status "
+                 "deployment/model-serving-addon-manager")
+        assert check in notes, notes
+        assert "manager.secretNamespaces is empty" in notes, notes
+        assert "manager.policy.targetNamespaces is empty" in notes, notes
+        assert "get mlfleet" in notes, notes
         # Every object the chart renders was accepted by the hub API server.
         manager = _json(hub, "deployment", "model-serving-addon-manager", "-n", RELEASE_NAMESPACE)
         assert manager["spec"]["template"]["spec"]["serviceAccountName"] == (

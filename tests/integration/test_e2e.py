@@ -181,6 +181,25 @@ def test_hub_prometheus_federates_the_fleet_and_a_healthy_fleet_fires_no_alert(
     platforms = {(r["metric"]["cluster"], r["metric"]["platform"]): r["value"][1]
                  for r in hub.query("model_serving_platform_ready")}
     assert platforms == {("cluster1", "KServe"): "1", ("cluster2", "KServe"): "1"}, platforms
+    # The scraped labels, as prometheus-operator sets them: `namespace` is the scraped pod's
+    # (the agent's, the manager's); the model's and the intent's namespaces keep labels of
+    # their own, so intents and models of different namespaces never merge in the alerts.
+    def labelled(query: str, keys: tuple[str, ...], want: set[tuple[str, ...]]
+                 ) -> set[tuple[str, ...]]:
+        got = {tuple(r["metric"].get(k, "") for k in keys) for r in hub.query(query)}
+        return got if want <= got else set()
+
+    models = eventually(lambda: labelled(
+        "model_serving_model_ready", ("cluster", "model_namespace", "namespace", "name"),
+        {(cl, "models", AGENT_NS, "sklearn-iris") for cl in ("cluster1", "cluster2")}),
+        timeout=30)
+    assert all(ns == AGENT_NS for _, _, ns, _ in models), models
+    intents = eventually(lambda: labelled(
+        "model_serving_intent_clusters_desired", ("intent_namespace", "namespace", "kind", "name"),
+        {(NS, demo.RELEASE_NAMESPACE, "MultiClusterInferenceService", "sklearn-iris")}),
+        timeout=30)
+    assert all(ns == demo.RELEASE_NAMESPACE for _, ns, _, _ in intents), intents
+    assert not hub.query('{__name__=~"model_serving_.+", exported_namespace!=""}')
     # Every rule evaluated without error for longer than its (shortened) `for` on this data:
     # an alert whose condition held would be firing by then.
     settled = time.time() + observability.SHORT_FOR_SECONDS + 2
@@ -839,8 +858,10 @@ def test_removing_the_stack_under_a_ready_model_is_refused_then_completes_by_its
 
 def test_hub_reports_through_kubectl(fleet: tuple[Testbed, Callable[[], None]]) -> None:
     bed, _ = fleet
-    out = bed.hub.kubectl("get", "modelserving", "-n", NS).stdout
+    out = bed.hub.kubectl("get", "mlfleet", "-n", NS).stdout
     assert "kserve" in out and "demo-s3" in out
+    out = bed.hub.kubectl("get", "modelserving", "-n", NS).stdout
+    assert "kserve" in out and "demo-s3" not in out
     with pytest.raises(subprocess.CalledProcessError):
         bed.hub.kubectl("get", "msv", "does-not-exist", "-n", NS)
 

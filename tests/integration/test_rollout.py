@@ -344,13 +344,15 @@ def test_pause_holds_resume_goes_on_and_undo_returns_every_cluster(fleet: Fleet)
         assert out.returncode == 0, (args, out.returncode, out.stderr)
         return out.stdout
 
+    # `rollout status` waits for a rollout to end: revision 4's is Complete, so at once.
+    assert f"mcisvc/{CANARY}: Complete" in rollout("status", "--timeout=30s")
     assert "paused" in rollout("pause")
     _apply(hub, _model(minReplicas=5))  # revision 5 (no metric gate)
     _until(fleet, lambda: _rollout(hub).get("phase") == "Paused"
            and _rollout(hub).get("targetRevision") == 5)
     # The reconcile that wrote this status wrote its works first: none moved.
     assert _revisions(hub, CANARY_WORK) == dict.fromkeys(CLUSTERS, 4)
-    status = rollout("status")
+    status = rollout("status", "--no-watch")
     print(status)
     assert f"mcisvc/{CANARY}: Paused" in status and "stable 4, target 5" in status
     # Resumed: the first step starts; then undone mid-rollout: every cluster goes to
@@ -365,6 +367,10 @@ def test_pause_holds_resume_goes_on_and_undo_returns_every_cluster(fleet: Fleet)
     assert (roll["phase"], roll["stableRevision"], roll.get("failedRevision")) == (
         "RolledBack", 1, 5)
     assert _revisions(hub, CANARY_WORK) == dict.fromkeys(CLUSTERS, 1)
+    # ... and a rollout that ended rolled back fails `rollout status` (exit 1).
+    failed = fleetcli.run(admin, "rollout", "status", f"mcisvc/{CANARY}", "-n", NS,
+                          "--timeout=30s")
+    assert failed.returncode == 1 and f"mcisvc/{CANARY}: RolledBack" in failed.stdout, failed
     history = rollout("history")
     print(history)
     roles = {line.split()[0]: line.split()[2:] for line in history.splitlines()[1:]}

@@ -24,9 +24,9 @@ def test_only_the_asked_platform_is_exported() -> None:
 
 
 def _models() -> tuple[dict[tuple[str, str], float], dict[tuple[str, str, str], float]]:
-    ready = {(s.labels["namespace"], s.labels["name"]): s.value
+    ready = {(s.labels["model_namespace"], s.labels["name"]): s.value
              for m in metrics.MODEL_READY.collect() for s in m.samples}
-    failed = {(s.labels["namespace"], s.labels["name"], s.labels["reason"]): s.value
+    failed = {(s.labels["model_namespace"], s.labels["name"], s.labels["reason"]): s.value
               for m in metrics.MODEL_LOAD_FAILED.collect() for s in m.samples}
     return ready, failed
 

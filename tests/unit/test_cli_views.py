@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import pytest
@@ -235,3 +236,120 @@ def test_explain_shows_a_kept_namespace_with_the_next_step_on_a_ready_cluster() 
     msv["status"]["clusters"][0].pop("leftovers")  # type: ignore[index]
     assert "leftovers" not in [
         link.name for link in explain.chain(_ViewerHub(), msv, "cluster1")]  # type: ignore[arg-type]
+
+
+def test_durations_are_seconds_or_go_style_and_bad_ones_name_the_value() -> None:
+    from addon_cli import main as cli
+
+    assert [cli.duration(t) for t in ("30", "2.5", "30s", "5m", "1h30m")] == [
+        30.0, 2.5, 30.0, 300.0, 5400.0]
+    for bad in ("5 minutes", "-3", "1d", ""):
+        with pytest.raises(Exception, match="duration") as err:
+            cli.duration(bad)
+        assert type(err.value).__name__ == "ArgumentTypeError"
+    args = cli.parser().parse_args(["status", "--wait-ready", "--timeout", "5m",
+                                    "--request-timeout=1m", "--interval", "500"])
+    assert (args.timeout, args.request_timeout, args.interval) == (300.0, 60.0, 500.0)
+
+
+def test_status_wide_adds_the_reason_and_external_url_and_name_lists_each_intent_once() -> None:
+    objs = [intent("iris", entry("c1", reason="ReplicasNotReady", message="1 of 2 replicas ready",
+                                 externalUrl="https://iris.apps.c1"), entry("c2")),
+            intent("wine", entry("c1", False, reason="CrashLooping"))]
+    found = views.rows(objs)
+    wide = views.status_table(found, wide=True).splitlines()
+    assert wide[0].split() == ["KIND", "NAMESPACE", "NAME", "CLUSTER", "PHASE", "READY",
+                               "REVISION", "URL", "REASON", "EXTERNAL-URL", "DETAIL"]
+    assert "ReplicasNotReady" in wide[1] and "https://iris.apps.c1" in wide[1]
+    assert "REASON" not in views.status_table(found)
+    assert views.object_names(found) == [
+        f"multiclusterinferenceservice.{c.GROUP}/iris",
+        f"multiclusterinferenceservice.{c.GROUP}/wine"]
+
+
+def test_rollout_outcome_is_done_failed_or_waiting_for_the_current_generation() -> None:
+    def rolled(phase: str, **kw: Any) -> dict[str, Any]:
+        return intent("iris", entry("c1"), rollout={"phase": phase, "targetRevision": 3,
+                                                    "message": "m"}, **kw)
+
+    assert explain.rollout_outcome(rolled("Complete"))[0] == "done"
+    assert explain.rollout_outcome(rolled("RolledBack")) == ("failed", "RolledBack: m")
+    assert explain.rollout_outcome(rolled("Halted"))[0] == "failed"
+    for phase in ("Progressing", "Paused", "WaitingForApproval"):
+        assert explain.rollout_outcome(rolled(phase)) == ("waiting", f"{phase}: m")
+    # a Complete about the spec before the last change is not done
+    stale = rolled("Complete", generation=3)
+    assert explain.rollout_outcome(stale) == (
+        "waiting", "the manager has not seen generation 3")
+    # without a progressive rollout: done once Ready everywhere
+    assert explain.rollout_outcome(intent("iris", entry("c1")))[0] == "done"
+    assert explain.rollout_outcome(intent("iris", entry("c1", False), phase="Progressing"))[
+        0] == "waiting"
+
+
+class _RollingHub:
+    """An intent whose rollout moves on at every read."""
+
+    def __init__(self, phases: list[str]) -> None:
+        self.phases = phases
+
+    def intent(self, kind: str, namespace: str, name: str) -> dict[str, Any]:
+        phase = self.phases.pop(0) if len(self.phases) > 1 else self.phases[0]
+        return intent(name, entry("c1"), rollout={"phase": phase, "targetRevision": 2,
+                                                  "stableRevision": 1, "message": phase})
+
+
+@pytest.mark.parametrize(("phases", "code", "printed"), [
+    (["Progressing", "Progressing", "Complete"], 0, 2),
+    (["Progressing", "RolledBack"], 1, 2),
+    (["Paused"], 1, 1),  # the wait ends (--timeout) with the rollout still paused
+])
+def test_rollout_status_watches_until_done_or_failed_and_exits_by_it(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str],
+    phases: list[str], code: int, printed: int,
+) -> None:
+    from addon_cli import main as cli
+
+    monkeypatch.setattr(cli, "_hub", lambda args: _RollingHub(list(phases)))
+    clock = iter(range(0, 10_000, 10))
+    monkeypatch.setattr(cli.time, "monotonic", lambda: float(next(clock)))
+    monkeypatch.setattr(cli.time, "sleep", lambda s: None)
+    assert cli.main(["rollout", "status", "mcisvc/iris", "-n", "team", "--timeout=1m"]) == code
+    captured = capsys.readouterr()
+    assert captured.out.count("mcisvc/iris: ") == printed, captured.out
+    if phases == ["Paused"]:
+        assert "not done after 60s: Paused" in captured.err
+    # --no-watch reads once and exits 0 unless the rollout failed
+    monkeypatch.setattr(cli, "_hub", lambda args: _RollingHub(list(phases)))
+    once = cli.main(["rollout", "status", "mcisvc/iris", "-n", "team", "--no-watch", "-o",
+                     "json"])
+    assert once == (1 if phases[0] == "RolledBack" else 0)
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["rollout"]["phase"] == phases[0] and doc["outcome"] in ("waiting", "done")
+
+
+def test_version_prints_the_client_and_the_charts_on_the_hub(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str],
+) -> None:
+    from addon_cli import main as cli
+    from addon_cli.hub import CliError
+
+    class Registered:
+        def registration(self) -> dict[str, Any]:
+            return {"metadata": {"labels": {"helm.sh/chart": "model-serving-addon-0.1.0",
+                                            "app.kubernetes.io/version": "0.1.0"}}}
+
+    class Gone:
+        def registration(self) -> dict[str, Any]:
+            raise CliError(5, "not found: clustermanagementaddon model-serving")
+
+    monkeypatch.setattr(cli, "_hub", lambda args: Registered())
+    assert cli.main(["version"]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out[0].startswith("client: ") and out[1] == (
+        "hub: chart model-serving-addon-0.1.0, app 0.1.0")
+    monkeypatch.setattr(cli, "_hub", lambda args: Gone())
+    assert cli.main(["version", "-o", "json"]) == 5
+    assert "not found" in json.loads(capsys.readouterr().out)["hub"]["error"]
+    assert cli.main(["version", "--client"]) == 0
+    assert "hub" not in capsys.readouterr().out

@@ -392,6 +392,17 @@ def test_crd_shape(cls: Any) -> None:
         assert "categories" not in spec["names"]
 
 
+def test_the_category_shadows_no_kinds_name() -> None:
+    """kubectl expands a category before it resolves a resource name: a category equal to a
+    singular, plural or short name makes ``kubectl get/delete NAME`` reach every kind."""
+    names: set[str] = set()
+    for cls in RESOURCES:
+        kind = str(cls.model_fields["kind"].default).lower()
+        names |= {cls.crd.plural, kind, *cls.crd.short_names}
+    assert "modelserving" in names
+    assert c.CATEGORY not in names, sorted(names)
+
+
 def test_short_names() -> None:
     names = {cls.model_fields["kind"].default: cls.crd.short_names for cls in RESOURCES}
     assert names == {

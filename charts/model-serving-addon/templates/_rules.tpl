@@ -39,18 +39,18 @@
         summary: 'Stack component {{ "{{ $labels.component }}" }} is not available on {{ "{{ $labels.cluster }}" }}.'
         description: 'A controller Deployment of the serving stack has no available replica; see its pods on that cluster.'
     - alert: ModelServingModelLoadFailed
-      expr: max by (cluster, namespace, name, reason) (model_serving_model_load_failed) == 1
+      expr: max by (cluster, model_namespace, name, reason) (model_serving_model_load_failed) == 1
       for: 5m
       labels: {severity: warning}
       annotations:
-        summary: 'Model {{ "{{ $labels.namespace }}/{{ $labels.name }}" }} failed to load on {{ "{{ $labels.cluster }}" }} ({{ "{{ $labels.reason }}" }}).'
+        summary: 'Model {{ "{{ $labels.model_namespace }}/{{ $labels.name }}" }} failed to load on {{ "{{ $labels.cluster }}" }} ({{ "{{ $labels.reason }}" }}).'
         description: 'KServe reports the model will not load (status.modelStatus of the InferenceService on that cluster); docs/troubleshooting.md has the reason.'
     - alert: ModelServingModelNotReady
-      expr: sum by (kind, namespace, name) (model_serving_intent_clusters_ready) < sum by (kind, namespace, name) (model_serving_intent_clusters_desired)
+      expr: sum by (kind, intent_namespace, name) (model_serving_intent_clusters_ready) < sum by (kind, intent_namespace, name) (model_serving_intent_clusters_desired)
       for: {{ .Values.observability.modelNotReadyMinutes }}m
       labels: {severity: warning}
       annotations:
-        summary: '{{ "{{ $labels.kind }} {{ $labels.namespace }}/{{ $labels.name }}" }} is not ready on every cluster.'
+        summary: '{{ "{{ $labels.kind }} {{ $labels.intent_namespace }}/{{ $labels.name }}" }} is not ready on every cluster.'
         description: 'The per-cluster status of the intent on the hub (kubectl get -o yaml) gives the reason per cluster.'
     - alert: ModelServingClusterStale
       expr: max by (managed_cluster) (model_serving_cluster_stale) > 0
@@ -67,11 +67,11 @@
         summary: 'The manager fails to write ManifestWorks ({{ "{{ $labels.reason }}" }}).'
         description: 'See the manager log and the Degraded condition of the intents.'
     - alert: ModelServingRolloutRolledBack
-      expr: max by (kind, namespace, name) (model_serving_rollout_phase{phase=~"RolledBack|Halted"}) == 1
+      expr: max by (kind, intent_namespace, name) (model_serving_rollout_phase{phase=~"RolledBack|Halted"}) == 1
       for: 1m
       labels: {severity: warning}
       annotations:
-        summary: '{{ "{{ $labels.kind }} {{ $labels.namespace }}/{{ $labels.name }}" }}: its last change failed a rollout step and is not in effect.'
+        summary: '{{ "{{ $labels.kind }} {{ $labels.intent_namespace }}/{{ $labels.name }}" }}: its last change failed a rollout step and is not in effect.'
         description: 'status.rollout.message names the cluster, the gate and what it saw; the clusters serve the last good revision (RolledBack) or stay where the rollout halted. Change the spec to try again.'
     - alert: ModelServingModelErrorRatioHigh
       expr: sum by (cluster, namespace, inferenceservice) (rate(model_infer_request_failure_total[5m])) / ((sum by (cluster, namespace, inferenceservice) (rate(model_infer_request_success_total[5m])) + sum by (cluster, namespace, inferenceservice) (rate(model_infer_request_failure_total[5m]))) or sum by (cluster, namespace, inferenceservice) (rate(model_infer_request_success_total[5m])) or sum by (cluster, namespace, inferenceservice) (rate(model_infer_request_failure_total[5m]))) > {{ .Values.observability.modelErrorRatio }}
