@@ -11,6 +11,7 @@ import os
 import sys
 import time
 from dataclasses import replace
+from importlib import metadata
 from pathlib import Path
 from typing import Any
 
@@ -25,7 +26,7 @@ from addon_manager.engine import partition
 from addon_manager.engine.policy import Policy, parse_namespaces
 from addon_manager.facts import records
 from addon_manager.kinds.registry import KINDS
-from addon_manager.shell import handlers, informers, leadership, sealkeys
+from addon_manager.shell import crds, handlers, informers, leadership, sealkeys
 from addon_manager.shell.apply import HubWriter
 from addon_manager.shell.metricgate import PrometheusGate
 from addon_manager.shell.secrets import SecretWatches
@@ -219,6 +220,8 @@ def main(argv: list[str]) -> int:
             loop.run_until_complete(loop.run_in_executor(None, elector.wait_until_leading))
         except KeyboardInterrupt:
             return 0
+    # As the one that acts: the hub CRDs get this manager's schema (Helm never upgrades them).
+    crds.ensure(client.ApiClient(cfg), _version())
     # The API server admits JSON nested 10,000 levels deep (in the open parts of a schema) and
     # kopf decodes every object of a watched kind: with Python's default limit (1,000) one such
     # object made the watcher, and with it the whole manager, fail. The models reject it
@@ -232,6 +235,14 @@ def main(argv: list[str]) -> int:
             elector.release()
         watches.stop()
     return 0
+
+
+def _version() -> str:
+    """Return the manager's version (its package's)."""
+    try:
+        return metadata.version("model-serving-addon")
+    except metadata.PackageNotFoundError:
+        return "0"
 
 
 def hub_informers(cfg: client.Configuration, state: handlers.ManagerState

@@ -409,3 +409,16 @@ def test_the_admins_pod_and_credential_rules_reach_the_managers_policy() -> None
     assert admin.shared_credential_namespaces == frozenset({"shared-models", "lab"})
     with pytest.raises(AssertionError):  # not a namespace name: helm's schema check refuses it
         render("manager.policy.sharedCredentialNamespaces={Shared_Models}")
+
+
+def test_the_manager_may_patch_exactly_the_hub_crds_and_create_none() -> None:
+    """It applies its own schema to the hub CRDs as it starts (Helm never upgrades crds/)."""
+    from addon_manager.shell import crds
+
+    role = next(o for o in render() if o["kind"] == "ClusterRole"
+                and o["metadata"]["name"] == "model-serving-addon-manager")
+    on_crds = [r for r in role["rules"] if "customresourcedefinitions" in r["resources"]]
+    writes = [r for r in on_crds if set(r["verbs"]) - {"get", "list", "watch"}]
+    assert [r["verbs"] for r in writes] == [["patch"]], on_crds
+    assert set(writes[0]["resourceNames"]) == {o["metadata"]["name"]
+                                               for o in crds.desired("0")}

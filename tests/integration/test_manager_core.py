@@ -11,10 +11,12 @@ import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from functools import partial
+from importlib import metadata
 from typing import Any
 
 import pytest
 
+from addon_api import constants as c
 from addon_api.hub import MultiClusterInferenceService
 from addon_manager.kinds import inference_service as isvc_kind
 from testbed.fleet import Testbed
@@ -262,3 +264,50 @@ class TestInferenceServiceOnTwoClusters:
         eventually(
             lambda: not exists(s.spoke1, "inferenceservice", "iris", "-n", "models"), timeout=60
         )
+
+
+def test_the_manager_brings_the_hub_crds_to_its_schema_unless_a_newer_one_did(
+    testbed: Testbed, manager: Manager,
+) -> None:
+    """Helm never upgrades a chart's crds/: the manager does, as it starts to act, with the
+    chart's identity (patch on these CRDs only). One applied by a newer manager it leaves."""
+    from addon_manager.shell import crds
+
+    hub = testbed.hub
+    name = f"multiclusterinferenceservices.{c.GROUP}"
+    rollout = "/spec/versions/0/schema/openAPIV3Schema/properties/spec/properties/rollout"
+
+    def crd() -> dict[str, Any]:
+        return dict(get_json(hub, "crd", name))
+
+    def has_rollout() -> bool:
+        spec = crd()["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"]
+        return "rollout" in spec["properties"]
+
+    def older_schema(mark: str) -> None:
+        """The CRD as an older chart installed it: no spec.rollout."""
+        hub.kubectl("patch", "crd", name, "--type=json", "-p", json.dumps([
+            {"op": "remove", "path": rollout},
+            {"op": "add", "path": "/metadata/annotations",
+             "value": {crds.VERSION_ANNOTATION: mark}}]))
+        assert not has_rollout()
+
+    try:
+        older_schema("0.0.1")
+        manager.kill()
+        manager.start()
+        eventually(has_rollout, timeout=60)
+        assert crd()["metadata"]["annotations"][crds.VERSION_ANNOTATION] == metadata.version(
+            "model-serving-addon")
+        # a newer manager's CRD (a rolling update's old replica restarting): left alone
+        older_schema("99.0.0")
+        manager.kill()
+        manager.start()
+        eventually(lambda: "was applied by a newer manager (99.0.0)" in manager.tail(200),
+                   timeout=60)
+        assert not has_rollout()
+    finally:
+        hub.kubectl("annotate", "crd", name, f"{crds.VERSION_ANNOTATION}-", check=False)
+        manager.kill()
+        manager.start()
+        eventually(has_rollout, timeout=60)
