@@ -159,6 +159,20 @@ class Hub:
         """One ManagedCluster."""
         return self._get(f"get managedcluster {name}", CLUSTER, None, name)
 
+    def server_version(self) -> str:
+        """The hub's Kubernetes version (``v1.34.12``)."""
+        got = self._call("read the server version", client.VersionApi(self.api).get_code)
+        return str(got.git_version)
+
+    def served(self, group_version: str) -> list[str]:
+        """The resources the hub serves in one API group version (discovery)."""
+        group, _, version = group_version.partition("/")
+        got = self._call(f"discover {group_version}", self.custom.get_api_resources, group,
+                         version)
+        found = self.api.sanitize_for_serialization(got)  # type: ignore[no-untyped-call]
+        return [str(r["name"]) for r in found.get("resources") or []
+                if "/" not in str(r["name"])]
+
     def registration(self) -> dict[str, Any]:
         """The add-on's ClusterManagementAddOn (the chart labels it with its versions)."""
         return self._get(f"get clustermanagementaddon {c.ADDON_NAME}", REGISTRATION, None,

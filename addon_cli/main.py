@@ -11,6 +11,7 @@ hub unreachable, 4 refused by the hub, 5 no such object.
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import sys
 import time
@@ -24,9 +25,10 @@ from kubernetes import config
 
 from addon_api import constants as c
 from addon_api.rollout import seconds
+from addon_cli import check as checking
 from addon_cli import explain as explaining
 from addon_cli import offline, predict, views
-from addon_cli.hub import EXIT_NOT_READY, EXIT_USAGE, CliError, Hub
+from addon_cli.hub import EXIT_NOT_READY, EXIT_UNREACHABLE, EXIT_USAGE, CliError, Hub
 
 
 def duration(text: str) -> float:
@@ -296,6 +298,45 @@ def _rollout_status(args: argparse.Namespace, hub: Hub, key: tuple[str, str, str
         intent = hub.intent(*key)
 
 
+# check ----------------------------------------------------------------------------------------
+
+
+def _read(fn: Callable[[], Any]) -> Any:
+    """What ``fn`` read, or :class:`checking.Unreadable` with why not."""
+    try:
+        return fn()
+    except CliError as err:
+        return checking.Unreadable(str(err))
+
+
+def cmd_check(args: argparse.Namespace) -> int:
+    """Preflight and health: the hub, OCM, the chart, the manager, each cluster's add-on.
+
+    Exit 1 when a check failed; a read refused to the user is UNKNOWN, not a failure.
+    """
+    hub = _hub(args)
+    version = _read(hub.server_version)
+    if isinstance(version, checking.Unreadable) and "could not reach" in str(version):
+        raise CliError(EXIT_UNREACHABLE, str(version))
+    found: list[checking.Check] = [
+        checking.kubernetes(version) if isinstance(version, str) else
+        checking.Check("hub Kubernetes version", "UNKNOWN", str(version))]
+    served = {gv: _read(functools.partial(hub.served, gv))
+              for gv in [*checking.OCM_APIS, f"{c.GROUP}/{c.VERSION}"]}
+    found += checking.apis(served)
+    found.append(checking.executor(_read(hub.work_schema)))
+    found.append(checking.registration(_read(hub.registration)))
+    found.append(checking.manager(_read(lambda: _read_intents(hub, None, None, None))))
+    found.append(checking.clusters(_read(hub.addons)))
+    if args.output in ("json", "yaml"):
+        _print(_document({"checks": [x.__dict__ for x in found]}, args.output))
+    else:
+        _print(views.table(["STATE", "CHECK", "SEEN", "WHAT TO DO"],
+                           [[x.state, x.name, x.seen, x.todo] for x in found],
+                           _colour(args), coloured=(0,)))
+    return EXIT_NOT_READY if checking.failed(found) else 0
+
+
 # version --------------------------------------------------------------------------------------
 
 
@@ -502,6 +543,11 @@ def parser(prog: str = "model-serving-addon") -> argparse.ArgumentParser:
                     f"connections live; default {c.AGENT_NAMESPACE})")
     rd.add_argument("-o", "--output", choices=("yaml", "json"), default="yaml")
     rd.set_defaults(run=cmd_render)
+
+    ck = sub.add_parser("check", help="preflight and health: hub version, OCM APIs, the chart, "
+                        "the manager, the add-on on each cluster (exit 1 when a check fails)")
+    _common(ck, namespaced=False)
+    ck.set_defaults(run=cmd_check)
 
     ve = sub.add_parser("version", help="this command's version and the hub's (the chart "
                         "installed there)")

@@ -25,8 +25,8 @@ MODELS = {m.__name__: m for m in (
 KINDS = {kind: model.crd for kind, model in MODELS.items()}
 """Every hub kind's CRD names, by kind."""
 
-GOOD = {"Ready", "Available", "Delivered", "Complete", "True"}
-BAD = {"Failed", "Degraded", "Invalid", "RolledBack", "Halted", "Conflict", "False",
+GOOD = {"Ready", "Available", "Delivered", "Complete", "True", "OK"}
+BAD = {"Failed", "FAIL", "Degraded", "Invalid", "RolledBack", "Halted", "Conflict", "False",
        "DeletionBlocked", "Unknown"}
 
 COLOURS = {"good": "\033[32m", "bad": "\033[31m", "other": "\033[33m"}

@@ -3,7 +3,7 @@
 ``manager`` and ``agent`` hand the rest of the command line to their package's
 ``main(argv)``; each role is imported inside its own subcommand, so the manager never loads
 agent code and the other way round. The fleet commands (``status``, ``explain``, ``clusters``,
-``rollout``, ``render``, ``diff``, ``version``) go to :mod:`addon_cli.main` the same way.
+``rollout``, ``render``, ``diff``, ``check``, ``version``) go to :mod:`addon_cli.main` the same way.
 """
 
 from __future__ import annotations
@@ -28,6 +28,7 @@ FLEET = {
     "rollout": "a progressive rollout: status, history, pause, resume, undo, approve",
     "render": "the ManifestWorks the manager would write for an intent file (no hub needed)",
     "diff": "what an intent file would change in the hub's works, per cluster",
+    "check": "preflight and health: the hub, OCM, the chart, the manager, each cluster",
     "version": "this command's version and the chart's on the hub",
 }
 """The fleet commands (``addon_cli``): they read the hub with the user's kubeconfig."""

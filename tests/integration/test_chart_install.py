@@ -23,6 +23,7 @@ from testbed.chart import AGENT_SERVICE_ACCOUNT, CHART, helm
 from testbed.dataplane.kubelet import FIELD_MANAGER, SERVED
 from testbed.dataplane.podspec import RELEASE_HOOK_RUNNER, SIMULATED_LABEL
 from testbed.fleet import Testbed
+from testbed.support import fleetcli
 from testbed.support.waiting import eventually
 
 RELEASE_NAMESPACE = "model-serving-system"
@@ -95,6 +96,18 @@ def _condition(obj: dict[str, Any], kind: str) -> str | None:
 def test_install_and_enable_on_cluster1(testbed: Testbed) -> None:
     hub, spoke = testbed.hub, testbed.spokes[0]
     kubeconfig = f"--kubeconfig={hub.kubeconfig}"
+    # Before the install, `check` fails on the missing registration and says what to do; the
+    # hub's version and OCM's APIs pass.
+    before = fleetcli.run(hub.kubeconfig, "check")
+    print(before.stdout)
+    assert before.returncode == 1, (before.stdout, before.stderr)
+    assert "install the chart (docs/hub-setup.md)" in before.stdout
+    checks = {x["name"]: x for x in json.loads(
+        fleetcli.run(hub.kubeconfig, "check", "-o", "json").stdout)["checks"]}
+    assert checks["hub Kubernetes version"]["state"] == "OK"
+    assert checks[f"add-on registration (ClusterManagementAddOn {c.ADDON_NAME})"][
+        "state"] == "FAIL"
+    assert all(x["state"] == "OK" for n, x in checks.items() if n.startswith("OCM API"))
     installed = helm(
         "upgrade",
         "--install",
@@ -185,6 +198,16 @@ def test_install_and_enable_on_cluster1(testbed: Testbed) -> None:
             return _condition(mca, "Available") == "True"
 
         eventually(addon_available, timeout=120)
+        # Installed and enabled: every check passes (the manager's may only warn: no manager
+        # runs in this module, and other modules' intents may wait for one).
+        after = fleetcli.run(hub.kubeconfig, "check", "-o", "json")
+        checks = {x["name"]: x for x in json.loads(after.stdout)["checks"]}
+        print("\n".join(f"{x['state']} {x['name']}: {x['seen']}" for x in checks.values()))
+        assert after.returncode == 0, after.stdout
+        assert {x["state"] for n, x in checks.items() if "manager" not in n} == {"OK"}, checks
+        assert checks["add-on on the clusters"]["seen"] == "available on 1 cluster(s)"
+        assert checks[f"add-on registration (ClusterManagementAddOn {c.ADDON_NAME})"][
+            "seen"] == "chart model-serving-addon-0.1.0"
 
         # What the agent leaves on the spoke (written here as harness admin: the agent's pod
         # is kwok's, no agent process runs): a plaintext entry and objects with its finalizer.
