@@ -624,12 +624,14 @@ def start_for_fleet(bed: Any, agent_namespace: str, release_namespace: str,
     """
     from testbed import chart  # the chart helpers need helm; only this entry point does
 
-    rendered = chart.render("serviceMonitor.enabled=true", "observability.enabled=true",
+    # observability.enabled alone turns the manager's ServiceMonitor on (the chart's default
+    # for ACM); the rules are read from the PrometheusRule the chart renders when asked.
+    rendered = chart.render("observability.enabled=true", "observability.prometheusRule=true",
                             f"agent.installNamespace={agent_namespace}",
                             namespace=release_namespace)
     by_name = {o["metadata"]["name"]: o for o in rendered if o["kind"] == "ConfigMap"}
     allowlist = list(yaml.safe_load(
-        by_name["observability-metrics-custom-allowlist"]["data"]["uwl_metrics_list.yaml"]
+        by_name["model-serving-metrics-allowlist"]["data"]["uwl_metrics_list.yaml"]
     )["names"])
     dashboard = json.loads(by_name["model-serving-dashboard"]["data"]["model-serving.json"])
     rules = next(o for o in rendered if o["kind"] == "PrometheusRule")["spec"]["groups"]

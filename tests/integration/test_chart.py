@@ -422,3 +422,26 @@ def test_the_manager_may_patch_exactly_the_hub_crds_and_create_none() -> None:
     assert [r["verbs"] for r in writes] == [["patch"]], on_crds
     assert set(writes[0]["resourceNames"]) == {o["metadata"]["name"]
                                                for o in crds.desired("0")}
+
+
+def test_acm_observability_never_owns_acms_admin_configmaps_unless_told() -> None:
+    """ACM reads one admin allowlist and one admin rules ConfigMap: the chart ships its own
+    for the admin to merge, owns ACM's only with observability.ownAcmConfigMaps; the
+    PrometheusRule is behind its own value; the manager's ServiceMonitor comes with ACM
+    observability (the hub's panels and alerts on the manager need it)."""
+    admin = {"observability-metrics-custom-allowlist", "thanos-ruler-custom-rules"}
+
+    def names(*sets: str) -> dict[str, set[str]]:
+        out: dict[str, set[str]] = {}
+        for o in render(*sets):
+            out.setdefault(o["kind"], set()).add(o["metadata"]["name"])
+        return out
+
+    on = names("observability.enabled=true")
+    assert not on["ConfigMap"] & admin, on["ConfigMap"]
+    assert {"model-serving-metrics-allowlist", "model-serving-alert-rules",
+            "model-serving-dashboard"} <= on["ConfigMap"]
+    assert "PrometheusRule" not in on and on["ServiceMonitor"] == {"model-serving-addon-manager"}
+    owned = names("observability.enabled=true", "observability.ownAcmConfigMaps=true",
+                  "observability.prometheusRule=true")
+    assert admin <= owned["ConfigMap"] and owned["PrometheusRule"] == {"model-serving"}

@@ -60,7 +60,7 @@ def _exported() -> set[str]:
 @pytest.fixture(scope="module")
 def observability(built_binaries: Callable[[str], Path]) -> dict[str, Any]:
     """The chart's observability objects by name (rendered by helm)."""
-    objs = render("observability.enabled=true")
+    objs = render("observability.enabled=true", "observability.prometheusRule=true")
     return {o["metadata"]["name"]: o for o in objs if o["kind"] in ("ConfigMap", "PrometheusRule")}
 
 
@@ -73,7 +73,7 @@ def test_code_exports_the_documented_families() -> None:
 
 def test_allowlist_names_exported_metrics(observability: dict[str, Any]) -> None:
     allow = yaml.safe_load(
-        observability["observability-metrics-custom-allowlist"]["data"]["uwl_metrics_list.yaml"]
+        observability["model-serving-metrics-allowlist"]["data"]["uwl_metrics_list.yaml"]
     )["names"]
     assert len(allow) == len(set(allow)) > 5
     known = _exported() | set(MODEL_SERVER_METRICS)
@@ -104,7 +104,7 @@ def _dashboard(observability: dict[str, Any]) -> dict[str, Any]:
 def test_dashboard_metrics_are_exported_and_federated(observability: dict[str, Any]) -> None:
     allow = set(
         yaml.safe_load(
-            observability["observability-metrics-custom-allowlist"]["data"][
+            observability["model-serving-metrics-allowlist"]["data"][
                 "uwl_metrics_list.yaml"
             ]
         )["names"]
@@ -143,7 +143,7 @@ def test_dashboard_is_a_well_formed_grafana_dashboard(observability: dict[str, A
 
 def test_alert_rules_use_exported_metrics_in_both_forms(observability: dict[str, Any]) -> None:
     objs = observability
-    from_configmap = yaml.safe_load(objs["thanos-ruler-custom-rules"]["data"]["custom_rules.yaml"])
+    from_configmap = yaml.safe_load(objs["model-serving-alert-rules"]["data"]["custom_rules.yaml"])
     assert from_configmap["groups"] == objs["model-serving"]["spec"]["groups"]
     rules = [r for g in from_configmap["groups"] for r in g["rules"]]
     assert {r["alert"] for r in rules} >= {
