@@ -270,6 +270,27 @@ class PassedThroughReason(StrEnum):
     INVALID_PREDICTOR_SPEC = "InvalidPredictorSpec"
 
 
+class AlertName(StrEnum):
+    """The alerts of the chart's rules (``charts/model-serving-addon/templates/_rules.tpl``).
+
+    Not set by any controller: listed here so that docs/troubleshooting.md has an entry for
+    each, which the alert's ``runbook_url`` points at.
+    """
+
+    AGENT_METRICS_ABSENT = "ModelServingAgentMetricsAbsent"
+    AGENT_UNAVAILABLE = "ModelServingAgentUnavailable"
+    AGENT_METRICS_MISSING = "ModelServingAgentMetricsMissing"
+    PLATFORM_NOT_AVAILABLE = "ModelServingPlatformNotAvailable"
+    COMPONENT_NOT_AVAILABLE = "ModelServingComponentNotAvailable"
+    MODEL_LOAD_FAILED = "ModelServingModelLoadFailed"
+    MODEL_NOT_READY = "ModelServingModelNotReady"
+    CLUSTER_STALE = "ModelServingClusterStale"
+    MANIFEST_WORK_ERRORS = "ModelServingManifestWorkErrors"
+    ROLLOUT_ROLLED_BACK = "ModelServingRolloutRolledBack"
+    MODEL_ERROR_RATIO_HIGH = "ModelServingModelErrorRatioHigh"
+    MODEL_LATENCY_HIGH = "ModelServingModelLatencyHigh"
+
+
 ENUMS: tuple[type[StrEnum], ...] = (
     IntentConditionType,
     IntentPhase,
@@ -284,6 +305,7 @@ ENUMS: tuple[type[StrEnum], ...] = (
     SealedPhase,
     SealedReason,
     PassedThroughReason,
+    AlertName,
 )
 """Every enum of this module, in the order of the documentation."""
 

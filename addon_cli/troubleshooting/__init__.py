@@ -52,6 +52,7 @@ FAMILIES: tuple[str, ...] = (
     "platform",
     "sealed",
     "passed-through",
+    "alerts",
 )
 """Every family (``<name>.yaml``, the doc's block ``<name>``), in the order of the doc."""
 

@@ -17,6 +17,7 @@ from pathlib import Path
 
 from addon_api.reasons import (
     ENUMS,
+    AlertName,
     ClusterPhase,
     ClusterReason,
     IntentConditionType,
@@ -47,6 +48,7 @@ LABELS: dict[type[StrEnum], str] = {
     SealedPhase: "SealedStorageConnection phase",
     SealedReason: "SealedStorageConnection reason",
     PassedThroughReason: "cluster entry reason from OCM or KServe",
+    AlertName: "alert (the chart's rules, on the hub)",
 }
 """How the index of docs/troubleshooting.md names what a value of each enum is."""
 
@@ -64,6 +66,7 @@ HOME: dict[type[StrEnum], str] = {
     SealedPhase: "On the cluster: SealedStorageConnection",
     SealedReason: "On the cluster: SealedStorageConnection",
     PassedThroughReason: "Reasons passed through from OCM and KServe",
+    AlertName: "Alerts",
 }
 """The heading of docs/troubleshooting.md under which each enum's values are explained; the
 index links a value without an entry there (an intent condition to its "`Type` reasons")."""

@@ -205,3 +205,24 @@ def test_a_broken_rule_fails_its_promtool_test(
                          cwd=tmp_path, capture_output=True, text=True, timeout=120)
     assert run.returncode != 0
     assert "ModelServingAgentMetricsAbsent" in run.stdout + run.stderr
+
+
+def test_each_alert_is_an_alert_name_with_a_runbook_entry_it_links_to(
+    built_binaries: Callable[[str], Path],
+) -> None:
+    """Every alert has its entry in docs/troubleshooting.md (AlertName, the alerts family) and,
+    with observability.runbookBaseUrl, a runbook_url to that entry's heading."""
+    from addon_api.reasons import AlertName
+
+    base = "https://docs.example.com/troubleshooting.md"
+    rendered = render("observability.enabled=true", "observability.prometheusRule=true",
+                      f"observability.runbookBaseUrl={base}")
+    rules = next(o for o in rendered if o["kind"] == "PrometheusRule")["spec"]["groups"]
+    alerts = {r["alert"]: r for g in rules for r in g["rules"]}
+    assert set(alerts) == {a.value for a in AlertName}
+    doc = (CHART.parents[1] / "docs" / "troubleshooting.md").read_text()
+    anchors = {re.sub(r"[^a-z0-9 -]", "", h.lower()).replace(" ", "-")
+               for h in re.findall(r"^#+ (.+)$", doc, re.M)}
+    for name, rule in alerts.items():
+        url = rule["annotations"]["runbook_url"]
+        assert url.startswith(base + "#") and url.split("#")[1] in anchors, (name, url)

@@ -8,6 +8,9 @@
       for: 15m
       labels: {severity: warning}
       annotations:
+        {{- with $.Values.observability.runbookBaseUrl }}
+        runbook_url: '{{ . }}#modelservingagentmetricsabsent'
+        {{- end }}
         summary: 'No model-serving agent reports metrics.'
         description: 'The add-on is unavailable on every cluster or its metrics are not federated (check the ManagedClusterAddOns and the allowlist).'
     - alert: ModelServingAgentUnavailable
@@ -15,6 +18,9 @@
       for: 10m
       labels: {severity: warning}
       annotations:
+        {{- with $.Values.observability.runbookBaseUrl }}
+        runbook_url: '{{ . }}#modelservingagentunavailable'
+        {{- end }}
         summary: 'The model-serving agent on {{ "{{ $labels.managed_cluster }}" }} is unavailable.'
         description: 'OCM marks the add-on unavailable there (its agent stopped renewing its lease): models keep serving, but nothing changes and nothing is reported until the agent is back. Check the agent pod on that cluster.'
     - alert: ModelServingAgentMetricsMissing
@@ -22,6 +28,9 @@
       for: 10m
       labels: {severity: warning}
       annotations:
+        {{- with $.Values.observability.runbookBaseUrl }}
+        runbook_url: '{{ . }}#modelservingagentmetricsmissing'
+        {{- end }}
         summary: 'No metrics from the model-serving agent on {{ "{{ $labels.managed_cluster }}" }}.'
         description: 'OCM reports the add-on available there, but its agent''s metrics do not reach the hub: the agent stopped, or its scrape (ServiceMonitor, user-workload monitoring) or federation (allowlist) is broken on that cluster.'
     - alert: ModelServingPlatformNotAvailable
@@ -29,6 +38,9 @@
       for: 15m
       labels: {severity: warning}
       annotations:
+        {{- with $.Values.observability.runbookBaseUrl }}
+        runbook_url: '{{ . }}#modelservingplatformnotavailable'
+        {{- end }}
         summary: 'Serving platform {{ "{{ $labels.platform }}" }} is not available on {{ "{{ $labels.cluster }}" }}.'
         description: 'Only the platform a cluster is asked to run is measured. Check the ServingPlatform status on that cluster and the ModelServing on the hub.'
     - alert: ModelServingComponentNotAvailable
@@ -36,6 +48,9 @@
       for: 15m
       labels: {severity: warning}
       annotations:
+        {{- with $.Values.observability.runbookBaseUrl }}
+        runbook_url: '{{ . }}#modelservingcomponentnotavailable'
+        {{- end }}
         summary: 'Stack component {{ "{{ $labels.component }}" }} is not available on {{ "{{ $labels.cluster }}" }}.'
         description: 'A controller Deployment of the serving stack has no available replica; see its pods on that cluster.'
     - alert: ModelServingModelLoadFailed
@@ -43,6 +58,9 @@
       for: 5m
       labels: {severity: warning}
       annotations:
+        {{- with $.Values.observability.runbookBaseUrl }}
+        runbook_url: '{{ . }}#modelservingmodelloadfailed'
+        {{- end }}
         summary: 'Model {{ "{{ $labels.model_namespace }}/{{ $labels.name }}" }} failed to load on {{ "{{ $labels.cluster }}" }} ({{ "{{ $labels.reason }}" }}).'
         description: 'KServe reports the model will not load (status.modelStatus of the InferenceService on that cluster); docs/troubleshooting.md has the reason.'
     - alert: ModelServingModelNotReady
@@ -50,6 +68,9 @@
       for: {{ .Values.observability.modelNotReadyMinutes }}m
       labels: {severity: warning}
       annotations:
+        {{- with $.Values.observability.runbookBaseUrl }}
+        runbook_url: '{{ . }}#modelservingmodelnotready'
+        {{- end }}
         summary: '{{ "{{ $labels.kind }} {{ $labels.intent_namespace }}/{{ $labels.name }}" }} is not ready on every cluster.'
         description: 'The per-cluster status of the intent on the hub (kubectl get -o yaml) gives the reason per cluster.'
     - alert: ModelServingClusterStale
@@ -57,6 +78,9 @@
       for: 10m
       labels: {severity: warning}
       annotations:
+        {{- with $.Values.observability.runbookBaseUrl }}
+        runbook_url: '{{ . }}#modelservingclusterstale'
+        {{- end }}
         summary: 'Cluster {{ "{{ $labels.managed_cluster }}" }} does not report on {{ "{{ $value }}" }} intent(s).'
         description: 'Its work agent has not picked up new ManifestWorks for longer than the manager''s --stale-after, or OCM marks it unavailable; check the ManagedCluster and its agents.'
     - alert: ModelServingManifestWorkErrors
@@ -64,6 +88,9 @@
       for: 10m
       labels: {severity: warning}
       annotations:
+        {{- with $.Values.observability.runbookBaseUrl }}
+        runbook_url: '{{ . }}#modelservingmanifestworkerrors'
+        {{- end }}
         summary: 'The manager fails to write ManifestWorks ({{ "{{ $labels.reason }}" }}).'
         description: 'See the manager log and the Degraded condition of the intents.'
     - alert: ModelServingRolloutRolledBack
@@ -71,6 +98,9 @@
       for: 1m
       labels: {severity: warning}
       annotations:
+        {{- with $.Values.observability.runbookBaseUrl }}
+        runbook_url: '{{ . }}#modelservingrolloutrolledback'
+        {{- end }}
         summary: '{{ "{{ $labels.kind }} {{ $labels.intent_namespace }}/{{ $labels.name }}" }}: its last change failed a rollout step and is not in effect.'
         description: 'status.rollout.message names the cluster, the gate and what it saw; the clusters serve the last good revision (RolledBack) or stay where the rollout halted. Change the spec to try again.'
     - alert: ModelServingModelErrorRatioHigh
@@ -78,6 +108,9 @@
       for: {{ .Values.observability.modelAlertMinutes }}m
       labels: {severity: warning}
       annotations:
+        {{- with $.Values.observability.runbookBaseUrl }}
+        runbook_url: '{{ . }}#modelservingmodelerrorratiohigh'
+        {{- end }}
         summary: 'Model {{ "{{ $labels.namespace }}/{{ $labels.inferenceservice }}" }} fails {{ "{{ $value | humanizePercentage }}" }} of its inference requests on {{ "{{ $labels.cluster }}" }}.'
         description: 'From the model server''s own counters (MLServer''s model_infer_request_failure_total), over 5 minutes. The predictor pods'' logs on that cluster say why; a progressive rollout''s metric gate can hold such a revision back.'
     - alert: ModelServingModelLatencyHigh
@@ -85,6 +118,9 @@
       for: {{ .Values.observability.modelAlertMinutes }}m
       labels: {severity: warning}
       annotations:
+        {{- with $.Values.observability.runbookBaseUrl }}
+        runbook_url: '{{ . }}#modelservingmodellatencyhigh'
+        {{- end }}
         summary: 'Model {{ "{{ $labels.namespace }}/{{ $labels.inferenceservice }}" }} answers in {{ "{{ $value | humanizeDuration }}" }} at p99 on {{ "{{ $labels.cluster }}" }}.'
         description: 'The p99 latency over 5 minutes from the model server''s own histogram (KServe''s request_predict_seconds, MLServer''s REST request duration) exceeds observability.modelLatencyP99Seconds. Check the predictor pods'' CPU and replicas on that cluster.'
 {{- end -}}
