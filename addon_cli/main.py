@@ -29,6 +29,9 @@ from addon_cli import check as checking
 from addon_cli import explain as explaining
 from addon_cli import offline, predict, views
 from addon_cli.hub import EXIT_NOT_READY, EXIT_UNREACHABLE, EXIT_USAGE, CliError, Hub
+from addon_manager.engine.status import ClusterInput, cluster_status
+from addon_manager.facts import naming
+from addon_manager.kinds.registry import parse as parse_work
 
 
 def duration(text: str) -> float:
@@ -107,8 +110,50 @@ def _read_intents(hub: Hub, kind: str | None, name: str | None, namespace: str |
     return out
 
 
-def _status_text(args: argparse.Namespace, intents: list[dict[str, Any]]) -> str:
-    found = sorted(views.rows(intents, args.cluster), key=views.sort_key)
+def _beyond_the_cap(hub: Hub, intents: list[dict[str, Any]], cluster: str | None
+                    ) -> list[views.Row]:
+    """Rows for ``cluster`` of the intents whose status left it out (past its entry cap).
+
+    An intent's status keeps at most 100 cluster entries (``clustersOmitted`` counts the
+    rest): for one that omits clusters and has no entry for ``cluster``, its ManifestWork
+    there is read and judged as the manager judges it. Without the rights to read works the
+    row says so instead of the intent vanishing from the answer.
+    """
+    if cluster is None:
+        return []
+    out = []
+    for intent in intents:
+        status = intent.get("status") or {}
+        if not status.get("clustersOmitted") or any(
+                e.get("cluster") == cluster for e in status.get("clusters") or []):
+            continue
+        meta = intent.get("metadata") or {}
+        kind, ns, name = str(intent.get("kind")), str(meta.get("namespace")), str(meta.get("name"))
+        shown = len(status.get("clusters") or [])
+        note = (f"not among the {shown} entries of its status "
+                f"({status['clustersOmitted']} omitted)")
+        try:
+            works = hub.works(f"{c.LABEL_INTENT_KIND}={kind},{c.LABEL_INTENT_NAME}={name}",
+                              cluster)
+        except CliError as err:
+            out.append(views.Row(kind, ns, name, cluster, "Unknown", False,
+                                 detail=f"{note}; {err}"))
+            continue
+        wanted = naming.work_name(kind, ns, name)
+        fact = next((parse_work(w) for w in works
+                     if (w.get("metadata") or {}).get("name") == wanted), None)
+        if fact is None:
+            continue  # no work there: the intent is not on this cluster
+        entry, _ = cluster_status(kind, ClusterInput(cluster, work=fact))
+        row = views.rows([{**intent, "status": {"clusters": [entry.to_dict()]}}], cluster)
+        out += [views.Row(**{**r.__dict__, "detail": f"{r.detail} ({note}; from its "
+                             "ManifestWork)".strip()}) for r in row]
+    return out
+
+
+def _status_text(args: argparse.Namespace, intents: list[dict[str, Any]],
+                 extra: Sequence[views.Row] = ()) -> str:
+    found = sorted([*views.rows(intents, args.cluster), *extra], key=views.sort_key)
     if args.output in ("json", "yaml"):
         return _document({"items": [r.__dict__ for r in found]}, args.output)
     if args.output == "name":
@@ -139,7 +184,8 @@ def cmd_status(args: argparse.Namespace) -> int:
             time.sleep(args.interval)
     shown = ""
     while True:
-        text = _status_text(args, _read_intents(hub, kind, name, namespace))
+        intents = _read_intents(hub, kind, name, namespace)
+        text = _status_text(args, intents, _beyond_the_cap(hub, intents, args.cluster))
         if text != shown:
             if shown:
                 _print(f"--- {time.strftime('%H:%M:%S')}")

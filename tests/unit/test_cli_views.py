@@ -353,3 +353,68 @@ def test_version_prints_the_client_and_the_charts_on_the_hub(
     assert "not found" in json.loads(capsys.readouterr().out)["hub"]["error"]
     assert cli.main(["version", "--client"]) == 0
     assert "hub" not in capsys.readouterr().out
+
+
+def _runtime_work(cluster: str) -> dict[str, Any]:
+    """The ManifestWork of MultiClusterServingRuntime team/rt on ``cluster``, applied and
+    available (its Ready is the work's Available)."""
+    from addon_manager.facts import naming
+    from addon_manager.kinds.render import owner_labels
+
+    done = [{"type": t, "status": "True", "reason": t, "observedGeneration": 1}
+            for t in ("Applied", "Available")]
+    return {"metadata": {"name": naming.work_name(c.KIND_SERVING_RUNTIME, "team", "rt"),
+                         "namespace": cluster, "generation": 1,
+                         "labels": owner_labels(c.KIND_SERVING_RUNTIME, "team", "rt")},
+            "status": {"conditions": done}}
+
+
+class _CappedHub:
+    """One runtime on 105 clusters, its status listing 100 of them (not c9)."""
+
+    def __init__(self, works: list[dict[str, Any]] | Exception) -> None:
+        self.works_on = works
+
+    def intents(self, kind: str, namespace: str | None) -> list[dict[str, Any]]:
+        if kind != c.KIND_SERVING_RUNTIME:
+            return []
+        entries = [entry(f"k{i}") for i in range(100)]
+        obj = intent("rt", *entries, desired=105, clustersOmitted=5)
+        obj["kind"] = c.KIND_SERVING_RUNTIME
+        return [obj]
+
+    def works(self, selector: str, namespace: str | None = None) -> list[dict[str, Any]]:
+        if isinstance(self.works_on, Exception):
+            raise self.works_on
+        return [w for w in self.works_on if w["metadata"]["namespace"] == namespace]
+
+
+@pytest.mark.parametrize(("works", "shown"), [
+    ([_runtime_work("c9")], [("c9", "Available", True)]),
+    ([], []),
+    (None, [("c9", "Unknown", False)]),
+])
+def test_status_of_a_cluster_past_the_status_cap_reads_the_work(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str],
+    works: list[dict[str, Any]] | None, shown: list[tuple[str, str, bool]],
+) -> None:
+    """The status keeps 100 cluster entries: ``status --cluster c9`` for the 105th reads its
+    ManifestWork (judged as the manager judges it), says "no intents" only when there is no
+    work there, and says why it cannot tell without the rights to read works."""
+    from addon_cli import main as cli
+    from addon_cli.hub import CliError
+
+    refused = CliError(4, "the hub refused to let you list manifestworks")
+    monkeypatch.setattr(cli, "_hub", lambda args: _CappedHub(refused if works is None
+                                                               else works))
+    assert cli.main(["status", "-n", "team", "--cluster", "c9", "-o", "json"]) == 0
+    items = json.loads(capsys.readouterr().out)["items"]
+    assert [(r["cluster"], r["phase"], r["ready"]) for r in items] == shown
+    note = "not among the 100 entries of its status (5 omitted)"
+    if works:
+        assert items[0]["detail"] == f"({note}; from its ManifestWork)"
+    if works is None:
+        assert items[0]["detail"] == f"{note}; the hub refused to let you list manifestworks"
+    assert cli.main(["status", "-n", "team", "--cluster", "c9"]) == 0
+    table = capsys.readouterr().out
+    assert ("no intents found on cluster c9" in table) == (not shown), table
