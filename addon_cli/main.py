@@ -12,7 +12,9 @@ from __future__ import annotations
 
 import argparse
 import functools
+import io
 import json
+import os
 import sys
 import time
 from collections.abc import Callable, Sequence
@@ -21,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 import yaml
+from argcomplete.finders import CompletionFinder
 from kubernetes import config
 
 from addon_api import constants as c
@@ -512,8 +515,12 @@ def _common(p: argparse.ArgumentParser, namespaced: bool = True,
 def parser(prog: str = "model-serving-addon") -> argparse.ArgumentParser:
     """The fleet commands' parser."""
     top = argparse.ArgumentParser(prog=prog, description="The model-serving fleet, from the hub.")
-    sub = top.add_subparsers(dest="command", required=True)
+    add_commands(top.add_subparsers(dest="command", required=True))
+    return top
 
+
+def add_commands(sub: Any) -> None:
+    """Add the fleet commands to ``sub`` (an argparse subparsers action)."""
     st = sub.add_parser("status", help="intents x clusters: phase, ready, URL, revision, why not")
     _common(st, outputs=("table", "wide", "name", "json", "yaml"))
     st.add_argument("target", nargs="?", help="KIND or KIND/NAME (default: every intent)")
@@ -606,7 +613,6 @@ def parser(prog: str = "model-serving-addon") -> argparse.ArgumentParser:
     _common(df)
     df.add_argument("-f", "--filename", action="append", required=True)
     df.set_defaults(run=cmd_diff)
-    return top
 
 
 def main(argv: Sequence[str] | None = None, prog: str = "model-serving-addon") -> int:
@@ -620,6 +626,53 @@ def main(argv: Sequence[str] | None = None, prog: str = "model-serving-addon") -
         return err.code
     except KeyboardInterrupt:
         return 130
+
+
+class _Finder(CompletionFinder):
+    """argcomplete's finder, its debug output left on stderr.
+
+    Its default opens file descriptor 9 (the shell's debug channel) and closes it when done;
+    in a process that did not get fd 9 from argcomplete's shell code it is someone else's.
+    """
+
+    def _init_debug_stream(self) -> None:
+        pass
+
+
+_FINDER = _Finder()
+
+
+def complete(top: argparse.ArgumentParser, words: Sequence[str]) -> list[str]:
+    """Complete the last of ``words`` (the command line after the program) for ``top``.
+
+    The completions argcomplete computes, without their descriptions.
+    """
+    line = " ".join(["prog", *words])
+    out = io.StringIO()
+    saved = dict(os.environ)
+    os.environ.update({"_ARGCOMPLETE": "1", "COMP_LINE": line, "COMP_POINT": str(len(line)),
+                       "_ARGCOMPLETE_IFS": "\n", "_ARGCOMPLETE_SHELL": "fish"})
+    try:
+        _FINDER(top, exit_method=lambda code: None, output_stream=out)
+    finally:
+        os.environ.clear()
+        os.environ.update(saved)
+    return [w.split("\t")[0].strip() for w in out.getvalue().split("\n") if w.strip()]
+
+
+def kubectl_complete() -> int:
+    """Complete ``kubectl modelserving`` arguments (``kubectl_complete-modelserving``).
+
+    kubectl (1.26+) runs it with the words typed so far and reads one completion per line,
+    then cobra's directive (4: no file names).
+    """
+    args = sys.argv[1:]
+    if args[:1] == ["__complete"]:
+        args = args[1:]
+    for word in complete(parser("kubectl modelserving"), args):
+        sys.stdout.write(word + "\n")
+    sys.stdout.write(":4\n")
+    return 0
 
 
 def kubectl_plugin() -> int:

@@ -9,8 +9,10 @@ agent code and the other way round. The fleet commands (``status``, ``explain``,
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from collections.abc import Sequence
+from typing import Any
 
 ROLES = {
     "manager": "run the hub manager (kopf) against the hub cluster",
@@ -36,6 +38,10 @@ FLEET = {
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the subcommand named on the command line; its exit code."""
+    if "_ARGCOMPLETE" in os.environ:  # the shell asks for completions (argcomplete)
+        import argcomplete
+
+        argcomplete.autocomplete(full_parser())
     args_in = list(sys.argv[1:] if argv is None else argv)
     command, rest = (args_in[0], args_in[1:]) if args_in else ("", [])
     if command == "manager":
@@ -57,18 +63,46 @@ def main(argv: Sequence[str] | None = None) -> int:
     return _usage_or_crds(args_in)
 
 
+def _own_commands(sub: Any) -> None:
+    """``crds`` and ``completion``: the commands of this module itself."""
+    crds = sub.add_parser("crds", help="write crds/*.yaml (and docs/api.md) from the models")
+    crds.add_argument("--out", default="crds", help="directory for the CRD files")
+    crds.add_argument("--docs", default="docs/api.md", help="API reference to write")
+    comp = sub.add_parser("completion", help="print the shell code that completes this command "
+                          "and kubectl-modelserving: eval \"$(model-serving-addon completion "
+                          "bash)\"")
+    comp.add_argument("shell", choices=("bash", "zsh", "fish", "tcsh", "powershell"))
+
+
+def full_parser() -> argparse.ArgumentParser:
+    """Every subcommand with its arguments: the fleet commands' own parsers (for completion)."""
+    from addon_cli import main as fleet
+
+    parser = argparse.ArgumentParser(prog="model-serving-addon")
+    sub = parser.add_subparsers(dest="command", required=True)
+    for command, help_text in ROLES.items():
+        sub.add_parser(command, help=help_text, add_help=False)
+    fleet.add_commands(sub)
+    _own_commands(sub)
+    return parser
+
+
 def _usage_or_crds(args_in: list[str]) -> int:
-    """``crds``, or argparse's help and usage errors for the whole command."""
+    """``crds``, ``completion``, or argparse's help and usage errors for the whole command."""
     parser = argparse.ArgumentParser(prog="model-serving-addon")
     sub = parser.add_subparsers(dest="command", required=True)
     for command, help_text in {**ROLES, **FLEET}.items():
         sub.add_parser(command, help=help_text, add_help=False)
-    crds = sub.add_parser("crds", help="write crds/*.yaml (and docs/api.md) from the models")
-    crds.add_argument("--out", default="crds", help="directory for the CRD files")
-    crds.add_argument("--docs", default="docs/api.md", help="API reference to write")
+    _own_commands(sub)
     args = parser.parse_args(args_in)
     if args.command == "crds":
         from addon_api import crdgen
 
         return crdgen.main(args.out, args.docs)
+    if args.command == "completion":
+        from argcomplete.shell_integration import shellcode
+
+        sys.stdout.write(shellcode(["model-serving-addon", "kubectl-modelserving"],
+                                   shell=args.shell))
+        return 0
     return 2

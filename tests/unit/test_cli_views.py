@@ -418,3 +418,27 @@ def test_status_of_a_cluster_past_the_status_cap_reads_the_work(
     assert cli.main(["status", "-n", "team", "--cluster", "c9"]) == 0
     table = capsys.readouterr().out
     assert ("no intents found on cluster c9" in table) == (not shown), table
+
+
+def test_the_command_line_completes_commands_options_and_choices(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """argcomplete over the real parsers: the command's (every subcommand, the fleet commands'
+    options) and the kubectl plugin's (kubectl_complete-modelserving, cobra's protocol)."""
+    from addon_cli import main as cli
+    from model_serving_addon.cli import full_parser, main
+
+    top = full_parser()
+    assert cli.complete(top, ["sta"]) == ["status"]
+    assert {"manager", "agent", "check", "version", "completion", "crds"} <= set(
+        cli.complete(top, [""]))
+    assert cli.complete(top, ["status", "--wa"]) == ["--watch", "--wait-ready"]
+    assert cli.complete(top, ["rollout", "st"]) == ["status"]
+    assert cli.complete(top, ["status", "-o", "w"]) == ["wide"]
+    monkeypatch.setattr("sys.argv", ["kubectl_complete-modelserving", "__complete", "rollout",
+                                     "ap"])
+    assert cli.kubectl_complete() == 0
+    assert capsys.readouterr().out == "approve\n:4\n"
+    assert main(["completion", "bash"]) == 0
+    script = capsys.readouterr().out
+    assert "model-serving-addon" in script and "kubectl-modelserving" in script
