@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 import yaml
+from argcomplete import io as argcomplete_io
 from argcomplete.finders import CompletionFinder
 from kubernetes import config
 
@@ -512,6 +513,15 @@ def _common(p: argparse.ArgumentParser, namespaced: bool = True,
                        "context's)")
 
 
+def _waits(p: argparse.ArgumentParser, timeout: str, timeout_help: str,
+           interval_help: str) -> None:
+    """``--timeout`` (default ``timeout``) and ``--interval`` (default 2s) of a waiting command."""
+    p.add_argument("--timeout", type=duration, default=duration(timeout), metavar="D",
+                   help=f"{timeout_help} (30s, 5m; default {timeout})")
+    p.add_argument("--interval", type=duration, default=2.0, metavar="D",
+                   help=f"{interval_help} (default 2s)")
+
+
 def parser(prog: str = "model-serving-addon") -> argparse.ArgumentParser:
     """The fleet commands' parser."""
     top = argparse.ArgumentParser(prog=prog, description="The model-serving fleet, from the hub.")
@@ -530,10 +540,8 @@ def add_commands(sub: Any) -> None:
     st.add_argument("--wait-ready", action="store_true",
                     help="wait until every intent shown is Ready everywhere; exit 1 if not "
                     "within --timeout")
-    st.add_argument("--timeout", type=duration, default=300.0, metavar="D",
-                    help="how long --wait-ready waits (30s, 5m; default 5m)")
-    st.add_argument("--interval", type=duration, default=2.0, metavar="D",
-                    help="time between reads for --watch and --wait-ready (default 2s)")
+    _waits(st, "5m", "how long --wait-ready waits",
+           "time between reads for --watch and --wait-ready")
     st.set_defaults(run=cmd_status)
 
     ex = sub.add_parser("explain", help="why an intent is (not) serving on one cluster")
@@ -574,10 +582,7 @@ def add_commands(sub: Any) -> None:
     ro.add_argument("--watch", "-w", action=argparse.BooleanOptionalAction, default=True,
                     help="status: wait until the rollout is done (exit 0) or failed (exit 1); "
                     "--no-watch prints where it stands once")
-    ro.add_argument("--timeout", type=duration, default=600.0, metavar="D",
-                    help="status: how long to wait (default 10m; then exit 1)")
-    ro.add_argument("--interval", type=duration, default=2.0, metavar="D",
-                    help="status: time between reads (default 2s)")
+    _waits(ro, "10m", "status: how long to wait (then exit 1)", "status: time between reads")
     ro.set_defaults(run=cmd_rollout)
 
     rd = sub.add_parser("render", help="the ManifestWorks the manager would write (no hub)")
@@ -629,14 +634,14 @@ def main(argv: Sequence[str] | None = None, prog: str = "model-serving-addon") -
 
 
 class _Finder(CompletionFinder):
-    """argcomplete's finder, its debug output left on stderr.
+    """argcomplete's finder, its debug output on the current stderr.
 
     Its default opens file descriptor 9 (the shell's debug channel) and closes it when done;
     in a process that did not get fd 9 from argcomplete's shell code it is someone else's.
     """
 
     def _init_debug_stream(self) -> None:
-        pass
+        argcomplete_io.debug_stream = sys.stderr  # this process's stderr now
 
 
 _FINDER = _Finder()
