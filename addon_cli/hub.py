@@ -8,6 +8,7 @@ can test: the hub unreachable, the user not allowed, the object not there.
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Callable
 from typing import Any
 
@@ -61,7 +62,15 @@ class Hub:
             config.load_kube_config(  # type: ignore[no-untyped-call]
                 config_file=kubeconfig, context=context, client_configuration=cfg)
         except (ConfigException, OSError, TypeError) as err:
-            raise CliError(EXIT_UNREACHABLE, f"no usable kubeconfig: {err}") from err
+            if kubeconfig or context or "KUBERNETES_SERVICE_HOST" not in os.environ:
+                raise CliError(EXIT_UNREACHABLE, f"no usable kubeconfig: {err}") from err
+            # In a pod without a kubeconfig (the chart's `helm test`): its ServiceAccount.
+            try:
+                config.load_incluster_config(  # type: ignore[no-untyped-call]
+                    client_configuration=cfg)
+            except ConfigException as inner:
+                raise CliError(EXIT_UNREACHABLE, f"no usable kubeconfig ({err}) and no "
+                               f"in-cluster ServiceAccount ({inner})") from inner
         cfg.retries = 0
         self.host = str(cfg.host)
         self.api = client.ApiClient(cfg)

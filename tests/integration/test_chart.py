@@ -445,3 +445,26 @@ def test_acm_observability_never_owns_acms_admin_configmaps_unless_told() -> Non
     owned = names("observability.enabled=true", "observability.ownAcmConfigMaps=true",
                   "observability.prometheusRule=true")
     assert admin <= owned["ConfigMap"] and owned["PrometheusRule"] == {"model-serving"}
+
+
+def test_helm_test_runs_check_as_a_viewer_in_a_restricted_pod() -> None:
+    """`helm test`: a Pod running `model-serving-addon check` with a ServiceAccount bound to
+    the read-only viewer role (test hooks only: nothing of it exists until `helm test`)."""
+    from addon_agent.pure import pod_security
+    from model_serving_addon.cli import full_parser
+
+    hooks = [o for o in render("imagePullSecrets[0].name=pull")
+             if (o["metadata"].get("annotations") or {}).get("helm.sh/hook") == "test"]
+    by_kind = {o["kind"]: o for o in hooks}
+    assert sorted(by_kind) == ["ClusterRoleBinding", "Pod", "ServiceAccount"]
+    pod, account = by_kind["Pod"]["spec"], by_kind["ServiceAccount"]
+    assert pod_security.violations(pod) == []
+    assert pod["serviceAccountName"] == account["metadata"]["name"]
+    assert account["imagePullSecrets"] == [{"name": "pull"}]
+    binding = by_kind["ClusterRoleBinding"]
+    assert binding["roleRef"]["name"] == "model-serving-addon-viewer"
+    assert binding["subjects"] == [{"kind": "ServiceAccount", "name": account["metadata"]["name"],
+                                    "namespace": "model-serving-system"}]
+    (container,) = pod["containers"]
+    assert container["args"][0] == "check"
+    full_parser().parse_args(container["args"])  # the real command line accepts them

@@ -115,3 +115,30 @@ def test_the_command_exits_1_only_when_a_check_failed(
     checks = {x["name"]: x for x in json.loads(capsys.readouterr().out)["checks"]}
     assert checks[f"add-on registration (ClusterManagementAddOn {c.ADDON_NAME})"]["todo"] == (
         "install the chart (docs/hub-setup.md)")
+
+
+def test_without_a_kubeconfig_in_a_pod_the_command_uses_its_service_account(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Any,
+) -> None:
+    """`helm test` runs `check` in a pod: no kubeconfig, the pod's ServiceAccount instead;
+    outside a pod a missing kubeconfig stays an error that says so."""
+    from kubernetes import config
+
+    from addon_cli import hub as hubmod
+
+    monkeypatch.setenv("KUBECONFIG", str(tmp_path / "none"))
+    used: list[str] = []
+
+    def incluster(client_configuration: Any) -> None:
+        used.append("in-cluster")
+        client_configuration.host = "https://10.0.0.1:443"
+
+    monkeypatch.setattr(config, "load_incluster_config", incluster)
+    monkeypatch.delenv("KUBERNETES_SERVICE_HOST", raising=False)
+    with pytest.raises(CliError, match="no usable kubeconfig"):
+        hubmod.Hub()
+    assert used == []
+    monkeypatch.setenv("KUBERNETES_SERVICE_HOST", "10.0.0.1")
+    assert hubmod.Hub().host == "https://10.0.0.1:443" and used == ["in-cluster"]
+    with pytest.raises(CliError):  # an explicit kubeconfig is never replaced
+        hubmod.Hub(kubeconfig=str(tmp_path / "none"))
