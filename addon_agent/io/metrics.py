@@ -19,7 +19,9 @@ AGENT_UP = Gauge(
     "1 while the add-on's agent runs (federated: which clusters' agents report at all).",
 )
 PLATFORM_READY = Gauge(
-    "model_serving_platform_ready", "1 when the serving platform is Available.", ["platform"]
+    "model_serving_platform_ready",
+    "1 when the serving platform is Available, labelled with the stack version it runs.",
+    ["platform", "version"],
 )
 COMPONENT_READY = Gauge(
     "model_serving_component_ready", "1 when a stack Deployment is Available.", ["component"]
@@ -106,8 +108,11 @@ def record_inference_services(items: Iterable[dict[str, Any]]) -> None:
             MODEL_LOAD_FAILED.labels(model_namespace=ns, name=name, reason=reason).set(1)
 
 
-def record_platform(platform: str, available: bool, components: dict[str, bool]) -> None:
+def record_platform(platform: str, available: bool, components: dict[str, bool],
+                    version: str = "") -> None:
     """Set the readiness gauges of the asked platform ("" for none) and its components.
+
+    ``version`` is the stack version the platform runs ("" while none is installed).
 
     Only that platform has a ``model_serving_platform_ready`` series: a platform the
     cluster does not run is not "not ready" (a 0 for it made the platform alert fire on
@@ -115,7 +120,7 @@ def record_platform(platform: str, available: bool, components: dict[str, bool])
     """
     PLATFORM_READY.clear()
     if platform:
-        PLATFORM_READY.labels(platform=platform).set(1 if available else 0)
+        PLATFORM_READY.labels(platform=platform, version=version).set(1 if available else 0)
     COMPONENT_READY.clear()
     for name, ready in components.items():
         COMPONENT_READY.labels(component=name).set(1 if ready else 0)

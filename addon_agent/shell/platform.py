@@ -167,7 +167,8 @@ class Platforms:
         check = decisions.unmanaged(reading, found, self.kept)
         log.info("%s: %s (%s)", reading.name, check.status.phase, check.status.message[:200])
         return Outcome(check.status, after=lambda: metrics.record_platform(
-            spec.platform, check.status.phase is Phase.AVAILABLE, check.components))
+            spec.platform, check.status.phase is Phase.AVAILABLE, check.components,
+            check.status.stack_version))
 
     def _enable_namespaces(self, spec: ServingPlatformSpec) -> None:
         """Enable the serving namespaces (monitored by the spec's Prometheus, if any).
@@ -190,7 +191,7 @@ class Platforms:
         self, platform: str, status: ServingPlatformStatus, controllers: list[tuple[str, str]]
     ) -> None:
         metrics.record_platform(platform, status.phase is Phase.AVAILABLE,
-                                self.observer.components(controllers))
+                                self.observer.components(controllers), status.stack_version)
 
     def _remove(self, reading: Reading, force: bool) -> Outcome:
         """Uninstall; done when nothing the agent installed remains (see addon_agent.pure.removal).

@@ -23,6 +23,15 @@ def test_only_the_asked_platform_is_exported() -> None:
     assert _platforms() == {}
 
 
+def test_the_platform_series_names_the_stack_version_and_an_upgrade_replaces_it() -> None:
+    metrics.record_platform("KServe", True, {}, "v0.17.0")
+    metrics.record_platform("KServe", True, {}, "v0.20.0")
+    got = [(s.labels["platform"], s.labels["version"], s.value)
+           for m in metrics.PLATFORM_READY.collect() for s in m.samples]
+    assert got == [("KServe", "v0.20.0", 1)]  # one series: the dashboard's "now" table
+    metrics.record_platform("", False, {})
+
+
 def _models() -> tuple[dict[tuple[str, str], float], dict[tuple[str, str, str], float]]:
     ready = {(s.labels["model_namespace"], s.labels["name"]): s.value
              for m in metrics.MODEL_READY.collect() for s in m.samples}
