@@ -184,13 +184,17 @@ def test_hub_prometheus_federates_the_fleet_and_a_healthy_fleet_fires_no_alert(
     # The dashboard's "now" table of stacks: each cluster's platform at its stack version.
     table = next(p for p in prometheus.dashboard["panels"]
                  if p["title"] == "Stack per cluster (now)")
-    stacks = eventually(lambda: {(r["metric"]["cluster"], r["metric"]["platform"],
-                                  r["metric"].get("version"), r["value"][1])
-                                 for r in hub.query(table["targets"][0]["expr"].replace(
-                                     "$cluster", ".*"))
-                                 if r["metric"].get("version")}, timeout=30)
-    assert stacks == {(cl, "KServe", KSERVE.version, "1") for cl in ("cluster1", "cluster2")}, (
-        stacks)
+    want = {(cl, "KServe", KSERVE.version, "1") for cl in ("cluster1", "cluster2")}
+
+    def stacks() -> bool:
+        got = {(r["metric"]["cluster"], r["metric"]["platform"], r["metric"].get("version", ""),
+                r["value"][1])
+               for r in hub.query(table["targets"][0]["expr"].replace("$cluster", ".*"))}
+        assert got == want, got
+        return True
+
+    # Each cluster's series reaches the hub at its own federation scrape: wait for both.
+    eventually(stacks, timeout=60)
     # The scraped labels, as prometheus-operator sets them: `namespace` is the scraped pod's
     # (the agent's, the manager's); the model's and the intent's namespaces keep labels of
     # their own, so intents and models of different namespaces never merge in the alerts.
