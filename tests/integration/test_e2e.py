@@ -5,7 +5,7 @@ placement and work agents, our manager and agents, KServe's own controller (run 
 cluster, webhooks included). What is not: containers never run (kwok marks pods Running and
 Ready), so a model is "Ready" when KServe's controller says so, without loading any model.
 
-The progressive rollouts (issue 17) have their own fleet of four spokes: test_rollout.py.
+The progressive rollouts (issue 17) have their own fleet: test_rollout.py.
 """
 
 from __future__ import annotations
