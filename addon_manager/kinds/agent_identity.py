@@ -20,7 +20,7 @@ from addon_manager.facts.sealing import AgentKey
 from addon_manager.facts.world import World
 from addon_manager.kinds import pinning
 from addon_manager.kinds.base import Context, HelperSpec, Wait
-from addon_manager.kinds.render import RenderedWork, jsonpaths, manifest_work
+from addon_manager.kinds.render import FEEDBACK_SCRAPE, RenderedWork, jsonpaths, manifest_work
 
 KIND = naming.KIND_IDENTITY
 """Owner kind label of the identity works (no hub kind)."""
@@ -55,6 +55,7 @@ def render(cluster: str, namespace: str = c.AGENT_NAMESPACE) -> RenderedWork:
             "namespace": namespace,
         },
         "feedbackRules": jsonpaths(IDENTITY_FEEDBACK),
+        "feedbackScrapeType": FEEDBACK_SCRAPE,
         "updateStrategy": {"type": "ReadOnly"},
     }
     return manifest_work(

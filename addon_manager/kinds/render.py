@@ -202,11 +202,22 @@ def jsonpaths(pairs: list[tuple[str, str]]) -> list[dict[str, Any]]:
     return [{"type": "JSONPaths", "jsonPaths": [{"name": n, "path": p} for n, p in pairs]}]
 
 
+FEEDBACK_SCRAPE = "Watch"
+"""How the work agent reads a manifest's feedback (``manifestConfigs[].feedbackScrapeType``,
+OCM 1.1 and later): ``Watch`` has it watch the object and report a change as it happens,
+where ``Poll`` (OCM's default) reads it once per ``--status-sync-interval`` (10 s by default),
+so the hub would learn that a model became Ready, or stopped being, up to that much later.
+The work agent keeps polling too (a missed event is still caught), runs at most
+``--max-feedback-watch`` watches (one per kind and namespace; 50 by default) and polls the
+rest; an older work API prunes the field and polls. Every manifest the manager reads feedback from has it."""
+
+
 def ssa_config(
     group: str, resource: str, name: str, namespace: str, feedback: list[tuple[str, str]],
     *, force: bool = True,
 ) -> dict[str, Any]:
-    """A manifest's feedback rules and server-side-apply strategy.
+    """A manifest's feedback rules (watched: :data:`FEEDBACK_SCRAPE`) and server-side-apply
+    strategy.
 
     ``force`` False for the objects tenants' intents write into serving namespaces (their
     InferenceServices, ServingRuntimes and Routes): a field someone else owns there (a user's
@@ -220,6 +231,7 @@ def ssa_config(
     return {
         "resourceIdentifier": ident,
         "feedbackRules": jsonpaths(feedback),
+        "feedbackScrapeType": FEEDBACK_SCRAPE,
         "updateStrategy": {
             "type": "ServerSideApply",
             "serverSideApply": {"fieldManager": SPOKE_FIELD_MANAGER, "force": force},

@@ -132,13 +132,16 @@ def test_a_tenants_works_are_rendered_as_its_executor_and_diff_keeps_the_hubs() 
 
 
 def test_diff_fills_in_the_hubs_defaults_before_it_compares() -> None:
+    # ``laterField``: a field a newer work API defaults and the manager does not render.
     schema = {"type": "object", "properties": {"spec": {"type": "object", "properties": {
         "manifestConfigs": {"type": "array", "items": {"type": "object", "properties": {
-            "feedbackScrapeType": {"type": "string", "default": "Poll"}}}},
+            "feedbackScrapeType": {"type": "string", "default": "Poll"},
+            "laterField": {"type": "string", "default": "Later"}}}},
         "deleteOption": {"type": "object", "default": {"propagationPolicy": "Foreground"}}}}}}
     assert offline.with_defaults({"spec": {"manifestConfigs": [{}, {"feedbackScrapeType": "x"}]}},
                                  schema) == {"spec": {
-        "manifestConfigs": [{"feedbackScrapeType": "Poll"}, {"feedbackScrapeType": "x"}],
+        "manifestConfigs": [{"feedbackScrapeType": "Poll", "laterField": "Later"},
+                            {"feedbackScrapeType": "x", "laterField": "Later"}],
         "deleteOption": {"propagationPolicy": "Foreground"}}}
     intent = offline.intent_of(_intent())
     [work] = offline.render_all(intent, [("c1", {})], policy="*=*")

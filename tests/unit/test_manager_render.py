@@ -407,6 +407,19 @@ def test_identity_work_is_read_only() -> None:
     assert paths == {".data.publicKey", ".data.keyId", ".data.nextPublicKey", ".data.nextKeyId"}
 
 
+def test_every_manifest_the_manager_reads_feedback_from_is_watched() -> None:
+    """The hub learns of a change on the spoke as it happens, not one status sync later."""
+    key = sealing.public_key_of(sealing.generate_private_key())
+    exposed = isvc(exposure={"type": "Route", "host": "iris.apps.example.com"})
+    works = [inference_service.render(exposed, "c1", {}), serving_runtime.render(mcsr(), "c1", {}),
+             model_serving.render(msv(), "c1", {}),
+             storage_connection.render(sconn(), "c1", {}, _inputs(key)),
+             agent_identity.render("c1")]
+    configs = [cfg for w in works for cfg in w.body["spec"]["manifestConfigs"]]
+    assert len(configs) == 6  # the Route too
+    assert all(cfg["feedbackRules"] and cfg["feedbackScrapeType"] == "Watch" for cfg in configs)
+
+
 def test_identity_and_sealed_objects_go_to_the_given_agent_namespace() -> None:
     default = agent_identity.render("c1")
     assert default.render_hash == agent_identity.render("c1", c.AGENT_NAMESPACE).render_hash
