@@ -203,13 +203,15 @@ def jsonpaths(pairs: list[tuple[str, str]]) -> list[dict[str, Any]]:
 
 
 FEEDBACK_SCRAPE = "Watch"
-"""How the work agent reads a manifest's feedback (``manifestConfigs[].feedbackScrapeType``,
-OCM 1.1 and later): ``Watch`` has it watch the object and report a change as it happens,
-where ``Poll`` (OCM's default) reads it once per ``--status-sync-interval`` (10 s by default),
-so the hub would learn that a model became Ready, or stopped being, up to that much later.
-The work agent keeps polling too (a missed event is still caught), runs at most
-``--max-feedback-watch`` watches (one per kind and namespace; 50 by default) and polls the
-rest; an older work API prunes the field and polls. Every manifest the manager reads feedback from has it."""
+"""How the work agent reads a manifest's feedback: watched (every manifest the manager reads
+feedback from).
+
+``manifestConfigs[].feedbackScrapeType`` (OCM 1.1 and later): ``Watch`` has the work agent
+watch the object and report a change as it happens, where ``Poll`` (OCM's default) reads it
+once per ``--status-sync-interval`` (10 s by default), so the hub would learn that a model
+became Ready, or stopped being, up to that much later. The work agent keeps polling too (a
+deletion, a missed event), runs at most ``--max-feedback-watch`` watches (one per kind and
+namespace; 50 by default) and polls the rest; an older work API prunes the field and polls."""
 
 
 def ssa_config(
