@@ -218,8 +218,7 @@ def ssa_config(
     group: str, resource: str, name: str, namespace: str, feedback: list[tuple[str, str]],
     *, force: bool = True,
 ) -> dict[str, Any]:
-    """A manifest's feedback rules (watched: :data:`FEEDBACK_SCRAPE`) and server-side-apply
-    strategy.
+    """A manifest's feedback rules (watched: :data:`FEEDBACK_SCRAPE`) and apply strategy.
 
     ``force`` False for the objects tenants' intents write into serving namespaces (their
     InferenceServices, ServingRuntimes and Routes): a field someone else owns there (a user's
