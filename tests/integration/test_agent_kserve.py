@@ -224,7 +224,8 @@ def test_autoscaling_creates_hpa_and_leaves_replicas(spoke: Any, agent: AgentPro
 def test_metrics_endpoint(spoke: Any, agent: AgentProcess) -> None:
     def check() -> bool:
         text = agent.metrics()
-        assert 'model_serving_platform_ready{platform="KServe"} 1.0' in text, text[:2000]
+        assert ('model_serving_platform_ready{platform="KServe",version="'
+                f'{KSERVE.version}"}} 1.0') in text, text[:2000]
         assert f'model_serving_component_ready{{component="{CONTROLLER}"}} 1.0' in text
         assert "model_serving_inferenceservices{" in text
         assert "model_serving_agent_reconcile_duration_seconds_count" in text
