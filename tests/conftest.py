@@ -247,14 +247,17 @@ def pytest_itemcollected(item: pytest.Item) -> None:
 
 
 LONGEST_GROUPS = (
-    "test_rollout", "test_e2e", "testbed-spokes", "testbed-works", "testbed-stacks",
-    "testbed-hub", "test_dataplane_fleet", "reliability", "test_stack_upgrade",
+    "test_dataplane_fleet", "testbed-spokes", "test_rollout", "test_e2e", "testbed-works",
+    "test_stack_upgrade", "testbed-hub", "testbed-stacks", "reliability",
 )
-"""The worker groups that take minutes, longest first (``make test ARGS=--junitxml=F`` on
-2026-12-01, two workers: 397, 295, 288, 279, 267, 228, 159 and 112 s of test time;
-test_dataplane_fleet 132 s alone on 2026-12-02, about 165 s with its fleet's start).
-They run first, so that each parallel worker starts on one and the short files fill the gaps
-(``make test`` passes ``--no-loadscope-reorder``, which keeps this order)."""
+"""The worker groups that take minutes, longest first: 333, 275, 258, 254, 248, 213, 186, 117
+and 87 s of test time (``make test ARGS=--durations=0`` on a clean clone, 2026-12-05).
+
+They go first, longest first: pytest-xdist hands a worker the next group in this order when
+the one it runs has at most two tests left, so the longest start at once and the short files
+fill the ends (``make test`` passes ``--no-loadscope-reorder``, which keeps this order). With
+the longest group seventh, as the order of 2026-12-01 had it, one worker ran alone for the
+last five minutes."""
 
 
 def _group_rank(item: pytest.Item) -> int:
