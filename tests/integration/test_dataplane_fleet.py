@@ -635,7 +635,7 @@ class TestServedOnTheFleet:
                          f"({failed} / {failed}) or on (cluster) (0 * {succeeded})",
                 "maxValue": 0.1}
 
-        def model(path: str, success: str) -> dict[str, Any]:
+        def model(path: str) -> dict[str, Any]:
             isvc = demo.served_inference_service(canary)
             isvc["spec"].pop("overrides")
             predictor = isvc["spec"]["template"]["predictor"]
@@ -644,7 +644,7 @@ class TestServedOnTheFleet:
             predictor["model"].update({"runtime": "kserve-mlserver", "protocolVersion": "v2"})
             predictor["model"]["storage"]["path"] = path
             isvc["spec"]["rollout"] = {
-                "strategy": "Progressive", "maxConcurrency": 1, "minSuccessTime": success,
+                "strategy": "Progressive", "maxConcurrency": 1, "minSuccessTime": "30s",
                 "progressDeadline": "5m", "failurePolicy": "Rollback", "metricGate": gate}
             return isvc
 
@@ -675,8 +675,7 @@ class TestServedOnTheFleet:
                         answers[cluster].append(int(getattr(err, "code", 0) or 0))
 
         sender = threading.Thread(target=traffic, daemon=True)
-        hub.kubectl("apply", "-n", NS, "-f", "-",
-                    input=yaml.safe_dump(model("mlserver/iris", "5s")))
+        hub.kubectl("apply", "-n", NS, "-f", "-", input=yaml.safe_dump(model("mlserver/iris")))
         sender.start()
         t0 = time.monotonic()
         try:
@@ -696,8 +695,7 @@ class TestServedOnTheFleet:
             assert all(200 in a for a in answers.values()), answers
             t1 = time.monotonic()
             hub.kubectl("apply", "-n", NS, "-f", "-",
-                        # Its step lasts long enough for the failures to reach the hub.
-                        input=yaml.safe_dump(model("failing/iris-3-features", "30s")))
+                        input=yaml.safe_dump(model("failing/iris-3-features")))
 
             def rolled_back() -> dict[str, Any] | None:
                 got = rollout()
