@@ -44,9 +44,11 @@ unit: venv
 # workers (pytest-xdist): the tests on each shared testbed run on one worker in file order,
 # every other file (its own fleet, or pure Python) is a unit another worker can take
 # (tests/conftest.py: _worker_group).
-# Two: on 2 cores a third worker's fleet only slowed the other two (2026-12-01, clean clone:
-# 18 min 21 s with two workers, 21 min 31 s to 22 min 4 s with three).
-PYTEST_WORKERS ?= 2
+# Three: the run waits on its fleets more than it computes (2026-12-05, clean clone, 2 cores:
+# 19 min 32 s with two workers, the machine 60 % busy; 13 min 20 s with three, 90 % busy;
+# 14 min 42 s with four, saturated, and two tests failed). On 2026-12-01, when the fleets cost
+# twice the CPU, a third worker slowed the run (18 min 21 s with two, 21 min 31 s with three).
+PYTEST_WORKERS ?= 3
 test: venv binaries lint
 	$(BIN)/pytest -q --durations=10 -n $(PYTEST_WORKERS) --dist loadgroup --no-loadscope-reorder -m "not image" tests $(ARGS)
 
