@@ -10,6 +10,13 @@ front of those pods would. A host whose pods are not ready answers 503, an unkno
 Routes change through Caddy's admin API (``POST /load`` of the whole configuration, which Caddy
 applies before it answers, so a route exists once :meth:`Ingress.set_routes` returns). Every
 proxied answer carries :data:`UPSTREAM_HEADER`, the ``host:port`` that served it.
+
+On Linux each configuration Caddy loads listens on a socket of its own (``SO_REUSEPORT``); the
+previous one's is closed by a shutdown that ``/load`` starts but does not wait for. Until then
+the kernel hands new connections to either socket, and those queued on the closing one are
+reset (a client reads "Remote end closed connection without response"; seen with four test
+workers saturating two cores). :meth:`Ingress.set_routes` therefore also waits until one socket
+listens on the port again.
 """
 
 from __future__ import annotations
@@ -59,6 +66,17 @@ def caddy_config(admin: str, listen: str, routes: Routes, storage: Path) -> dict
             "routes": handlers,
         }}}},
     }
+
+
+def listening_sockets(port: int, table: str) -> int:
+    """How many sockets of ``table`` (the text of ``/proc/net/tcp``) listen on 127.0.0.1:port."""
+    local = f"0100007F:{port:04X}"
+    count = 0
+    for line in table.splitlines()[1:]:
+        fields = line.split()
+        if len(fields) > 3 and fields[1] == local and fields[3] == "0A":  # 0A: TCP_LISTEN
+            count += 1
+    return count
 
 
 class Ingress:
@@ -119,8 +137,9 @@ class Ingress:
     def set_routes(self, routes: Routes) -> bool:
         """Serve ``routes`` from now on; True when that changed Caddy's configuration.
 
-        Returns once Caddy has applied it. Callers may be several threads: the loads are
-        serialised, and each is the whole configuration.
+        Returns once Caddy has applied it and the previous configuration's socket is closed
+        (no connection made after this can be reset by that socket's close). Callers may be
+        several threads: the loads are serialised, and each is the whole configuration.
         """
         wanted = {host: tuple(upstreams) for host, upstreams in routes.items()}
         with self._lock:
@@ -134,6 +153,11 @@ class Ingress:
                 if int(response.status) != 200:
                     raise RuntimeError(f"{self.name}'s ingress refused its routes: "
                                        f"{response.status} {response.read()!r}")
+            wait_until(f"{self.name}'s ingress to close the previous configuration's socket",
+                       self._one_socket, 30, watch=[self.process], interval=0.02)
             self._routes = wanted
             self.loads += 1
             return True
+
+    def _one_socket(self) -> bool:
+        return listening_sockets(self.port, Path("/proc/net/tcp").read_text()) == 1
