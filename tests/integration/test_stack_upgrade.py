@@ -8,10 +8,11 @@ sampled every few hundred milliseconds, the model keeps serving: its predictor D
 keeps an available replica, and KServe's real controller and the hub report it Ready except
 while the predictor rolls to the new release's runtime image, which KServe itself reports as
 Ready Unknown (the Deployment's ReplicaSetUpdated) and the hub as Progressing with that reason
-(see :mod:`testbed.support.serving`). Then the same back to v0.17.0, which
-keeps the newer CRDs (the older schema would prune fields); a version the agent does not carry
-is refused with a reason naming those it has, and leaves the stack and the model alone.
-Last, the SingleNode profile on a node sized like a minimal single-node OpenShift (issue 20).
+(see :mod:`testbed.support.serving`). A version the agent does not carry is then refused with
+a reason naming those it has, and leaves the stack and the model alone; the SingleNode profile
+runs on a node sized like a minimal single-node OpenShift (issue 20). Last, the same as the
+upgrade back to v0.17.0, which keeps the newer CRDs (the older schema would prune fields): the
+one version change a test makes after the upgrade, where each costs about a minute.
 """
 
 from __future__ import annotations
@@ -217,17 +218,6 @@ def test_upgrade_to_the_current_pin_keeps_the_model_ready_throughout(fleet: Flee
     assert f"kserve-{CURRENT}" in proc.argv[0] and proc.alive()
 
 
-def test_downgrade_keeps_the_newer_crds_and_the_model_ready(fleet: Fleet) -> None:
-    bed, _ = fleet
-    samples = _change_version(fleet, PREVIOUS, PREVIOUS)
-    print(f"downgrade {CURRENT} -> {PREVIOUS}: {_serving(samples)}")
-    after = samples[-1]
-    # The CRD keeps the newer schema: the older one would prune spec.canary from stored
-    # InferenceServices.
-    assert after["crd"] == CURRENT and after["canary_field"]
-    assert f"upgrading KServe {CURRENT} -> {PREVIOUS}" in _agent_log(bed)
-
-
 def test_a_version_the_agent_does_not_carry_is_refused_and_changes_nothing(
     fleet: Fleet,
 ) -> None:
@@ -247,7 +237,7 @@ def test_a_version_the_agent_does_not_carry_is_refused_and_changes_nothing(
     assert (now["image"], now["config"], now["crd"]) == (
         before["image"], before["config"], before["crd"])
     assert _spoke_model_ready(bed) and _hub_model(bed)["ready"]
-    # Back to the default (the current pin): an upgrade again, the model still serving.
+    # Back to the default (the current pin it runs): Available again, the model still serving.
     _change_version(fleet, None, CURRENT)
 
 
@@ -346,3 +336,14 @@ def test_a_single_node_cluster_schedules_every_pod_under_the_single_node_profile
         spoke.kubectl("uncordon", default_node)
         spoke.kubectl("delete", "namespace", "sno-platform", "--wait=false")
         spoke.kubectl("delete", "node", SNO_NODE, "--wait=false")
+
+
+def test_downgrade_keeps_the_newer_crds_and_the_model_ready(fleet: Fleet) -> None:
+    bed, _ = fleet
+    samples = _change_version(fleet, PREVIOUS, PREVIOUS)
+    print(f"downgrade {CURRENT} -> {PREVIOUS}: {_serving(samples)}")
+    after = samples[-1]
+    # The CRD keeps the newer schema: the older one would prune spec.canary from stored
+    # InferenceServices.
+    assert after["crd"] == CURRENT and after["canary_field"]
+    assert f"upgrading KServe {CURRENT} -> {PREVIOUS}" in _agent_log(bed)
