@@ -186,20 +186,22 @@ def enable_addon(bed: Testbed, agent_namespace: str) -> dict[str, Path]:
 
 @contextmanager
 def fleet(phases: Phases, agent_namespace: str = c.AGENT_NAMESPACE, spokes: int = 2,
-          dataplane: bool = False) -> Iterator[Testbed]:
+          dataplane: bool = False, status_sync_interval: str = "1s") -> Iterator[Testbed]:
     """The testbed with the add-on installed, the manager and one agent per spoke running.
 
     Every long-running process has its production identity: the manager the chart's
     ServiceAccount on the hub, each agent the ServiceAccount the AddOnTemplate deploys.
     ``dataplane`` runs the predictor pods of known runtimes as real servers
-    (:class:`~testbed.fleet.Testbed`).
+    (:class:`~testbed.fleet.Testbed`); ``status_sync_interval`` is how often OCM's work agents
+    poll what they applied.
     """
     build.build_all()
     bundles = bundle_dir()
     phases.done("binaries and bundles ready (cached)")
     keep = os.environ.get("TESTBED_RUN_DIR")  # keep the fleet's files (logs) for a post-mortem
     run_dir = Path(keep) / ("demo" if spokes == 2 else f"demo-{spokes}") if keep else None
-    bed = Testbed(spokes=spokes, run_dir=run_dir, dataplane=dataplane)
+    bed = Testbed(spokes=spokes, run_dir=run_dir, dataplane=dataplane,
+                  status_sync_interval=status_sync_interval)
     try:
         bed.start()
         phases.done(f"hub + {spokes} managed clusters up")

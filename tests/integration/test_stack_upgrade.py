@@ -66,12 +66,19 @@ def _apply(bed: Testbed, obj: dict[str, Any]) -> None:
     bed.hub.kubectl("apply", "-n", NS, "-f", "-", input=yaml.safe_dump(obj))
 
 
+POLL = "300s"
+"""How often this fleet's work agent polls what it applied: everything the hub learns here
+comes from the watches the manager asks for (``feedbackScrapeType: Watch``), within the
+tests' timeouts (a refusal within 120 s), where a poll would come 300 to 570 s later."""
+
+
 @pytest.fixture(scope="module")
 def fleet(built_binaries: Callable[..., Any]) -> Iterator[Fleet]:
     """One spoke; KServe at the previous pin; a model Ready on it."""
     for version in KSERVE.versions:
         built_binaries("kserve-manager", version)  # both controllers, or say which is missing
-    with demo.fleet(demo.Phases(), agent_namespace=AGENT_NS, spokes=1) as bed:
+    with demo.fleet(demo.Phases(), agent_namespace=AGENT_NS, spokes=1,
+                    status_sync_interval=POLL) as bed:
         bed.bind_clusterset(NS)
         bed.hub.kubectl("apply", "-n", NS, "-f", str(demo.REPO / "examples" / "placement.yaml"))
         _apply(bed, _modelserving(PREVIOUS))
