@@ -47,6 +47,8 @@ class Applier:
         """Per applied object: hash of what was applied and the resourceVersion it produced."""
         self._foreign: set[Ref] = set()
         """Objects of the plan found to be someone else's (logged once)."""
+        self._crds_written = False
+        """A CRD was written since the discovered kinds were last refreshed."""
 
     # Install ------------------------------------------------------------------------------------
 
@@ -128,7 +130,11 @@ class Applier:
             if time.monotonic() > deadline:
                 raise NotReady(f"CRDs not Established: {', '.join(pending)}")
             time.sleep(0.5)
-        self.kube.rediscover()
+        if self._crds_written:
+            # Their kinds are served now: the next lookups must know them. A pass that wrote
+            # no CRD has nothing new to discover (a full discovery is a request per API group).
+            self.kube.rediscover()
+            self._crds_written = False
 
     def _apply_objects(self, objects: list[Obj], the_plan: Plan) -> list[Ref]:
         """Apply ``objects`` in order; return the Refs of those that are the agent's.
@@ -266,6 +272,8 @@ class Applier:
                 return
         out = self.kube.apply(obj)
         self._applied[ref] = (digest, str(out.get("metadata", {}).get("resourceVersion", "")))
+        if ref.kind == "CustomResourceDefinition":
+            self._crds_written = True
 
     # Removal ------------------------------------------------------------------------------------
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import tempfile
 import threading
+import time
 from typing import Any
 
 from kubernetes import client, config
@@ -15,6 +16,43 @@ from addon_api import constants as c
 
 Obj = dict[str, Any]
 PARTIAL_METADATA = "application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1"
+
+AGGREGATED_DISCOVERY = (
+    "application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList,application/json"
+)
+"""Accept header of aggregated discovery (every group's resources in one answer), falling back
+to the plain answer on an API server without it."""
+
+MISS_REDISCOVERY_SECONDS = 10.0
+"""How long a kind found not served is taken as not served without asking the API server.
+A kind that is not installed (InferenceService before KServe is or after it went) is looked
+up every few seconds, and the client answers each miss with a full discovery, a request per
+API group: an agent without KServe made ten discovery requests a second. Kinds the agent
+installs itself are seen at once (:meth:`Kube.rediscover` once their CRDs are Established);
+anyone else's within this long."""
+
+
+def aggregated_namespaced_kinds(answer: Obj) -> list[tuple[str, str]]:
+    """(apiVersion, kind) of the namespaced, listable kinds of an ``APIGroupDiscoveryList``.
+
+    Each group's first version is its preferred one; subresources are nested in their
+    resource there, so every resource listed is a kind.
+    """
+    out: list[tuple[str, str]] = []
+    for group in answer.get("items") or []:
+        versions = group.get("versions") or []
+        if not versions:
+            continue
+        name = str((group.get("metadata") or {}).get("name") or "")
+        version = str(versions[0].get("version"))
+        api_version = f"{name}/{version}" if name else version
+        out += [
+            (api_version, str(r["responseKind"]["kind"]))
+            for r in versions[0].get("resources") or []
+            if r.get("scope") == "Namespaced" and "list" in (r.get("verbs") or [])
+            and (r.get("responseKind") or {}).get("kind")
+        ]
+    return out
 
 
 def api_client_for(kubeconfig: str | None) -> client.ApiClient:
@@ -42,20 +80,34 @@ class Kube:
         """The dynamic client's discovery cache is not thread-safe: a lookup while another
         thread invalidates it fails inside the client (``KeyError: 'resources'``). The agent's
         handlers run in threads, so every lookup and invalidation holds this lock."""
+        self._missing: dict[tuple[str, str], float] = {}
+        """Kinds found not served, with when (monotonic seconds)."""
 
     def resource(self, api_version: str, kind: str) -> Any:
-        """The dynamic resource of a kind; rediscovers once (new CRDs)."""
+        """The dynamic resource of a kind; raises ``ResourceNotFoundError`` if not served.
+
+        The client asks the API server again (every group) when a kind is not in what it
+        discovered; a kind found missing is then answered as missing for
+        :data:`MISS_REDISCOVERY_SECONDS` (or until :meth:`rediscover`) without asking.
+        """
+        key = (api_version, kind)
         with self._discovery_lock:
+            missed = self._missing.get(key)
+            if missed is not None and time.monotonic() - missed < MISS_REDISCOVERY_SECONDS:
+                raise ResourceNotFoundError(f"{api_version} {kind} is not served")
             try:
-                return self.dyn.resources.get(api_version=api_version, kind=kind)
+                found = self.dyn.resources.get(api_version=api_version, kind=kind)
             except ResourceNotFoundError:
-                self.dyn.resources.invalidate_cache()
-                return self.dyn.resources.get(api_version=api_version, kind=kind)
+                self._missing[key] = time.monotonic()
+                raise
+            self._missing.pop(key, None)
+            return found
 
     def rediscover(self) -> None:
         """Forget the discovered kinds (CRDs came or went); the next lookup asks again."""
         with self._discovery_lock:
             self.dyn.resources.invalidate_cache()
+            self._missing.clear()
 
     def served(self, api_version: str, kind: str) -> bool:
         """Whether the API server serves a kind."""
@@ -65,16 +117,22 @@ class Kube:
             return False
         return True
 
-    def _discovery(self, path: str) -> Obj:
-        out = self.dyn.request("GET", path)
+    def _discovery(self, path: str, accept: str = "application/json") -> Obj:
+        out = self.dyn.request("GET", path, header_params={"Accept": accept})
         result: Obj = out.to_dict() if hasattr(out, "to_dict") else dict(out)
         return result
 
     def namespaced_kinds(self) -> list[tuple[str, str]]:
         """(apiVersion, kind) of every namespaced kind the API server lists.
 
-        Preferred versions, no subresources: what a namespace can hold.
+        Preferred versions, no subresources: what a namespace can hold. Asked with aggregated
+        discovery (two requests, where one per API group was a few dozen: an agent removing a
+        stack asks on every resync); an API server that does not offer it is asked group by
+        group.
         """
+        answers = [self._discovery(path, AGGREGATED_DISCOVERY) for path in ("/api", "/apis")]
+        if all(a.get("kind") == "APIGroupDiscoveryList" for a in answers):
+            return [kind for answer in answers for kind in aggregated_namespaced_kinds(answer)]
         lists = [("v1", self._discovery("/api/v1"))]
         for group in self._discovery("/apis").get("groups") or []:
             version = (group.get("preferredVersion") or {}).get("groupVersion")

@@ -80,3 +80,53 @@ def test_a_version_change_applies_the_controllers_first_and_waits_for_their_roll
     assert applier.install(_plan("v0.20.0")) is None
     assert _version(kube, "ConfigMap", "inferenceservice-config") == "v0.20.0"
     assert applier.upgrade_source(_plan("v0.20.0")) == ""
+
+
+class DiscoveringKube(FakeKube):
+    """Marks every CRD Established as it is applied and counts the rediscoveries asked for."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.rediscovered = 0
+
+    def rediscover(self) -> None:
+        self.rediscovered += 1
+
+    def apply(self, obj: Obj) -> Obj:
+        if obj["kind"] == "CustomResourceDefinition":
+            obj = {**obj, "status": {"conditions": [{"type": "Established", "status": "True"}]}}
+        return super().apply(obj)
+
+
+CRD = """
+apiVersion: apiextensions.k8s.io/v1
+kind: CustomResourceDefinition
+metadata: {name: inferenceservices.serving.kserve.io}
+spec:
+  group: serving.kserve.io
+  names: {kind: InferenceService, plural: inferenceservices}
+  scope: Namespaced
+  versions: [{name: v1beta1, served: true, storage: true}]
+---
+"""
+
+
+def test_the_kinds_are_discovered_again_only_after_a_pass_that_wrote_a_crd() -> None:
+    kube = DiscoveringKube()
+    applier = Applier(kube, CrdCache(kube), Inventory(kube, "agent-ns"))  # type: ignore[arg-type]
+    spec = ServingPlatformSpec.model_validate({"platform": "KServe", "version": "v0.17.0",
+                                              "kserve": {"builtInRuntimes": False}})
+
+    def plan() -> planning.Plan:
+        return planning.plan(planning.parse_bundle(CRD + BUNDLE.replace("VERSION", "v0.17.0")),
+                             spec, KSERVE.at("v0.17.0"), ClusterFacts())
+
+    assert applier.install(plan()) is None
+    assert kube.rediscovered == 1  # the new CRD's kind is looked up from now on
+    for _ in range(3):  # resyncs with nothing to write: no discovery
+        assert applier.install(plan()) is None
+    assert kube.rediscovered == 1
+    kube.delete("apiextensions.k8s.io/v1", "CustomResourceDefinition",
+                "inferenceservices.serving.kserve.io")  # someone deletes it: put back
+    assert applier.install(plan()) is None
+    assert kube.rediscovered == 2

@@ -1,5 +1,6 @@
 """The agent's discovery lookups and invalidations never overlap (the client's cache is not
-thread-safe: an overlap raised ``KeyError: 'resources'`` inside it)."""
+thread-safe: an overlap raised ``KeyError: 'resources'`` inside it), and a kind that is not
+installed is not a full discovery per lookup."""
 
 from __future__ import annotations
 
@@ -8,7 +9,11 @@ import time
 from types import SimpleNamespace
 from typing import Any
 
-from addon_agent.io.kube import Kube
+import pytest
+from kubernetes.dynamic.exceptions import ResourceNotFoundError
+
+from addon_agent.io import kube as kube_module
+from addon_agent.io.kube import MISS_REDISCOVERY_SECONDS, Kube
 
 
 class RacyResources:
@@ -40,6 +45,7 @@ def _kube(resources: RacyResources) -> Kube:
     kube = Kube.__new__(Kube)
     kube.dyn = SimpleNamespace(resources=resources)
     kube._discovery_lock = threading.RLock()
+    kube._missing = {}
     return kube
 
 
@@ -70,3 +76,52 @@ def test_lookups_and_invalidations_from_many_threads_never_overlap() -> None:
     for t in unlocked:
         t.join()
     assert bare.overlaps > 0
+
+
+class Discovery:
+    """A discovery cache like the client's: a miss asks the API server again (and is counted)."""
+
+    def __init__(self, served: set[str]) -> None:
+        self.server = served
+        self.known = set(served)
+        self.invalidations = 0
+
+    def get(self, api_version: str, kind: str) -> str:
+        if kind not in self.known:
+            self.invalidate_cache()
+            if kind not in self.known:
+                raise ResourceNotFoundError(f"{api_version} {kind}")
+        return kind
+
+    def invalidate_cache(self) -> None:
+        self.invalidations += 1
+        self.known = set(self.server)
+
+
+def test_a_missing_kind_is_asked_for_again_only_once_a_while(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    discovery = Discovery({"ConfigMap"})
+    kube = _kube(discovery)  # type: ignore[arg-type]
+    now = [1000.0]
+    monkeypatch.setattr(kube_module.time, "monotonic", lambda: now[0])
+    for _ in range(20):  # an agent polling for InferenceService before KServe is installed
+        assert not kube.served("serving.kserve.io/v1beta1", "InferenceService")
+        now[0] += 0.1
+    assert discovery.invalidations == 1  # the first miss; the client asked again itself
+
+    discovery.server.add("InferenceService")  # someone else installs KServe
+    now[0] += MISS_REDISCOVERY_SECONDS - 2.1
+    assert not kube.served("serving.kserve.io/v1beta1", "InferenceService")
+    now[0] += 0.1
+    assert kube.served("serving.kserve.io/v1beta1", "InferenceService")
+    assert discovery.invalidations == 2
+    assert kube.resource("v1", "ConfigMap") == "ConfigMap"
+    assert discovery.invalidations == 2  # kinds it knows cost nothing
+
+    assert not kube.served("monitoring.coreos.com/v1", "ServiceMonitor")
+    assert discovery.invalidations == 3
+    discovery.server.add("ServiceMonitor")  # a kind whose CRD the agent applied: told at once
+    kube.rediscover()
+    assert kube.served("monitoring.coreos.com/v1", "ServiceMonitor")
+    assert discovery.invalidations == 4

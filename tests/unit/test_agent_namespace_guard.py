@@ -135,12 +135,13 @@ def test_a_group_that_goes_during_discovery_is_skipped() -> None:
     from addon_agent.io.kube import Kube
 
     answers: dict[str, Any] = {
+        "/api": {"kind": "APIVersions", "versions": ["v1"]},  # no aggregated discovery
         "/api/v1": {"resources": [{"name": "configmaps", "kind": "ConfigMap",
                                    "namespaced": True, "verbs": ["list"]}]},
         "/apis": {"groups": [{"preferredVersion": {"groupVersion": "serving.kserve.io/v1"}}]},
     }
 
-    def request(method: str, path: str) -> Any:
+    def request(method: str, path: str, **_: Any) -> Any:
         if path not in answers:
             raise NotFoundError(MagicMock(status=404, reason="Not Found", data=b"", headers={}))
         return answers[path]
@@ -148,6 +149,43 @@ def test_a_group_that_goes_during_discovery_is_skipped() -> None:
     kube = Kube.__new__(Kube)
     kube.dyn = MagicMock(request=request)
     assert kube.namespaced_kinds() == [("v1", "ConfigMap")]
+
+
+def test_aggregated_discovery_gives_every_namespaced_kind_in_two_requests() -> None:
+    """Preferred (first) versions only; cluster-scoped kinds and kinds that cannot be listed
+    left out; the core group has no name."""
+    from unittest.mock import MagicMock
+
+    from addon_agent.io.kube import AGGREGATED_DISCOVERY, Kube
+
+    def resource(kind: str, scope: str = "Namespaced", verbs: tuple[str, ...] = ("get", "list"),
+                 **more: Any) -> dict[str, Any]:
+        return {"resource": kind.lower() + "s", "responseKind": {"kind": kind}, "scope": scope,
+                "verbs": list(verbs), **more}
+
+    answers: dict[str, Any] = {
+        "/api": {"kind": "APIGroupDiscoveryList", "items": [
+            {"metadata": {"name": ""}, "versions": [{"version": "v1", "resources": [
+                resource("ConfigMap"), resource("Namespace", scope="Cluster"),
+                resource("Pod", subresources=[{"subresource": "status"}]),
+                resource("Binding", verbs=("create",))]}]}]},
+        "/apis": {"kind": "APIGroupDiscoveryList", "items": [
+            {"metadata": {"name": "serving.kserve.io"}, "versions": [
+                {"version": "v1beta1", "resources": [resource("InferenceService")]},
+                {"version": "v1alpha1", "resources": [resource("TrainedModel")]}]},
+            {"metadata": {"name": "empty.example.com"}, "versions": []}]},
+    }
+    asked: list[tuple[str, str]] = []
+
+    def request(method: str, path: str, header_params: dict[str, str]) -> Any:
+        asked.append((path, header_params["Accept"]))
+        return answers[path]
+
+    kube = Kube.__new__(Kube)
+    kube.dyn = MagicMock(request=request)
+    assert kube.namespaced_kinds() == [("v1", "ConfigMap"), ("v1", "Pod"),
+                                       ("serving.kserve.io/v1beta1", "InferenceService")]
+    assert asked == [("/api", AGGREGATED_DISCOVERY), ("/apis", AGGREGATED_DISCOVERY)]
 
 
 def test_a_dropped_namespace_holding_data_is_reported_until_it_is_emptied_restart_or_not() -> None:
