@@ -85,7 +85,7 @@ class AgentProcess:
         kubeconfig: Path,
         bundles: Path,
         log_path: Path,
-        resync: float = 2.0,
+        resync: float = 4.0,
         env: dict[str, str] | None = None,
         cluster_name: str = "cluster1",
         verify_keys: tuple[str, ...] = (sealing.verify_key_of(TEST_SIGNING_KEY),),
