@@ -186,7 +186,7 @@ def enable_addon(bed: Testbed, agent_namespace: str) -> dict[str, Path]:
 
 @contextmanager
 def fleet(phases: Phases, agent_namespace: str = c.AGENT_NAMESPACE, spokes: int = 2,
-          dataplane: bool = False, status_sync_interval: str = "10s") -> Iterator[Testbed]:
+          dataplane: bool = False, status_sync_interval: str = "1s") -> Iterator[Testbed]:
     """The testbed with the add-on installed, the manager and one agent per spoke running.
 
     Every long-running process has its production identity: the manager the chart's

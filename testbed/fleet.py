@@ -111,7 +111,7 @@ class Testbed:
         spokes: int = 2,
         run_dir: Path | None = None,
         log: Any = print,
-        status_sync_interval: str = "10s",
+        status_sync_interval: str = "1s",
         dataplane: bool = False,
     ) -> None:
         self.spoke_count = spokes
