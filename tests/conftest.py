@@ -76,20 +76,23 @@ SHARED_TESTBED_OF_FILE = {
     "test_agent_bundles": "spokes",
     "test_agent_certmanager": "spokes",
     "test_agent_kserve": "spokes",
-    "test_agent_modelmesh": "spokes",
-    "test_agent_sealing": "spokes",
     "test_agent_storage": "spokes",
+    "test_agent_sealing": "spokes",
     "test_identities": "spokes",
-    "test_agent_killed": "spokes",
+    "test_agent_modelmesh": "stacks",
+    "test_testbed_smoke": "stacks",
+    "test_agent_killed": "stacks",
+    # The manager through OCM's work agents, one testbed for the long-running kinds of test.
+    "test_manager_cases": "works",
+    "test_manager_core": "works",
+    "test_work_agent_rbac": "works",
+    "test_work_agent_stopped": "works",
 }
 """Test files (by name) that do not use the default ``hub`` testbed, and the one they use.
 
 Files on one testbed run one after the other in file order, on one parallel worker; files on
 different testbeds run in parallel (``make test``). Every other file that asks for
-``testbed`` uses ``hub`` (admission, the chart, the manager through OCM's work agents, its
-leader election and scale, OCM itself). Two testbeds, not four as until 2026-12-05: each
-start costs about 20 CPU-s of a machine the suite keeps busy, and with three workers each
-testbed's files still fit beside the other groups."""
+``testbed`` uses ``hub`` (admission, the chart, the manager's leader election and scale)."""
 
 
 SPOKES_OF_TESTBED = {"spokes": 1}
@@ -244,13 +247,11 @@ def pytest_itemcollected(item: pytest.Item) -> None:
 
 
 LONGEST_GROUPS = (
-    "testbed-spokes", "testbed-hub", "test_dataplane_fleet", "test_rollout", "test_e2e",
-    "reliability", "test_stack_upgrade",
+    "test_dataplane_fleet", "testbed-spokes", "test_rollout", "test_e2e", "testbed-works",
+    "test_stack_upgrade", "testbed-hub", "testbed-stacks", "reliability",
 )
-"""The worker groups that take minutes, longest first (``make test ARGS=--durations=0`` on a
-clean clone, 2026-12-05: the two shared testbeds about 450 and 430 s of test time each, the
-data plane's fleet 386, the rollouts' 247, the end-to-end fleet 216, the rest of
-tests/reliability 111 and the stack upgrade 88 to 150).
+"""The worker groups that take minutes, longest first: 333, 275, 258, 254, 248, 213, 186, 117
+and 87 s of test time (``make test ARGS=--durations=0`` on a clean clone, 2026-12-05).
 
 They go first, longest first: pytest-xdist hands a worker the next group in this order when
 the one it runs has at most two tests left, so the longest start at once and the short files
