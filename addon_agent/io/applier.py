@@ -13,7 +13,7 @@ import hashlib
 import json
 import logging
 import time
-from typing import Any
+from typing import Any, NamedTuple
 
 from kubernetes.client.exceptions import ApiException
 
@@ -32,6 +32,51 @@ Obj = dict[str, Any]
 ESTABLISHED_TIMEOUT = 60.0
 
 
+class Applied(NamedTuple):
+    """What one write of the agent left: the hash of what it applied and the object it made."""
+
+    digest: str
+    resource_version: str
+    uid: str
+    generation: int | None
+    """``metadata.generation`` after the write; None for kinds that keep none."""
+
+
+def applied_of(digest: str, written: Obj) -> Applied:
+    """The record of a write from the API server's answer (``written``)."""
+    meta = written.get("metadata") or {}
+    generation = meta.get("generation")
+    return Applied(digest, str(meta.get("resourceVersion") or ""), str(meta.get("uid") or ""),
+                   int(generation) if generation is not None else None)
+
+
+def unchanged_since(applied: Applied, wanted: Obj, live: Obj | None) -> bool:
+    """Whether applying ``wanted`` again would change nothing on the live object.
+
+    ``live`` is the live object's metadata (None when absent). The same resourceVersion
+    says so at once. Otherwise (status written by a controller, a CRD's conditions set by
+    the API server, a field someone else owns) the object still is the agent's write when
+    it is the same object (uid), its spec is untouched (a kind that keeps a ``generation``
+    bumps it on every spec change) and the labels and annotations the agent set are still
+    there; a kind without a generation is applied again. Pure.
+    """
+    if live is None:
+        return False
+    if str(live.get("resourceVersion") or "") == applied.resource_version:
+        return True
+    generation = live.get("generation")
+    if applied.generation is None or generation is None or int(generation) != applied.generation:
+        return False
+    if not applied.uid or str(live.get("uid") or "") != applied.uid:
+        return False
+    meta = wanted.get("metadata") or {}
+    return all(
+        (live.get(field) or {}).get(key) == value
+        for field in ("labels", "annotations")
+        for key, value in (meta.get(field) or {}).items()
+    )
+
+
 class NotReady(RuntimeError):
     """The install cannot go on yet (e.g. CRDs not Established); retry later."""
 
@@ -43,8 +88,8 @@ class Applier:
         self.kube = kube
         self.crds = crds
         self.inventory = inventory
-        self._applied: dict[Ref, tuple[str, str]] = {}
-        """Per applied object: hash of what was applied and the resourceVersion it produced."""
+        self._applied: dict[Ref, Applied] = {}
+        """Per applied object: what was applied and the object it produced."""
         self._foreign: set[Ref] = set()
         """Objects of the plan found to be someone else's (logged once)."""
         self._crds_written = False
@@ -178,7 +223,7 @@ class Applier:
         the agent's and never deleted: deleting a CRD deletes every object of its kind.
         """
         existing = self.crds.get(obj["metadata"]["name"], cached=False)
-        live = (self.crds.resource_version(obj["metadata"]["name"]) or "") if existing else ""
+        live = dict(existing.get("metadata") or {}) if existing else None
         if existing is None or lb.is_ours(existing):
             labels = obj["metadata"].get("labels") or {}
             have = planning.version_of(existing, str(labels.get(lb.LABEL_PLATFORM)))
@@ -187,7 +232,7 @@ class Applier:
                 # A downgrade keeps the newer schema: the older one would prune the fields
                 # only the newer version has from every stored object of the kind.
                 return True
-            self._apply_if_changed(obj, live)
+            self._apply_if_changed(obj, live, live_read=True)
             return True
         ref = Ref.of(obj)
         if ref not in self._foreign:
@@ -197,13 +242,13 @@ class Applier:
         meta["labels"] = {
             k: v for k, v in (meta.get("labels") or {}).items() if k not in lb.ours()
         }
-        self._apply_if_changed({**obj, "metadata": meta}, live)
+        self._apply_if_changed({**obj, "metadata": meta}, live, live_read=True)
         return False
 
-    def _someone_elses(self, obj: Obj, the_plan: Plan) -> tuple[bool, str]:
-        """Whether someone else's object of ``obj``'s name exists; else its resourceVersion.
+    def _someone_elses(self, obj: Obj, the_plan: Plan) -> tuple[bool, Obj | None]:
+        """Whether someone else's object of ``obj``'s name exists; else its metadata.
 
-        A conflict is recorded in the plan and logged once; the resourceVersion is "" when
+        A conflict is recorded in the plan and logged once; the metadata is None when
         nothing of that name exists. Someone else's object is never applied over, labelled,
         put in the inventory or deleted.
         """
@@ -218,16 +263,16 @@ class Applier:
             if ref not in self._foreign:
                 self._foreign.add(ref)
                 log.info("%s %s exists and is not the agent's: left as it is", ref.kind, where)
-            return True, ""
+            return True, None
         self._foreign.discard(ref)
-        return False, str((meta or {}).get("resourceVersion") or "")
+        return False, meta
 
     def _apply_owned(self, obj: Obj, the_plan: Plan) -> bool:
         """Apply ``obj`` unless someone else's object of that name exists; True if ours."""
         theirs, live = self._someone_elses(obj, the_plan)
         if theirs:
             return False
-        self._apply_if_changed(obj, live)
+        self._apply_if_changed(obj, live, live_read=True)
         return True
 
     def _apply_runtime(self, obj: Obj, the_plan: Plan) -> bool:
@@ -242,7 +287,7 @@ class Applier:
         if theirs:
             return False
         try:
-            self._apply_if_changed(obj, live)
+            self._apply_if_changed(obj, live, live_read=True)
         except ApiException as err:
             reason = api_error_message(err)
             log.warning("%s %s not applied: %s", ref.kind, ref.name, reason)
@@ -253,25 +298,26 @@ class Applier:
         """Whether a CRD the agent applied is of ``platform`` (kept across its versions)."""
         return bool(planning.version_of(self.crds.get(name, cached=False), platform))
 
-    def _apply_if_changed(self, obj: Obj, live: str | None = None) -> None:
-        """Apply ``obj`` unless this agent applied the same content and nobody changed it since.
+    def _apply_if_changed(self, obj: Obj, live: Obj | None = None, *,
+                          live_read: bool = False) -> None:
+        """Apply ``obj`` unless the agent applied the same content and nobody changed it since.
 
-        A steady state then costs one metadata GET per object and no write; an object edited
-        or deleted by someone else has a new (or no) resourceVersion and is applied again.
-        ``live`` is the resourceVersion the caller just read ("" when absent), if it did.
+        Judged by :func:`unchanged_since`: a steady state costs one metadata GET per object
+        and no write, even where controllers keep writing the status; an object edited,
+        relabelled or deleted by someone else is applied again. ``live`` is the metadata the
+        caller just read (None when absent), when ``live_read``.
         """
         ref = Ref.of(obj)
         digest = hashlib.sha256(json.dumps(obj, sort_keys=True).encode()).hexdigest()
         known = self._applied.get(ref)
-        if known is not None and known[0] == digest:
-            if live is None:
-                live = self.kube.resource_version(
-                    ref.api_version, ref.kind, ref.name, ref.namespace or None
-                ) or ""
-            if live == known[1]:
+        if known is not None and known.digest == digest:
+            if not live_read:
+                live = self.kube.metadata(
+                    ref.api_version, ref.kind, ref.name, ref.namespace or None)
+            if unchanged_since(known, obj, live):
                 return
         out = self.kube.apply(obj)
-        self._applied[ref] = (digest, str(out.get("metadata", {}).get("resourceVersion", "")))
+        self._applied[ref] = applied_of(digest, out)
         if ref.kind == "CustomResourceDefinition":
             self._crds_written = True
 

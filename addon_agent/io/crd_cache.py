@@ -47,8 +47,3 @@ class CrdCache:
             return None
         self._full[name] = (str(full.get("metadata", {}).get("resourceVersion", "")), full)
         return full
-
-    def resource_version(self, name: str) -> str | None:
-        """ResourceVersion of the last full read of ``name`` (None if never read)."""
-        known = self._full.get(name)
-        return known[0] if known else None

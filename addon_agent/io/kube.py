@@ -196,14 +196,6 @@ class Kube:
         meta: Obj = out.to_dict().get("metadata") or {}
         return meta
 
-    def resource_version(
-        self, api_version: str, kind: str, name: str, namespace: str | None = None
-    ) -> str | None:
-        """metadata.resourceVersion of an object (metadata-only GET), None when absent."""
-        meta = self.metadata(api_version, kind, name, namespace)
-        version = (meta or {}).get("resourceVersion")
-        return str(version) if version else None
-
     def list(
         self,
         api_version: str,

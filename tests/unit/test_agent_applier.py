@@ -7,12 +7,13 @@ waits for; the configuration follows only once the controllers have rolled out.
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 from addon_agent import labels as lb
 from addon_agent.io.applier import Applier
 from addon_agent.io.crd_cache import CrdCache
-from addon_agent.io.inventory import Inventory
+from addon_agent.io.inventory import INVENTORY_CONFIGMAP, Inventory
 from addon_agent.pure import planning
 from addon_agent.pure.decisions import Upgrade
 from addon_agent.pure.planning import ClusterFacts
@@ -130,3 +131,86 @@ def test_the_kinds_are_discovered_again_only_after_a_pass_that_wrote_a_crd() -> 
                 "inferenceservices.serving.kserve.io")  # someone deletes it: put back
     assert applier.install(plan()) is None
     assert kube.rediscovered == 2
+
+
+class ServerKube(FakeKube):
+    """Keeps ``uid`` and ``generation`` as an API server does and counts the agent's writes."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.writes: list[str] = []
+        self._uids = 0
+
+    def apply(self, obj: Obj) -> Obj:
+        key = self._key(obj["kind"], obj["metadata"]["name"], obj["metadata"].get("namespace"))
+        before = self.objects.get(key)
+        out = super().apply(obj)
+        stored = self.objects[key]
+        if before is None:
+            self._uids += 1
+            uid, generation = f"uid-{self._uids}", 1
+        else:
+            uid, generation = before["metadata"]["uid"], before["metadata"].get("generation", 1)
+            generation += before.get("spec") != obj.get("spec")
+        kept = {"uid": uid, **({"generation": generation} if "spec" in obj else {})}
+        stored["metadata"].update(kept)  # a kind without a spec (a ConfigMap) keeps none
+        stored["status"] = (before or {}).get("status")
+        if obj["metadata"]["name"] != INVENTORY_CONFIGMAP:  # written at every pass
+            self.writes.append(obj["metadata"]["name"])
+        out["metadata"].update(kept)
+        return out
+
+    def controller_writes(self, kind: str, name: str, **change: Any) -> None:
+        """Someone else changes the object: a new resourceVersion, and what ``change`` says."""
+        obj = self.objects[(kind, "kserve", name)]
+        self.version += 1
+        obj["metadata"]["resourceVersion"] = str(self.version)
+        if "status" in change:
+            obj["status"] = change["status"]
+        if "replicas" in change:
+            obj["spec"]["replicas"] = change["replicas"]
+            obj["metadata"]["generation"] += 1
+        if "drop_label" in change:
+            obj["metadata"]["labels"].pop(change["drop_label"])
+        if change.get("recreated"):
+            self._uids += 1
+            obj["metadata"].update(uid=f"uid-{self._uids}", generation=1)
+
+
+def test_status_written_by_others_costs_no_write_but_their_spec_labels_or_recreation_do() -> (
+        None):
+    kube = ServerKube()
+    applier = Applier(kube, CrdCache(kube), Inventory(kube, "agent-ns"))  # type: ignore[arg-type]
+    plan = functools.partial(_plan, "v0.17.0")
+    assert applier.install(plan()) is None
+    first = len(kube.writes)
+    assert first >= 3
+    controller = "kserve-controller-manager"
+
+    # The Deployment controller writes the status (again and again): nothing to apply.
+    for replicas in (0, 1, 1):
+        kube.controller_writes("Deployment", controller, status={"readyReplicas": replicas})
+        assert applier.install(plan()) is None
+    assert len(kube.writes) == first
+
+    # Someone scales it: its spec moved on, so the agent's is applied again.
+    kube.controller_writes("Deployment", controller, replicas=3)
+    applier.install(plan())
+    assert kube.writes[first:] == [controller]
+    assert kube.objects[("Deployment", "kserve", controller)]["spec"]["replicas"] == 1
+
+    # Someone strips the agent's label: applied again (the label says whose it is).
+    kube.controller_writes("Deployment", controller, drop_label=lb.LABEL_STACK_VERSION)
+    applier.install(plan())
+    assert kube.writes[first + 1:] == [controller]
+    assert _version(kube, "Deployment", controller) == "v0.17.0"
+
+    # Deleted and made again by someone (same generation, another uid): applied again.
+    kube.controller_writes("Deployment", controller, recreated=True)
+    applier.install(plan())
+    assert kube.writes[first + 2:] == [controller]
+
+    # A kind without a generation (a ConfigMap) is applied again on any change.
+    kube.controller_writes("ConfigMap", "inferenceservice-config")
+    applier.install(plan())
+    assert kube.writes[first + 3:] == ["inferenceservice-config"]
