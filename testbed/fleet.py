@@ -83,12 +83,12 @@ class KServeController:
 
 CONTROLLERS = (
     "*",
-    # Nothing here counts quota, scales on metrics, binds or attaches volumes (no storage),
-    # runs CronJobs or ReplicationControllers, or guards disruption budgets; these controllers
-    # only cost the testbed CPU. The resource quota controller alone watched every kind of
-    # every CRD installed (KServe's too) and ran a discovery every 30 s.
+    # Nothing here counts quota, binds or attaches volumes (no storage), runs CronJobs or
+    # ReplicationControllers, or guards disruption budgets; these controllers only cost the
+    # testbed CPU. The resource quota controller alone watched every kind of every CRD
+    # installed (KServe's too) and ran a discovery every 30 s.
     *(f"-{name}-controller" for name in (
-        "resourcequota", "horizontal-pod-autoscaler", "cronjob", "replicationcontroller",
+        "resourcequota", "cronjob", "replicationcontroller",
         "disruption", "ttl", "persistentvolume-binder", "persistentvolume-attach-detach",
         "persistentvolume-expander", "ephemeral-volume", "endpointslice-mirroring",
         "resourceclaim", "device-taint-eviction", "storage-version-migrator",
@@ -98,9 +98,11 @@ CONTROLLERS = (
         "cloud-node-lifecycle", "node-ipam")),
 )
 """The kube-controller-manager's controllers: the default set less those no test needs (the
-namespace, garbage collector, Deployment, Job, CSR, ServiceAccount, node lifecycle and
-PersistentVolumeClaim protection controllers stay: namespaces are deleted, hook Jobs run, OCM
-registers through CSRs, and a namespace holding a PVC is deleted in the agent's tests)."""
+namespace, garbage collector, Deployment, Job, CSR, ServiceAccount, node lifecycle,
+HorizontalPodAutoscaler and PersistentVolumeClaim protection controllers stay: namespaces are
+deleted, hook Jobs run, OCM registers through CSRs, KServe's raw Deployments reach their
+replica count through the HPA it makes (test_dataplane_fleet's two replicas), and a namespace
+holding a PVC is deleted in the agent's tests)."""
 
 
 INOTIFY_INSTANCES = Path("/proc/sys/fs/inotify/max_user_instances")
