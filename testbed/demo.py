@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import functools
 import json
+import math
 import os
 import subprocess
 import sys
@@ -458,16 +459,30 @@ def traffic_lines(bed: Testbed, servers: Any, name: str = "sklearn-iris",
     eventually(lambda: all(counts().get(c, 0) > n for c, n in before.items()),
                timeout=timeout, interval=1)
     panels = {p["title"]: p["targets"][0]["expr"] for p in servers.dashboard["panels"]}
-    values: dict[str, list[float]] = {c: [] for c in hosts}
-    for title in MODEL_PANELS:
-        got = {r["metric"].get("cluster", ""): float(r["value"][1])
-               for r in servers.hub.query(panels[title].replace("$cluster", ".*"))
-               if r["metric"].get("inferenceservice") == name}
-        for cluster in hosts:
-            values[cluster].append(got.get(cluster, float("nan")))
+
+    def panel_values() -> dict[str, list[float]]:
+        values: dict[str, list[float]] = {c: [] for c in hosts}
+        for title in MODEL_PANELS:
+            got = {r["metric"].get("cluster", ""): float(r["value"][1])
+                   for r in servers.hub.query(panels[title].replace("$cluster", ".*"))
+                   if r["metric"].get("inferenceservice") == name}
+            for cluster in hosts:
+                values[cluster].append(got.get(cluster, float("nan")))
+        return values
+
+    def complete() -> dict[str, list[float]] | None:
+        values = panel_values()
+        return None if any(math.isnan(x) for row in values.values() for x in row) else values
+
+    # The latency panels read the clusters' recorded quantiles, which reach the hub an
+    # evaluation and a federation after the counts: wait for them a while, else show nan.
+    try:
+        values: dict[str, list[float]] | None = eventually(complete, timeout=30, interval=1)
+    except AssertionError:
+        values = None
     return [f"{cluster}: {rate:.2f} requests/s, p50 {p50 * 1000:.0f} ms, p99 {p99 * 1000:.0f} ms"
             f" (request_predict_seconds, the hub's Prometheus)"
-            for cluster, (rate, p50, p99) in values.items()]
+            for cluster, (rate, p50, p99) in (values or panel_values()).items()]
 
 
 def start_kserve_when_stack_ready(testbed: Testbed) -> Callable[[], None]:

@@ -611,14 +611,36 @@ def monitoring_token(spoke: Any, directory: Path) -> Path:
     return path
 
 
+def allowlist_of(config_map: Obj) -> tuple[list[str], list[Obj]]:
+    """The names an ACM allowlist ConfigMap federates, and its recording rules as ACM reads them.
+
+    ACM's metrics collector gets each rule as a JSON argument it formats without escaping
+    (``{"name":"<record>","query":"<expr>"}``) and parses back: the rules returned went
+    through the same round trip, so an expression ACM could not take fails here too.
+    """
+    data = config_map["data"]
+    names = list(yaml.safe_load(data["uwl_metrics_list.yaml"])["names"])
+    rules = (yaml.safe_load(data.get("metrics_list.yaml") or "{}") or {}).get(
+        "recording_rules") or []
+    recording = []
+    for rule in rules:
+        arg = '{"name":"' + str(rule["record"]) + '","query":"' + str(rule["expr"]) + '"}'
+        parsed = json.loads(arg)
+        recording.append({"record": parsed["name"], "expr": parsed["query"]})
+    return names, recording
+
+
 def start_for_fleet(bed: Any, agent_namespace: str, release_namespace: str,
                     addresses: Mapping[str, str]) -> FleetPrometheus:
     """Start a Prometheus per spoke and one on the hub for a running fleet.
 
     Each spoke's scrapes the agent through its ServiceMonitor and, on a fleet with a data
     plane, the model servers of the pods it runs through the PodMonitors on the spoke
-    (:class:`PodTargetSync`); the hub's federates with the chart's allowlist, scrapes the
-    manager through the chart's ServiceMonitor and evaluates the chart's rules.
+    (:class:`PodTargetSync`), and records the allowlist's recording rules as ACM's metrics
+    collector does on each cluster; the hub's federates the allowlist's names and records,
+    scrapes the manager through the chart's ServiceMonitor and evaluates the chart's rules
+    (the PrometheusRule's: the same aggregates, for the manager's own series, and the
+    alerts).
 
     ``addresses``: ``manager`` and ``<spoke>-agent`` -> the ``host:port`` of their metrics.
     """
@@ -630,9 +652,10 @@ def start_for_fleet(bed: Any, agent_namespace: str, release_namespace: str,
                             f"agent.installNamespace={agent_namespace}",
                             namespace=release_namespace)
     by_name = {o["metadata"]["name"]: o for o in rendered if o["kind"] == "ConfigMap"}
-    allowlist = list(yaml.safe_load(
-        by_name["model-serving-metrics-allowlist"]["data"]["uwl_metrics_list.yaml"]
-    )["names"])
+    names, recording = allowlist_of(by_name["model-serving-metrics-allowlist"])
+    allowlist = names + [rule["record"] for rule in recording]
+    collector = [{"name": "acm-metrics-collector-recording-rules", "interval": SCRAPE_INTERVAL,
+                  "rules": recording}]
     dashboard = json.loads(by_name["model-serving-dashboard"]["data"]["model-serving.json"])
     rules = next(o for o in rendered if o["kind"] == "PrometheusRule")["spec"]["groups"]
     manager = next(o for o in rendered if o["kind"] == "Deployment")
@@ -657,7 +680,7 @@ def start_for_fleet(bed: Any, agent_namespace: str, release_namespace: str,
                 syncs[spoke.name] = PodTargetSync(spoke, plane, directory / "pods.json")
                 scrape.append(file_sd_config(syncs[spoke.name].path))
             server = Prometheus(f"{spoke.name}-prometheus", directory, bed.log_dir,
-                                scrape).start()
+                                scrape, collector).start()
             started.append(server)
             spokes[spoke.name] = server
         manager_targets = targets(rendered, {

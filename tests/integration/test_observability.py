@@ -22,6 +22,7 @@ from prometheus_client import REGISTRY
 import addon_agent.io.metrics
 import addon_manager.shell.metrics
 from testbed.chart import CHART, render
+from testbed.observability import allowlist_of
 
 RULE_TESTS = Path(__file__).parents[1] / "data" / "alert_rules_test.yaml"
 
@@ -45,6 +46,8 @@ MODEL_SERVER_METRICS = {
 virtualenv, the file of the installed package defining it, how it is named there). The
 data plane's fleet test scrapes KServe's for real (tests/integration/test_dataplane_fleet.py)."""
 NAMED = re.compile(r"\b(model_serving_[a-z_]+|" + "|".join(MODEL_SERVER_METRICS) + r")\b")
+RECORD = re.compile(r"\bmodel_serving:[a-z_]+:p\d+\b")
+"""The per-cluster aggregates the chart records (the allowlist's recording rules)."""
 
 
 def _exported() -> set[str]:
@@ -71,14 +74,44 @@ def test_code_exports_the_documented_families() -> None:
     assert "model_serving_agent_reconcile_duration_seconds_bucket" in exported
 
 
+def _allowlist(observability: dict[str, Any]) -> tuple[list[str], dict[str, str]]:
+    """The allowlist's names, and its recording rules (record -> expression) as ACM's
+    collector reads them (:func:`testbed.observability.allowlist_of`)."""
+    names, rules = allowlist_of(observability["model-serving-metrics-allowlist"])
+    return names, {r["record"]: r["expr"] for r in rules}
+
+
 def test_allowlist_names_exported_metrics(observability: dict[str, Any]) -> None:
-    allow = yaml.safe_load(
-        observability["model-serving-metrics-allowlist"]["data"]["uwl_metrics_list.yaml"]
-    )["names"]
+    allow, _ = _allowlist(observability)
     assert len(allow) == len(set(allow)) > 5
     known = _exported() | set(MODEL_SERVER_METRICS)
     assert set(allow) <= known, set(allow) - known
-    assert set(MODEL_SERVER_METRICS) <= set(allow), set(MODEL_SERVER_METRICS) - set(allow)
+    unbucketed = {m for m in MODEL_SERVER_METRICS if not m.endswith("_bucket")}
+    assert unbucketed <= set(allow), unbucketed - set(allow)
+
+
+def test_histograms_reach_the_hub_as_per_cluster_quantiles_never_as_buckets(
+        observability: dict[str, Any]) -> None:
+    """No bucket is federated (one series per bucket, cluster and label set): each histogram
+    the dashboard or an alert reads arrives as the quantiles the allowlist's recording rules
+    make on each cluster, from exported metrics; the PrometheusRule records the same."""
+    allow, records = _allowlist(observability)
+    assert not [n for n in allow if n.endswith("_bucket")]
+    known = _exported() | set(MODEL_SERVER_METRICS)
+    for record, expr in records.items():
+        assert RECORD.fullmatch(record), record
+        used = set(NAMED.findall(expr))
+        assert used and all(n.endswith("_bucket") for n in used) and used <= known, (
+            record, used)
+        assert "cluster" in re.search(r"by \(([^)]*)\)", expr).group(1), record  # type: ignore[union-attr]
+    aggregates = observability["model-serving"]["spec"]["groups"][0]
+    assert aggregates["name"] == "model-serving-aggregates"
+    assert {r["record"]: r["expr"] for r in aggregates["rules"]} == records
+    # Every record is read somewhere, and everything read is recorded.
+    dashboard = json.dumps(_dashboard(observability))
+    rules = json.dumps(observability["model-serving"]["spec"]["groups"][1:])
+    read = set(RECORD.findall(dashboard)) | set(RECORD.findall(rules))
+    assert read == set(records), read ^ set(records)
 
 
 def test_the_model_server_metrics_are_the_installed_servers(dataplane: Any) -> None:
@@ -102,18 +135,15 @@ def _dashboard(observability: dict[str, Any]) -> dict[str, Any]:
 
 
 def test_dashboard_metrics_are_exported_and_federated(observability: dict[str, Any]) -> None:
-    allow = set(
-        yaml.safe_load(
-            observability["model-serving-metrics-allowlist"]["data"][
-                "uwl_metrics_list.yaml"
-            ]
-        )["names"]
-    )
+    names, records = _allowlist(observability)
     panels = _dashboard(observability)["panels"]
-    used = {m for p in panels for t in p["targets"] for m in NAMED.findall(t["expr"])}
+    exprs = [t["expr"] for p in panels for t in p["targets"]]
+    used = {m for e in exprs for m in NAMED.findall(e)}
     assert used, "the dashboard queries no add-on metric"
     assert used <= _exported() | set(MODEL_SERVER_METRICS), used - _exported()
-    assert used <= allow, f"not federated: {used - allow}"
+    assert used <= set(names), f"not federated: {used - set(names)}"
+    recorded = {r for e in exprs for r in RECORD.findall(e)}
+    assert recorded <= set(records), f"not recorded: {recorded - set(records)}"
     # Per model and cluster: request rate, error ratio, p50 and p99 latency.
     titles = {p["title"] for p in panels}
     assert {"Model requests per second, per cluster", "Model latency p50, per cluster",
@@ -144,7 +174,10 @@ def test_dashboard_is_a_well_formed_grafana_dashboard(observability: dict[str, A
 def test_alert_rules_use_exported_metrics_in_both_forms(observability: dict[str, Any]) -> None:
     objs = observability
     from_configmap = yaml.safe_load(objs["model-serving-alert-rules"]["data"]["custom_rules.yaml"])
-    assert from_configmap["groups"] == objs["model-serving"]["spec"]["groups"]
+    # ACM's thanos ruler reads the aggregates the collectors federated; the PrometheusRule
+    # records them first, from the raw series its hub Prometheus has.
+    assert from_configmap["groups"] == objs["model-serving"]["spec"]["groups"][1:]
+    _, records = _allowlist(objs)
     rules = [r for g in from_configmap["groups"] for r in g["rules"]]
     assert {r["alert"] for r in rules} >= {
         "ModelServingAgentMetricsAbsent",
@@ -157,14 +190,17 @@ def test_alert_rules_use_exported_metrics_in_both_forms(observability: dict[str,
         assert rule["labels"]["severity"] in ("warning", "critical")
         assert rule["annotations"]["summary"]
         used = set(NAMED.findall(rule["expr"]))
-        assert used and used <= known, (rule["alert"], used - known)
+        aggregates = set(RECORD.findall(rule["expr"]))
+        assert used or aggregates, rule["alert"]
+        assert used <= known, (rule["alert"], used - known)
+        assert aggregates <= set(records), (rule["alert"], aggregates - set(records))
 
 
 def _rules_file(observability: dict[str, Any], directory: Path) -> list[str]:
     """The chart's rules written as a Prometheus rule file in ``directory``; the alert names."""
     groups = observability["model-serving"]["spec"]["groups"]
     (directory / "rules.yaml").write_text(yaml.safe_dump({"groups": groups}))
-    return [r["alert"] for g in groups for r in g["rules"]]
+    return [r["alert"] for g in groups for r in g["rules"] if "alert" in r]
 
 
 def test_alert_rules_pass_their_promtool_tests(
@@ -197,7 +233,7 @@ def test_a_broken_rule_fails_its_promtool_test(
     rules = yaml.safe_load((tmp_path / "rules.yaml").read_text())
     for group in rules["groups"]:
         for rule in group["rules"]:
-            if rule["alert"] == "ModelServingAgentMetricsAbsent":
+            if rule.get("alert") == "ModelServingAgentMetricsAbsent":
                 rule["expr"] = "absent(model_serving_no_such_metric)"
     (tmp_path / "rules.yaml").write_text(yaml.safe_dump(rules))
     shutil.copy(RULE_TESTS, tmp_path / RULE_TESTS.name)
@@ -218,7 +254,7 @@ def test_each_alert_is_an_alert_name_with_a_runbook_entry_it_links_to(
     rendered = render("observability.enabled=true", "observability.prometheusRule=true",
                       f"observability.runbookBaseUrl={base}")
     rules = next(o for o in rendered if o["kind"] == "PrometheusRule")["spec"]["groups"]
-    alerts = {r["alert"]: r for g in rules for r in g["rules"]}
+    alerts = {r["alert"]: r for g in rules for r in g["rules"] if "alert" in r}
     assert set(alerts) == {a.value for a in AlertName}
     doc = (CHART.parents[1] / "docs" / "troubleshooting.md").read_text()
     anchors = {re.sub(r"[^a-z0-9 -]", "", h.lower()).replace(" ", "-")

@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import copy
 import datetime as dt
+import json
 from typing import Any
 
 import pytest
+import yaml
 
 from addon_agent.pure import kserve_plan, planning
 from addon_agent.stacks import KSERVE
@@ -200,3 +202,18 @@ def test_relabel_follows_prometheus_semantics() -> None:
     assert out == {"__address__": "10.0.0.1:80", "ab": "y-x", "b": "y", "copy_b": "y"}
     with pytest.raises(obs.TargetError, match="hashmod"):
         obs.relabel(labels, [{"action": "hashmod", "targetLabel": "h", "modulus": 2}])
+
+
+def test_recording_rules_are_read_as_acms_collector_takes_them() -> None:
+    """A recording rule reaches the testbed's Prometheus through the JSON argument ACM's
+    collector builds without escaping: PromQL's single quotes pass, a double quote fails."""
+    def allowlist(expr: str) -> dict[str, object]:
+        return {"data": {
+            "uwl_metrics_list.yaml": "names: [up]\n",
+            "metrics_list.yaml": yaml.safe_dump(
+                {"recording_rules": [{"record": "x:y:p99", "expr": expr}]})}}
+
+    names, rules = obs.allowlist_of(allowlist("sum(up{job=~'a.*'})"))
+    assert names == ["up"] and rules == [{"record": "x:y:p99", "expr": "sum(up{job=~'a.*'})"}]
+    with pytest.raises(json.JSONDecodeError):
+        obs.allowlist_of(allowlist('sum(up{job=~"a.*"})'))

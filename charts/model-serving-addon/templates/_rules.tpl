@@ -1,3 +1,26 @@
+{{/* Per-cluster aggregates of the histograms: what the hub gets instead of their buckets.
+     ACM's metrics collector evaluates them on each cluster (the allowlist's recording_rules)
+     and federates the results labelled with the cluster; the PrometheusRule records them for
+     a hub Prometheus that has the raw series. Each keeps the labels the dashboard and alerts
+     group by, so a histogram of B buckets costs one series per quantile there, not B. No
+     double quote in an expression: ACM's collector takes each as a JSON string it builds
+     without escaping (PromQL's single quotes serve). */}}
+{{- define "msa.recordingRules" -}}
+- record: model_serving:agent_reconcile_duration_seconds:p95
+  expr: histogram_quantile(0.95, sum by (cluster, kind, le) (rate(model_serving_agent_reconcile_duration_seconds_bucket[5m])))
+- record: model_serving:reconcile_duration_seconds:p95
+  expr: histogram_quantile(0.95, sum by (cluster, kind, le) (rate(model_serving_reconcile_duration_seconds_bucket[5m])))
+- record: model_serving:fanout_duration_seconds:p95
+  expr: histogram_quantile(0.95, sum by (cluster, kind, le) (rate(model_serving_fanout_duration_seconds_bucket[5m])))
+{{- range $q := list "0.5" "0.99" }}
+{{- $name := ternary "p50" "p99" (eq $q "0.5") }}
+- record: model_serving:request_predict_seconds:{{ $name }}
+  expr: histogram_quantile({{ $q }}, sum by (cluster, namespace, inferenceservice, le) (rate(request_predict_seconds_bucket[5m])))
+- record: model_serving:rest_infer_duration_seconds:{{ $name }}
+  expr: histogram_quantile({{ $q }}, sum by (cluster, namespace, inferenceservice, le) (rate(rest_server_request_duration_seconds_bucket{path=~'.*/infer'}[5m])))
+{{- end }}
+{{- end -}}
+
 {{/* Alert rules, shared by the PrometheusRule and ACM's thanos-ruler custom rules.
      Tested with promtool (tests/data/alert_rules_test.yaml) and live on the testbed. */}}
 {{- define "msa.alertGroups" -}}
@@ -114,7 +137,7 @@
         summary: 'Model {{ "{{ $labels.namespace }}/{{ $labels.inferenceservice }}" }} fails {{ "{{ $value | humanizePercentage }}" }} of its inference requests on {{ "{{ $labels.cluster }}" }}.'
         description: 'From the model server''s own counters (MLServer''s model_infer_request_failure_total), over 5 minutes. The predictor pods'' logs on that cluster say why; a progressive rollout''s metric gate can hold such a revision back.'
     - alert: ModelServingModelLatencyHigh
-      expr: (histogram_quantile(0.99, sum by (cluster, namespace, inferenceservice, le) (rate(request_predict_seconds_bucket[5m]))) > {{ .Values.observability.modelLatencyP99Seconds }}) or (histogram_quantile(0.99, sum by (cluster, namespace, inferenceservice, le) (rate(rest_server_request_duration_seconds_bucket{path=~".*/infer"}[5m]))) > {{ .Values.observability.modelLatencyP99Seconds }})
+      expr: (model_serving:request_predict_seconds:p99 > {{ .Values.observability.modelLatencyP99Seconds }}) or (model_serving:rest_infer_duration_seconds:p99 > {{ .Values.observability.modelLatencyP99Seconds }})
       for: {{ .Values.observability.modelAlertMinutes }}m
       labels: {severity: warning}
       annotations:
@@ -122,5 +145,5 @@
         runbook_url: '{{ . }}#modelservingmodellatencyhigh'
         {{- end }}
         summary: 'Model {{ "{{ $labels.namespace }}/{{ $labels.inferenceservice }}" }} answers in {{ "{{ $value | humanizeDuration }}" }} at p99 on {{ "{{ $labels.cluster }}" }}.'
-        description: 'The p99 latency over 5 minutes from the model server''s own histogram (KServe''s request_predict_seconds, MLServer''s REST request duration) exceeds observability.modelLatencyP99Seconds. Check the predictor pods'' CPU and replicas on that cluster.'
+        description: 'The p99 latency over 5 minutes from the model server''s own histogram (KServe''s request_predict_seconds, MLServer''s REST request duration; the per-cluster aggregates model_serving:*:p99) exceeds observability.modelLatencyP99Seconds. Check the predictor pods'' CPU and replicas on that cluster.'
 {{- end -}}
