@@ -6,7 +6,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-$(shell sha1sum pyproject.toml | cut -c1-12)
 ARGS ?=
 
-.PHONY: all venv binaries bundles crds lint unit test soak demo bench image image-test clean
+.PHONY: all venv binaries bundles crds chart-docs lint unit test soak demo bench image image-test clean
 
 all: test
 
@@ -28,6 +28,10 @@ bundles: venv
 crds: venv
 	$(BIN)/model-serving-addon crds
 	$(BIN)/python -m addon_cli.troubleshooting
+
+# The chart's README from the comments of its values.yaml (helm-docs, built by `binaries`).
+chart-docs: binaries
+	$(BIN)/python -m testbed.chart docs
 
 lint: venv
 	$(BIN)/ruff check model_serving_addon addon_api addon_manager addon_agent addon_cli testbed tests bench

@@ -170,6 +170,12 @@ TOOLS: tuple[Tool, ...] = (
         versions.CADDY,
         {"caddy": "github.com/caddyserver/caddy/v2/cmd/caddy"},
     ),
+    Tool(
+        "helm-docs",
+        "github.com/norwoodj/helm-docs",
+        versions.HELM_DOCS,
+        {"helm-docs": "github.com/norwoodj/helm-docs/cmd/helm-docs"},
+    ),
     # The agent's pin (the image ships the same binary), not repeated here.
     Tool(
         "kustomize",

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import functools
 import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -81,3 +82,33 @@ def agent_manifests(install_namespace: str, *sets: str) -> list[dict[str, Any]]:
             if subject.get("kind") == "ServiceAccount":
                 subject["namespace"] = install_namespace
     return manifests
+
+
+def readme(write: bool = False) -> str:
+    """The chart's README as helm-docs makes it (``values.yaml``, ``README.md.gotmpl``).
+
+    Written to the chart's ``README.md`` when ``write``.
+    """
+    args = [str(binary("helm-docs")), "--chart-search-root", str(CHART.parent),
+            "--chart-to-generate", str(CHART), "--sort-values-order", "file",
+            "--skip-version-footer", "--log-level", "warning"]
+    if not write:
+        args.append("--dry-run")
+    proc = subprocess.run(args, capture_output=True, text=True, timeout=120, check=False)
+    if proc.returncode != 0 or (not write and not proc.stdout.strip()):
+        raise AssertionError(f"helm-docs failed:\n{proc.stderr}")
+    return proc.stdout if not write else (CHART / "README.md").read_text()
+
+
+def main(argv: list[str]) -> int:
+    """``python -m testbed.chart docs``: regenerate the chart's README (``make chart-docs``)."""
+    if argv != ["docs"]:
+        print("usage: python -m testbed.chart docs", file=sys.stderr)
+        return 2
+    readme(write=True)
+    print(f"wrote {CHART / 'README.md'}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main(sys.argv[1:]))

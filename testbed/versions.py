@@ -59,6 +59,10 @@ CADDY = "v2.11.9"
 """github.com/caddyserver/caddy/v2: the ingress of each spoke of a fleet with a data plane
 (routes by Host to the predictor pods' processes, changed through its admin API). Apache-2.0."""
 
+HELM_DOCS = "v1.14.2"
+"""github.com/norwoodj/helm-docs: the chart's README, generated from the comments of its
+values.yaml (``make chart-docs``; a test regenerates it and compares)."""
+
 PROMETHEUS_OPERATOR = "v0.85.0"
 """github.com/prometheus-operator/prometheus-operator: ServiceMonitor/PodMonitor CRDs."""
 

@@ -5,10 +5,11 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+import yaml
 
 from addon_api import constants as c
 from addon_api import sealing
-from testbed.chart import CHART, KUBE_VERSION, helm, render
+from testbed.chart import CHART, KUBE_VERSION, helm, readme, render
 
 pytestmark = pytest.mark.usefixtures("built_binaries")  # helm renders the chart
 
@@ -26,6 +27,30 @@ def _agent_manifests(objs: list[dict[str, Any]]) -> list[dict[str, Any]]:
 def test_lint_passes() -> None:
     out = helm("lint", str(CHART), "--strict")
     assert "0 chart(s) failed" in out.stdout
+
+
+def test_the_chart_readme_is_generated_from_the_values() -> None:
+    """charts/model-serving-addon/README.md is what helm-docs makes of values.yaml's comments
+    now (``make chart-docs`` rewrites it), and every value has a description there."""
+    generated = readme()
+    assert generated == (CHART / "README.md").read_text(), "stale: run `make chart-docs`"
+    rows = [line.split(" | ") for line in generated.splitlines()
+            if line.startswith("| ") and not line.startswith(("| Key", "|---"))]
+    values = yaml.safe_load((CHART / "values.yaml").read_text())
+
+    def leaves(node: dict[str, Any], prefix: str = "") -> set[str]:
+        """Every value's key; a container's resources are one value, as helm-docs shows them."""
+        out: set[str] = set()
+        for key, value in node.items():
+            if isinstance(value, dict) and value and key != "resources":
+                out |= leaves(value, f"{prefix}{key}.")
+            else:
+                out.add(f"{prefix}{key}")
+        return out
+
+    assert {row[0].lstrip("| ") for row in rows} == leaves(values)
+    undocumented = [row[0].lstrip("| ") for row in rows if not row[-1].strip(" |")]
+    assert not undocumented, f"values.yaml: no `# --` comment above {undocumented}"
 
 
 def test_the_chart_refuses_a_kubernetes_older_than_its_admission_policy_needs() -> None:
