@@ -54,6 +54,17 @@ def _rendered(sets: tuple[str, ...], namespace: str) -> str:
     return helm(*args).stdout
 
 
+def agent_config_spec(objs: list[dict[str, Any]]) -> dict[str, Any]:
+    """The spec the manager writes into the add-on's default AddOnDeploymentConfig.
+
+    It is the chart's ``<name>-agent-config`` ConfigMap; the manager adds its verify key.
+    """
+    config_map = next(o for o in objs if o["kind"] == "ConfigMap"
+                      and o["metadata"]["name"].endswith("-agent-config"))
+    spec: dict[str, Any] = yaml.safe_load(config_map["data"]["spec.yaml"])
+    return spec
+
+
 PRE_DELETE_HOOK = "addon.open-cluster-management.io/addon-pre-delete"
 """OCM's annotation of a hook manifest: applied only when the add-on is being disabled."""
 

@@ -207,8 +207,6 @@ def fleet(phases: Phases, agent_namespace: str = c.AGENT_NAMESPACE, spokes: int 
         bed.start()
         phases.done(f"hub + {spokes} managed clusters up")
         install_chart(bed, agent_namespace)
-        agent_kubeconfigs = enable_addon(bed, agent_namespace)
-        phases.done("add-on installed and enabled on both clusters")
         manager_kubeconfig = identities.token_kubeconfig(
             bed.hub, RELEASE_NAMESPACE, chart.MANAGER_SERVICE_ACCOUNT,
             bed.hub.directory / "manager.kubeconfig",
@@ -234,6 +232,10 @@ def fleet(phases: Phases, agent_namespace: str = c.AGENT_NAMESPACE, spokes: int 
                     f"--target-namespaces={tenancy.NamespacePolicy(_targets()).render()}",
                     # the examples' ModelServing is the demo admin's, in the demo namespace
                     f"--stack-owner-namespaces={NAMESPACE}",
+                    # as the chart's Deployment says: the manager writes the add-on's
+                    # AddOnDeploymentConfig (OCM renders no agent before it exists)
+                    f"--addon-config={c.ADDON_NAME}-defaults",
+                    f"--addon-config-source={c.ADDON_NAME}-agent-config",
                 ],
                 bed.log_dir,
             ).start()
@@ -241,7 +243,10 @@ def fleet(phases: Phases, agent_namespace: str = c.AGENT_NAMESPACE, spokes: int 
         # The agents verify the manager's signatures with the key it publishes in the add-on's
         # AddOnDeploymentConfig (SEAL_VERIFY_KEY, which the AddOnTemplate passes as
         # --seal-verify-key): read it from there, as OCM renders it into the Deployment.
+        bed.processes.extend(roles)  # stopped with the testbed from now on
         verify_key = wait_verify_key(bed)
+        agent_kubeconfigs = enable_addon(bed, agent_namespace)
+        phases.done("add-on installed and enabled on both clusters")
         for spoke in bed.spokes:
             kserve = bed.kserve_controller(spoke)
             agent_port = free_port()
@@ -267,7 +272,7 @@ def fleet(phases: Phases, agent_namespace: str = c.AGENT_NAMESPACE, spokes: int 
                     env={**build.agent_runtime_env(), **kserve.agent_env()},
                 ).start()
             )
-        bed.processes.extend(roles)
+        bed.processes.extend(roles[1:])
         phases.done("manager and agents started")
         yield bed
     finally:

@@ -10,6 +10,7 @@ import logging
 import os
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import replace
 from importlib import metadata
 from pathlib import Path
@@ -26,7 +27,7 @@ from addon_manager.engine import partition
 from addon_manager.engine.policy import Policy, parse_namespaces
 from addon_manager.facts import records
 from addon_manager.kinds.registry import KINDS
-from addon_manager.shell import crds, handlers, informers, leadership, sealkeys
+from addon_manager.shell import addonconfig, crds, handlers, informers, leadership, sealkeys
 from addon_manager.shell.apply import HubWriter
 from addon_manager.shell.metricgate import PrometheusGate
 from addon_manager.shell.secrets import SecretWatches
@@ -122,6 +123,11 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     p.add_argument("--addon-config", default=f"{c.ADDON_NAME}-defaults",
                    help="AddOnDeploymentConfig (in --namespace) where the manager publishes its "
                    "seal verify key as the variable SEAL_VERIFY_KEY for the agents")
+    p.add_argument("--addon-config-source", default="",
+                   help="ConfigMap (in --namespace, key spec.yaml) with the rest of that "
+                   "AddOnDeploymentConfig's spec (the chart's values): the manager then owns "
+                   "the whole object and writes it from this and its key; empty: it only sets "
+                   "its variable in an AddOnDeploymentConfig someone else keeps")
     p.add_argument("--sealing-refresh", type=float, default=10.0,
                    help="seconds between two reads of pinned agent keys and approvals")
     p.add_argument("--prometheus-url", default="",
@@ -275,10 +281,17 @@ def sealer_from_hub(api: client.ApiClient, args: argparse.Namespace) -> sealkeys
     """Load (or create) the sealing keys; publish the verify key in the add-on's config."""
     core = client.CoreV1Api(api)
     keys = sealkeys.load_or_create_keys(core, args.namespace)
-    publish = functools.partial(
-        sealkeys.publish_verify_key, client.CustomObjectsApi(api), args.namespace,
-        args.addon_config, keys.verify_key,
-    )
+    publish: Callable[[], bool]
+    if args.addon_config_source:
+        publish = functools.partial(
+            addonconfig.publish, core, client.CustomObjectsApi(api), args.namespace,
+            args.addon_config, args.addon_config_source, keys.verify_key,
+        )
+    else:
+        publish = functools.partial(
+            sealkeys.publish_verify_key, client.CustomObjectsApi(api), args.namespace,
+            args.addon_config, keys.verify_key,
+        )
     published = publish()
     if published:
         logging.getLogger(__name__).info(

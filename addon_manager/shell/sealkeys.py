@@ -147,8 +147,9 @@ class Sealer:
         self._end = 0
         self.pins, self.approvals = parse_state(store.read_state())
         self.publish: Callable[[], bool] | None = None
-        """Writes the verify key into the add-on's configuration again (main() sets it): a
-        ``helm upgrade`` replaces the AddOnDeploymentConfig's variables."""
+        """Writes the add-on's AddOnDeploymentConfig again when it is not as it should be (main()
+        sets it): made again if deleted, updated when the chart's ConfigMap changed
+        (:mod:`addon_manager.shell.addonconfig`)."""
         self._pending: dict[str, str] = {}
         self._lock = asyncio.Lock()
 

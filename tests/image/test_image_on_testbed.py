@@ -209,11 +209,13 @@ def test_manager_and_agent_from_the_image_serve_a_model(
         bed.start()
         phases.done("hub + 2 managed clusters up")
         demo.install_chart(bed, c.AGENT_NAMESPACE)
-        demo.enable_addon(bed, c.AGENT_NAMESPACE)
-        phases.done("chart installed, add-on enabled (OCM deployed the agents)")
-        spoke, other = bed.spokes
+        # The manager first: it writes the add-on's AddOnDeploymentConfig, without which OCM
+        # deploys no agent.
         manager, manager_metrics = _run_manager(bed, image)
         bed.processes.append(manager.start())
+        demo.enable_addon(bed, c.AGENT_NAMESPACE)
+        phases.done("chart installed, manager started, add-on enabled (OCM deployed the agents)")
+        spoke, other = bed.spokes
         # The agent's Deployment carries the manager's seal verify key once the manager has
         # published it in the AddOnDeploymentConfig and OCM has rendered it (_run_agent waits).
         agent, agent_metrics = _run_agent(bed, spoke, image)

@@ -9,7 +9,7 @@ import yaml
 
 from addon_api import constants as c
 from addon_api import sealing
-from testbed.chart import CHART, KUBE_VERSION, helm, readme, render
+from testbed.chart import CHART, KUBE_VERSION, agent_config_spec, helm, readme, render
 
 pytestmark = pytest.mark.usefixtures("built_binaries")  # helm renders the chart
 
@@ -66,8 +66,12 @@ def test_default_render() -> None:
     kinds = _kinds(objs)
     assert kinds.count("CustomResourceDefinition") == 4  # the hub intents only
     for kind in ("Deployment", "ClusterRole", "ClusterRoleBinding", "ServiceAccount",
-                 "ClusterManagementAddOn", "AddOnTemplate", "AddOnDeploymentConfig"):
+                 "ClusterManagementAddOn", "AddOnTemplate"):
         assert kind in kinds
+    # The manager owns the add-on's AddOnDeploymentConfig (it adds its verify key): the chart
+    # ships the rest of its spec in a ConfigMap, and no object of that kind.
+    assert "AddOnDeploymentConfig" not in kinds
+    assert agent_config_spec(objs)["agentInstallNamespace"] == c.AGENT_NAMESPACE
     assert "ServiceMonitor" not in kinds and "PrometheusRule" not in kinds
     cma = next(o for o in objs if o["kind"] == "ClusterManagementAddOn")
     assert cma["metadata"]["name"] == c.ADDON_NAME
@@ -97,17 +101,23 @@ def test_default_render() -> None:
     assert role["rules"] == [
         {"apiGroups": ["coordination.k8s.io"], "resources": ["leases"],
          "verbs": ["get", "create", "update"]},
-        # sealing: its keys Secret (created once, then only read), its ConfigMap, and the
-        # AddOnDeploymentConfig where it publishes its verify key
+        # sealing: its keys Secret (created once, then only read), its ConfigMap; the
+        # AddOnDeploymentConfig it owns, from the chart's ConfigMap and its verify key
         {"apiGroups": [""], "resources": ["secrets", "configmaps"], "verbs": ["create"]},
         {"apiGroups": [""], "resources": ["secrets"],
          "resourceNames": ["model-serving-sealing-keys"], "verbs": ["get"]},
         {"apiGroups": [""], "resources": ["configmaps"],
          "resourceNames": ["model-serving-sealing"], "verbs": ["get", "update"]},
+        {"apiGroups": [""], "resources": ["configmaps"],
+         "resourceNames": ["model-serving-agent-config"], "verbs": ["get"]},
+        {"apiGroups": ["addon.open-cluster-management.io"],
+         "resources": ["addondeploymentconfigs"], "verbs": ["create"]},
         {"apiGroups": ["addon.open-cluster-management.io"],
          "resources": ["addondeploymentconfigs"], "resourceNames": ["model-serving-defaults"],
          "verbs": ["get", "update"]},
     ]
+    assert "--addon-config=model-serving-defaults" in args
+    assert "--addon-config-source=model-serving-agent-config" in args
 
 
 def test_agent_deployment_uses_template_variables() -> None:
@@ -250,8 +260,8 @@ def test_namespace_policy_reaches_manager_agent_and_execute_as() -> None:
     deploy = next(o for o in objs if o["kind"] == "Deployment")
     args = deploy["spec"]["template"]["spec"]["containers"][0]["args"]
     assert f"--target-namespaces={policy}" in args
-    adc = next(o for o in objs if o["kind"] == "AddOnDeploymentConfig")
-    assert {"name": "TARGET_NAMESPACES", "value": policy} in adc["spec"]["customizedVariables"]
+    variables = agent_config_spec(objs)["customizedVariables"]
+    assert {"name": "TARGET_NAMESPACES", "value": policy} in variables
     agent = next(m for m in _agent_manifests(objs) if m["kind"] == "Deployment")
     assert "--target-namespaces={{TARGET_NAMESPACES}}" in (
         agent["spec"]["template"]["spec"]["containers"][0]["args"])
@@ -351,8 +361,8 @@ def test_rendered_args_parse_with_the_real_command_lines() -> None:
     assert str(parsed.prometheus_token_file).endswith("serviceaccount/token")
     assert parsed.prometheus_ca_file is None
 
-    adc = next(o for o in objs if o["kind"] == "AddOnDeploymentConfig")
-    variables = {v["name"]: v["value"] for v in adc["spec"]["customizedVariables"]}
+    variables = {v["name"]: v["value"]
+                 for v in agent_config_spec(objs)["customizedVariables"]}
     verify = sealing.verify_key_of(sealing.generate_signing_key())
     variables |= {"CLUSTER_NAME": "cluster1", "INSTALL_NAMESPACE": c.AGENT_NAMESPACE,
                   "SEAL_VERIFY_KEY": verify}  # the manager writes this one into the config

@@ -19,11 +19,13 @@ from addon_agent.pure import storage
 from addon_agent.release import FINALIZER
 from addon_api import constants as c
 from addon_api.sealing import binding_for
+from testbed import identities
 from testbed.chart import AGENT_SERVICE_ACCOUNT, CHART, helm
 from testbed.dataplane.kubelet import FIELD_MANAGER, SERVED
 from testbed.dataplane.podspec import RELEASE_HOOK_RUNNER, SIMULATED_LABEL
 from testbed.fleet import Testbed
 from testbed.support import fleetcli
+from testbed.support.manager import Manager
 from testbed.support.waiting import eventually
 
 RELEASE_NAMESPACE = "model-serving-system"
@@ -82,6 +84,30 @@ def _remove_test_objects(spoke: Any) -> None:
                       check=False)
 
 
+ADC = f"{c.ADDON_NAME}-defaults"
+"""The add-on's default AddOnDeploymentConfig (the ClusterManagementAddOn names it)."""
+
+
+def _variables(adc: dict[str, Any]) -> dict[str, str]:
+    return {v["name"]: v["value"] for v in adc["spec"]["customizedVariables"]}
+
+
+def _chart_manager(testbed: Testbed) -> Manager:
+    """The manager as the chart's Deployment would run it: its arguments, a token of its
+    ServiceAccount, and the namespace its pod would be in (the testbed has no kubelet for
+    the hub's pods; its metrics port is a free one)."""
+    hub = testbed.hub
+    deployment = _json(hub, "deployment", "model-serving-addon-manager", "-n", RELEASE_NAMESPACE)
+    (container,) = deployment["spec"]["template"]["spec"]["containers"]
+    assert container["args"][0] == "manager"
+    kubeconfig = identities.token_kubeconfig(
+        hub, RELEASE_NAMESPACE, deployment["spec"]["template"]["spec"]["serviceAccountName"],
+        hub.directory / "chart-manager.kubeconfig")
+    args = [a for a in container["args"][1:] if not a.startswith("--metrics-port")]
+    return Manager(kubeconfig, testbed.log_dir / "chart-manager.log", *args,
+                   f"--namespace={RELEASE_NAMESPACE}").start()
+
+
 def _json(cluster: Any, *args: str) -> Any:
     return json.loads(cluster.kubectl("get", *args, "-o", "json").stdout)
 
@@ -108,6 +134,7 @@ def test_install_and_enable_on_cluster1(testbed: Testbed) -> None:
     assert checks[f"add-on registration (ClusterManagementAddOn {c.ADDON_NAME})"][
         "state"] == "FAIL"
     assert all(x["state"] == "OK" for n, x in checks.items() if n.startswith("OCM API"))
+    manager: Manager | None = None
     installed = helm(
         "upgrade",
         "--install",
@@ -152,6 +179,21 @@ def test_install_and_enable_on_cluster1(testbed: Testbed) -> None:
             timeout=30)
         assert "model-serving-modelmesh-deprecated" in warned, warned
         assert "deprecated" not in dry_run("KServe")
+
+        # The manager, as the chart's Deployment runs it (its args, its ServiceAccount): it
+        # writes the add-on's AddOnDeploymentConfig, which it alone owns, from the chart's
+        # agent-config ConfigMap and its verify key; OCM renders no agent before that.
+        assert _maybe(hub, "addondeploymentconfig", ADC, "-n", RELEASE_NAMESPACE) is None
+        manager = _chart_manager(testbed)
+        adc = eventually(lambda: _maybe(hub, "addondeploymentconfig", ADC, "-n",
+                                        RELEASE_NAMESPACE), timeout=60)
+        cma = _json(hub, "clustermanagementaddon", c.ADDON_NAME)
+        assert [(o["kind"], o["uid"]) for o in adc["metadata"]["ownerReferences"]] == [
+            ("ClusterManagementAddOn", cma["metadata"]["uid"])]
+        writers = {m["manager"] for m in adc["metadata"]["managedFields"]}
+        assert writers and not [w for w in writers if "helm" in w.lower()], writers
+        key = _variables(adc)["SEAL_VERIFY_KEY"]
+        assert key and _variables(adc)["LOG_LEVEL"] == "INFO"
 
         testbed.ensure_hub_controller("addon-manager")
         hub.apply_objects(
@@ -198,6 +240,53 @@ def test_install_and_enable_on_cluster1(testbed: Testbed) -> None:
             return _condition(mca, "Available") == "True"
 
         eventually(addon_available, timeout=120)
+
+        # One owner per field: `helm upgrade` with the same values, twice, writes neither the
+        # AddOnDeploymentConfig nor anything OCM renders the agent from, so the agent's work
+        # is not rendered again.
+        def state() -> tuple[str, str, int]:
+            got = _json(hub, "addondeploymentconfig", ADC, "-n", RELEASE_NAMESPACE)
+            template = _json(hub, "addontemplates", "-l", "app.kubernetes.io/instance=msa")
+            work = rendered_work()
+            assert work is not None
+            return (got["metadata"]["resourceVersion"],
+                    template["items"][0]["metadata"]["resourceVersion"],
+                    work["metadata"]["generation"])
+
+        before = state()
+        for _ in range(2):
+            helm("upgrade", "msa", str(CHART), "-n", RELEASE_NAMESPACE, "--reuse-values",
+                 "--wait=false", kubeconfig)
+            assert state() == before
+        # A changed value reaches the agents with the key intact: the chart's ConfigMap
+        # changes and so does the manager's pod template (its checksum), which rolls the
+        # manager (here: the process restarted, as that rollout would); the manager writes
+        # the new value beside its key, and the agent's work is rendered once more.
+        template_before = _json(hub, "deployment", "model-serving-addon-manager", "-n",
+                                RELEASE_NAMESPACE)["spec"]["template"]["metadata"]["annotations"]
+        helm("upgrade", "msa", str(CHART), "-n", RELEASE_NAMESPACE, "--reuse-values",
+             "--set", "agent.logLevel=debug", "--wait=false", kubeconfig)
+        template_after = _json(hub, "deployment", "model-serving-addon-manager", "-n",
+                               RELEASE_NAMESPACE)["spec"]["template"]["metadata"]["annotations"]
+        assert template_after["checksum/agent-config"] != template_before["checksum/agent-config"]
+        assert _variables(_json(hub, "addondeploymentconfig", ADC, "-n", RELEASE_NAMESPACE)) == (
+            _variables(adc))  # helm did not touch it
+        manager.stop()
+        manager.start()
+        updated = eventually(lambda: (lambda got: got if _variables(got)["LOG_LEVEL"] == "DEBUG"
+                                      else None)(_json(hub, "addondeploymentconfig", ADC, "-n",
+                                                       RELEASE_NAMESPACE)), timeout=60)
+        assert _variables(updated)["SEAL_VERIFY_KEY"] == key
+
+        def rerendered() -> bool:
+            work = rendered_work()
+            assert work is not None
+            dep = next(m for m in work["spec"]["workload"]["manifests"]
+                       if m["kind"] == "Deployment")
+            args = dep["spec"]["template"]["spec"]["containers"][0]["args"]
+            return "--log-level=DEBUG" in args and f"--seal-verify-key={key}" in args
+
+        eventually(rerendered, timeout=60)
         # Installed and enabled: every check passes (the manager's may only warn: no manager
         # runs in this module, and other modules' intents may wait for one).
         after = fleetcli.run(hub.kubeconfig, "check", "-o", "json")
@@ -259,8 +348,8 @@ def test_install_and_enable_on_cluster1(testbed: Testbed) -> None:
             assert container.runner == RELEASE_HOOK_RUNNER
             assert container.argv[1:] == ("agent-release",), container.argv
             assert container.argv[0].endswith("model-serving-addon")
-            kubeconfig = container.env["KUBECONFIG"]
-            token = json.loads(Path(kubeconfig).read_text())["users"][0]["user"]["token"]
+            hook_kubeconfig = container.env["KUBECONFIG"]
+            token = json.loads(Path(hook_kubeconfig).read_text())["users"][0]["user"]["token"]
             claims = json.loads(base64.urlsafe_b64decode(token.split(".")[1] + "=="))
             assert claims["sub"] == (
                 f"system:serviceaccount:{c.AGENT_NAMESPACE}:{AGENT_SERVICE_ACCOUNT}"), claims
@@ -298,7 +387,20 @@ def test_install_and_enable_on_cluster1(testbed: Testbed) -> None:
             "--ignore-not-found",
             check=False,
         )
-        helm("uninstall", "msa", "-n", RELEASE_NAMESPACE, kubeconfig, check=False)
+        if manager is not None:
+            manager.stop()
+        uninstalled = helm("uninstall", "msa", "-n", RELEASE_NAMESPACE, kubeconfig, check=False)
+    assert uninstalled.returncode == 0, uninstalled.stderr
+    # The manager's AddOnDeploymentConfig goes with the chart (its owner, the
+    # ClusterManagementAddOn, is the chart's): nothing of the add-on is stranded on the hub.
+    def gone() -> bool:
+        adc = _maybe(hub, "addondeploymentconfig", ADC, "-n", RELEASE_NAMESPACE)
+        cma = _maybe(hub, "clustermanagementaddon", c.ADDON_NAME)
+        assert adc is None, (adc["metadata"].get("ownerReferences"),
+                             cma and cma["metadata"])
+        return True
+
+    eventually(gone, timeout=60)
 
 
 def test_a_failing_release_hook_is_visible(testbed: Testbed) -> None:

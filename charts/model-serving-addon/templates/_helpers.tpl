@@ -36,3 +36,26 @@ app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
 app.kubernetes.io/managed-by: {{ .Release.Service }}
 helm.sh/chart: {{ .Chart.Name }}-{{ .Chart.Version }}
 {{- end -}}
+
+{{/* The spec of the add-on's default AddOnDeploymentConfig, less the manager's verify key. */}}
+{{- define "msa.agentConfigSpec" -}}
+agentInstallNamespace: {{ .Values.agent.installNamespace }}
+customizedVariables:
+  - name: LOG_LEVEL
+    value: {{ upper .Values.agent.logLevel | quote }}
+  - name: IMAGE
+    value: {{ include "msa.image" . | quote }}
+  - name: METRICS_PORT
+    value: {{ .Values.agent.metricsPort | quote }}
+  # The namespace policy (manager.policy.targetNamespaces), for the agent's own check of the
+  # SealedStorageConnections it is sent. A cluster with another AddOnDeploymentConfig needs it
+  # there too (empty or missing: each hub namespace targets its own name only).
+  - name: TARGET_NAMESPACES
+    value: {{ include "msa.targetNamespaces" . | quote }}
+  # Whether the agent accepts devFlags: manager.policy.allowDevFlags again, on the spoke.
+  - name: ALLOW_DEV_FLAGS
+    value: {{ .Values.manager.policy.allowDevFlags | toString | quote }}
+resourceRequirements:
+  - containerID: "deployments:model-serving-agent:agent"
+    resources: {{- toYaml .Values.agent.resources | nindent 6 }}
+{{- end -}}
