@@ -413,7 +413,8 @@ async def _ready_when_synced(state: ManagerState) -> None:
 async def _watch_pins(state: ManagerState, sealer: Sealer) -> None:
     """Read the pins and approvals every ``sealing_refresh`` seconds; wake what they concern.
 
-    About once a minute the verify key is also written into the add-on's configuration again.
+    About once a minute the add-on's AddOnDeploymentConfig is also checked, and written when it
+    is not what the chart's ConfigMap and the verify key say (made again if deleted).
 
     A hub admin approves an agent key by editing the manager's ConfigMap (see
     :mod:`addon_manager.kinds.pinning`); the intents that seal are reconciled then.
