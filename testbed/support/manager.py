@@ -121,6 +121,25 @@ class Manager:
         """Intent reconciles the manager finished so far."""
         return self.total("model_serving_reconcile_duration_seconds_count")
 
+    def wait_serving(self, timeout: float = 60.0) -> None:
+        """Block until the manager (just started, say) answers on its metrics port.
+
+        Fails when it exited first or does not answer within ``timeout``.
+        """
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                self.metrics()
+                return
+            except OSError as err:  # refused (not listening yet), or a timeout
+                if self.proc is None or self.proc.poll() is not None:
+                    raise AssertionError(f"the manager is not running:\n{self.tail()}") from err
+                if time.monotonic() > deadline:
+                    raise AssertionError(
+                        f"the manager did not serve its metrics within {timeout}s: {err}"
+                    ) from err
+            time.sleep(0.1)
+
     def wait_quiet(
         self, window: float = 2.0, timeout: float = 60.0, *, reconciles: bool = True
     ) -> float:
@@ -135,6 +154,7 @@ class Manager:
             return self.writes(), self.reconciles() if reconciles else 0.0
 
         deadline = time.monotonic() + timeout
+        self.wait_serving(timeout)
         last, since = sample(), time.monotonic()
         while True:
             time.sleep(0.2)

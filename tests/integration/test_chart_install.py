@@ -14,6 +14,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from kubernetes import client
+
 from addon_agent import labels as lb
 from addon_agent.pure import storage
 from addon_agent.release import FINALIZER
@@ -24,7 +26,7 @@ from testbed.chart import AGENT_SERVICE_ACCOUNT, CHART, helm
 from testbed.dataplane.kubelet import FIELD_MANAGER, SERVED
 from testbed.dataplane.podspec import RELEASE_HOOK_RUNNER, SIMULATED_LABEL
 from testbed.fleet import Testbed
-from testbed.support import fleetcli
+from testbed.support import fleetcli, watching
 from testbed.support.manager import Manager
 from testbed.support.waiting import eventually
 
@@ -306,39 +308,51 @@ def test_install_and_enable_on_cluster1(testbed: Testbed) -> None:
         # Disabling the add-on: OCM runs the pre-delete hook Job first, and the testbed's
         # kubelet runs its pod as the real agent-release process; the agent's Deployment and
         # RBAC go only once it exited 0. The spoke is watched until they are gone.
-        with testbed.release_hook_kubelet(spoke) as kubelet:
+        # Every change of those objects is recorded (a watch): the Job is Complete only for
+        # the moment before OCM deletes it with the rest, which reads in rounds could miss.
+        agent = "model-serving-agent"
+        api = spoke.api_client()
+        by_name = {"field_selector": f"metadata.name={agent}"}
+        watches = {
+            "Job": (client.BatchV1Api(api).list_namespaced_job,
+                    {"namespace": c.AGENT_NAMESPACE,
+                     "field_selector": f"metadata.name={HOOK_JOB}"}),
+            "Pod": (client.CoreV1Api(api).list_namespaced_pod,
+                    {"namespace": c.AGENT_NAMESPACE, "label_selector": f"job-name={HOOK_JOB}"}),
+            "Deployment": (client.AppsV1Api(api).list_namespaced_deployment,
+                           {"namespace": c.AGENT_NAMESPACE, **by_name}),
+            "ClusterRole": (client.RbacAuthorizationV1Api(api).list_cluster_role, by_name),
+            "ClusterRoleBinding": (
+                client.RbacAuthorizationV1Api(api).list_cluster_role_binding, by_name),
+        }
+        agent_objects = ("Deployment", "ClusterRole", "ClusterRoleBinding")
+        with testbed.release_hook_kubelet(spoke) as kubelet, watching.recording(
+                watches) as seen:
+            assert all(seen.state_at(2**63, kind, agent) for kind in agent_objects), (
+                seen.ordered())
             started = time.monotonic()
             hub.kubectl("delete", "managedclusteraddon", c.ADDON_NAME, "-n", spoke.name,
                         "--wait=false")
-            completed_at = None
-            at_completion: dict[str, bool] = {}
-            hook_pod = None
-            while time.monotonic() - started < 180:
-                job = _maybe(spoke, "job", HOOK_JOB, "-n", c.AGENT_NAMESPACE)
-                deployment = _maybe(spoke, "deployment", "model-serving-agent", "-n",
-                                    c.AGENT_NAMESPACE)
-                role = _maybe(spoke, "clusterrole", "model-serving-agent")
-                binding = _maybe(spoke, "clusterrolebinding", "model-serving-agent")
-                pods = (_maybe(spoke, "pods", "-n", c.AGENT_NAMESPACE, "-l",
-                               f"job-name={HOOK_JOB}") or {}).get("items") or []
-                hook_pod = next((p for p in pods if p["status"].get("phase") == "Succeeded"),
-                                hook_pod)
-                if completed_at is None and job and _condition(job, "Complete") == "True":
-                    completed_at = time.monotonic() - started
-                    at_completion = {"deployment": deployment is not None
-                                     and not deployment["metadata"].get("deletionTimestamp"),
-                                     "clusterrole": role is not None,
-                                     "clusterrolebinding": binding is not None}
-                if deployment is None and role is None and binding is None:
-                    break
-                time.sleep(0.2)
+            eventually(lambda: all(seen.deleted(kind, agent) for kind in agent_objects),
+                       timeout=180)
             gone_at = time.monotonic() - started
-            print(f"hook Job complete after {completed_at}s, agent gone after {gone_at:.1f}s")
-            assert completed_at is not None, "the hook Job never completed"
+            completion = seen.first("Job", lambda job: _condition(job, "Complete") == "True")
+            print(f"agent gone after {gone_at:.1f}s; changes seen: "
+                  f"{[(e.revision, e.kind, e.type) for e in seen.ordered()]}")
+            assert completion is not None, "the hook Job never completed"
             # Until the hook completed, the agent and its rights were all there.
+            deployment = seen.state_at(completion.revision, "Deployment", agent)
+            at_completion = {
+                "deployment": deployment is not None
+                and not deployment["metadata"].get("deletionTimestamp"),
+                "clusterrole": seen.state_at(completion.revision, "ClusterRole", agent)
+                is not None,
+                "clusterrolebinding": seen.state_at(
+                    completion.revision, "ClusterRoleBinding", agent) is not None}
             assert at_completion == {"deployment": True, "clusterrole": True,
                                      "clusterrolebinding": True}, at_completion
-            assert gone_at < 180, "the agent's Deployment or RBAC stayed"
+            succeeded = seen.first("Pod", lambda pod: pod["status"].get("phase") == "Succeeded")
+            hook_pod = succeeded.object if succeeded else None
 
             # The hook's pod was a real process of agent-release, with a token of the agent's
             # ServiceAccount, and exited 0; its status is the testbed's, never kwok's.
