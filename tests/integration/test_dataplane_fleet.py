@@ -646,7 +646,7 @@ class TestServedOnTheFleet:
                          f"({failed} / {failed}) or on (cluster) (0 * {succeeded})",
                 "maxValue": 0.1}
 
-        def model(path: str) -> dict[str, Any]:
+        def model(path: str, *, max_concurrency: int, min_success: str) -> dict[str, Any]:
             isvc = demo.served_inference_service(canary)
             isvc["spec"].pop("overrides")
             predictor = isvc["spec"]["template"]["predictor"]
@@ -655,7 +655,8 @@ class TestServedOnTheFleet:
             predictor["model"].update({"runtime": "kserve-mlserver", "protocolVersion": "v2"})
             predictor["model"]["storage"]["path"] = path
             isvc["spec"]["rollout"] = {
-                "strategy": "Progressive", "maxConcurrency": 1, "minSuccessTime": "30s",
+                "strategy": "Progressive", "maxConcurrency": max_concurrency,
+                "minSuccessTime": min_success,
                 "progressDeadline": "5m", "failurePolicy": "Rollback", "metricGate": gate}
             return isvc
 
@@ -686,7 +687,10 @@ class TestServedOnTheFleet:
                         answers[cluster].append(int(getattr(err, "code", 0) or 0))
 
         sender = threading.Thread(target=traffic, daemon=True)
-        hub.kubectl("apply", "-n", NS, "-f", "-", input=yaml.safe_dump(model("mlserver/iris")))
+        # Revision 1 goes to both clusters in one step: its gate needs a sample of its
+        # traffic per cluster, not a wait (how a change travels is not a new revision).
+        hub.kubectl("apply", "-n", NS, "-f", "-", input=yaml.safe_dump(
+            model("mlserver/iris", max_concurrency=2, min_success="5s")))
         sender.start()
         t0 = time.monotonic()
         try:
@@ -705,8 +709,10 @@ class TestServedOnTheFleet:
                   f"{ {c: a.count(200) for c, a in answers.items()} }")
             assert all(200 in a for a in answers.values()), answers
             t1 = time.monotonic()
-            hub.kubectl("apply", "-n", NS, "-f", "-",
-                        input=yaml.safe_dump(model("failing/iris-3-features")))
+            # Revision 2 one cluster at a time, judged after 30 s: long enough for the
+            # first step's failures to be scraped and reach the hub's Prometheus.
+            hub.kubectl("apply", "-n", NS, "-f", "-", input=yaml.safe_dump(
+                model("failing/iris-3-features", max_concurrency=1, min_success="30s")))
 
             def rolled_back() -> dict[str, Any] | None:
                 got = rollout()
