@@ -31,7 +31,7 @@ from addon_api import constants as c
 from addon_api.rollout import seconds
 from addon_cli import check as checking
 from addon_cli import explain as explaining
-from addon_cli import offline, predict, views
+from addon_cli import guard, offline, predict, views
 from addon_cli.hub import EXIT_NOT_READY, EXIT_UNREACHABLE, EXIT_USAGE, CliError, Hub
 from addon_manager.engine.status import ClusterInput, cluster_status
 from addon_manager.facts import naming
@@ -387,6 +387,33 @@ def cmd_check(args: argparse.Namespace) -> int:
     return EXIT_NOT_READY if checking.failed(found) else 0
 
 
+# uninstall-guard ------------------------------------------------------------------------------
+
+
+def cmd_uninstall_guard(args: argparse.Namespace) -> int:
+    """The chart's pre-delete hook: exit 0 only when no intent is left on the hub.
+
+    Intents being deleted are waited for (the manager still runs during the hook) up to
+    ``--timeout``; any other intent refuses the uninstall (exit 1), naming them. A hub it
+    cannot read refuses too (the error's exit code): the guard never lets an uninstall through
+    on what it could not see.
+    """
+    hub = _hub(args)
+    deadline = time.monotonic() + args.timeout
+    while True:
+        decided = guard.verdict(_read_intents(hub, None, None, None))
+        _print(decided.message)
+        if decided.proceed:
+            return 0
+        if not decided.wait:
+            return EXIT_NOT_READY
+        if time.monotonic() + args.interval > deadline:
+            _print(f"refusing to uninstall: the intents being deleted were not gone after "
+                   f"{args.timeout:.0f}s; see `model-serving-addon status -A`")
+            return EXIT_NOT_READY
+        time.sleep(args.interval)
+
+
 # version --------------------------------------------------------------------------------------
 
 
@@ -606,6 +633,14 @@ def add_commands(sub: Any) -> None:
                         "the manager, the add-on on each cluster (exit 1 when a check fails)")
     _common(ck, namespaced=False)
     ck.set_defaults(run=cmd_check)
+
+    ug = sub.add_parser("uninstall-guard", help="the chart's pre-delete hook: exit 0 when no "
+                        "intent is left on the hub, wait for those being deleted, else refuse "
+                        "(exit 1) naming them")
+    _common(ug, namespaced=False, outputs=("table",))
+    _waits(ug, "5m", "how long to wait for the intents being deleted",
+           "how often to read them again")
+    ug.set_defaults(run=cmd_uninstall_guard)
 
     ve = sub.add_parser("version", help="this command's version and the hub's (the chart "
                         "installed there)")

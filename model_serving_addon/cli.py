@@ -32,6 +32,7 @@ FLEET = {
     "diff": "what an intent file would change in the hub's works, per cluster",
     "check": "preflight and health: the hub, OCM, the chart, the manager, each cluster",
     "version": "this command's version and the chart's on the hub",
+    "uninstall-guard": "the chart's pre-delete hook: refuses an uninstall while intents exist",
 }
 """The fleet commands (``addon_cli``): they read the hub with the user's kubeconfig."""
 

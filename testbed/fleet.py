@@ -485,27 +485,44 @@ class Testbed:
         started; on leaving, it is stopped and kwok restarted as it was (other pods keep
         kwok's simulated status throughout).
         """
-        if spoke.name in self.dataplanes:
-            yield self.dataplanes[spoke.name]
+        with self.hook_kubelet(spoke, podspec.RELEASE_HOOK_RUNNER) as plane:
+            yield plane
+
+    @contextlib.contextmanager
+    def hook_kubelet(self, cluster: Cluster, runner: str) -> Iterator[SpokeDataPlane]:
+        """The testbed as the kubelet of ``runner``'s hook pods on ``cluster``, for a while.
+
+        On a spoke, kwok is restarted with its status stages kept off those pods and
+        restarted as it was on leaving (:meth:`release_hook_kubelet`). The hub has no nodes,
+        scheduler or kwok: the kubelet binds those pods to a node name of its own
+        (``testbed-hooks``) as a scheduler would, then runs them (the chart's uninstall guard).
+        """
+        if cluster.name in self.dataplanes:
+            yield self.dataplanes[cluster.name]
             return
         t0 = time.monotonic()
-        runners = (podspec.RELEASE_HOOK_RUNNER,)
-        self._restart_kwok(spoke, runners)
+        runners = (runner,)
+        simulated = "kwok" in cluster.processes
+        if simulated:
+            self._restart_kwok(cluster, runners)
         plane = SpokeDataPlane(
-            spoke, spoke.directory / "hook-pods", self.log_dir / f"{spoke.name}-hook-pods",
-            envs.environments(), log=self.log, runners=runners).start()
-        self.dataplanes[spoke.name] = plane
-        self.log(f"[testbed] {spoke.name}: kubelet of the release hook pods started in "
+            cluster, cluster.directory / "hook-pods", self.log_dir / f"{cluster.name}-hook-pods",
+            envs.environments(), log=self.log, runners=runners,
+            node=None if simulated else "testbed-hooks").start()
+        self.dataplanes[cluster.name] = plane
+        self.log(f"[testbed] {cluster.name}: kubelet of the {runner} pods started in "
                  f"{time.monotonic() - t0:.2f}s")
         try:
             yield plane
         finally:
             t1 = time.monotonic()
             plane.stop()
-            self.dataplanes.pop(spoke.name, None)
-            self._restart_kwok(spoke, None)
-            self.log(f"[testbed] {spoke.name}: kubelet of the release hook pods stopped, kwok "
-                     f"restarted in {time.monotonic() - t1:.2f}s")
+            self.dataplanes.pop(cluster.name, None)
+            if simulated:
+                self._restart_kwok(cluster, None)
+            self.log(f"[testbed] {cluster.name}: kubelet of the {runner} pods stopped"
+                     f"{', kwok restarted' if simulated else ''} in "
+                     f"{time.monotonic() - t1:.2f}s")
 
     def _start_dataplane(self) -> None:
         """The S3 server with the models, then per spoke an ingress and the pods' kubelet.

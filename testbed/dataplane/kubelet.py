@@ -213,8 +213,12 @@ class SpokeDataPlane:
         log: Callable[[str], None] = print,
         backoff: BackOff | None = None,
         runners: tuple[str, ...] | None = None,
+        node: str | None = None,
     ) -> None:
         self.cluster = cluster
+        self.node = node
+        """When set, the node name it binds the pods it runs to when no scheduler bound them
+        (a hub has no scheduler and no nodes): it acts as their scheduler too."""
         self.runners = runners
         """The runners whose pods this kubelet runs (None: every runner's); kwok must be given
         the same (:func:`testbed.dataplane.kwok.write_config`)."""
@@ -372,9 +376,11 @@ class SpokeDataPlane:
             if known is not None:
                 self._stop_pod(known)
             return
-        if known is not None or uid in self._pending or not (pod.get("spec") or {}).get(
-                "nodeName"):
-            # Running already, waiting for a Secret or ConfigMap event, or not bound yet.
+        if known is not None or uid in self._pending:
+            return  # running already, or waiting for a Secret or ConfigMap event
+        if not (pod.get("spec") or {}).get("nodeName"):
+            if self.node is not None and podspec.runs_locally(pod, self._rules):
+                self._bind(pod, self.node)  # its MODIFIED event (bound) starts it
             return
         if not podspec.runs_locally(pod, self._rules):
             if predictor and uid not in self._simulated_uids:
@@ -389,6 +395,19 @@ class SpokeDataPlane:
         self._start_pod(pod)
 
     # ------------------------------------------------------------------ pods
+    def _bind(self, pod: Obj, node: str) -> None:
+        """Bind ``pod`` to ``node`` as a scheduler does (a Binding of the pod)."""
+        from kubernetes import client
+
+        meta = pod["metadata"]
+        body: Any = {"apiVersion": "v1", "kind": "Binding",
+                "metadata": {"name": meta["name"], "namespace": meta["namespace"]},
+                "target": {"apiVersion": "v1", "kind": "Node", "name": node}}
+        client.CoreV1Api(self._api).create_namespaced_pod_binding(
+            meta["name"], meta["namespace"], body, _preload_content=False)
+        self.log(f"[dataplane] {self.cluster.name}: bound pod {meta['namespace']}/"
+                 f"{meta['name']} to node {node}")
+
     def _start_pod(self, pod: Obj) -> None:
         meta = pod["metadata"]
         uid = str(meta["uid"])

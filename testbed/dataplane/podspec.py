@@ -297,10 +297,22 @@ RUNNERS: tuple[Runner, ...] = (
         api_access=True,
         program_env=lambda e: {"PYTHONPATH": e.addon_source} if e.addon_source else {},
     ),
+    Runner(
+        "addon-uninstall-guard",
+        ("opendatahub/model-serving-addon",),
+        # The chart's pre-delete hook Job on the hub
+        # (charts/model-serving-addon/templates/uninstall-guard.yaml).
+        lambda e: [str(e.addon_cli)],
+        args=("uninstall-guard",),
+        api_access=True,
+        program_env=lambda e: {"PYTHONPATH": e.addon_source} if e.addon_source else {},
+    ),
 )
 
 RELEASE_HOOK_RUNNER = "addon-agent-release"
 """The runner of OCM's pre-delete hook pod (the add-on's ``agent-release``)."""
+UNINSTALL_GUARD_RUNNER = "addon-uninstall-guard"
+"""The runner of the chart's pre-delete hook pod on the hub (``uninstall-guard``)."""
 
 
 def image_repository(image: str) -> str:

@@ -503,3 +503,38 @@ def test_helm_test_runs_check_as_a_viewer_in_a_restricted_pod() -> None:
     (container,) = pod["containers"]
     assert container["args"][0] == "check"
     full_parser().parse_args(container["args"])  # the real command line accepts them
+
+
+def test_uninstall_runs_the_guard_first_as_a_viewer_in_a_restricted_pod() -> None:
+    """`helm uninstall`: a pre-delete hook Job runs `model-serving-addon uninstall-guard`
+    once (no retry: a refusal fails the uninstall) as a ServiceAccount bound to the read-only
+    viewer role, which Helm removes only after its pre-delete hooks; value
+    uninstallGuard.enabled=false drops all of it."""
+    from addon_agent.pure import pod_security
+    from model_serving_addon.cli import full_parser
+    from testbed.dataplane import podspec
+
+    hooks = [o for o in render("imagePullSecrets[0].name=pull")
+             if (o["metadata"].get("annotations") or {}).get("helm.sh/hook") == "pre-delete"]
+    by_kind = {o["kind"]: o for o in hooks}
+    assert sorted(by_kind) == ["ClusterRoleBinding", "Job", "ServiceAccount"]
+    job, account = by_kind["Job"], by_kind["ServiceAccount"]
+    # RBAC first (lower weight); the failed Job stays for its log until the next attempt.
+    assert [o["metadata"]["annotations"].get("helm.sh/hook-weight", "0")
+            for o in (account, by_kind["ClusterRoleBinding"], job)] == ["-1", "-1", "0"]
+    assert job["metadata"]["annotations"]["helm.sh/hook-delete-policy"] == (
+        "before-hook-creation,hook-succeeded")
+    assert job["spec"]["backoffLimit"] == 0
+    pod = job["spec"]["template"]["spec"]
+    assert pod_security.violations(pod) == []
+    assert pod["serviceAccountName"] == account["metadata"]["name"]
+    assert account["imagePullSecrets"] == [{"name": "pull"}]
+    binding = by_kind["ClusterRoleBinding"]
+    assert binding["roleRef"]["name"] == "model-serving-addon-viewer"
+    (container,) = pod["containers"]
+    assert container["args"] == ["uninstall-guard"]
+    full_parser().parse_args(container["args"])  # the real command line accepts them
+    # the testbed runs exactly this pod as a process (its kubelet on the hub)
+    assert podspec.runner_for(container["image"], container["args"]) is not None
+    assert not [o for o in render("uninstallGuard.enabled=false")
+                if "uninstall-guard" in o["metadata"]["name"]]

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import base64
 import json
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -21,10 +22,15 @@ from addon_agent.pure import storage
 from addon_agent.release import FINALIZER
 from addon_api import constants as c
 from addon_api.sealing import binding_for
+from addon_manager.shell.handlers import FINALIZER as MANAGER_FINALIZER
 from testbed import identities
 from testbed.chart import AGENT_SERVICE_ACCOUNT, CHART, helm
 from testbed.dataplane.kubelet import FIELD_MANAGER, SERVED
-from testbed.dataplane.podspec import RELEASE_HOOK_RUNNER, SIMULATED_LABEL
+from testbed.dataplane.podspec import (
+    RELEASE_HOOK_RUNNER,
+    SIMULATED_LABEL,
+    UNINSTALL_GUARD_RUNNER,
+)
 from testbed.fleet import Testbed
 from testbed.support import fleetcli, watching
 from testbed.support.manager import Manager
@@ -137,6 +143,7 @@ def test_install_and_enable_on_cluster1(testbed: Testbed) -> None:
         "state"] == "FAIL"
     assert all(x["state"] == "OK" for n, x in checks.items() if n.startswith("OCM API"))
     manager: Manager | None = None
+    uninstalled_by_test = False
     installed = helm(
         "upgrade",
         "--install",
@@ -158,8 +165,9 @@ def test_install_and_enable_on_cluster1(testbed: Testbed) -> None:
         assert "manager.policy.targetNamespaces is empty" in notes, notes
         assert "get mlfleet" in notes, notes
         # Every object the chart renders was accepted by the hub API server.
-        manager = _json(hub, "deployment", "model-serving-addon-manager", "-n", RELEASE_NAMESPACE)
-        assert manager["spec"]["template"]["spec"]["serviceAccountName"] == (
+        deployment = _json(hub, "deployment", "model-serving-addon-manager", "-n",
+                           RELEASE_NAMESPACE)
+        assert deployment["spec"]["template"]["spec"]["serviceAccountName"] == (
             "model-serving-addon-manager"
         )
         assert (
@@ -289,6 +297,10 @@ def test_install_and_enable_on_cluster1(testbed: Testbed) -> None:
             return "--log-level=DEBUG" in args and f"--seal-verify-key={key}" in args
 
         eventually(rerendered, timeout=60)
+        # The re-rendered agent rolls out on the spoke; until the work agent reports its
+        # Deployment again, OCM has no probe result and the add-on is not Available (a check
+        # run then says so: NoProbeResult, seen on a loaded machine).
+        eventually(addon_available, timeout=120)
         # Installed and enabled: every check passes (the manager's may only warn: no manager
         # runs in this module, and other modules' intents may wait for one).
         after = fleetcli.run(hub.kubeconfig, "check", "-o", "json")
@@ -390,6 +402,14 @@ def test_install_and_enable_on_cluster1(testbed: Testbed) -> None:
             _maybe(spoke, c.KIND_SERVING_PLATFORM.lower(), PLATFORM))
         # The CRDs are orphaned (and their objects kept).
         spoke.kubectl("get", "crd", f"servingplatforms.{c.GROUP}")
+
+        # Uninstalling while an intent exists is refused by the chart's pre-delete guard (a
+        # real process of `model-serving-addon uninstall-guard`, its pod run by the testbed
+        # on the hub); once the intent is being deleted the guard waits for the manager to
+        # finish it, then lets the uninstall through.
+        assert manager is not None
+        _uninstall_is_guarded(testbed, manager, kubeconfig)
+        uninstalled_by_test = True
     finally:
         _remove_test_objects(spoke)
         hub.kubectl(
@@ -403,8 +423,10 @@ def test_install_and_enable_on_cluster1(testbed: Testbed) -> None:
         )
         if manager is not None:
             manager.stop()
-        uninstalled = helm("uninstall", "msa", "-n", RELEASE_NAMESPACE, kubeconfig, check=False)
-    assert uninstalled.returncode == 0, uninstalled.stderr
+        if not uninstalled_by_test:
+            helm("uninstall", "msa", "-n", RELEASE_NAMESPACE, "--no-hooks", kubeconfig,
+                 check=False)
+    assert uninstalled_by_test
     # The manager's AddOnDeploymentConfig goes with the chart (its owner, the
     # ClusterManagementAddOn, is the chart's): nothing of the add-on is stranded on the hub.
     def gone() -> bool:
@@ -415,6 +437,70 @@ def test_install_and_enable_on_cluster1(testbed: Testbed) -> None:
         return True
 
     eventually(gone, timeout=60)
+
+
+GUARDED_NS = "guard-test"
+
+
+def _uninstall_is_guarded(testbed: Testbed, manager: Manager, kubeconfig: str) -> None:
+    """helm uninstall refused while a ModelServing exists, then waiting for its deletion."""
+    hub = testbed.hub
+    hub.apply_objects([
+        {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": GUARDED_NS}},
+        {"apiVersion": c.API_VERSION, "kind": c.KIND_MODEL_SERVING,
+         "metadata": {"name": "guarded", "namespace": GUARDED_NS},
+         "spec": {"platform": "KServe", "placementRef": {"name": "nowhere"}}},
+    ])
+    eventually(lambda: MANAGER_FINALIZER in _finalizers(
+        _maybe(hub, "modelserving", "guarded", "-n", GUARDED_NS)), timeout=60)
+    runs = testbed.log_dir / f"{hub.name}-hook-pods"
+
+    def guard_log(run: Any) -> str:
+        path = runs / f"{RELEASE_NAMESPACE}_{run.name}" / "guard.log"
+        return path.read_text() if path.exists() else ""
+
+    with testbed.hook_kubelet(hub, UNINSTALL_GUARD_RUNNER) as kubelet:
+        refused = helm("uninstall", "msa", "-n", RELEASE_NAMESPACE, "--timeout=120s",
+                       kubeconfig, check=False)
+        print(refused.stdout, refused.stderr)
+        assert refused.returncode != 0
+        assert "job model-serving-uninstall-guard failed" in refused.stderr, refused.stderr
+        (first,) = kubelet.history
+        assert first.runner is not None and first.runner.plan.containers[0].argv[1:] == (
+            "uninstall-guard",)
+        assert first.runner.runs[0].state["terminated"]["exitCode"] == 1
+        assert (f"refusing to uninstall: 1 intent(s) still exist (msv {GUARDED_NS}/guarded)"
+                in guard_log(first)), guard_log(first)
+        # Nothing was removed: the release, the manager's Deployment, the registration.
+        assert helm("status", "msa", "-n", RELEASE_NAMESPACE, kubeconfig).returncode == 0
+        _json(hub, "deployment", "model-serving-addon-manager", "-n", RELEASE_NAMESPACE)
+        _json(hub, "clustermanagementaddon", c.ADDON_NAME)
+
+        # The intent deleted while no manager runs stays (its finalizer): the guard waits.
+        manager.stop()
+        hub.kubectl("delete", "modelserving", "guarded", "-n", GUARDED_NS, "--wait=false")
+        done: dict[str, Any] = {}
+        uninstall = threading.Thread(target=lambda: done.setdefault("result", helm(
+            "uninstall", "msa", "-n", RELEASE_NAMESPACE, "--timeout=300s", kubeconfig,
+            check=False)))
+        uninstall.start()
+        try:
+            eventually(lambda: len(kubelet.history) == 2 and "waiting for 1 intent(s) being "
+                       f"deleted (msv {GUARDED_NS}/guarded)" in guard_log(kubelet.history[1]),
+                       timeout=120)
+            assert "result" not in done  # helm waits for the guard
+            manager.start()  # the manager finishes the deletion; the guard lets helm go on
+        finally:
+            uninstall.join(timeout=360)
+        result = done["result"]
+        assert result.returncode == 0, result.stderr
+        second = kubelet.history[1]
+        assert second.runner is not None
+        assert second.runner.runs[0].state["terminated"]["exitCode"] == 0
+        assert "no intents on the hub: the uninstall may proceed" in guard_log(second)
+    assert _maybe(hub, "modelserving", "guarded", "-n", GUARDED_NS) is None
+    manager.stop()
+    hub.kubectl("delete", "namespace", GUARDED_NS, "--wait=false")
 
 
 def test_a_failing_release_hook_is_visible(testbed: Testbed) -> None:
