@@ -1,0 +1,61 @@
+"""The docs tests' reading of a page (testbed.support.docpage), without a cluster."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from testbed.support.docpage import steps
+
+PAGE = '''# Title
+
+## 1. Install
+
+```sh
+kubectl create namespace ml-fleet
+helm install x charts/y \\
+  --set 'a={b}' \\
+  --set-json 'c={"d":["e"]}'   # a comment
+```
+
+## 2. Enable
+
+```yaml
+apiVersion: v1
+kind: ConfigMap
+metadata: {name: a}
+---
+kind: ConfigMap
+```
+
+```python
+not run
+```
+'''
+
+
+def test_commands_join_continuations_and_drop_comments_under_their_heading() -> None:
+    found = steps(PAGE)
+    assert [s.argv for s in found if s.argv] == [
+        ("kubectl", "create", "namespace", "ml-fleet"),
+        ("helm", "install", "x", "charts/y", "--set", "a={b}", "--set-json",
+         'c={"d":["e"]}'),
+    ]
+    assert [(s.heading, s.line) for s in found] == [
+        ("1. Install", 6), ("1. Install", 7), ("2. Enable", 15)]
+    assert found[2].objects == ({"apiVersion": "v1", "kind": "ConfigMap",
+                                 "metadata": {"name": "a"}}, {"kind": "ConfigMap"})
+
+
+def test_a_broken_command_or_block_names_its_line() -> None:
+    with pytest.raises(ValueError, match="line 2: No closing quotation"):
+        steps("```sh\necho 'open\n```\n")
+    with pytest.raises(ValueError, match="line 1: a ``` block is never closed"):
+        steps("```sh\nls\n")
+
+
+def test_the_hub_setup_page_reads() -> None:
+    page = Path(__file__).resolve().parents[2] / "docs" / "hub-setup.md"
+    programs = {s.argv[0] for s in steps(page.read_text()) if s.argv}
+    assert programs == {"kubectl", "helm", "clusteradm"}
