@@ -115,6 +115,11 @@ class Applier:
         self.inventory.save(previous + [Ref.of(o) for o in the_plan.objects])
         source = self.upgrade_source(the_plan)
         if source:
+            # Said once per pass, whether the controllers roll out before the next read or
+            # not (the status shows the wait only while there is one).
+            log.info("upgrading %s %s -> %s: the CRDs and controllers first, the "
+                     "configuration once the controllers rolled out",
+                     the_plan.stack.platform, source, the_plan.stack.version)
             self._apply_objects([o for o in the_plan.objects if planning.upgrade_first(o)],
                                 the_plan)
             pending = [name for ns, name in the_plan.controllers()

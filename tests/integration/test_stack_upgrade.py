@@ -219,7 +219,8 @@ def test_upgrade_to_the_current_pin_keeps_the_model_ready_throughout(fleet: Flee
     after = samples[-1]
     assert after["crd"] == CURRENT and after["canary_field"]
     # The agent went through the controllers' step and said so.
-    assert f"upgrading KServe {PREVIOUS} -> {CURRENT}: CRDs applied" in _agent_log(bed)
+    assert (f"upgrading KServe {PREVIOUS} -> {CURRENT}: the CRDs and controllers first"
+            in _agent_log(bed))
     # The controller now running is the new release's (started from its Deployment's image).
     proc = bed.spokes[0].processes["kserve-controller"]
     assert f"kserve-{CURRENT}" in proc.argv[0] and proc.alive()
@@ -353,4 +354,7 @@ def test_downgrade_keeps_the_newer_crds_and_the_model_ready(fleet: Fleet) -> Non
     # The CRD keeps the newer schema: the older one would prune spec.canary from stored
     # InferenceServices.
     assert after["crd"] == CURRENT and after["canary_field"]
-    assert f"upgrading KServe {CURRENT} -> {PREVIOUS}" in _agent_log(bed)
+    # The agent took the two steps (its status shows the wait only if the controllers were
+    # not rolled out by its next read, which on a fast pass they are: the log says it always).
+    assert (f"upgrading KServe {CURRENT} -> {PREVIOUS}: the CRDs and controllers first"
+            in _agent_log(bed))
