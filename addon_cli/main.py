@@ -32,7 +32,14 @@ from addon_api.rollout import seconds
 from addon_cli import check as checking
 from addon_cli import explain as explaining
 from addon_cli import guard, offline, predict, views
-from addon_cli.hub import EXIT_NOT_READY, EXIT_UNREACHABLE, EXIT_USAGE, CliError, Hub
+from addon_cli.hub import (
+    EXIT_NOT_FOUND,
+    EXIT_NOT_READY,
+    EXIT_UNREACHABLE,
+    EXIT_USAGE,
+    CliError,
+    Hub,
+)
 from addon_manager.engine.status import ClusterInput, cluster_status
 from addon_manager.facts import naming
 from addon_manager.kinds.registry import parse as parse_work
@@ -396,12 +403,24 @@ def cmd_uninstall_guard(args: argparse.Namespace) -> int:
     Intents being deleted are waited for (the manager still runs during the hook) up to
     ``--timeout``; any other intent refuses the uninstall (exit 1), naming them. A hub it
     cannot read refuses too (the error's exit code): the guard never lets an uninstall through
-    on what it could not see.
+    on what it could not see. A kind the hub does not serve (its CRD deleted) has none left.
     """
     hub = _hub(args)
     deadline = time.monotonic() + args.timeout
+
+    def intents() -> list[dict[str, Any]]:
+        out: list[dict[str, Any]] = []
+        for kind in views.KINDS:
+            try:
+                out += hub.intents(kind, None)
+            except CliError as err:
+                if err.code != EXIT_NOT_FOUND:
+                    raise
+                # The kind is not served (its CRD was deleted): none of it is left.
+        return out
+
     while True:
-        decided = guard.verdict(_read_intents(hub, None, None, None))
+        decided = guard.verdict(intents())
         _print(decided.message)
         if decided.proceed:
             return 0

@@ -50,14 +50,20 @@ def test_a_long_refusal_names_ten_and_counts_the_rest() -> None:
 class _Hub:
     """The hub as reads see it: each read of all kinds returns the next state."""
 
-    def __init__(self, *states: list[dict[str, Any]], refuse: str = "") -> None:
+    def __init__(self, *states: list[dict[str, Any]], refuse: str = "",
+                 unserved: tuple[str, ...] = ()) -> None:
         self.states = list(states)
         self.reads = 0
         self.refuse = refuse
+        self.unserved = unserved
 
     def intents(self, kind: str, namespace: str | None) -> list[dict[str, Any]]:
         if self.refuse:
             raise CliError(4, self.refuse)
+        if kind in self.unserved:
+            if kind == "MultiClusterInferenceService":
+                self.reads += 1
+            raise CliError(5, f"not found: list {kind} (Not Found)")
         assert namespace is None  # every namespace
         state = self.states[min(self.reads, len(self.states) - 1)]
         if kind == "MultiClusterInferenceService":  # the last kind read: one round done
@@ -104,3 +110,19 @@ def test_a_hub_it_cannot_read_refuses(
     monkeypatch.setattr(cli, "_hub", lambda args: _Hub([], refuse="the hub refused: list"))
     assert cli.main(["uninstall-guard"]) == 4
     assert "the hub refused" in capsys.readouterr().err
+
+
+def test_kinds_the_hub_does_not_serve_have_none_left(
+    cli: Any, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str],
+) -> None:
+    """CRDs deleted before the uninstall (docs/operations.md's step 4 done first): not a
+    refusal; the kinds still served are read as usual."""
+    from addon_cli import views
+
+    kinds = tuple(views.KINDS)
+    monkeypatch.setattr(cli, "_hub", lambda args: _Hub([], unserved=kinds))
+    assert cli.main(["uninstall-guard"]) == 0
+    left = [_intent("StorageConnection", "a", "s3")]
+    monkeypatch.setattr(cli, "_hub", lambda args: _Hub(left, unserved=kinds[:1]))
+    assert cli.main(["uninstall-guard"]) == 1
+    assert "(sconn a/s3)" in capsys.readouterr().out
