@@ -49,10 +49,11 @@ class Observer:
         """What of ``stack`` the cluster runs, whoever installed it.
 
         Its key CRD, its controller Deployments in any namespace and their namespace's
-        configuration ConfigMap (see :mod:`addon_agent.pure.ownership`).
+        configuration ConfigMap (see :mod:`addon_agent.pure.ownership`). The CRD is read as
+        it is now (whose it is decides), through the cache: a metadata read each resync, the
+        whole CRD (a megabyte for KServe's InferenceService) only once it changed.
         """
-        crd = self.kube.get("apiextensions.k8s.io/v1", "CustomResourceDefinition",
-                            ownership.KEY_CRDS[stack.platform])
+        crd = self.crds.get(ownership.KEY_CRDS[stack.platform], cached=False)
         deployments = self.kube.list("apps/v1", "Deployment",
                                      field_selector=f"metadata.name={stack.controller}")
         configs = [cm for ns in sorted({d["metadata"].get("namespace") for d in deployments})

@@ -47,3 +47,79 @@ def test_full_read_only_after_a_change() -> None:
     kube.crds["x"] = crd("2")
     assert cache.get("x")["spec"]["big"] == "2"  # type: ignore[index]
     assert kube.full_reads == 3  # what was deleted is read in full again
+
+
+class FakeClusterKube(FakeKube):
+    """Also lists the stack's controller Deployment (none) for the observer."""
+
+    def list(self, api: str, kind: str, **_: Any) -> list[dict[str, Any]]:
+        return []
+
+
+def test_finding_an_installation_reads_its_key_crd_whole_only_after_it_changed() -> None:
+    """The observer looks at KServe's InferenceService CRD (a megabyte) on every resync: a
+    metadata read as it is now (not the watch cache: whose CRD it is decides), a full read
+    only when it moved."""
+    from addon_agent.io.observe import Observer
+    from addon_agent.pure import ownership
+    from addon_agent.stacks import KSERVE
+
+    kube = FakeClusterKube()
+    name = ownership.KEY_CRDS[KSERVE.platform]
+    kube.crds[name] = {"metadata": {"name": name, "resourceVersion": "1",
+                                    "labels": {"app.kubernetes.io/managed-by": "someone"}}}
+    observer = Observer(kube, CrdCache(kube))  # type: ignore[arg-type]
+    for _ in range(3):
+        found = observer.find_installation(KSERVE)
+        assert found.crd is not None and found.owner() is not None
+    assert kube.full_reads == 1
+    assert kube.cached_reads == [False, False, False]
+    kube.crds[name] = {"metadata": {"name": name, "resourceVersion": "2"}}
+    assert observer.find_installation(KSERVE).owner() is None
+    assert kube.full_reads == 2
+
+
+def test_the_kube_answers_are_the_json_the_api_server_sent() -> None:
+    """Kube asks the dynamic client to keep each answer as parsed JSON (its default wraps it
+    in ``ResourceInstance`` objects, two recursive copies per read)."""
+    import json
+    from unittest.mock import MagicMock
+
+    from addon_agent.io.kube import Kube
+
+    body = {"metadata": {"name": "x", "labels": {"a": "b"}}, "spec": {"items": [{"k": 1}]}}
+    calls: list[dict[str, Any]] = []
+
+    def get(**kwargs: Any) -> Any:
+        calls.append(kwargs)
+        serializer = kwargs["serializer"]
+        return serializer(None, json.loads(json.dumps(body)))
+
+    kube = Kube.__new__(Kube)
+    kube.resource = MagicMock(return_value=MagicMock(namespaced=False, get=get))  # type: ignore[method-assign]
+    got = kube.get("v1", "Thing", "x")
+    assert got == body and type(got) is dict
+    assert kube.metadata("v1", "Thing", "x") == body["metadata"]
+    assert len(calls) == 2
+
+
+def test_the_items_of_a_list_name_their_kind_as_the_clients_wrapper_did() -> None:
+    """The API server leaves apiVersion and kind out of a list's items; messages name an
+    object by its kind ("Deployment ns/name"), so the items get them from the list."""
+    from unittest.mock import MagicMock
+
+    from addon_agent.io.kube import Kube
+
+    answer = {"apiVersion": "apps/v1", "kind": "DeploymentList",
+              "items": [{"metadata": {"name": "a", "namespace": "n"}},
+                        {"apiVersion": "apps/v1", "kind": "Deployment",
+                         "metadata": {"name": "b", "namespace": "n"}}]}
+
+    def get(**kwargs: Any) -> Any:
+        return kwargs["serializer"](None, answer)
+
+    kube = Kube.__new__(Kube)
+    kube.resource = MagicMock(return_value=MagicMock(namespaced=True, get=get))  # type: ignore[method-assign]
+    items = kube.list("apps/v1", "Deployment")
+    assert [(i["apiVersion"], i["kind"], i["metadata"]["name"]) for i in items] == [
+        ("apps/v1", "Deployment", "a"), ("apps/v1", "Deployment", "b")]

@@ -41,20 +41,16 @@ class _Resource:
     def __init__(self, kube: FakeKube, kind: str) -> None:
         self.kube, self.kind = kube, kind
 
-    def create(self, body: Obj, namespace: str | None = None) -> Any:
+    def create(self, body: Obj, namespace: str | None = None, **_: Any) -> Any:
         return self._put(body)
 
-    def replace(self, body: Obj, name: str, namespace: str | None = None) -> Any:
+    def replace(self, body: Obj, name: str, namespace: str | None = None, **_: Any) -> Any:
         return self._put(body)
 
-    def _put(self, body: Obj) -> Any:
+    def _put(self, body: Obj) -> Obj:
+        """As the client answers when told to keep the JSON (``serializer``): the object."""
         self.kube.apply({**body, "kind": self.kind})
-
-        class _Out:
-            def to_dict(self) -> Obj:
-                return body
-
-        return _Out()
+        return body
 
 
 class FakeKube:

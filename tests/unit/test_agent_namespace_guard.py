@@ -177,7 +177,7 @@ def test_aggregated_discovery_gives_every_namespaced_kind_in_two_requests() -> N
     }
     asked: list[tuple[str, str]] = []
 
-    def request(method: str, path: str, header_params: dict[str, str]) -> Any:
+    def request(method: str, path: str, header_params: dict[str, str], **_: Any) -> Any:
         asked.append((path, header_params["Accept"]))
         return answers[path]
 
