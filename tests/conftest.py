@@ -95,10 +95,13 @@ different testbeds run in parallel (``make test``). Every other file that asks f
 ``testbed`` uses ``hub`` (admission, the chart, the manager's leader election and scale)."""
 
 
-SPOKES_OF_TESTBED = {"spokes": 1}
-"""Managed clusters of a shared testbed when not two: the agent's tests use only the first.
-Each cluster holds about a dozen inotify instances (API server and controller-manager cert
-watchers), and parallel testbeds share the user's limit (128 by default)."""
+SPOKES_OF_TESTBED = {"spokes": 1, "hub": 1}
+"""Managed clusters of a shared testbed when not two: the agent's tests and the hub's
+(admission, the chart, tenancy, leader election) use only the first, and an idle cluster
+still costs CPU (its API server, controller-manager and OCM agents: about 20 CPU-seconds
+over the hub testbed's four minutes). Each cluster holds about a dozen inotify instances
+(API server and controller-manager cert watchers), and parallel testbeds share the user's
+limit (128 by default)."""
 
 
 def shared_testbed_name(path: Path) -> str:
@@ -130,9 +133,10 @@ def _stop_shared(bed: Testbed) -> None:
 
 @pytest.fixture(scope="module")
 def testbed(_shared_testbeds: dict[str, Testbed], request: pytest.FixtureRequest) -> Testbed:
-    """A hub and two spokes (:data:`SPOKES_OF_TESTBED`) on real binaries, shared by the test
-    files of one name (:func:`shared_testbed_name`); started by the first test that needs it
-    and stopped when this worker moves on to another shared testbed.
+    """A hub and its spokes (two unless :data:`SPOKES_OF_TESTBED` says otherwise) on real
+    binaries, shared by the test files of one name (:func:`shared_testbed_name`); started by
+    the first test that needs it and stopped when this worker moves on to another shared
+    testbed.
 
     Set ``TESTBED_RUN_DIR`` to keep logs and kubeconfigs in a known place (a folder per
     parallel worker and testbed).

@@ -389,8 +389,9 @@ def test_example_is_accepted(clusters: dict[str, Cluster], hub_namespace: str, p
 
 
 def test_example_placement_selects_the_default_cluster_set(
-    clusters: dict[str, Cluster], hub_namespace: str
+    testbed: Any, clusters: dict[str, Cluster], hub_namespace: str
 ) -> None:
+    """The example Placement selects every cluster of the default ClusterSet (the testbed's)."""
     hub = clusters["hub"]
     hub.kubectl("apply", "-n", hub_namespace, "-f", str(EXAMPLES / "placement.yaml"))
 
@@ -411,4 +412,4 @@ def test_example_placement_selects_the_default_cluster_set(
             for d in pd.get("status", {}).get("decisions", [])
         }
 
-    assert eventually(lambda: decided() == {"cluster1", "cluster2"}, timeout=60)
+    assert eventually(lambda: decided() == {s.name for s in testbed.spokes}, timeout=60)

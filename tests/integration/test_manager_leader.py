@@ -80,7 +80,7 @@ def test_one_replica_acts_and_a_standby_takes_over(
     assert _holder(hub) == "replica-a"
     try:
         hub.apply_objects([placement("p", ns, {label: "yes"}), model_serving("ha", ns, "p")])
-        eventually(lambda: len(_hashes(hub, ns)) == 2, timeout=90)
+        eventually(lambda: len(_hashes(hub, ns)) == len(testbed.spokes), timeout=90)
         a.wait_quiet()
         assert b.writes() == 0, "the standby wrote to the hub"
         assert a.writes() > 0
