@@ -16,6 +16,7 @@ import functools
 import json
 import math
 import os
+import shlex
 import subprocess
 import sys
 import time
@@ -612,20 +613,30 @@ def run(exit_when_done: bool, timeout: float = 900) -> int:
 
 
 def explore_help(bed: Testbed) -> str:
-    """Kubectl commands to look around."""
+    """What to paste into another terminal to look around (``docs/quickstart.md``).
+
+    First the ``export`` lines the quickstart's commands use: ``HUB`` (the hub's kubeconfig),
+    ``VIA`` (each cluster's ingress, for ``predict``; a real cluster's model URL needs none)
+    and ``PATH`` (the repository's virtualenv, which holds ``model-serving-addon``).
+    """
     hub = bed.hub.kubeconfig
+    via = " ".join(f"--via {n}={i.url}" for n, i in bed.ingresses.items())
     lines = [
-        "\nExplore:",
-        f"  kubectl --kubeconfig {hub} -n {NAMESPACE} get modelserving",
-        f"  kubectl --kubeconfig {hub} -n {NAMESPACE} get mcisvc sklearn-iris -o yaml",
-        f"  kubectl --kubeconfig {hub} get manifestworks -A",
+        "\nExplore, in another terminal (docs/quickstart.md); first paste:",
+        f"  export HUB={shlex.quote(str(hub))}",
+        *([f"  export VIA={shlex.quote(via)}"] if via else []),
+        f"  export PATH={shlex.quote(str(REPO / '.venv' / 'bin'))}:\"$PATH\"",
+        "then:",
+        f"  kubectl --kubeconfig \"$HUB\" -n {NAMESPACE} get mlfleet",
+        "  model-serving-addon status -A --kubeconfig \"$HUB\"",
+        f"  kubectl --kubeconfig \"$HUB\" -n {NAMESPACE} get mcisvc sklearn-iris -o yaml",
+        "  kubectl --kubeconfig \"$HUB\" get manifestworks -A",
     ]
     for spoke in bed.spokes:
         lines.append(f"  kubectl --kubeconfig {spoke.kubeconfig} -n models get isvc,deploy,pods")
-    if bed.ingresses:
-        via = " ".join(f"--via {n}={i.url}" for n, i in bed.ingresses.items())
-        lines.append(f"  echo '{{\"instances\": [[6.8, 2.8, 4.8, 1.4]]}}' | model-serving-addon "
-                     f"predict mcisvc/sklearn-iris -n {NAMESPACE} -f - {via} --kubeconfig {hub}")
+    if via:
+        lines.append(f"  model-serving-addon predict mcisvc/sklearn-iris -n {NAMESPACE} "
+                     "-f examples/iris-input.json $VIA --kubeconfig \"$HUB\"")
     lines.append(f"Logs: {bed.log_dir}")
     return "\n".join(lines)
 

@@ -2,7 +2,8 @@ r"""A documentation page's commands and YAML, in page order, for the docs tests.
 
 A docs test runs what a reader would type: each ```sh block's commands (a ``\`` at the end
 of a line continues it; ``#`` starts a comment outside quotes) and each ```yaml block's
-objects, under the heading they appear in.
+objects, under the heading they appear in. Variables the page's reader has set (``$HUB``,
+``${HUB}``) are expanded as a shell would: inside double quotes one word, bare split at spaces.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from typing import Any
 import yaml
 
 FENCE = re.compile(r"^```(\w*)\s*$")
+VARIABLE = re.compile(r"\$(?:\{(\w+)\}|(\w+))")
 
 
 @dataclass(frozen=True)
@@ -28,10 +30,12 @@ class Step:
     objects: tuple[dict[str, Any], ...] = ()
 
 
-def steps(markdown: str) -> list[Step]:
+def steps(markdown: str, env: dict[str, str] | None = None) -> list[Step]:
     """Every command and YAML block of ``markdown``, in order.
 
-    Raises ValueError naming the line of a command shlex cannot split or a block left open.
+    ``env``: the variables the reader has set, expanded in the commands (others are left as
+    written). Raises ValueError naming the line of a command shlex cannot split or a block
+    left open.
     """
     out: list[Step] = []
     heading = ""
@@ -49,7 +53,7 @@ def steps(markdown: str) -> list[Step]:
             block.append(line)
             continue
         if language == "sh":
-            out += _commands(heading, start, block)
+            out += _commands(heading, start, block, env or {})
         elif language == "yaml":
             text = "\n".join(block)
             objects = tuple(o for o in yaml.safe_load_all(text) if o)
@@ -60,7 +64,15 @@ def steps(markdown: str) -> list[Step]:
     return out
 
 
-def _commands(heading: str, start: int, lines: list[str]) -> list[Step]:
+def expand(command: str, env: dict[str, str]) -> str:
+    """``command`` with the variables of ``env`` replaced by their values.
+
+    Before the command is split into words, as a shell does: quoted, a value stays one word.
+    """
+    return VARIABLE.sub(lambda m: env.get(m.group(1) or m.group(2), m.group(0)), command)
+
+
+def _commands(heading: str, start: int, lines: list[str], env: dict[str, str]) -> list[Step]:
     out: list[Step] = []
     pending, first = "", 0
     for offset, line in enumerate(lines, 1):
@@ -71,7 +83,7 @@ def _commands(heading: str, start: int, lines: list[str]) -> list[Step]:
             pending = pending[:-1] + " "
             continue
         try:
-            argv = shlex.split(pending, comments=True)
+            argv = shlex.split(expand(pending, env), comments=True)
         except ValueError as err:
             raise ValueError(f"line {first}: {err}: {pending!r}") from None
         if argv:

@@ -301,6 +301,47 @@ class TestServedOnTheFleet:
                                f"--via=cluster1=http://127.0.0.1:{free_port()}")
         assert nowhere.returncode == 1 and "refused" in nowhere.stdout, nowhere
 
+    @pytest.mark.needs("test_2_v1_and_v2_through_each_clusters_ingress")
+    def test_3c_the_quickstart_page_runs_on_the_demos_fleet(self, fleet: Fleet) -> None:
+        """``docs/quickstart.md``, command by command, on this fleet (the demo's, with real
+        model servers): ``HUB`` and ``VIA`` from the ``export`` lines the demo prints; the
+        page's last command gets both clusters' answers."""
+        import shlex
+
+        from testbed.support import docpage, fleetcli
+
+        bed, _ = fleet
+        for cluster, replicas in REPLICAS.items():
+            routed(bed, cluster, replicas)
+        printed = demo.explore_help(bed)
+        env = dict(shlex.split(line.strip())[1].split("=", 1)
+                   for line in printed.splitlines() if line.strip().startswith("export "))
+        assert set(env) == {"HUB", "VIA", "PATH"}, printed
+        page = (demo.REPO / "docs" / "quickstart.md").read_text()
+        ran: list[tuple[str, ...]] = []
+        for step in docpage.steps(page, env):
+            program, *args = step.argv
+            if program == "make":
+                assert args == ["demo"], step  # this fleet is the one it starts
+                continue
+            where = f"line {step.line}: {step.text}"
+            if program == "kubectl":
+                out = bed.hub.kubectl(*args).stdout
+            else:
+                assert program == "model-serving-addon", where
+                got = fleetcli.run(None, *args, timeout=360)
+                assert got.returncode == 0, (where, got.stdout, got.stderr)
+                out = got.stdout
+            print(f"$ {step.text}\n{out}")
+            ran.append(step.argv)
+        assert [a[:2] for a in ran] == [
+            ("kubectl", "--kubeconfig"), ("model-serving-addon", "status"),
+            ("model-serving-addon", "explain"), ("model-serving-addon", "status"),
+            ("model-serving-addon", "predict")], ran
+        assert [line.split()[:2] for line in out.splitlines()[1:]] == [
+            [c, "200"] for c in REPLICAS], out
+        assert out.count('{"predictions":[1,1]}') == len(REPLICAS), out
+
     @pytest.mark.needs("test_3_the_ingress_balances_across_replicas")
     def test_5_a_deleted_pod_stops_its_processes_and_its_replacement_serves(
             self, fleet: Fleet) -> None:

@@ -59,3 +59,16 @@ def test_the_hub_setup_page_reads() -> None:
     page = Path(__file__).resolve().parents[2] / "docs" / "hub-setup.md"
     programs = {s.argv[0] for s in steps(page.read_text()) if s.argv}
     assert programs == {"kubectl", "helm", "clusteradm"}
+
+
+def test_the_readers_variables_are_expanded_as_a_shell_would() -> None:
+    page = ('```sh\nkubectl --kubeconfig "$HUB" get x\n'
+            'tool predict a $VIA --kubeconfig "${HUB}" $UNSET\n```\n')
+    env = {"HUB": "/tmp/a b/hub.kubeconfig", "VIA": "--via c1=http://h:1 --via c2=http://h:2"}
+    got = [s.argv for s in steps(page, env)]
+    assert got == [
+        ("kubectl", "--kubeconfig", "/tmp/a b/hub.kubeconfig", "get", "x"),
+        ("tool", "predict", "a", "--via", "c1=http://h:1", "--via", "c2=http://h:2",
+         "--kubeconfig", "/tmp/a b/hub.kubeconfig", "$UNSET"),
+    ]
+    assert steps(page)[0].argv[2] == "$HUB"  # nothing set: as written
