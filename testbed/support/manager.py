@@ -279,6 +279,24 @@ def manager_identity(testbed: Testbed) -> Path:
     return _IDENTITY[key]
 
 
+def chart_deployment_command(hub: Any, namespace: str, kubeconfig_path: Path
+                             ) -> tuple[Path, list[str]]:
+    """How the installed chart's manager Deployment in ``namespace`` would run it.
+
+    A kubeconfig with a token of the Deployment's ServiceAccount (written to
+    ``kubeconfig_path``) and the container's arguments (``manager`` first), without its
+    metrics port: the testbed has no kubelet for the hub's pods, and the caller picks a free
+    port on this machine.
+    """
+    deployment = get_json(hub, "deployment", "model-serving-addon-manager", "-n", namespace)
+    pod = deployment["spec"]["template"]["spec"]
+    (container,) = pod["containers"]
+    assert container["args"][0] == "manager", container["args"]
+    kubeconfig = identities.token_kubeconfig(hub, namespace, pod["serviceAccountName"],
+                                             kubeconfig_path)
+    return kubeconfig, [a for a in container["args"] if not a.startswith("--metrics-port")]
+
+
 @contextmanager
 def running_manager(testbed: Testbed, log_dir: Path, *args: str) -> Iterator[Manager]:
     """The add-on CRDs installed and one manager (as the chart's ServiceAccount) running."""

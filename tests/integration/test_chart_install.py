@@ -23,7 +23,6 @@ from addon_agent.release import FINALIZER
 from addon_api import constants as c
 from addon_api.sealing import binding_for
 from addon_manager.shell.handlers import FINALIZER as MANAGER_FINALIZER
-from testbed import identities
 from testbed.chart import AGENT_SERVICE_ACCOUNT, CHART, helm
 from testbed.dataplane.kubelet import FIELD_MANAGER, SERVED
 from testbed.dataplane.podspec import (
@@ -33,7 +32,7 @@ from testbed.dataplane.podspec import (
 )
 from testbed.fleet import Testbed
 from testbed.support import fleetcli, watching
-from testbed.support.manager import Manager
+from testbed.support.manager import Manager, chart_deployment_command
 from testbed.support.waiting import eventually
 
 RELEASE_NAMESPACE = "model-serving-system"
@@ -104,15 +103,9 @@ def _chart_manager(testbed: Testbed) -> Manager:
     """The manager as the chart's Deployment would run it: its arguments, a token of its
     ServiceAccount, and the namespace its pod would be in (the testbed has no kubelet for
     the hub's pods; its metrics port is a free one)."""
-    hub = testbed.hub
-    deployment = _json(hub, "deployment", "model-serving-addon-manager", "-n", RELEASE_NAMESPACE)
-    (container,) = deployment["spec"]["template"]["spec"]["containers"]
-    assert container["args"][0] == "manager"
-    kubeconfig = identities.token_kubeconfig(
-        hub, RELEASE_NAMESPACE, deployment["spec"]["template"]["spec"]["serviceAccountName"],
-        hub.directory / "chart-manager.kubeconfig")
-    args = [a for a in container["args"][1:] if not a.startswith("--metrics-port")]
-    return Manager(kubeconfig, testbed.log_dir / "chart-manager.log", *args,
+    kubeconfig, args = chart_deployment_command(
+        testbed.hub, RELEASE_NAMESPACE, testbed.hub.directory / "chart-manager.kubeconfig")
+    return Manager(kubeconfig, testbed.log_dir / "chart-manager.log", *args[1:],
                    f"--namespace={RELEASE_NAMESPACE}").start()
 
 

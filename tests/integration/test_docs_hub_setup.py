@@ -26,6 +26,7 @@ from testbed import build, chart, demo, identities
 from testbed.fleet import Testbed
 from testbed.processes import Process, free_port
 from testbed.support import docpage
+from testbed.support.manager import chart_deployment_command
 from testbed.support.waiting import on_fleet
 
 REPO = Path(__file__).resolve().parents[2]
@@ -67,18 +68,11 @@ def _run(bed: Testbed, step: docpage.Step) -> str:
 
 def _start_manager(bed: Testbed) -> None:
     """The manager as the chart's Deployment runs it (its args, its ServiceAccount's token)."""
-    got = json.loads(bed.hub.kubectl("get", "deployment", "model-serving-addon-manager", "-n",
-                                     RELEASE_NAMESPACE, "-o", "json").stdout)
-    pod = got["spec"]["template"]["spec"]
-    (container,) = pod["containers"]
-    kubeconfig = identities.token_kubeconfig(bed.hub, RELEASE_NAMESPACE,
-                                             pod["serviceAccountName"],
-                                             bed.hub.directory / "manager.kubeconfig")
-    port = free_port()
-    args = [a for a in container["args"] if not a.startswith("--metrics-port")]
+    kubeconfig, args = chart_deployment_command(bed.hub, RELEASE_NAMESPACE,
+                                                bed.hub.directory / "manager.kubeconfig")
     cli = str(Path(sys.executable).with_name("model-serving-addon"))
     proc = Process("manager", [cli, *args, f"--kubeconfig={kubeconfig}",
-                               f"--metrics-port={port}", f"--namespace={RELEASE_NAMESPACE}"],
+                               f"--metrics-port={free_port()}", f"--namespace={RELEASE_NAMESPACE}"],
                    bed.log_dir).start()
     bed.processes.append(proc)
 
