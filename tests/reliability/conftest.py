@@ -18,14 +18,14 @@ import pytest
 from testbed.fleet import Testbed
 from testbed.support.fake_fleet import FakeFleet, fake_fleet
 from testbed.support.manager import Manager, prepare
-from testbed.support.waiting import eventually
 
 APPLIES = "model_serving_manifestwork_applies_total"
 
 
 def applies(mgr: Manager) -> float:
-    """ManifestWork applies of the running manager process (waits for its /metrics)."""
-    eventually(mgr.metrics, timeout=120, interval=0.2)
+    """ManifestWork applies of the running manager process (waits for its /metrics; fails
+    at once, with its log, when the process exited)."""
+    mgr.wait_serving(timeout=120)
     return mgr.total(APPLIES)
 
 
