@@ -6,10 +6,12 @@ import os
 import tempfile
 import threading
 import time
+import uuid
 from typing import Any
 
 from kubernetes import client, config
 from kubernetes.dynamic import DynamicClient
+from kubernetes.dynamic.discovery import LazyDiscoverer
 from kubernetes.dynamic.exceptions import NotFoundError, ResourceNotFoundError
 
 from addon_api import constants as c
@@ -83,17 +85,34 @@ def api_client_for(kubeconfig: str | None) -> client.ApiClient:
     return client.ApiClient()
 
 
+class UnsavedDiscoverer(LazyDiscoverer):
+    """The dynamic client's lazy discovery, kept in memory only.
+
+    The library's discoverers save what they found to a file after each discovery (a file
+    shared by every process of the user unless told otherwise) and read that file when they
+    start: a file left by another process or an earlier run would claim kinds that are gone.
+    The agent gave each client a temporary directory of its own instead, which an agent
+    killed (SIGKILL, OOM) left behind in its pod's ``/tmp`` volume at every restart; and each
+    save encoded the whole cache to JSON again. This one never writes the file, so the
+    (never existing) path it is given makes every client discover afresh.
+    """
+
+    def _write_cache(self) -> None:
+        return None
+
+
+def _unsaved_cache_path() -> str:
+    """A cache path no file has: :class:`UnsavedDiscoverer` never writes one there."""
+    return os.path.join(tempfile.gettempdir(), f"agent-discovery-unsaved-{uuid.uuid4().hex}.json")
+
+
 class Kube:
     """Get, list, apply and delete any kind by apiVersion/kind."""
 
     def __init__(self, api: client.ApiClient) -> None:
         self.api = api
-        # The dynamic client caches discovery in a file shared by every process of the user
-        # unless told otherwise; a cache left by another process (or an earlier run) would
-        # claim kinds that are gone. Each Kube gets its own, fresh cache file.
-        self._cache_dir = tempfile.TemporaryDirectory(prefix="agent-discovery-")
         self.dyn = DynamicClient(  # type: ignore[no-untyped-call]
-            api, cache_file=os.path.join(self._cache_dir.name, "discovery.json")
+            api, cache_file=_unsaved_cache_path(), discoverer=UnsavedDiscoverer
         )
         self._discovery_lock = threading.RLock()
         """The dynamic client's discovery cache is not thread-safe: a lookup while another

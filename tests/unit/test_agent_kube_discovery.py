@@ -125,3 +125,53 @@ def test_a_missing_kind_is_asked_for_again_only_once_a_while(
     kube.rediscover()
     assert kube.served("monitoring.coreos.com/v1", "ServiceMonitor")
     assert discovery.invalidations == 4
+
+
+class DiscoveryApi:
+    """An ApiClient answering the discovery requests of a cluster serving ConfigMaps."""
+
+    class configuration:  # the attribute name the client reads
+        host = "https://discovery.test:6443"
+
+    def __init__(self) -> None:
+        self.asked: list[str] = []
+
+    def select_header_accept(self, accepts: list[str]) -> str:
+        return accepts[0]
+
+    def param_serialize(self, method: str, path: str, **_: Any) -> tuple[str, str]:
+        return method, path
+
+    def call_api(self, method: str, path: str, **_: Any) -> Any:
+        import json
+
+        answers = {
+            "/version": {"major": "1", "minor": "34", "gitVersion": "v1.34.0"},
+            "/api": {"kind": "APIVersions", "versions": ["v1"]},
+            "/apis": {"kind": "APIGroupList", "groups": []},
+            "/api/v1": {"kind": "APIResourceList", "groupVersion": "v1", "resources": [
+                {"name": "configmaps", "singularName": "configmap", "namespaced": True,
+                 "kind": "ConfigMap", "verbs": ["get", "list"]}]},
+        }
+        self.asked.append(path)
+        return SimpleNamespace(status=200, response=SimpleNamespace(
+            data=json.dumps(answers[path]).encode()))
+
+
+def test_discovery_is_kept_in_memory_and_never_left_in_a_file(
+    tmp_path: Any, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Each client discovers afresh and writes no cache file: nothing is left behind in the
+    pod's /tmp when the agent is killed, and no file of another process is read."""
+    import tempfile
+
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    api = DiscoveryApi()
+    first = Kube(api)  # type: ignore[arg-type]
+    assert first.resource("v1", "ConfigMap").kind == "ConfigMap"
+    first.rediscover()
+    assert first.served("v1", "ConfigMap")
+    second = Kube(api)  # type: ignore[arg-type]
+    assert second.served("v1", "ConfigMap")
+    assert list(tmp_path.iterdir()) == []
+    assert api.asked.count("/api/v1") >= 3  # every client, and every rediscovery, asks
