@@ -4,7 +4,15 @@ from __future__ import annotations
 
 import os
 
-from bench.cpu import Sample, by_program, parse_stat, program_name
+from bench.cpu import (
+    Sample,
+    by_module,
+    by_program,
+    cluster_role,
+    module_of,
+    parse_stat,
+    program_name,
+)
 
 
 def test_programs_are_named_by_executable_or_by_what_python_runs() -> None:
@@ -36,3 +44,30 @@ def test_each_program_counts_what_its_processes_used_during_the_run() -> None:
         Sample("2", "99", "kubectl", 0.5),         # pid 2 reused by another process
     ]
     assert by_program(first, last) == [("kube-apiserver", 6.0), ("etcd", 1.5), ("kubectl", 0.5)]
+
+
+def test_a_testbed_clusters_processes_are_named_with_its_role() -> None:
+    assert cluster_role(["/b/kube-apiserver", "--etcd-prefix=/hub", "--secure-port=1"]) == "hub"
+    assert cluster_role(["/b/kube-apiserver", "--etcd-prefix=/cluster2"]) == "spoke"
+    assert cluster_role(["/b/work", "agent", "--kubeconfig=/tmp/testbed-x/cluster1/w.kc"]) == (
+        "spoke")
+    assert cluster_role(["/b/etcd", "--data-dir=/tmp/testbed-x/etcd"]) == ""
+    fields = ["S"] + ["0"] * 18 + ["7"]
+    stat = "9 (kube-apiserver) " + " ".join(fields)
+    assert parse_stat("9", stat, b"/b/kube-apiserver\0--etcd-prefix=/cluster1\0").program == (
+        "kube-apiserver [spoke]")
+
+
+def test_a_process_is_charged_to_the_test_module_that_started_it() -> None:
+    environ = (b"HOME=/root\0PYTEST_CURRENT_TEST=tests/integration/test_e2e.py::"
+               b"test_demo_flow (call)\0PATH=/bin\0")
+    assert module_of(environ) == "test_e2e.py"
+    assert module_of(b"HOME=/root\0") == "-"
+    first = [Sample("1", "10", "etcd", 5.0, "test_e2e.py")]
+    last = [Sample("1", "10", "etcd", 7.0, "test_e2e.py"),
+            Sample("2", "20", "kube-apiserver [spoke]", 3.0, "test_e2e.py"),
+            Sample("3", "30", "kube-apiserver [spoke]", 4.0, "test_rollout.py")]
+    assert by_module(first, last) == [
+        (("test_rollout.py", "kube-apiserver [spoke]"), 4.0),
+        (("test_e2e.py", "kube-apiserver [spoke]"), 3.0),
+        (("test_e2e.py", "etcd"), 2.0)]
