@@ -174,6 +174,10 @@ def install_with_kills(
 
 def check_installed(spoke: Any, kube: Kube, objects: list[dict[str, Any]]) -> None:
     """Every bundle object is there, as rendered; the inventory lists exactly them."""
+    # This client remembers a kind it found missing for a while (as the agent's does), and the
+    # polling above asked for the stack's kinds before the agent installed their CRDs: forget
+    # that, as the agent itself does after a pass that wrote CRDs.
+    kube.rediscover()
     problems = []
     for obj in objects:
         ref = _ref(obj)
@@ -239,6 +243,7 @@ def remove_with_kills(
 
 def check_removed(kube: Kube, objects: list[dict[str, Any]]) -> None:
     """Nothing of the stack is left; the inventory is empty."""
+    kube.rediscover()
     left = [str(_ref(o)) for o in objects if present(kube, _ref(o))]
     assert left == []
     assert _inventory(kube) == []
