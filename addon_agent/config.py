@@ -7,7 +7,7 @@ they are not part of the agent's public command line.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 from addon_api import constants as c
@@ -39,9 +39,10 @@ class AgentConfig:
     """Base64 Ed25519 verify keys of the manager (``--seal-verify-key``): a sealed payload
     must carry a signature of one of them. None configured: every payload is refused
     (``SealUnsigned``)."""
-    target_namespaces: NamespacePolicy = field(default_factory=NamespacePolicy)
-    """Which spoke namespaces each hub namespace's sealed connections may target
-    (``--target-namespaces``; default: the namespace of the same name)."""
+    target_namespaces: NamespacePolicy | None = None
+    """The namespace policy of ``--target-namespaces``, used only while the manager's ConfigMap
+    ``model-serving-namespace-policy`` is not in the agent's namespace; None (not given): until
+    then, whatever names a spoke namespace waits for it."""
     state_namespace: str = c.AGENT_STATE_NAMESPACE
     """Namespace of the agent's private key Secret and seal ledger (``--state-namespace``),
     apart from the add-on namespace other add-ons may share."""

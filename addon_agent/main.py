@@ -92,10 +92,12 @@ def parse(argv: Sequence[str], environ: Mapping[str, str] | None = None) -> Agen
     parser.add_argument("--log-level", default="INFO")
     parser.add_argument(
         "--target-namespaces",
-        default="",
+        default=None,
         help="namespace policy, as the manager's flag: 'hub=spoke1,spoke2;hub2=spoke3' "
         "('*' as a key: every other hub namespace; as a target: any namespace); empty: each "
-        "hub namespace may target the namespace of its own name. Sealed connections to other "
+        "hub namespace may target the namespace of its own name. Used only while the "
+        "manager's ConfigMap model-serving-namespace-policy is not in the agent's namespace "
+        "(not given: until it is, what names a spoke namespace waits for it). Out-of-policy "
         "namespaces are refused (NamespaceNotAllowed)",
     )
     parser.add_argument(
@@ -112,7 +114,8 @@ def parse(argv: Sequence[str], environ: Mapping[str, str] | None = None) -> Agen
     except sealing.SealError as err:
         parser.error(f"--seal-verify-key: {err}")
     try:
-        targets = tenancy.parse(args.target_namespaces)
+        targets = (None if args.target_namespaces is None
+                   else tenancy.parse(args.target_namespaces))
     except ValueError as err:
         parser.error(str(err))
     webhook_url = env.get(DEV_EXTERNAL_WEBHOOK_URL) or None

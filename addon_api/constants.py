@@ -153,6 +153,12 @@ AGENT_NAMESPACE: Final = "open-cluster-management-agent-addon"
 """Spoke namespace the agent runs in (OCM's default namespace for add-on agents)."""
 AGENT_IDENTITY_CONFIGMAP: Final = "model-serving-agent-identity"
 """ConfigMap (in :data:`AGENT_NAMESPACE`) where the agent publishes its public key."""
+NAMESPACE_POLICY_CONFIGMAP: Final = "model-serving-namespace-policy"
+"""ConfigMap (in the agent's namespace) where the manager delivers the namespace policy."""
+POLICY_KEY_TARGETS: Final = "targetNamespaces"
+"""Key of that ConfigMap: the targets, as ``--target-namespaces`` takes them."""
+POLICY_KEY_DENIED: Final = "deniedNamespaces"
+"""Key of that ConfigMap: the namespaces the admin denies every tenant, comma-separated."""
 AGENT_STATE_NAMESPACE: Final = "model-serving-agent"
 """Spoke namespace of the agent's private state (its key Secret and seal ledger), apart from the
 add-on namespace OCM may share between add-ons: a Role another add-on gets there reaches

@@ -205,6 +205,7 @@ class ServingPlatformReason(StrEnum):
     STACK_NOT_FOUND = "StackNotFound"
     UNSUPPORTED_VERSION = "UnsupportedVersion"
     WAITING_FOR_EXISTING_STACK = "WaitingForExistingStack"
+    WAITING_FOR_NAMESPACE_POLICY = "WaitingForNamespacePolicy"
     USING_EXISTING_STACK = "UsingExistingStack"
     DEV_FLAGS_NOT_ALLOWED = "DevFlagsNotAllowed"
     NAMESPACE_NOT_ALLOWED = "NamespaceNotAllowed"
@@ -238,10 +239,12 @@ class SealedReason(StrEnum):
     SEAL_REPLAYED = "SealReplayed"
     SEAL_UNSIGNED = "SealUnsigned"
     ENTRY_CONFLICT = "EntryConflict"
+    WAITING_FOR_NAMESPACE_POLICY = "WaitingForNamespacePolicy"
 
 
 SEALED_WAITS: frozenset[SealedReason] = frozenset(
-    {SealedReason.NAMESPACE_MISSING, SealedReason.NAMESPACE_TERMINATING}
+    {SealedReason.NAMESPACE_MISSING, SealedReason.NAMESPACE_TERMINATING,
+     SealedReason.WAITING_FOR_NAMESPACE_POLICY}
 )
 """Delivery reasons that are a wait for the cluster (phase Pending), not a failure."""
 

@@ -19,7 +19,7 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from addon_api.constants import AGENT_STATE_NAMESPACE
+from addon_api.constants import AGENT_STATE_NAMESPACE, POLICY_KEY_DENIED, POLICY_KEY_TARGETS
 from addon_api.reasons import IntentReason
 
 ANY = "*"
@@ -130,3 +130,22 @@ def parse(text: str) -> NamespacePolicy:
             )
         mapping[hub] = names
     return NamespacePolicy(mapping)
+
+
+def from_configmap(data: Mapping[str, str] | None) -> NamespacePolicy:
+    """The policy that a namespace policy ConfigMap's ``data`` holds.
+
+    Key ``targetNamespaces`` in :func:`parse`'s form, key ``deniedNamespaces`` comma-separated.
+    Raises ValueError naming the key when either is malformed.
+    """
+    data = data or {}
+    try:
+        policy = parse(str(data.get(POLICY_KEY_TARGETS) or ""))
+    except ValueError as err:
+        raise ValueError(f"key {POLICY_KEY_TARGETS}: {err}") from err
+    denied = frozenset(n.strip() for n in str(data.get(POLICY_KEY_DENIED) or "").split(",")
+                       if n.strip())
+    bad = sorted(n for n in denied if not _LABEL.fullmatch(n))
+    if bad:
+        raise ValueError(f"key {POLICY_KEY_DENIED}: not a DNS label: {bad[0]!r}")
+    return NamespacePolicy(policy.mapping, denied)

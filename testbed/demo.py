@@ -265,7 +265,7 @@ def fleet(phases: Phases, agent_namespace: str = c.AGENT_NAMESPACE, spokes: int 
                         "--metrics-address=127.0.0.1",
                         f"--cluster-name={spoke.name}",
                         f"--seal-verify-key={verify_key}",
-                        f"--target-namespaces={tenancy.NamespacePolicy(_targets()).render()}",
+                        # no --target-namespaces: the manager delivers the policy
                     ],
                     bed.log_dir,
                     # KServe's controller runs on this machine, outside the spoke: the agent

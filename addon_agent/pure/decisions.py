@@ -105,12 +105,15 @@ def route(
     """The way a reconcile of ``spec`` goes, or the status that ends it at once.
 
     ``denied`` is the agent's policy refusal (:func:`addon_agent.pure.tenancy.platform_refusal`):
-    a removal is never refused; anything else refused is ``Degraded`` with its reason.
+    a removal is never refused; anything else refused is ``Degraded`` with its reason (or
+    ``Installing`` while the namespace policy it needs is not there yet).
     """
     if spec.management_state == "Removed":
         return Route.REMOVE
-    if denied is not None:
-        return st.simple_status(Phase.DEGRADED, denied[0], denied[1], reading.generation,
+    if denied is not None:  # a policy not there yet is a wait, anything else a refusal
+        phase = (Phase.INSTALLING if denied[0] is Reason.WAITING_FOR_NAMESPACE_POLICY
+                 else Phase.DEGRADED)
+        return st.simple_status(phase, denied[0], denied[1], reading.generation,
                                 reading.previous)
     if spec.management_state == "Unmanaged":
         return Route.UNMANAGED

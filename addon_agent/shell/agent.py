@@ -8,6 +8,11 @@ Built once from the configuration by :func:`addon_agent.main.main` and handed to
 
 from __future__ import annotations
 
+import logging
+from typing import cast
+
+import kopf
+
 from addon_agent.config import AgentConfig
 from addon_agent.io.applier import Applier
 from addon_agent.io.crd_cache import CrdCache
@@ -17,6 +22,14 @@ from addon_agent.io.observe import Observer
 from addon_agent.io.planner import Planner
 from addon_agent.shell.platform import Platforms
 from addon_agent.shell.sealed import SealedConnections
+from addon_api import constants as c
+from addon_api.reasons import SealedPhase, ServingPlatformPhase
+
+log = logging.getLogger(__name__)
+
+SPOKE_API = f"{c.GROUP}/{c.VERSION}"
+JUDGED_AGAIN = frozenset({ServingPlatformPhase.INSTALLING, ServingPlatformPhase.DEGRADED})
+"""ServingPlatform phases a changed namespace policy may change (a wait for it, a refusal)."""
 
 
 class Agent:
@@ -42,3 +55,20 @@ class Agent:
         """ServingPlatforms: install, upgrade, remove, report."""
         self.sealed = SealedConnections(config, self.kube)
         """SealedStorageConnections: deliver, report, forget."""
+
+    def policy_changed(self) -> None:
+        """Judge again what waited for the namespace policy or was refused by the last one.
+
+        ServingPlatforms not ``Available`` and sealed connections not ``Delivered``: a policy
+        that now allows them installs or delivers at once, not at the next resync.
+        """
+        for body in self.kube.list(SPOKE_API, c.KIND_SERVING_PLATFORM):
+            if (body.get("status") or {}).get("phase") in JUDGED_AGAIN:
+                try:
+                    self.platforms.reconcile(kopf.Body(cast(kopf.RawBody, body)))
+                except Exception as err:  # the resync tries again
+                    log.info("judging %s again: %s", body["metadata"]["name"], err)
+        for body in self.kube.list(SPOKE_API, c.KIND_SEALED_STORAGE_CONNECTION,
+                                   namespace=self.config.namespace):
+            if (body.get("status") or {}).get("phase") != SealedPhase.DELIVERED:
+                self.sealed.deliver(kopf.Body(cast(kopf.RawBody, body)))

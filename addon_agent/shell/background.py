@@ -1,4 +1,4 @@
-"""The agent's background loops: key refresh, model metrics and data-plane verdicts (shell).
+"""The agent's background loops: keys, model metrics, data-plane verdicts, the policy (shell).
 
 Each loop is a daemon thread started once by the
 handlers' startup (:mod:`addon_agent.shell.handlers`); what it computes comes from the pure layer
@@ -13,10 +13,13 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from kubernetes import client, watch
+
 from addon_agent.io import metrics
 from addon_agent.io.kube import Kube
 from addon_agent.pure import dataplane, kserve_plan
 from addon_agent.pure.kserve_plan import ISVC_API
+from addon_api import constants as c
 
 log = logging.getLogger(__name__)
 
@@ -105,5 +108,44 @@ def start_model_metrics_loop(kube: Kube, interval: float = MODEL_METRICS_SECONDS
                 return
 
     thread = threading.Thread(target=run, name="model-metrics", daemon=True)
+    thread.start()
+    return thread
+
+
+POLICY_WATCH_SECONDS = 300
+"""How long one watch of the namespace policy ConfigMap lasts before it is started again."""
+
+
+def start_policy_watch(kube: Kube, namespace: str, on_change: Callable[[], None]
+                       ) -> threading.Thread:
+    """Call ``on_change`` whenever the namespace policy ConfigMap in ``namespace`` changes.
+
+    One watch of that one object (a field selector on its name): what waited for the policy,
+    or was refused by the one before, is judged again at once instead of at the next resync.
+    Each (re)start of the watch reports the object as it is, so nothing is missed between two.
+    """
+
+    def run() -> None:
+        core = client.CoreV1Api(kube.api)
+        seen = ""
+        while not _loops_stop.is_set():
+            try:
+                stream = watch.Watch().stream(  # type: ignore[no-untyped-call]
+                    core.list_namespaced_config_map, namespace,
+                    field_selector=f"metadata.name={c.NAMESPACE_POLICY_CONFIGMAP}",
+                    timeout_seconds=POLICY_WATCH_SECONDS)
+                for event in stream:
+                    obj = event["object"]
+                    version = "" if event["type"] == "DELETED" else str(
+                        obj.metadata.resource_version)
+                    if version != seen:
+                        seen = version
+                        on_change()
+            except Exception as err:  # watched again after a pause
+                log.warning("watching the namespace policy failed: %s", err)
+                if _loops_stop.wait(5.0):
+                    return
+
+    thread = threading.Thread(target=run, name="namespace-policy", daemon=True)
     thread.start()
     return thread

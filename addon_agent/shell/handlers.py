@@ -54,6 +54,7 @@ def register(agent: Agent, registry: kopf.OperatorRegistry) -> None:
         lease.start(agent.kube, config.namespace, config.lease_seconds)
         background.start_identity_loop(agent.sealed.refresh_identity, config.resync_seconds)
         background.start_model_metrics_loop(agent.kube)
+        background.start_policy_watch(agent.kube, config.namespace, agent.policy_changed)
 
     @kopf.on.resume(*PLATFORMS, backoff=backoff, registry=registry)
     @kopf.on.create(*PLATFORMS, backoff=backoff, registry=registry)

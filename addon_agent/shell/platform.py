@@ -18,7 +18,7 @@ import kopf
 from kubernetes.client.exceptions import ApiException
 
 from addon_agent.config import AgentConfig
-from addon_agent.io import metrics, namespaces
+from addon_agent.io import metrics, namespaces, policy_source
 from addon_agent.io.applier import Applier, NotReady
 from addon_agent.io.bundle_source import BundleError
 from addon_agent.io.inventory import Inventory
@@ -33,6 +33,7 @@ from addon_agent.stacks import STACKS, UnknownVersion
 from addon_api import constants as c
 from addon_api.base import plain
 from addon_api.reasons import ServingPlatformPhase as Phase
+from addon_api.reasons import ServingPlatformReason as Reason
 from addon_api.spoke import ServingPlatformSpec, ServingPlatformStatus
 
 log = logging.getLogger(__name__)
@@ -96,15 +97,20 @@ class Platforms:
         with self.lock, metrics.RECONCILE_SECONDS.labels(kind="ServingPlatform").time():
             self.finish(reading, self._decide_platform(reading, body))
 
+    def _refusal(self, spec: ServingPlatformSpec) -> tuple[Reason, str] | None:
+        """The agent's own policy check of a ServingPlatform to install (None: it proceeds)."""
+        read = policy_source.read(self.kube, self.config.namespace,
+                                  self.config.target_namespaces)
+        return tenancy.platform_refusal(spec, read, self.config.allow_dev_flags,
+                                        self.config.namespace)
+
     def _decide_platform(self, reading: Reading, body: kopf.Body) -> Outcome:
         """Which way the reconcile goes (:func:`.decisions.route`), then gone that way."""
         another = decisions.another_owns(reading, self._owner())
         if another is not None:
             return Outcome(another)
         spec = ServingPlatformSpec.from_wire(plain(body["spec"]))
-        denied = (None if spec.management_state == "Removed" else tenancy.platform_refusal(
-            spec, self.config.target_namespaces, self.config.allow_dev_flags,
-            self.config.namespace))
+        denied = None if spec.management_state == "Removed" else self._refusal(spec)
         way = decisions.route(reading, spec, denied)
         if isinstance(way, ServingPlatformStatus):
             log.warning("%s: refused: %s", reading.name, denied[1] if denied else way.message)

@@ -14,7 +14,7 @@ from typing import cast
 import kopf
 
 from addon_agent.config import AgentConfig
-from addon_agent.io import delivery, identity, ledger, metrics, namespace_waits
+from addon_agent.io import delivery, identity, ledger, metrics, namespace_waits, policy_source
 from addon_agent.io.kube import Kube
 from addon_agent.pure import status as st
 from addon_agent.pure import tenancy
@@ -55,9 +55,13 @@ class SealedConnections:
                 metrics.RECONCILE_SECONDS.labels(kind="SealedStorageConnection").time():
             try:
                 spec = SealedStorageConnectionSpec.from_wire(plain(body["spec"]))
-                refused = tenancy.refused_targets(
-                    self.config.target_namespaces, name,
-                    spec.source.namespace if spec.source else None,
+                read = policy_source.read(self.kube, self.config.namespace,
+                                          self.config.target_namespaces)
+                missing = tenancy.without_policy(read, spec.target_namespaces, sealed=True)
+                if missing is not None:
+                    raise delivery.DeliveryError(SealedReason(missing[0]), missing[1])
+                refused = "" if read.policy is None else tenancy.refused_targets(
+                    read.policy, name, spec.source.namespace if spec.source else None,
                     spec.target_namespaces, self.config.namespace,
                 )
                 if refused:

@@ -34,6 +34,7 @@ from addon_manager.kinds import (
     agent_identity,
     base,
     model_serving,
+    namespace_policy,
     render,
     tenant_access,
 )
@@ -131,7 +132,7 @@ class Apply:
     """A ManifestWork to server-side apply."""
 
     what: str
-    """``apply`` (the intent's own work), ``identity`` or ``access``."""
+    """``apply`` (the intent's own work), ``identity``, ``access`` or ``policy``."""
     kind: str
     """Owner kind of the work (metrics)."""
     work: render.RenderedWork
@@ -323,6 +324,8 @@ def _plan_clusters(out: Plan, intent: Resource, body: Mapping[str, Any], snap: S
     _plan_departures(out, clusters, lost, snap)
     if spec.seals:
         out.applies.extend(_identity_applies(wanted - set(lost), snap))
+    if namespace_policy.reads_policy(spec):
+        out.applies.extend(_policy_applies(frozenset(desired), snap))
     if spec.owns_stack and snap.addons:
         out.addons = [cl for cl in desired
                       if not world.addon_exists(cl) and snap.recent.addon_due(cl)]
@@ -571,6 +574,23 @@ def _tenant_gate(
                                  grant_retry=True))
     gated = tenant_access.with_executor(rw, agent_ns, executor)
     return gated, [*waits, *tenant_access.access_waits(ns, want, have, needed)]
+
+
+def _policy_applies(clusters: frozenset[str], snap: Snapshot) -> list[Apply]:
+    """The namespace policy works (the policy, for the agent's own checks) to write.
+
+    Written beside the intent's own works, not before them: an agent that has a
+    ServingPlatform or a sealed connection but no policy yet waits for it
+    (:mod:`addon_manager.kinds.namespace_policy`).
+    """
+    out: list[Apply] = []
+    for cl in sorted(clusters):
+        want = namespace_policy.render(cl, snap.world.agent_namespace(cl),
+                                       snap.policy.namespaces)
+        have = namespace_policy.policy_work(snap.world, cl)
+        if snap.recent.needs_write(want, have):
+            out.append(Apply("policy", namespace_policy.KIND, want, have))
+    return out
 
 
 def _identity_applies(clusters: frozenset[str], snap: Snapshot) -> list[Apply]:

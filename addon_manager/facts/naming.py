@@ -20,6 +20,12 @@ KIND_IDENTITY = "AgentIdentity"
 IDENTITY_WORK_NAME = "model-serving-agent-identity"
 """Name of the identity ManifestWork in every cluster namespace that needs one."""
 
+KIND_POLICY = "NamespacePolicy"
+"""Owner kind label of the per-cluster work that delivers the namespace policy to the agent."""
+
+POLICY_WORK_NAME = "model-serving-namespace-policy"
+"""Name of the namespace policy ManifestWork in every cluster namespace that needs one."""
+
 SERVING_PLATFORM_NAME = "model-serving"
 """Name of the cluster-scoped ServingPlatform on every spoke (one per cluster)."""
 

@@ -20,6 +20,7 @@ from addon_manager.kinds import (
     agent_identity,
     inference_service,
     model_serving,
+    namespace_policy,
     serving_runtime,
     storage_connection,
     tenant_access,
@@ -37,6 +38,7 @@ KINDS: dict[str, KindSpec] = {spec.kind: spec for spec in (
 HELPERS: dict[str, HelperSpec] = {spec.kind: spec for spec in (
     agent_identity.SPEC,
     tenant_access.SPEC,
+    namespace_policy.SPEC,
 )}
 """Every helper work's kind (no hub kind), by owner kind label."""
 
@@ -44,6 +46,8 @@ IDENTITY = agent_identity.KIND
 """Owner kind of the per-cluster identity works (the agent's key), not a hub kind."""
 ACCESS = tenant_access.ACCESS_KIND
 """Owner kind of a tenant's access works (executor and RBAC), not a hub kind."""
+POLICY = namespace_policy.KIND
+"""Owner kind of the per-cluster namespace policy works, not a hub kind."""
 
 
 def spec_of(kind: str) -> KindSpec:

@@ -28,9 +28,9 @@ from addon_manager.engine import status as st
 from addon_manager.engine.plan import Plan, Snapshot, finish, plan, removal_blockers
 from addon_manager.engine.rollout import MetricAnswer
 from addon_manager.facts.world import World
-from addon_manager.kinds import agent_identity, tenant_access
+from addon_manager.kinds import tenant_access
 from addon_manager.kinds.base import HelperSpec
-from addon_manager.kinds.registry import KINDS, TENANT_KINDS, spec_of
+from addon_manager.kinds.registry import HELPERS, KINDS, TENANT_KINDS, spec_of
 from addon_manager.shell import metrics, sealkeys
 from addon_manager.shell.execute import Executor, Writer
 
@@ -173,6 +173,8 @@ class Reconciler:
         metrics.WORK_SKIPS.labels(kind).inc(todo.skipped)
         done = await self.executor.run(todo)
         out.applied, out.deleted, out.errors = done.applied, done.deleted, done.errors
+        if todo.deletes:  # works went: what only they needed goes too
+            await self.collect_for(kind, todo.namespace, todo.name, going=todo.deleting)
         result = finish(todo, done, _now(), self.stale_after)
         out.recheck_after = result.recheck_after
         if todo.rollout is not None:
@@ -228,9 +230,16 @@ class Reconciler:
             return 0
         return await self._delete_all(helper.unused(self.world, exclude))
 
-    async def gc_identity(self, exclude: tuple[str, str] | None = None) -> int:
-        """Delete identity works on clusters no StorageConnection selects any more."""
-        return await self.collect(agent_identity.SPEC, exclude)
+    async def collect_for(self, kind: str, namespace: str, name: str, *, going: bool) -> int:
+        """Delete the helper works an intent of ``kind`` reads that nothing needs any more.
+
+        ``going``: the intent is being deleted, so what it selects no longer counts.
+        """
+        spec, count = spec_of(kind), 0
+        for helper in HELPERS.values():  # the identity and namespace policy works
+            if helper.unused is not None and helper.read_by(spec):
+                count += await self.collect(helper, (namespace, name) if going else None)
+        return count
 
     async def _delete_all(self, works: list[Any]) -> int:
         recent = self.executor.recent()
@@ -249,8 +258,7 @@ class Reconciler:
         works = self.world.works_of(kind, namespace, name)
         await self._delete_all([w for w in works.values() if not spec.owns_stack or w.deleting
                                 or not removal_blockers(self.world, w.cluster)])
-        if spec.seals:
-            await self.gc_identity(exclude=(namespace, name))
+        await self.collect_for(kind, namespace, name, going=True)
         if spec.tenant:
             await self.gc_tenant_access(namespace, exclude=(kind, namespace, name))
         return sorted(works)

@@ -321,6 +321,51 @@ def test_removed_uninstalls_everything(spoke: Any, agent: AgentProcess) -> None:
     spoke.kubectl("delete", "servingplatform", NAME, "--timeout=60s")
 
 
+def test_the_agent_judges_by_the_policy_in_its_namespace_before_its_flag(
+    spoke: Any, agent: AgentProcess
+) -> None:
+    """The namespace policy the manager delivers (ConfigMap model-serving-namespace-policy in
+    the agent's namespace, issue 32) is what the agent judges a ServingPlatform's serving
+    namespaces by, not its --target-namespaces (open here): refused while the ConfigMap denies
+    one, judged again once it allows it, and by the flag again once it is gone. Unmanaged:
+    once judged, what follows is the stack's own answer (StackNotFound on a cluster without
+    KServe), never an install."""
+
+    def policy(targets: str) -> dict[str, Any]:
+        return {"apiVersion": "v1", "kind": "ConfigMap",
+                "metadata": {"name": c.NAMESPACE_POLICY_CONFIGMAP,
+                             "namespace": c.AGENT_NAMESPACE},
+                "data": {c.POLICY_KEY_TARGETS: targets}}
+
+    def reasons() -> set[str]:
+        status = (get(spoke, "servingplatform", NAME) or {}).get("status") or {}
+        return {x["reason"] for x in status.get("conditions") or []}
+
+    judged = "policy-judged"
+    spec = {"platform": "KServe", "managementState": "Unmanaged",
+            "source": {"namespace": "platform", "name": "kserve"},
+            "servingNamespaces": [judged]}
+    try:
+        spoke.apply_objects([policy("platform=models")])
+        spoke.apply_objects([platform(NAME, spec)])
+        refused = wait_phase(spoke, NAME, "Degraded", timeout=60)
+        assert {x["reason"] for x in refused["conditions"]} == {"NamespaceNotAllowed"}, refused
+        assert (f"spoke namespace '{judged}' is not allowed for hub namespace 'platform'"
+                in refused["message"]), refused
+        spoke.apply_objects([policy(f"platform=models,{judged}")])
+        eventually(lambda: reasons() - {"NamespaceNotAllowed"}, timeout=30)
+        spoke.apply_objects([policy("platform=models")])
+        eventually(lambda: reasons() == {"NamespaceNotAllowed"}, timeout=30)
+        spoke.kubectl("delete", "configmap", c.NAMESPACE_POLICY_CONFIGMAP, "-n",
+                      c.AGENT_NAMESPACE)
+        eventually(lambda: reasons() - {"NamespaceNotAllowed"}, timeout=30)  # the flag: *=*
+        assert get(spoke, "namespace", "kserve") is None  # Unmanaged: nothing installed
+    finally:
+        spoke.kubectl("delete", "servingplatform", NAME, "--timeout=60s", check=False)
+        spoke.kubectl("delete", "configmap", c.NAMESPACE_POLICY_CONFIGMAP, "-n",
+                      c.AGENT_NAMESPACE, "--ignore-not-found", check=False)
+
+
 def test_what_is_someone_elses_is_never_taken_over_or_deleted(
     spoke: Any, agent: AgentProcess
 ) -> None:

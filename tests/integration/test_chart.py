@@ -252,8 +252,9 @@ def test_rbac_has_no_wildcards() -> None:
 
 
 def test_namespace_policy_reaches_manager_agent_and_execute_as() -> None:
-    """The one value becomes the manager's flag, the agent's variable, and the manager's
-    execute-as right on exactly the tenant executors it names (plus the work agent's own)."""
+    """The one value becomes the manager's flag and the manager's execute-as right on exactly
+    the tenant executors it names (plus the work agent's own); the agents get it from the
+    manager (a ConfigMap in their namespace), not from an AddOnDeploymentConfig variable."""
     objs = render("manager.policy.targetNamespaces.team-a={team-a,models}",
                   "manager.policy.targetNamespaces.open={*}", "manager.secretNamespaces={team-c}")
     policy = "open=*;team-a=team-a,models"
@@ -261,10 +262,10 @@ def test_namespace_policy_reaches_manager_agent_and_execute_as() -> None:
     args = deploy["spec"]["template"]["spec"]["containers"][0]["args"]
     assert f"--target-namespaces={policy}" in args
     variables = agent_config_spec(objs)["customizedVariables"]
-    assert {"name": "TARGET_NAMESPACES", "value": policy} in variables
+    assert not [v for v in variables if v["name"] == "TARGET_NAMESPACES"], variables
     agent = next(m for m in _agent_manifests(objs) if m["kind"] == "Deployment")
-    assert "--target-namespaces={{TARGET_NAMESPACES}}" in (
-        agent["spec"]["template"]["spec"]["containers"][0]["args"])
+    assert not any(a.startswith("--target-namespaces") for a in
+                   agent["spec"]["template"]["spec"]["containers"][0]["args"])
     manager = next(o for o in objs if o["kind"] == "ClusterRole"
                    and o["metadata"]["name"] == "model-serving-addon-manager")
     (rule,) = [r for r in manager["rules"] if "execute-as" in r["verbs"]]

@@ -22,6 +22,7 @@ from typing import Any
 import pytest
 
 from addon_api import constants as c
+from addon_api import tenancy
 from testbed import build, chart, demo, identities
 from testbed.fleet import Testbed
 from testbed.processes import Process, free_port
@@ -145,8 +146,8 @@ def test_the_hub_setup_page_ends_with_a_model_ready(bed: Testbed) -> None:
     assert [s.split(":")[1].split()[0] for s in skipped] == ["clusteradm"], skipped
     assert any(t.startswith("helm install") for t in ran) and any(
         "inferenceservice.yaml" in t for t in ran), ran
-    # The agent runs with the page's namespace policy, as the chart passed it to OCM.
-    assert '--target-namespaces=ml-fleet=models' in agent_args, agent_args
+    # The agent gets the page's namespace policy from the manager, not from its arguments.
+    assert not [a for a in agent_args if a.startswith("--target-namespaces")], agent_args
 
     def ready() -> dict[str, Any] | None:
         got = json.loads(bed.hub.kubectl("get", "mcisvc", "-n", TENANT, "-o", "json").stdout)
@@ -154,6 +155,10 @@ def test_the_hub_setup_page_ends_with_a_model_ready(bed: Testbed) -> None:
         return got if entries and all(e.get("ready") is True for e in entries) else None
 
     models = on_fleet(bed, kserve_step, ready, timeout=300)
+    namespace = next(a.partition("=")[2] for a in agent_args if a.startswith("--namespace="))
+    delivered = json.loads(bed.spokes[0].kubectl(
+        "get", "configmap", c.NAMESPACE_POLICY_CONFIGMAP, "-n", namespace, "-o", "json").stdout)
+    assert tenancy.from_configmap(delivered["data"]).targets(TENANT) == {"models"}, delivered
     assert [i["metadata"]["name"] for i in models["items"]] == ["sklearn-iris"]
     # The page's last command shows it: every intent with READY as ready/desired.
     table = bed.hub.kubectl("-n", TENANT, "get", "mlfleet").stdout

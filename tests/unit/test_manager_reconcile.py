@@ -700,7 +700,10 @@ def test_deletion_is_refused_naming_intents_and_clusters_then_completes() -> Non
     hub.writes.clear()
     out = asyncio.run(Reconciler(hub, hub, memory_sealer(),
                                  admin=OPEN_POLICY).reconcile(c.KIND_MODEL_SERVING, body))
-    assert [w for w in hub.writes if w[0] == "delete"] == [("delete", f"c2/{name}")]
+    # c2's namespace policy goes with its stack; c1's stays with the stack kept there.
+    assert [w for w in hub.writes if w[0] == "delete"] == [
+        ("delete", f"c2/{name}"), ("delete", f"c2/{naming.POLICY_WORK_NAME}")]
+    assert ("c1", naming.POLICY_WORK_NAME) in hub.works
     assert out.blocked == {"c1": ["MultiClusterInferenceService ns/iris"]}
     status = hub.statuses["kserve"]
     conds = {x["type"]: x for x in status["conditions"]}
@@ -750,7 +753,10 @@ def test_cleanup_of_a_model_serving_keeps_the_rule() -> None:
         Reconciler(hub, hub, memory_sealer(),
                    admin=OPEN_POLICY).cleanup(c.KIND_MODEL_SERVING, "ns", "kserve"))
     assert remaining == ["c1", "c2"]
-    assert [w for w in hub.writes if w[0] == "delete"] == [("delete", f"c2/{name}")]
+    # c2's namespace policy goes with its stack; c1's stays with the stack kept there.
+    assert [w for w in hub.writes if w[0] == "delete"] == [
+        ("delete", f"c2/{name}"), ("delete", f"c2/{naming.POLICY_WORK_NAME}")]
+    assert ("c1", naming.POLICY_WORK_NAME) in hub.works
 
 
 def _storage_work_written(hub: FakeHub) -> bool:

@@ -47,11 +47,6 @@ customizedVariables:
     value: {{ include "msa.image" . | quote }}
   - name: METRICS_PORT
     value: {{ .Values.agent.metricsPort | quote }}
-  # The namespace policy (manager.policy.targetNamespaces), for the agent's own check of the
-  # SealedStorageConnections it is sent. A cluster with another AddOnDeploymentConfig needs it
-  # there too (empty or missing: each hub namespace targets its own name only).
-  - name: TARGET_NAMESPACES
-    value: {{ include "msa.targetNamespaces" . | quote }}
   # Whether the agent accepts devFlags: manager.policy.allowDevFlags again, on the spoke.
   - name: ALLOW_DEV_FLAGS
     value: {{ .Values.manager.policy.allowDevFlags | toString | quote }}
