@@ -6,7 +6,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-$(shell sha1sum pyproject.toml | cut -c1-12)
 ARGS ?=
 
-.PHONY: all venv binaries bundles crds chart-docs lint unit test soak demo bench image image-test clean
+.PHONY: all venv binaries bundles crds chart-docs console lint unit test soak demo bench image image-test clean
 
 all: test
 
@@ -32,6 +32,12 @@ crds: venv
 # The chart's README from the comments of its values.yaml (helm-docs, built by `binaries`).
 chart-docs: binaries
 	$(BIN)/python -m testbed.chart docs
+
+# The fleet console's page (addon_cli/console/web: React and PatternFly from the npm registry,
+# built by Vite) into addon_cli/console/static, which `model-serving-addon console` serves.
+# The console's tests build it themselves when it is missing or older than its sources.
+console:
+	cd addon_cli/console/web && npm ci --no-audit --no-fund && npm run build
 
 lint: venv
 	$(BIN)/ruff check model_serving_addon addon_api addon_manager addon_agent addon_cli testbed tests bench

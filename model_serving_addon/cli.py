@@ -19,8 +19,9 @@ ROLES = {
     "agent": "run the spoke agent (kopf) on a managed cluster",
     "agent-release": "remove the agent's credentials entries and finalizers from a managed "
                      "cluster (the add-on's pre-delete hook)",
+    "console": "serve the fleet console (a web page) as you, or behind an authenticating proxy",
 }
-"""The roles (one process each) and their help texts."""
+"""The long-running processes (and the agent's release hook), with their help texts."""
 
 FLEET = {
     "status": "the fleet as a table: intents x clusters, phase, ready, URL, revision, why not",
@@ -57,6 +58,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         from addon_agent import release
 
         return release.main(rest)
+    if command == "console":
+        from addon_cli.console import main as console
+
+        return console.main(rest)
     if command in FLEET:
         from addon_cli import main as fleet
 

@@ -62,8 +62,9 @@ def tree_copy(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The analysed packages and ``.importlinter``, copied (each test plants in its own copy)."""
     into = tmp_path_factory.mktemp("layout")
     for package in root_packages():
-        shutil.copytree(ROOT / package, into / package,
-                        ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+        shutil.copytree(ROOT / package, into / package,  # the console's npm tree: no Python
+                        ignore=shutil.ignore_patterns("__pycache__", "*.pyc", "node_modules",
+                                                      "static"))
     shutil.copy2(ROOT / ".importlinter", into / ".importlinter")
     return into
 

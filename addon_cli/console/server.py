@@ -1,0 +1,191 @@
+"""The console's HTTP server: the page, and its API over the user's own hub access (aiohttp).
+
+Routes:
+
+- ``GET /`` and ``/assets/*``: the page (built from ``web/`` into ``static/``);
+- ``GET /api/whoami``: who the hub says the user is;
+- ``GET /api/fleet?namespace=NS``: the fleet view once (every intent x cluster row);
+- ``GET /api/fleet/events?namespace=NS``: the same as server-sent events, sent again after
+  every change the hub's watches report (no page reloads);
+- ``GET /healthz``: the process answers (no hub call).
+
+Without ``namespace``, every namespace (what a hub admin may list). Each API request reads the
+hub with its user's credentials (:mod:`addon_cli.console.credentials`): 401 without any, and
+the hub's own refusal, with its status and words, when the user may not.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+from pathlib import Path
+from typing import Any
+
+from aiohttp import web
+
+from addon_cli import views
+from addon_cli.console import fleet
+from addon_cli.console.credentials import Credentials, Source
+from addon_cli.console.hubapi import HubError, UserHub
+
+log = logging.getLogger(__name__)
+
+STATIC = Path(__file__).with_name("static")
+"""Where ``make console`` builds the page (not in the source tree's git)."""
+SOURCE_KEY = web.AppKey("source", Source)
+STATIC_KEY = web.AppKey("static", Path)
+DEBOUNCE_SECONDS = 0.2
+"""Changes that come together are sent as one update."""
+HEARTBEAT_SECONDS = 15.0
+"""An SSE comment this often keeps proxies from closing a quiet stream."""
+
+
+def _credentials(request: web.Request) -> Credentials:
+    found = request.app[SOURCE_KEY].for_request(request.headers)
+    if found is None:
+        raise web.HTTPUnauthorized(
+            text=json.dumps({"message": "no user token: the console reads the hub as its user "
+                             "only (X-Forwarded-Access-Token or Authorization: Bearer)"}),
+            content_type="application/json")
+    return found
+
+
+def _namespace(request: web.Request) -> str | None:
+    namespace = request.query.get("namespace", "").strip()
+    return namespace or None
+
+
+def _error(err: HubError) -> web.Response:
+    return web.json_response({"message": err.message}, status=err.status)
+
+
+async def whoami(request: web.Request) -> web.Response:
+    """Who the hub says the user is."""
+    async with UserHub(_credentials(request)) as hub:
+        try:
+            return web.json_response(await hub.whoami())
+        except HubError as err:
+            return _error(err)
+
+
+async def _list_all(hub: UserHub, namespace: str | None
+                    ) -> tuple[dict[str, dict[fleet.Key, Any]], dict[str, str], dict[str, str]]:
+    """Every kind's intents the user may list; the refusals; each kind's list version."""
+    store: dict[str, dict[fleet.Key, Any]] = {}
+    refused: dict[str, str] = {}
+    versions: dict[str, str] = {}
+    for kind in views.KINDS:
+        try:
+            items, versions[kind] = await hub.list(kind, namespace)
+        except HubError as err:
+            if err.status != 403:
+                raise
+            refused[kind] = err.message
+            continue
+        store[kind] = {fleet.key_of(i): i for i in items}
+    return store, refused, versions
+
+
+async def fleet_once(request: web.Request) -> web.Response:
+    """The fleet view once."""
+    async with UserHub(_credentials(request)) as hub:
+        try:
+            store, refused, _ = await _list_all(hub, _namespace(request))
+        except HubError as err:
+            return _error(err)
+    if len(refused) == len(views.KINDS):
+        return web.json_response({"message": next(iter(refused.values()))}, status=403)
+    return web.json_response(fleet.snapshot(store, refused))
+
+
+async def fleet_events(request: web.Request) -> web.StreamResponse:
+    """The fleet view as server-sent events: now, then after every change."""
+    namespace = _namespace(request)
+    async with UserHub(_credentials(request)) as hub:
+        try:
+            store, refused, versions = await _list_all(hub, namespace)
+        except HubError as err:
+            return _error(err)
+        if len(refused) == len(views.KINDS):
+            return web.json_response({"message": next(iter(refused.values()))}, status=403)
+        response = web.StreamResponse(headers={
+            "Content-Type": "text/event-stream", "Cache-Control": "no-cache",
+            "X-Accel-Buffering": "no"})
+        await response.prepare(request)
+        changed = asyncio.Event()
+        watchers = [asyncio.create_task(_watch(hub, kind, namespace, versions[kind],
+                                               store[kind], changed))
+                    for kind in store]
+        try:
+            await _send(response, "fleet", fleet.snapshot(store, refused))
+            while True:
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(changed.wait(), HEARTBEAT_SECONDS)
+                if not changed.is_set():
+                    await response.write(b": still here\n\n")
+                    continue
+                await asyncio.sleep(DEBOUNCE_SECONDS)
+                changed.clear()
+                await _send(response, "fleet", fleet.snapshot(store, refused))
+        except (ConnectionResetError, asyncio.CancelledError):
+            pass
+        finally:
+            for task in watchers:
+                task.cancel()
+            await asyncio.gather(*watchers, return_exceptions=True)
+        return response
+
+
+async def _send(response: web.StreamResponse, event: str, data: Any) -> None:
+    await response.write(f"event: {event}\ndata: {json.dumps(data)}\n\n".encode())
+
+
+async def _watch(hub: UserHub, kind: str, namespace: str | None, version: str,
+                 objects: dict[fleet.Key, Any], changed: asyncio.Event) -> None:
+    """Keep one kind's store current from the hub's watch; set ``changed`` on each change."""
+    while True:
+        try:
+            async for event, obj in hub.watch(kind, namespace, version):
+                version = fleet.version_of(obj) or version
+                if fleet.apply_event(objects, event, obj):
+                    changed.set()
+        except HubError as err:
+            if err.status != 410:  # anything but "too old": wait a little, then again
+                log.info("watching %s: %s", kind, err.message)
+                await asyncio.sleep(2.0)
+            items, version = await hub.list(kind, namespace)
+            objects.clear()
+            objects.update({fleet.key_of(i): i for i in items})
+            changed.set()
+
+
+async def healthz(_: web.Request) -> web.Response:
+    """The process answers."""
+    return web.Response(text="ok")
+
+
+async def page(request: web.Request) -> web.StreamResponse:
+    """The page (every path that is not the API's: the page routes itself)."""
+    index = request.app[STATIC_KEY] / "index.html"
+    if not index.is_file():
+        return web.Response(status=503, text=(
+            "the console's page is not built: run `make console` (it builds addon_cli/console/"
+            "web with npm into addon_cli/console/static); the API under /api answers already"))
+    return web.FileResponse(index, headers={"Cache-Control": "no-cache"})
+
+
+def make_app(source: Source, static: Path = STATIC) -> web.Application:
+    """The console's application, reading the hub as each request's user."""
+    app = web.Application()
+    app[SOURCE_KEY] = source
+    app[STATIC_KEY] = static
+    app.router.add_get("/healthz", healthz)
+    app.router.add_get("/api/whoami", whoami)
+    app.router.add_get("/api/fleet", fleet_once)
+    app.router.add_get("/api/fleet/events", fleet_events)
+    if (static / "assets").is_dir():
+        app.router.add_static("/assets", static / "assets")
+    app.router.add_get("/{tail:.*}", page)
+    return app

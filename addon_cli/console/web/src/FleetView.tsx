@@ -1,0 +1,149 @@
+// The fleet view: every intent on every cluster, live, filterable (issue 33, item 1).
+import { useEffect, useMemo, useState } from "react";
+import {
+  Alert,
+  Button,
+  InputGroup,
+  InputGroupItem,
+  Label,
+  PageSection,
+  SearchInput,
+  TextInput,
+  Title,
+  Toolbar,
+  ToolbarContent,
+  ToolbarItem,
+} from "@patternfly/react-core";
+import { Table, Tbody, Td, Th, Thead, Tr } from "@patternfly/react-table";
+import { Fleet, Row, watchFleet } from "./api";
+
+const GOOD = new Set(["Ready", "Available", "Delivered", "Complete"]);
+const BAD = new Set(["Failed", "Degraded", "Invalid", "RolledBack", "Halted", "Conflict"]);
+
+function PhaseLabel({ phase }: { phase: string }) {
+  const color = GOOD.has(phase) ? "green" : BAD.has(phase) ? "red" : "orange";
+  return <Label color={color}>{phase}</Label>;
+}
+
+function matches(row: Row, text: string): boolean {
+  if (!text) return true;
+  const needle = text.toLowerCase();
+  return [row.kind, row.namespace, row.name, row.cluster, row.phase, row.detail, row.reason]
+    .some((cell) => cell.toLowerCase().includes(needle));
+}
+
+function initialNamespace(): string {
+  return new URLSearchParams(window.location.search).get("namespace") ?? "";
+}
+
+export function FleetView() {
+  const [namespace, setNamespace] = useState(initialNamespace);
+  const [draft, setDraft] = useState(initialNamespace);
+  const [fleet, setFleet] = useState<Fleet | null>(null);
+  const [error, setError] = useState("");
+  const [filter, setFilter] = useState("");
+
+  useEffect(() => {
+    setFleet(null);
+    setError("");
+    const url = new URL(window.location.href);
+    if (namespace) url.searchParams.set("namespace", namespace);
+    else url.searchParams.delete("namespace");
+    window.history.replaceState(null, "", url);
+    return watchFleet(namespace, setFleet, setError);
+  }, [namespace]);
+
+  const rows = useMemo(() => (fleet?.rows ?? []).filter((r) => matches(r, filter)), [
+    fleet,
+    filter,
+  ]);
+
+  return (
+    <PageSection>
+      <Title headingLevel="h1">Fleet</Title>
+      <Toolbar>
+        <ToolbarContent>
+          <ToolbarItem>
+            <form
+              onSubmit={(event) => {
+                event.preventDefault();
+                setNamespace(draft.trim());
+              }}
+            >
+              <InputGroup>
+                <InputGroupItem isFill>
+                  <TextInput
+                    id="namespace"
+                    aria-label="Hub namespace (empty: every namespace)"
+                    placeholder="hub namespace (empty: all)"
+                    value={draft}
+                    onChange={(_event, value) => setDraft(value)}
+                  />
+                </InputGroupItem>
+                <InputGroupItem>
+                  <Button type="submit" variant="control">
+                    Show
+                  </Button>
+                </InputGroupItem>
+              </InputGroup>
+            </form>
+          </ToolbarItem>
+          <ToolbarItem>
+            <SearchInput
+              aria-label="Filter the rows"
+              placeholder="filter: name, cluster, phase, reason"
+              value={filter}
+              onChange={(_event, value) => setFilter(value)}
+              onClear={() => setFilter("")}
+            />
+          </ToolbarItem>
+        </ToolbarContent>
+      </Toolbar>
+      {error && (
+        <Alert variant="danger" isInline title="The hub refused" data-testid="fleet-error">
+          {error}
+        </Alert>
+      )}
+      {Object.entries(fleet?.refused ?? {}).map(([kind, message]) => (
+        <Alert key={kind} variant="info" isInline isPlain title={`${kind}: not shown`}>
+          {message}
+        </Alert>
+      ))}
+      {fleet && (
+        <Table aria-label="Intents on each cluster" variant="compact" data-testid="fleet">
+          <Thead>
+            <Tr>
+              <Th>Kind</Th>
+              <Th>Namespace</Th>
+              <Th>Name</Th>
+              <Th>Cluster</Th>
+              <Th>Phase</Th>
+              <Th>Ready</Th>
+              <Th>Revision</Th>
+              <Th>URL</Th>
+              <Th>Why not</Th>
+            </Tr>
+          </Thead>
+          <Tbody>
+            {rows.map((row) => (
+              <Tr key={`${row.kind}/${row.namespace}/${row.name}/${row.cluster}`}>
+                <Td dataLabel="Kind">{row.kind}</Td>
+                <Td dataLabel="Namespace">{row.namespace}</Td>
+                <Td dataLabel="Name">{row.name}</Td>
+                <Td dataLabel="Cluster">{row.cluster}</Td>
+                <Td dataLabel="Phase">
+                  <PhaseLabel phase={row.phase} />
+                </Td>
+                <Td dataLabel="Ready">{row.ready ? "yes" : "no"}</Td>
+                <Td dataLabel="Revision">{row.revision}</Td>
+                <Td dataLabel="URL">{row.external_url || row.url}</Td>
+                <Td dataLabel="Why not">{row.detail}</Td>
+              </Tr>
+            ))}
+          </Tbody>
+        </Table>
+      )}
+      {fleet && rows.length === 0 && <p>No intents here.</p>}
+    </PageSection>
+  );
+}

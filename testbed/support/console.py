@@ -1,0 +1,99 @@
+"""The fleet console in tests: its page built, a browser, the console process.
+
+The page is built from ``addon_cli/console/web`` with the npm registry's packages (``npm ci``
+from the committed lock file, then Vite) when missing or older than its sources; the browser
+is Debian's Chromium (installed with apt when missing), driven by Playwright.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+from typing import Any
+
+from testbed.processes import Process, free_port
+
+WEB = Path(__file__).resolve().parents[2] / "addon_cli" / "console" / "web"
+STATIC = WEB.parent / "static"
+CHROMIUM = (Path("/usr/lib/chromium/chromium"), Path("/usr/bin/chromium"))
+"""Debian's Chromium binary (the first; /usr/bin/chromium is its launcher script)."""
+
+
+def _newest(paths: list[Path]) -> float:
+    return max((p.stat().st_mtime for p in paths if p.is_file()), default=0.0)
+
+
+def built_page() -> Path:
+    """The console's built page (``static/``), built first when missing or stale."""
+    sources = [*WEB.glob("*.json"), *WEB.glob("*.ts"), WEB / "index.html",
+               *WEB.joinpath("src").rglob("*")]
+    index = STATIC / "index.html"
+    if index.is_file() and index.stat().st_mtime >= _newest(sources):
+        return STATIC
+    npm = shutil.which("npm")
+    assert npm, "the console's page is built with npm (Node.js 20.19 or newer)"
+    lock = WEB / "package-lock.json"
+    marker = WEB / "node_modules" / ".package-lock.json"
+    if not marker.is_file() or marker.stat().st_mtime < lock.stat().st_mtime:
+        subprocess.run([npm, "ci", "--no-audit", "--no-fund"], cwd=WEB, check=True,
+                       timeout=600, capture_output=True)
+    subprocess.run([npm, "run", "build"], cwd=WEB, check=True, timeout=300,
+                   capture_output=True)
+    return STATIC
+
+
+def chromium() -> Path:
+    """Debian's Chromium, installed with apt when it is not there yet."""
+    for path in CHROMIUM:
+        if path.is_file():
+            return path
+    subprocess.run(["apt-get", "update", "-qq"], check=True, timeout=600, capture_output=True)
+    subprocess.run(["apt-get", "install", "-y", "-qq", "chromium"], check=True, timeout=900,
+                   capture_output=True, env={"DEBIAN_FRONTEND": "noninteractive",
+                                             "PATH": "/usr/sbin:/usr/bin:/sbin:/bin"})
+    return next(p for p in CHROMIUM if p.is_file())
+
+
+class Console:
+    """A running ``model-serving-addon console --proxy`` and HTTP calls to it."""
+
+    def __init__(self, cli: Path, server: str, ca: Path, log_dir: Path,
+                 static: Path = STATIC) -> None:
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.process = Process("console", [
+            str(cli), "console", "--proxy", f"--hub-server={server}", f"--hub-ca={ca}",
+            f"--listen=127.0.0.1:{self.port}", f"--static={static}"], log_dir)
+
+    def start(self) -> Console:
+        """Start it; return once it answers."""
+        self.process.start()
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                with urllib.request.urlopen(f"{self.url}/healthz", timeout=2):
+                    return self
+            except OSError:
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(0.2)
+
+    def stop(self) -> None:
+        """Stop it."""
+        self.process.stop()
+
+    def get(self, path: str, token: str | None = None) -> tuple[int, Any]:
+        """(status, JSON body) of ``GET path`` with ``token`` as the proxy would pass it."""
+        request = urllib.request.Request(f"{self.url}{path}")
+        if token:
+            request.add_header("Authorization", f"Bearer {token}")
+        try:
+            with urllib.request.urlopen(request, timeout=30) as resp:
+                return resp.status, json.loads(resp.read())
+        except urllib.error.HTTPError as err:
+            return err.code, json.loads(err.read() or b"{}")

@@ -1,0 +1,225 @@
+"""The fleet console (issue 33) on the hub testbed: it reads the hub as each request's user.
+
+Two tenants, each a ServiceAccount of the hub with only the chart's tenant role in its own
+namespace (the token an authenticating proxy would pass), and a manager, so the intents have
+the manager's real status. The console runs as the chart would run it behind a proxy
+(``--proxy``): no identity of its own is ever used. Its API, its live stream and its page in a
+real browser (Debian's Chromium, driven by Playwright) show each tenant its own namespace,
+follow changes as they happen, and give another tenant's namespace the hub's refusal in the
+hub's words.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import sys
+import threading
+import urllib.request
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from testbed.fleet import Testbed
+from testbed.support import console as console_support
+from testbed.support.manager import Manager, placement, running_manager
+from testbed.support.waiting import eventually
+from tests.integration.test_chart import render
+
+CLI = Path(sys.executable).with_name("model-serving-addon")
+DOCS_IMAGES = Path(__file__).resolve().parents[2] / "docs" / "images"
+
+
+class Tenant:
+    """A hub namespace and its user: a ServiceAccount with the tenant role there only."""
+
+    def __init__(self, namespace: str, user_namespace: str, name: str) -> None:
+        self.namespace, self.name = namespace, name
+        self.subject = f"system:serviceaccount:{user_namespace}:{name}"
+        self.token = ""
+
+
+@pytest.fixture(scope="module")
+def tenants(testbed: Testbed) -> Iterator[dict[str, Tenant]]:
+    tag = uuid.uuid4().hex[:6]
+    hub = testbed.hub
+    users = f"console-users-{tag}"
+    found = {"a": Tenant(f"ca-{tag}", users, "alice"), "b": Tenant(f"cb-{tag}", users, "bob")}
+    hub.apply_objects([o for o in render() if o["kind"] == "ClusterRole"
+                       and o["metadata"]["name"] == "model-serving-addon-tenant"])
+    hub.kubectl("create", "namespace", users)
+    for t in found.values():
+        testbed.bind_clusterset(t.namespace)
+        hub.kubectl("create", "serviceaccount", t.name, "-n", users)
+        hub.kubectl("create", "rolebinding", "model-serving-tenant", "-n", t.namespace,
+                    "--clusterrole=model-serving-addon-tenant",
+                    f"--serviceaccount={users}:{t.name}")
+        t.token = hub.kubectl("create", "token", t.name, "-n", users,
+                              "--duration=1h").stdout.strip()
+        hub.kubectl("apply", f"--as={t.subject}", "-n", t.namespace, "-f", "-",
+                    input=json.dumps(placement("p", t.namespace)))
+    yield found
+    for t in found.values():
+        hub.kubectl("delete", "mcisvc", "--all", "-n", t.namespace, "--wait=false", check=False)
+    for ns in (users, *(t.namespace for t in found.values())):
+        hub.kubectl("delete", "namespace", ns, "--wait=false", check=False)
+
+
+@pytest.fixture(scope="module")
+def manager(testbed: Testbed, tenants: dict[str, Tenant],
+            tmp_path_factory: pytest.TempPathFactory) -> Iterator[Manager]:
+    with running_manager(testbed, tmp_path_factory.mktemp("manager"),
+                         "--no-addon-enablement") as mgr:
+        yield mgr
+        for t in tenants.values():  # while the manager runs: it holds the finalizers
+            testbed.hub.kubectl("delete", "mcisvc", "--all", "-n", t.namespace, "--timeout=60s",
+                                check=False)
+
+
+@pytest.fixture(scope="module")
+def console(testbed: Testbed, manager: Manager,
+            tmp_path_factory: pytest.TempPathFactory) -> Iterator[console_support.Console]:
+    static = console_support.built_page()
+    hub = testbed.hub
+    proc = console_support.Console(CLI, f"https://127.0.0.1:{hub.port}", testbed.ca.pair.cert,
+                                   tmp_path_factory.mktemp("console"), static).start()
+    yield proc
+    proc.stop()
+
+
+def model(name: str, namespace: str, storage_uri: str = "s3://models/iris") -> dict[str, Any]:
+    return {"apiVersion": "modelserving.opendatahub.io/v1alpha1",
+            "kind": "MultiClusterInferenceService",
+            "metadata": {"name": name, "namespace": namespace},
+            "spec": {"placementRef": {"name": "p"}, "targetNamespace": namespace,
+                     "template": {"predictor": {"model": {
+                         "modelFormat": {"name": "sklearn"}, "storageUri": storage_uri}}}}}
+
+
+def apply_as(testbed: Testbed, tenant: Tenant, obj: dict[str, Any]) -> None:
+    testbed.hub.kubectl("apply", f"--as={tenant.subject}", "-n", tenant.namespace, "-f", "-",
+                        input=json.dumps(obj))
+
+
+def names(fleet: dict[str, Any]) -> set[str]:
+    return {r["name"] for r in fleet["rows"]}
+
+
+def test_the_console_reads_as_the_user_or_not_at_all(
+        testbed: Testbed, tenants: dict[str, Tenant], console: console_support.Console) -> None:
+    """No token: 401 (never the console's own identity); a token the hub does not accept:
+    the hub's 401; who the hub says each tenant is."""
+    status, body = console.get("/api/fleet")
+    assert status == 401 and "no user token" in body["message"], body
+    status, body = console.get("/api/whoami", token="not-a-token")
+    assert status == 401, body
+    for t in tenants.values():
+        status, body = console.get("/api/whoami", token=t.token)
+        assert (status, body["username"]) == (200, t.subject), body
+
+
+def test_a_tenant_sees_its_namespace_and_the_hubs_refusal_for_anothers(
+        testbed: Testbed, tenants: dict[str, Tenant], console: console_support.Console) -> None:
+    a, b = tenants["a"], tenants["b"]
+    apply_as(testbed, a, model("iris-a", a.namespace))
+    apply_as(testbed, b, model("iris-b", b.namespace))
+
+    def a_has_status() -> dict[str, Any] | None:
+        status, body = console.get(f"/api/fleet?namespace={a.namespace}", token=a.token)
+        assert status == 200, body
+        rows = [r for r in body["rows"] if r["name"] == "iris-a"]
+        return body if rows and rows[0]["cluster"] != "-" else None
+
+    # The manager's real status: the model on the testbed's cluster, waiting for a stack.
+    fleet = eventually(a_has_status, timeout=60)
+    assert names(fleet) == {"iris-a"}, fleet
+    (row,) = fleet["rows"]
+    assert (row["kind"], row["namespace"], row["cluster"], row["ready"]) == (
+        "MultiClusterInferenceService", a.namespace, testbed.spokes[0].name, False), row
+    assert row["detail"], row  # why not: the manager's words
+    # Another tenant's namespace, and every namespace: the hub's own refusal, as it said it.
+    for path in (f"/api/fleet?namespace={b.namespace}", "/api/fleet"):
+        status, body = console.get(path, token=a.token)
+        assert status == 403, body
+        assert f'"{a.subject}" cannot list resource' in body["message"], body
+    status, body = console.get(f"/api/fleet?namespace={b.namespace}", token=b.token)
+    assert (status, names(body)) == (200, {"iris-b"}), body
+
+
+def test_the_stream_follows_a_model_created_changed_and_deleted(
+        testbed: Testbed, tenants: dict[str, Tenant], console: console_support.Console) -> None:
+    a = tenants["a"]
+    events: list[dict[str, Any]] = []
+    request = urllib.request.Request(f"{console.url}/api/fleet/events?namespace={a.namespace}",
+                                     headers={"Authorization": f"Bearer {a.token}"})
+    stream = urllib.request.urlopen(request, timeout=60)
+
+    def read() -> None:
+        event = ""
+        # Ends when the test closes the stream (the read then fails inside http.client).
+        with contextlib.suppress(OSError, ValueError, AttributeError):
+            for raw in stream:
+                line = raw.decode().rstrip("\n")
+                if line.startswith("event: "):
+                    event = line[7:]
+                elif line.startswith("data: ") and event == "fleet":
+                    events.append(json.loads(line[6:]))
+
+    reader = threading.Thread(target=read, daemon=True)
+    reader.start()
+    try:
+        eventually(lambda: events and "iris-a" in names(events[-1]), timeout=30)
+        apply_as(testbed, a, model("iris-live", a.namespace))
+        eventually(lambda: "iris-live" in names(events[-1]), timeout=30)
+        # A change the manager reports (its status) reaches the page without a reload.
+        eventually(lambda: any(r["name"] == "iris-live" and r["cluster"] != "-"
+                               for r in events[-1]["rows"]), timeout=60)
+        testbed.hub.kubectl("delete", "mcisvc", "iris-live", "-n", a.namespace,
+                            f"--as={a.subject}", "--wait=false")
+        eventually(lambda: "iris-live" not in names(events[-1]), timeout=60)
+    finally:
+        stream.close()
+        reader.join(timeout=10)
+
+
+def test_the_page_in_a_browser_shows_a_tenant_its_fleet_live(
+        testbed: Testbed, tenants: dict[str, Tenant], console: console_support.Console,
+        tmp_path: Path) -> None:
+    """Debian's Chromium, the token passed as the proxy passes it: the tenant's name in the
+    masthead, its model in the table, a new one appearing without a reload, and another
+    tenant's namespace refused in the hub's words next to the namespace it names."""
+    from playwright.sync_api import expect, sync_playwright
+
+    a, b = tenants["a"], tenants["b"]
+    with sync_playwright() as pw:
+        browser = pw.chromium.launch(executable_path=str(console_support.chromium()),
+                                     args=["--no-sandbox"])
+        try:
+            context = browser.new_context(
+                extra_http_headers={"X-Forwarded-Access-Token": a.token})
+            page = context.new_page()
+            page.goto(f"{console.url}/?namespace={a.namespace}")
+            expect(page.get_by_test_id("user")).to_have_text(a.subject)
+            table = page.get_by_test_id("fleet")
+            expect(table.get_by_role("row").filter(has_text="iris-a")).to_have_count(1)
+            # DOCS_SCREENSHOTS=1 keeps it for docs/user-guide.md (docs/images).
+            shot = (DOCS_IMAGES if os.environ.get("DOCS_SCREENSHOTS") else tmp_path)
+            page.set_viewport_size({"width": 1280, "height": 400})
+            page.screenshot(path=str(shot / "console-fleet.png"))
+            apply_as(testbed, a, model("iris-page", a.namespace))
+            expect(table.get_by_role("row").filter(has_text="iris-page")).to_have_count(
+                1, timeout=30_000)
+            page.get_by_label("Filter the rows").fill("iris-page")
+            expect(table.get_by_role("row").filter(has_text="iris-a")).to_have_count(0)
+            page.get_by_label("Hub namespace (empty: every namespace)").fill(b.namespace)
+            page.get_by_role("button", name="Show").click()
+            refused = page.get_by_test_id("fleet-error")
+            expect(refused).to_contain_text(f'"{a.subject}" cannot list resource')
+            expect(refused).to_contain_text(b.namespace)
+        finally:
+            browser.close()
+    testbed.hub.kubectl("delete", "mcisvc", "iris-page", "-n", a.namespace, "--wait=false")
