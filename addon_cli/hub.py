@@ -56,7 +56,11 @@ class Hub:
     """The hub, as the user's kubeconfig (``KUBECONFIG`` or ``~/.kube/config``) reaches it."""
 
     def __init__(self, kubeconfig: str | None = None, context: str | None = None,
-                 timeout: float = 15.0) -> None:
+                 timeout: float = 15.0, configuration: client.Configuration | None = None
+                 ) -> None:
+        if configuration is not None:  # a caller that knows the user's credentials (console)
+            self._connect(configuration, timeout)
+            return
         cfg = client.Configuration()
         try:
             config.load_kube_config(  # type: ignore[no-untyped-call]
@@ -71,6 +75,9 @@ class Hub:
             except ConfigException as inner:
                 raise CliError(EXIT_UNREACHABLE, f"no usable kubeconfig ({err}) and no "
                                f"in-cluster ServiceAccount ({inner})") from inner
+        self._connect(cfg, timeout)
+
+    def _connect(self, cfg: client.Configuration, timeout: float) -> None:
         cfg.retries = 0
         self.host = str(cfg.host)
         self.api = client.ApiClient(cfg)
@@ -124,6 +131,16 @@ class Hub:
         self._call(f"annotate {plural} {name} in namespace {namespace}",
                    self.custom.patch_namespaced_custom_object, c.GROUP, c.VERSION, namespace,
                    plural, name, {"metadata": {"annotations": annotations}})
+
+    def events(self, namespace: str, kind: str, name: str) -> list[dict[str, Any]]:
+        """The hub's Events about one object, oldest first."""
+        got = self._call(
+            f"list events in namespace {namespace}", self.core.list_namespaced_event, namespace,
+            field_selector=f"involvedObject.kind={kind},involvedObject.name={name}")
+        items = [self.api.sanitize_for_serialization(e)  # type: ignore[no-untyped-call]
+                 for e in got.items]
+        return sorted(items, key=lambda e: str(e.get("lastTimestamp") or e.get("eventTime")
+                                               or ""))
 
     def revisions(self, kind: str, namespace: str, name: str) -> list[dict[str, Any]]:
         """The ControllerRevisions the manager keeps for one intent, oldest first."""

@@ -52,6 +52,17 @@ class Credentials:
         """The request headers that carry the user's identity (none for a certificate)."""
         return {"Authorization": f"Bearer {self.token}"} if self.token else {}
 
+    def configuration(self) -> client.Configuration:
+        """The same identity as the Kubernetes client's configuration (for the CLI's Hub)."""
+        cfg = client.Configuration()
+        cfg.host = self.server
+        cfg.ssl_ca_cert = self.ca_file
+        cfg.verify_ssl = not self.insecure
+        cfg.cert_file, cfg.key_file = self.cert_file, self.key_file
+        if self.token:
+            cfg.api_key = {"BearerToken": f"Bearer {self.token}"}
+        return cfg
+
     def ssl_context(self) -> ssl.SSLContext:
         """TLS to the hub: its CA, and the user's certificate when that is who they are."""
         ctx = ssl.create_default_context(cafile=self.ca_file)

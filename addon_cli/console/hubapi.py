@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import AsyncIterator
-from typing import Any
+from typing import Any, Self
 
 import aiohttp
 
@@ -46,7 +46,7 @@ async def _refusal(resp: aiohttp.ClientResponse) -> HubError:
 
 
 class UserHub:
-    """The hub, read with one user's credentials over one HTTP session."""
+    """The hub, read (and, through :class:`Writes`, written) with one user's credentials."""
 
     def __init__(self, credentials: Credentials) -> None:
         self.credentials = credentials
@@ -59,7 +59,7 @@ class UserHub:
         """Close the session (its connections)."""
         await self.session.close()
 
-    async def __aenter__(self) -> UserHub:
+    async def __aenter__(self) -> Self:
         return self
 
     async def __aexit__(self, *_: object) -> None:
@@ -114,3 +114,100 @@ class UserHub:
                         raise HubError(int(obj.get("code") or 500),
                                        str(obj.get("message") or ""))
                     yield str(event.get("type")), dict(obj, kind=kind)
+
+
+FIELD_MANAGER = "model-serving-console"
+"""The field manager of what the console writes (server-side apply), as the user."""
+WRITABLE = {
+    **{kind: (c.GROUP, c.VERSION, crd.plural) for kind, crd in KINDS.items()},
+    "Placement": ("cluster.open-cluster-management.io", "v1beta1", "placements"),
+}
+"""The kinds the console writes (as the user, whose rights decide): the add-on's intents and
+the Placements that choose their clusters."""
+
+
+class Refusal(HubError):
+    """The hub refused a write: its words, and the fields it named (admission, schema)."""
+
+    def __init__(self, status: int, message: str, causes: list[dict[str, str]]) -> None:
+        super().__init__(status, message)
+        self.causes = causes
+
+
+def _object_path(kind: str, namespace: str, name: str = "") -> str:
+    group, version, plural = WRITABLE[kind]
+    tail = f"/{name}" if name else ""
+    return f"/apis/{group}/{version}/namespaces/{namespace}/{plural}{tail}"
+
+
+async def _write_refusal(resp: aiohttp.ClientResponse) -> Refusal:
+    text = await resp.text()
+    try:
+        body = json.loads(text)
+    except ValueError:
+        body = {"message": text}
+    causes = [{"field": str(x.get("field") or ""), "message": str(x.get("message") or ""),
+               "reason": str(x.get("reason") or "")}
+              for x in (body.get("details") or {}).get("causes") or []]
+    return Refusal(resp.status, str(body.get("message") or text or resp.reason), causes)
+
+
+class Writes:
+    """What the console writes, as its user (mixed into :class:`UserHub`)."""
+
+    session: aiohttp.ClientSession
+
+    async def apply(self, obj: dict[str, Any]) -> dict[str, Any]:
+        """Server-side apply ``obj`` as the user; :class:`Refusal` with the hub's words."""
+        kind = str(obj.get("kind") or "")
+        meta = obj.get("metadata") or {}
+        if kind not in WRITABLE:
+            raise Refusal(400, f"the console does not write {kind or 'objects without a kind'}"
+                          f" (it writes {', '.join(sorted(WRITABLE))})",
+                          [{"field": "kind", "message": "not written here", "reason": ""}])
+        path = _object_path(kind, str(meta.get("namespace") or ""), str(meta.get("name") or ""))
+        async with self.session.patch(
+                path, params={"fieldManager": FIELD_MANAGER, "fieldValidation": "Strict"},
+                data=json.dumps(obj), headers={"Content-Type": "application/apply-patch+yaml"},
+                timeout=aiohttp.ClientTimeout(30)) as resp:
+            if resp.status >= 300:
+                raise await _write_refusal(resp)
+            result: dict[str, Any] = await resp.json()
+            return result
+
+    async def delete(self, kind: str, namespace: str, name: str) -> None:
+        """Delete one object as the user (its finalizers then run as usual)."""
+        if kind not in WRITABLE:
+            raise Refusal(400, f"the console does not delete {kind}", [])
+        async with self.session.delete(_object_path(kind, namespace, name),
+                                       timeout=aiohttp.ClientTimeout(30)) as resp:
+            if resp.status >= 300:
+                raise await _write_refusal(resp)
+
+    async def placements(self, namespace: str) -> list[dict[str, Any]]:
+        """The Placements of a namespace with the clusters each has decided (for pickers)."""
+        group, version, plural = WRITABLE["Placement"]
+        base = f"/apis/{group}/{version}/namespaces/{namespace}"
+        async with self.session.get(f"{base}/{plural}",
+                                    timeout=aiohttp.ClientTimeout(30)) as resp:
+            if resp.status >= 300:
+                raise await _refusal(resp)
+            items = (await resp.json()).get("items") or []
+        async with self.session.get(f"{base}/placementdecisions",
+                                    timeout=aiohttp.ClientTimeout(30)) as resp:
+            if resp.status >= 300:
+                raise await _refusal(resp)
+            decisions = (await resp.json()).get("items") or []
+        chosen: dict[str, list[str]] = {}
+        for d in decisions:
+            owner = ((d.get("metadata") or {}).get("labels") or {}).get(
+                "cluster.open-cluster-management.io/placement", "")
+            chosen.setdefault(owner, []).extend(
+                str(x.get("clusterName")) for x in (d.get("status") or {}).get("decisions") or [])
+        return [{"name": str((p.get("metadata") or {}).get("name")),
+                 "clusters": sorted(chosen.get(str((p.get("metadata") or {}).get("name")), []))}
+                for p in items]
+
+
+class ConsoleHub(UserHub, Writes):
+    """The hub as one console user reads and writes it."""

@@ -7,6 +7,12 @@ Routes:
 - ``GET /api/fleet?namespace=NS``: the fleet view once (every intent x cluster row);
 - ``GET /api/fleet/events?namespace=NS``: the same as server-sent events, sent again after
   every change the hub's watches report (no page reloads);
+- ``GET /api/intent?kind=K&namespace=NS&name=N``: one intent's page (per cluster why (not),
+  its rollout, its Events: :mod:`addon_cli.console.intent`);
+- ``GET /api/placements?namespace=NS``: the namespace's Placements and their clusters;
+- ``POST /api/apply`` (``{"object": ...}``) and ``DELETE /api/object?kind=&namespace=&name=``:
+  writes as the user (server-side apply, field manager ``model-serving-console``), refused
+  with the hub's words and the fields it names; each needs the ``X-Console-Request: 1`` header;
 - ``GET /healthz``: the process answers (no hub call).
 
 Without ``namespace``, every namespace (what a hub admin may list). Each API request reads the
@@ -26,9 +32,10 @@ from typing import Any
 from aiohttp import web
 
 from addon_cli import views
-from addon_cli.console import fleet
+from addon_cli.console import fleet, intent
 from addon_cli.console.credentials import Credentials, Source
-from addon_cli.console.hubapi import HubError, UserHub
+from addon_cli.console.hubapi import ConsoleHub, HubError, Refusal, UserHub
+from addon_cli.hub import EXIT_FORBIDDEN, EXIT_NOT_FOUND, CliError, Hub
 
 log = logging.getLogger(__name__)
 
@@ -161,6 +168,92 @@ async def _watch(hub: UserHub, kind: str, namespace: str | None, version: str,
             changed.set()
 
 
+async def intent_page(request: web.Request) -> web.Response:
+    """One intent's page: per cluster why (not), its rollout, its hub Events."""
+    cred = _credentials(request)
+    query = request.query
+    try:
+        kind = views.kind_of(query.get("kind", ""))
+    except ValueError as err:
+        return web.json_response({"message": str(err)}, status=400)
+    namespace, name = query.get("namespace", ""), query.get("name", "")
+    if not namespace or not name:
+        return web.json_response({"message": "namespace and name are required"}, status=400)
+    hub = Hub(configuration=cred.configuration())
+    try:
+        return web.json_response(await asyncio.to_thread(
+            intent.page, hub, kind, namespace, name))
+    except CliError as err:
+        status = {EXIT_FORBIDDEN: 403, EXIT_NOT_FOUND: 404}.get(err.code, 502)
+        return web.json_response({"message": str(err)}, status=status)
+    finally:
+        hub.api.close()  # type: ignore[no-untyped-call]
+
+
+CSRF_HEADER = "X-Console-Request"
+"""A header every write from the page carries. A page of another site cannot send it (a custom
+header needs a CORS preflight, which the console never grants), so a write without it is not
+the console's page acting for its user."""
+
+
+def _write_allowed(request: web.Request) -> None:
+    if request.headers.get(CSRF_HEADER) != "1":
+        raise web.HTTPForbidden(text=json.dumps({"message": (
+            f"writes need the {CSRF_HEADER}: 1 header (the console's page sends it)")}),
+            content_type="application/json")
+
+
+def _refused(err: HubError) -> web.Response:
+    causes = err.causes if isinstance(err, Refusal) else []
+    return web.json_response({"message": err.message, "causes": causes}, status=err.status)
+
+
+async def apply(request: web.Request) -> web.Response:
+    """Create or change one object as the user (server-side apply; the hub judges it)."""
+    _write_allowed(request)
+    cred = _credentials(request)
+    try:
+        obj = (await request.json()).get("object")
+    except ValueError:
+        obj = None
+    if not isinstance(obj, dict):
+        return web.json_response({"message": "expected {\"object\": {...}}", "causes": []},
+                                 status=400)
+    async with ConsoleHub(cred) as hub:
+        try:
+            done = await hub.apply(obj)
+        except HubError as err:
+            return _refused(err)
+    meta = done.get("metadata") or {}
+    return web.json_response({"kind": done.get("kind"), "namespace": meta.get("namespace"),
+                              "name": meta.get("name"), "generation": meta.get("generation")})
+
+
+async def delete(request: web.Request) -> web.Response:
+    """Delete one object as the user."""
+    _write_allowed(request)
+    cred = _credentials(request)
+    query = request.query
+    kind = query.get("kind", "")
+    with contextlib.suppress(ValueError):
+        kind = views.kind_of(kind)
+    async with ConsoleHub(cred) as hub:
+        try:
+            await hub.delete(kind, query.get("namespace", ""), query.get("name", ""))
+        except HubError as err:
+            return _refused(err)
+    return web.json_response({"deleted": True})
+
+
+async def placements(request: web.Request) -> web.Response:
+    """The namespace's Placements and the clusters each chose (the model form's picker)."""
+    async with ConsoleHub(_credentials(request)) as hub:
+        try:
+            return web.json_response(await hub.placements(request.query.get("namespace", "")))
+        except HubError as err:
+            return _error(err)
+
+
 async def healthz(_: web.Request) -> web.Response:
     """The process answers."""
     return web.Response(text="ok")
@@ -185,6 +278,10 @@ def make_app(source: Source, static: Path = STATIC) -> web.Application:
     app.router.add_get("/api/whoami", whoami)
     app.router.add_get("/api/fleet", fleet_once)
     app.router.add_get("/api/fleet/events", fleet_events)
+    app.router.add_get("/api/intent", intent_page)
+    app.router.add_get("/api/placements", placements)
+    app.router.add_post("/api/apply", apply)
+    app.router.add_delete("/api/object", delete)
     if (static / "assets").is_dir():
         app.router.add_static("/assets", static / "assets")
     app.router.add_get("/{tail:.*}", page)

@@ -89,7 +89,18 @@ class Console:
 
     def get(self, path: str, token: str | None = None) -> tuple[int, Any]:
         """(status, JSON body) of ``GET path`` with ``token`` as the proxy would pass it."""
-        request = urllib.request.Request(f"{self.url}{path}")
+        return self.call("GET", path, token)
+
+    def call(self, method: str, path: str, token: str | None = None, body: Any = None,
+             page: bool = True) -> tuple[int, Any]:
+        """(status, JSON body) of a request; ``page``: with the header the page sends."""
+        request = urllib.request.Request(
+            f"{self.url}{path}", method=method,
+            data=None if body is None else json.dumps(body).encode())
+        if body is not None:
+            request.add_header("Content-Type", "application/json")
+        if page:
+            request.add_header("X-Console-Request", "1")
         if token:
             request.add_header("Authorization", f"Bearer {token}")
         try:

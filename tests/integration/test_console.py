@@ -24,6 +24,7 @@ from typing import Any
 
 import pytest
 
+from addon_cli import troubleshooting
 from testbed.fleet import Testbed
 from testbed.support import console as console_support
 from testbed.support.manager import Manager, placement, running_manager
@@ -150,6 +151,75 @@ def test_a_tenant_sees_its_namespace_and_the_hubs_refusal_for_anothers(
     assert (status, names(body)) == (200, {"iris-b"}), body
 
 
+def test_a_models_page_says_why_cluster_by_cluster_as_the_user_may_read(
+        testbed: Testbed, tenants: dict[str, Tenant], console: console_support.Console) -> None:
+    """The explain chain per cluster, read with the tenant's rights: its Placement selects the
+    cluster, the manager's entry says what it waits for, the ManifestWork is not the tenant's
+    to read (said, not failed), and the troubleshooting advice for the entry's reason."""
+    a, b = tenants["a"], tenants["b"]
+    cluster = testbed.spokes[0].name
+    path = f"/api/intent?kind=mcisvc&namespace={a.namespace}&name=iris-a"
+
+    def has_next() -> dict[str, Any] | None:
+        status, body = console.get(path, token=a.token)
+        assert status == 200, body
+        links = {link["name"]: link for link in body["chains"].get(cluster) or []}
+        return body if "next" in links else None
+
+    body = eventually(has_next, timeout=60)
+    links = {link["name"]: link for link in body["chains"][cluster]}
+    assert links["placement"]["ok"] is True, links
+    assert links["status"]["summary"] == f"not ready on {cluster}", links
+    assert links["work"]["summary"].endswith("not readable with your rights"), links
+    advice = troubleshooting.advice(body["rows"][0]["reason"])
+    assert advice is not None and links["next"]["summary"] == advice.todo, links
+    assert body["phase"] and body["ready"]["status"] == "False", body
+    # Another tenant's model: the hub's refusal; a kind that is none: said so.
+    status, refused = console.get(path.replace(a.namespace, b.namespace), token=a.token)
+    assert status == 403 and f'"{a.subject}" cannot get resource' in refused["message"], refused
+    status, bad = console.get(path.replace("mcisvc", "pods"), token=a.token)
+    assert status == 400 and "unknown kind 'pods'" in bad["message"], bad
+
+
+def test_writes_are_the_users_and_refusals_name_the_field(
+        testbed: Testbed, tenants: dict[str, Tenant], console: console_support.Console) -> None:
+    """A tenant creates, changes and removes a model through the console's API, written with
+    its own identity (the object's managed fields say the console's field manager); another
+    tenant's namespace gets the hub's 403; a value the CRD refuses comes back with the field
+    the hub named; a write without the page's header is refused before the hub is asked."""
+    a, b = tenants["a"], tenants["b"]
+    obj = model("iris-form", a.namespace)
+    assert console.call("POST", "/api/apply", a.token, {"object": obj}, page=False)[0] == 403
+    status, done = console.call("POST", "/api/apply", a.token, {"object": obj})
+    assert (status, done["name"], done["generation"]) == (200, "iris-form", 1), done
+    stored = json.loads(testbed.hub.kubectl("get", "mcisvc", "iris-form", "-n", a.namespace,
+                                            "-o", "json").stdout)
+    managers = {m["manager"] for m in stored["metadata"]["managedFields"]}
+    assert "model-serving-console" in managers, managers
+    obj["spec"]["template"]["predictor"]["model"]["storageUri"] = "s3://models/iris-v2"
+    status, done = console.call("POST", "/api/apply", a.token, {"object": obj})
+    assert (status, done["generation"]) == (200, 2), done
+    status, refused = console.call("POST", "/api/apply", a.token,
+                                   {"object": model("iris-form", b.namespace)})
+    assert status == 403 and f'"{a.subject}" cannot patch resource' in refused["message"]
+    bad = model("iris-bad", a.namespace)
+    bad["spec"]["targetNamespace"] = "Not_A_Namespace"
+    status, refused = console.call("POST", "/api/apply", a.token, {"object": bad})
+    assert status == 422, refused
+    assert [x["field"] for x in refused["causes"]] == ["spec.targetNamespace"], refused
+    assert get_or_none(testbed, "iris-bad", a.namespace) is None  # nothing half-applied
+    status, _ = console.call("DELETE", f"/api/object?kind=mcisvc&namespace={a.namespace}"
+                             "&name=iris-form", a.token)
+    assert status == 200
+    eventually(lambda: get_or_none(testbed, "iris-form", a.namespace) is None, timeout=60)
+
+
+def get_or_none(testbed: Testbed, name: str, namespace: str) -> dict[str, Any] | None:
+    out = testbed.hub.kubectl("get", "mcisvc", name, "-n", namespace, "-o", "json",
+                              "--ignore-not-found", check=False).stdout.strip()
+    return json.loads(out) if out else None
+
+
 def test_the_stream_follows_a_model_created_changed_and_deleted(
         testbed: Testbed, tenants: dict[str, Tenant], console: console_support.Console) -> None:
     a = tenants["a"]
@@ -215,6 +285,38 @@ def test_the_page_in_a_browser_shows_a_tenant_its_fleet_live(
                 1, timeout=30_000)
             page.get_by_label("Filter the rows").fill("iris-page")
             expect(table.get_by_role("row").filter(has_text="iris-a")).to_have_count(0)
+            # The model's page: why, on the cluster, with the advice for its reason.
+            page.get_by_label("Filter the rows").fill("")
+            page.get_by_role("link", name="iris-a").click()
+            chain = page.get_by_test_id(f"chain-{testbed.spokes[0].name}")
+            expect(chain.get_by_test_id("link-placement")).to_contain_text("is selected by")
+            expect(chain.get_by_test_id("link-next")).to_contain_text(
+                "make sure a ModelServing selects this cluster")
+            if os.environ.get("DOCS_SCREENSHOTS"):
+                page.set_viewport_size({"width": 1280, "height": 720})
+                page.screenshot(path=str(DOCS_IMAGES / "console-model.png"))
+            page.get_by_role("link", name="Fleet").click()
+            # Deploy through the form: the YAML it shows, then a value the hub refuses shown
+            # at its field, fixed, deployed, and removed from the model's page.
+            page.get_by_role("link", name="Deploy a model").click()
+            page.get_by_label("Name", exact=True).fill("iris-form")
+            page.get_by_label("Spoke namespace").fill("Not_A_Namespace")
+            page.get_by_label("Storage URI").fill("s3://models/iris")
+            page.get_by_role("button", name="View YAML").click()
+            expect(page.get_by_test_id("yaml")).to_contain_text("name: iris-form")
+            page.get_by_role("button", name="Deploy").click()
+            expect(page.get_by_test_id("error-targetNamespace")).to_contain_text(
+                "Not_A_Namespace")
+            page.get_by_label("Spoke namespace").fill(a.namespace)
+            page.get_by_role("button", name="Deploy").click()
+            expect(page.get_by_test_id("chain-" + testbed.spokes[0].name)).to_be_visible(
+                timeout=30_000)
+            assert get_or_none(testbed, "iris-form", a.namespace) is not None
+            page.on("dialog", lambda dialog: dialog.accept())
+            page.get_by_role("button", name="Remove").click()
+            expect(page.get_by_test_id("fleet")).to_be_visible()
+            eventually(lambda: get_or_none(testbed, "iris-form", a.namespace) is None,
+                       timeout=60)
             page.get_by_label("Hub namespace (empty: every namespace)").fill(b.namespace)
             page.get_by_role("button", name="Show").click()
             refused = page.get_by_test_id("fleet-error")

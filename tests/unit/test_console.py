@@ -110,14 +110,28 @@ def test_watch_events_fold_into_the_store() -> None:
     assert fleet.version_of(mcisvc("m")) == "7"
 
 
-def _call(static: Path, path: str, headers: dict[str, str] | None = None) -> tuple[int, str]:
+def _call(static: Path, path: str, headers: dict[str, str] | None = None,
+          method: str = "GET", body: Any = None) -> tuple[int, str]:
     """One request to a console whose hub is an address nothing listens on."""
     async def go() -> tuple[int, str]:
         app = server.make_app(credentials.Source("https://127.0.0.1:9", None), static)
         async with TestClient(TestServer(app)) as http:
-            resp = await http.get(path, headers=headers or {})
+            resp = await http.request(method, path, headers=headers or {}, json=body)
             return resp.status, await resp.text()
     return asyncio.run(go())
+
+
+def test_a_write_without_the_pages_header_is_refused_before_any_hub_call(
+        tmp_path: Path) -> None:
+    """A page of another site can make the browser send the user's cookies or the proxy's
+    token with a form post, but not a custom header: writes need X-Console-Request."""
+    token = {"Authorization": "Bearer t"}
+    for method, path in (("POST", "/api/apply"), ("DELETE", "/api/object?kind=mcisvc")):
+        status, body = _call(tmp_path, path, token, method, {"object": {}})
+        assert status == 403 and "X-Console-Request: 1" in body, (method, body)
+    status, body = _call(tmp_path, "/api/apply", {**token, "X-Console-Request": "1"}, "POST",
+                         {"nothing": 1})
+    assert status == 400 and "expected" in body, body
 
 
 def test_without_a_token_the_api_answers_401_before_any_hub_call(tmp_path: Path) -> None:
@@ -134,3 +148,68 @@ def test_an_unbuilt_page_says_how_to_build_it(tmp_path: Path) -> None:
     assert status == 503 and "make console" in body
     (tmp_path / "index.html").write_text("<html>page</html>")
     assert _call(tmp_path, "/any/route") == (200, "<html>page</html>")
+
+
+class _TenantHub:
+    """A hub as a tenant reads it: its model, cluster1 selected, no works nor Events."""
+
+    def __init__(self, model: dict[str, Any]) -> None:
+        self.model = model
+
+    def intent(self, kind: str, namespace: str, name: str) -> dict[str, Any]:
+        return self.model
+
+    def placement(self, namespace: str, name: str) -> dict[str, Any]:
+        return {"metadata": {"namespace": namespace, "name": name}}
+
+    def decisions(self, namespace: str, placement: str) -> list[dict[str, Any]]:
+        return [{"status": {"decisions": [{"clusterName": "cluster1"}]}}]
+
+    def cluster(self, name: str) -> dict[str, Any]:
+        from addon_cli.hub import EXIT_FORBIDDEN, CliError
+
+        raise CliError(EXIT_FORBIDDEN, "managedclusters is forbidden")
+
+    def works(self, selector: str, namespace: str | None = None) -> list[dict[str, Any]]:
+        from addon_cli.hub import EXIT_FORBIDDEN, CliError
+
+        raise CliError(EXIT_FORBIDDEN, "manifestworks is forbidden")
+
+    def events(self, namespace: str, kind: str, name: str) -> list[dict[str, Any]]:
+        from addon_cli.hub import EXIT_FORBIDDEN, CliError
+
+        raise CliError(EXIT_FORBIDDEN, "events is forbidden")
+
+
+def test_a_models_page_is_the_explain_chain_per_cluster_with_what_the_user_may_not_read(
+) -> None:
+    from addon_cli import troubleshooting
+    from addon_cli.console import intent
+
+    model = {"kind": "MultiClusterInferenceService",
+             "metadata": {"namespace": "team-a", "name": "iris", "generation": 1},
+             "spec": {"placementRef": {"name": "p"}},
+             "status": {"observedGeneration": 1, "phase": "Progressing",
+                        "conditions": [{"type": "Ready", "status": "False",
+                                        "reason": "NotAllClustersReady", "message": "0/2"}],
+                        "clusters": [
+                            {"cluster": "cluster1", "phase": "Waiting", "ready": False,
+                             "reason": "WaitingForPlatform",
+                             "waitingFor": ["ServingPlatform Available"]},
+                            {"cluster": "cluster2", "phase": "Ready", "ready": True}]}}
+    page = intent.page(_TenantHub(model), "MultiClusterInferenceService",  # type: ignore[arg-type]
+                       "team-a", "iris")
+    assert (page["phase"], page["ready"]) == ("Progressing", {
+        "status": "False", "reason": "NotAllClustersReady", "message": "0/2"})
+    one = {link["name"]: link for link in page["chains"]["cluster1"]}
+    assert list(one) == ["intent", "placement", "status", "work", "next"]
+    advice = troubleshooting.advice("WaitingForPlatform")
+    assert advice is not None and one["next"]["summary"] == advice.todo
+    assert one["work"]["summary"].endswith("not readable with your rights")
+    # cluster2 is not among the Placement's decisions: the ManagedCluster read is refused,
+    # and the page says so for that cluster instead of failing.
+    assert page["chains"]["cluster2"] == [{
+        "name": "read", "ok": None, "summary": "not readable with your rights: "
+        "managedclusters is forbidden", "evidence": []}]
+    assert (page["events"], page["eventsRefused"]) == ([], "events is forbidden")
+    assert page["rollout"] == ""

@@ -5,7 +5,6 @@ import {
   Button,
   InputGroup,
   InputGroupItem,
-  Label,
   PageSection,
   SearchInput,
   TextInput,
@@ -15,15 +14,8 @@ import {
   ToolbarItem,
 } from "@patternfly/react-core";
 import { Table, Tbody, Td, Th, Thead, Tr } from "@patternfly/react-table";
-import { Fleet, Row, watchFleet } from "./api";
-
-const GOOD = new Set(["Ready", "Available", "Delivered", "Complete"]);
-const BAD = new Set(["Failed", "Degraded", "Invalid", "RolledBack", "Halted", "Conflict"]);
-
-function PhaseLabel({ phase }: { phase: string }) {
-  const color = GOOD.has(phase) ? "green" : BAD.has(phase) ? "red" : "orange";
-  return <Label color={color}>{phase}</Label>;
-}
+import { Fleet, Row, intentHref, watchFleet } from "./api";
+import { PhaseLabel } from "./PhaseLabel";
 
 function matches(row: Row, text: string): boolean {
   if (!text) return true;
@@ -88,6 +80,17 @@ export function FleetView() {
               </InputGroup>
             </form>
           </ToolbarItem>
+          {namespace && (
+            <ToolbarItem>
+              <Button
+                component="a"
+                href={`/new-model?namespace=${encodeURIComponent(namespace)}`}
+                variant="primary"
+              >
+                Deploy a model
+              </Button>
+            </ToolbarItem>
+          )}
           <ToolbarItem>
             <SearchInput
               aria-label="Filter the rows"
@@ -129,7 +132,9 @@ export function FleetView() {
               <Tr key={`${row.kind}/${row.namespace}/${row.name}/${row.cluster}`}>
                 <Td dataLabel="Kind">{row.kind}</Td>
                 <Td dataLabel="Namespace">{row.namespace}</Td>
-                <Td dataLabel="Name">{row.name}</Td>
+                <Td dataLabel="Name">
+                  <a href={intentHref(row.kind, row.namespace, row.name)}>{row.name}</a>
+                </Td>
                 <Td dataLabel="Cluster">{row.cluster}</Td>
                 <Td dataLabel="Phase">
                   <PhaseLabel phase={row.phase} />

@@ -69,3 +69,96 @@ export function watchFleet(
   };
   return () => source.close();
 }
+
+export interface Link {
+  name: string;
+  /** true: holds; false: the chain breaks here; null: not decided (waiting). */
+  ok: boolean | null;
+  summary: string;
+  evidence: string[];
+}
+
+export interface HubEvent {
+  type: string;
+  reason: string;
+  message: string;
+  count: number;
+  last: string;
+}
+
+export interface IntentPage {
+  kind: string;
+  namespace: string;
+  name: string;
+  phase: string;
+  ready: { status: string; reason: string; message: string };
+  rows: Row[];
+  chains: Record<string, Link[]>;
+  rollout: string;
+  events: HubEvent[];
+  eventsRefused: string;
+}
+
+export function intentHref(kind: string, namespace: string, name: string): string {
+  const q = new URLSearchParams({ kind, namespace, name });
+  return `/intent?${q.toString()}`;
+}
+
+export async function intentPage(kind: string, namespace: string, name: string): Promise<IntentPage> {
+  const q = new URLSearchParams({ kind, namespace, name });
+  const response = await fetch(`/api/intent?${q.toString()}`);
+  if (!response.ok) throw new Error(await failure(response));
+  return (await response.json()) as IntentPage;
+}
+
+export interface Cause {
+  field: string;
+  message: string;
+  reason: string;
+}
+
+/** A write the hub refused: its words, and the fields it named. */
+export class Refused extends Error {
+  causes: Cause[];
+  constructor(message: string, causes: Cause[]) {
+    super(message);
+    this.causes = causes;
+  }
+}
+
+const WRITE_HEADERS = { "Content-Type": "application/json", "X-Console-Request": "1" };
+
+/** Create or change an object as the user (server-side apply); throws Refused. */
+export async function apply(object: object): Promise<{ kind: string; namespace: string; name: string }> {
+  const response = await fetch("/api/apply", {
+    method: "POST",
+    headers: WRITE_HEADERS,
+    body: JSON.stringify({ object }),
+  });
+  const body = await response.json();
+  if (!response.ok) throw new Refused(String(body.message), (body.causes ?? []) as Cause[]);
+  return body;
+}
+
+export async function remove(kind: string, namespace: string, name: string): Promise<void> {
+  const q = new URLSearchParams({ kind, namespace, name });
+  const response = await fetch(`/api/object?${q.toString()}`, {
+    method: "DELETE",
+    headers: WRITE_HEADERS,
+  });
+  if (!response.ok) {
+    const body = await response.json();
+    throw new Refused(String(body.message), (body.causes ?? []) as Cause[]);
+  }
+}
+
+export interface Placement {
+  name: string;
+  clusters: string[];
+}
+
+export async function placements(namespace: string): Promise<Placement[]> {
+  const response = await fetch(`/api/placements?namespace=${encodeURIComponent(namespace)}`);
+  if (!response.ok) throw new Error(await failure(response));
+  return (await response.json()) as Placement[];
+}

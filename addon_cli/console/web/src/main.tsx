@@ -11,6 +11,26 @@ import {
 } from "@patternfly/react-core";
 import { whoami } from "./api";
 import { FleetView } from "./FleetView";
+import { IntentView } from "./IntentView";
+import { ModelForm } from "./ModelForm";
+
+/** The page the address names: an intent's, or the fleet. */
+function Route() {
+  const query = new URLSearchParams(window.location.search);
+  if (window.location.pathname === "/intent") {
+    return (
+      <IntentView
+        kind={query.get("kind") ?? ""}
+        namespace={query.get("namespace") ?? ""}
+        name={query.get("name") ?? ""}
+      />
+    );
+  }
+  if (window.location.pathname === "/new-model") {
+    return <ModelForm namespace={query.get("namespace") ?? ""} />;
+  }
+  return <FleetView />;
+}
 
 function App() {
   const [user, setUser] = useState("");
@@ -31,7 +51,7 @@ function App() {
   );
   return (
     <Page masthead={masthead}>
-      <FleetView />
+      <Route />
     </Page>
   );
 }

@@ -1,0 +1,195 @@
+// One intent's page: where it serves, why not (the explain chain and its advice), its
+// rollout and the hub's Events (issue 33, item 1).
+import { useEffect, useState } from "react";
+import {
+  Alert,
+  Breadcrumb,
+  BreadcrumbItem,
+  Button,
+  Card,
+  CardBody,
+  CardTitle,
+  CodeBlock,
+  CodeBlockCode,
+  Content,
+  Label,
+  List,
+  ListItem,
+  PageSection,
+  Title,
+} from "@patternfly/react-core";
+import { Table, Tbody, Td, Th, Thead, Tr } from "@patternfly/react-table";
+import { IntentPage, Link, intentPage, remove, watchFleet } from "./api";
+import { PhaseLabel } from "./PhaseLabel";
+
+function LinkMark({ ok }: { ok: boolean | null }) {
+  if (ok === true) return <Label color="green">ok</Label>;
+  if (ok === false) return <Label color="red">breaks here</Label>;
+  return <Label color="orange">waiting</Label>;
+}
+
+function Chain({ cluster, links }: { cluster: string; links: Link[] }) {
+  return (
+    <Card isPlain isCompact data-testid={`chain-${cluster}`}>
+      <CardTitle>
+        <Title headingLevel="h3">On {cluster}</Title>
+      </CardTitle>
+      <CardBody>
+        <List isPlain>
+          {links.map((link, i) => (
+            <ListItem key={i} data-testid={`link-${link.name}`}>
+              <LinkMark ok={link.ok} /> <strong>{link.name}</strong> {link.summary}
+              {link.evidence.length > 0 && (
+                <List>
+                  {link.evidence.map((line, j) => (
+                    <ListItem key={j}>{line}</ListItem>
+                  ))}
+                </List>
+              )}
+            </ListItem>
+          ))}
+        </List>
+      </CardBody>
+    </Card>
+  );
+}
+
+export function IntentView({ kind, namespace, name }: { kind: string; namespace: string; name: string }) {
+  const [page, setPage] = useState<IntentPage | null>(null);
+  const [error, setError] = useState("");
+
+  useEffect(() => {
+    let live = true;
+    let seen = "";
+    const load = () =>
+      intentPage(kind, namespace, name)
+        .then((p) => live && (setPage(p), setError("")))
+        .catch((err: Error) => live && setError(err.message));
+    void load();
+    // The namespace's watch (the fleet stream): read the page again when this intent's rows
+    // change, not on a timer.
+    const stop = watchFleet(
+      namespace,
+      (fleet) => {
+        const mine = JSON.stringify(fleet.rows.filter((r) => r.kind === kind && r.name === name));
+        if (seen && mine !== seen) void load();
+        seen = mine;
+      },
+      () => undefined, // the page's own read says why, if the hub refuses
+    );
+    return () => {
+      live = false;
+      stop();
+    };
+  }, [kind, namespace, name]);
+
+  return (
+    <PageSection>
+      <Breadcrumb>
+        <BreadcrumbItem to={`/?namespace=${encodeURIComponent(namespace)}`}>Fleet</BreadcrumbItem>
+        <BreadcrumbItem isActive>
+          {namespace}/{name}
+        </BreadcrumbItem>
+      </Breadcrumb>
+      <Title headingLevel="h1">
+        {kind} {namespace}/{name} {page && <PhaseLabel phase={page.phase} />}
+      </Title>
+      {error && (
+        <Alert variant="danger" isInline title="The hub refused" data-testid="intent-error">
+          {error}
+        </Alert>
+      )}
+      {page && (
+        <>
+          <Button
+            variant="danger"
+            onClick={() => {
+              if (!window.confirm(`Remove ${kind} ${namespace}/${name} from every cluster?`)) return;
+              remove(kind, namespace, name)
+                .then(() => {
+                  window.location.href = `/?namespace=${encodeURIComponent(namespace)}`;
+                })
+                .catch((err: Error) => setError(err.message));
+            }}
+          >
+            Remove
+          </Button>
+          <Content component="p" data-testid="ready">
+            Ready: {page.ready.status}
+            {page.ready.reason && ` (${page.ready.reason})`}
+            {page.ready.message && `: ${page.ready.message}`}
+          </Content>
+          <Table aria-label="Clusters" variant="compact">
+            <Thead>
+              <Tr>
+                <Th>Cluster</Th>
+                <Th>Phase</Th>
+                <Th>Ready</Th>
+                <Th>Revision</Th>
+                <Th>URL</Th>
+                <Th>Why not</Th>
+              </Tr>
+            </Thead>
+            <Tbody>
+              {page.rows.map((row) => (
+                <Tr key={row.cluster}>
+                  <Td dataLabel="Cluster">{row.cluster}</Td>
+                  <Td dataLabel="Phase">
+                    <PhaseLabel phase={row.phase} />
+                  </Td>
+                  <Td dataLabel="Ready">{row.ready ? "yes" : "no"}</Td>
+                  <Td dataLabel="Revision">{row.revision}</Td>
+                  <Td dataLabel="URL">{row.external_url || row.url}</Td>
+                  <Td dataLabel="Why not">{row.detail}</Td>
+                </Tr>
+              ))}
+            </Tbody>
+          </Table>
+          <Title headingLevel="h2">Why, cluster by cluster</Title>
+          {Object.entries(page.chains).map(([cluster, links]) => (
+            <Chain key={cluster} cluster={cluster} links={links} />
+          ))}
+          {page.rollout && (
+            <>
+              <Title headingLevel="h2">Rollout</Title>
+              <CodeBlock>
+                <CodeBlockCode data-testid="rollout">{page.rollout}</CodeBlockCode>
+              </CodeBlock>
+            </>
+          )}
+          <Title headingLevel="h2">Events</Title>
+          {page.eventsRefused ? (
+            <Alert variant="info" isInline isPlain title="Events not shown">
+              {page.eventsRefused}
+            </Alert>
+          ) : page.events.length === 0 ? (
+            <Content component="p">No events.</Content>
+          ) : (
+            <Table aria-label="Events" variant="compact">
+              <Thead>
+                <Tr>
+                  <Th>Type</Th>
+                  <Th>Reason</Th>
+                  <Th>Message</Th>
+                  <Th>Count</Th>
+                  <Th>Last</Th>
+                </Tr>
+              </Thead>
+              <Tbody>
+                {page.events.map((e, i) => (
+                  <Tr key={i}>
+                    <Td>{e.type}</Td>
+                    <Td>{e.reason}</Td>
+                    <Td>{e.message}</Td>
+                    <Td>{e.count}</Td>
+                    <Td>{e.last}</Td>
+                  </Tr>
+                ))}
+              </Tbody>
+            </Table>
+          )}
+        </>
+      )}
+    </PageSection>
+  );
+}
