@@ -298,28 +298,12 @@ def cmd_rollout(args: argparse.Namespace) -> int:
         _print(explaining.history_text(revisions, roll) if revisions
                else f"{what} has no revisions (its rollout strategy is All)")
         return 0
-    if args.action == "pause":
-        hub.annotate(kind, namespace, name, {c.ANNOTATION_ROLLOUT_PAUSE: "true"})
-        _print(f"{what}: paused (no further step starts)")
-    elif args.action == "resume":
-        hub.annotate(kind, namespace, name, {c.ANNOTATION_ROLLOUT_PAUSE: None})
-        _print(f"{what}: resumed")
-    elif args.action == "undo":
-        target = roll.get("targetRevision")
-        back = args.to_revision or roll.get("stableRevision")
-        if not target or not back:
-            raise CliError(EXIT_USAGE, f"{what} has no rollout to undo (status.rollout: "
-                           f"target {target}, stable {roll.get('stableRevision')})")
-        hub.annotate(kind, namespace, name, {c.ANNOTATION_ROLLOUT_UNDO: f"{target}:{back}"})
-        _print(f"{what}: every cluster returns to revision {back} (target was {target})")
-    elif args.action == "approve":
-        target, step = roll.get("targetRevision"), roll.get("step")
-        if roll.get("phase") != "WaitingForApproval":
-            raise CliError(EXIT_USAGE, f"{what} waits for no approval (phase "
-                           f"{roll.get('phase') or 'none'})")
-        hub.annotate(kind, namespace, name,
-                     {c.ANNOTATION_ROLLOUT_APPROVE: f"{target}/{int(step or 0) + 1}"})
-        _print(f"{what}: step {int(step or 0) + 1} of revision {target} approved")
+    try:
+        annotations, done = views.rollout_action(args.action, what, roll, args.to_revision)
+    except ValueError as err:
+        raise CliError(EXIT_USAGE, str(err)) from err
+    hub.annotate(kind, namespace, name, annotations)
+    _print(done)
     return 0
 
 

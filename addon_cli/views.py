@@ -11,6 +11,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from addon_api import constants as c
 from addon_api.constants import GROUP
 from addon_api.hub import (
     ModelServing,
@@ -256,3 +257,37 @@ def sort_key(row: Row) -> tuple[int, str, str, str]:
     return (list(KINDS).index(row.kind) if row.kind in KINDS else len(KINDS),
             row.namespace, row.name, row.cluster)
 
+
+
+ROLLOUT_ACTIONS = ("pause", "resume", "undo", "approve")
+"""The manual actions on a progressive rollout (``rollout ACTION``, the console's buttons)."""
+
+
+def rollout_action(action: str, what: str, roll: Mapping[str, Any],
+                   to_revision: int | None = None) -> tuple[dict[str, str | None], str]:
+    """The annotations that ask the manager for ``action`` on a rollout, and what they do.
+
+    ``what`` names the intent (``mcisvc/canary``), ``roll`` is its ``status.rollout``.
+    Raises ValueError saying why when the rollout is in no state for it (nothing to undo, no
+    approval awaited).
+    """
+    if action == "pause":
+        return {c.ANNOTATION_ROLLOUT_PAUSE: "true"}, f"{what}: paused (no further step starts)"
+    if action == "resume":
+        return {c.ANNOTATION_ROLLOUT_PAUSE: None}, f"{what}: resumed"
+    if action == "undo":
+        target = roll.get("targetRevision")
+        back = to_revision or roll.get("stableRevision")
+        if not target or not back:
+            raise ValueError(f"{what} has no rollout to undo (status.rollout: target {target}, "
+                             f"stable {roll.get('stableRevision')})")
+        return ({c.ANNOTATION_ROLLOUT_UNDO: f"{target}:{back}"},
+                f"{what}: every cluster returns to revision {back} (target was {target})")
+    if action == "approve":
+        target, step = roll.get("targetRevision"), roll.get("step")
+        if roll.get("phase") != "WaitingForApproval":
+            raise ValueError(f"{what} waits for no approval (phase "
+                             f"{roll.get('phase') or 'none'})")
+        return ({c.ANNOTATION_ROLLOUT_APPROVE: f"{target}/{int(step or 0) + 1}"},
+                f"{what}: step {int(step or 0) + 1} of revision {target} approved")
+    raise ValueError(f"unknown rollout action {action!r}: one of {', '.join(ROLLOUT_ACTIONS)}")

@@ -175,6 +175,26 @@ class Writes:
             result: dict[str, Any] = await resp.json()
             return result
 
+    async def get(self, kind: str, namespace: str, name: str) -> dict[str, Any]:
+        """One object, read as the user."""
+        async with self.session.get(_object_path(kind, namespace, name),
+                                    timeout=aiohttp.ClientTimeout(30)) as resp:
+            if resp.status >= 300:
+                raise await _write_refusal(resp)
+            found: dict[str, Any] = await resp.json()
+            return found
+
+    async def annotate(self, kind: str, namespace: str, name: str,
+                       annotations: dict[str, str | None]) -> None:
+        """Set (None: remove) annotations of one object, as the user (a merge patch)."""
+        async with self.session.patch(
+                _object_path(kind, namespace, name), params={"fieldManager": FIELD_MANAGER},
+                data=json.dumps({"metadata": {"annotations": annotations}}),
+                headers={"Content-Type": "application/merge-patch+json"},
+                timeout=aiohttp.ClientTimeout(30)) as resp:
+            if resp.status >= 300:
+                raise await _write_refusal(resp)
+
     async def delete(self, kind: str, namespace: str, name: str) -> None:
         """Delete one object as the user (its finalizers then run as usual)."""
         if kind not in WRITABLE:

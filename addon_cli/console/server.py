@@ -10,6 +10,8 @@ Routes:
 - ``GET /api/intent?kind=K&namespace=NS&name=N``: one intent's page (per cluster why (not),
   its rollout, its Events: :mod:`addon_cli.console.intent`);
 - ``GET /api/placements?namespace=NS``: the namespace's Placements and their clusters;
+- ``POST /api/rollout`` (``{"kind", "namespace", "name", "action"}``): pause, resume, undo or
+  approve a progressive rollout, as ``rollout ACTION`` does;
 - ``POST /api/apply`` (``{"object": ...}``) and ``DELETE /api/object?kind=&namespace=&name=``:
   writes as the user (server-side apply, field manager ``model-serving-console``), refused
   with the hub's words and the fields it names; each needs the ``X-Console-Request: 1`` header;
@@ -245,6 +247,38 @@ async def delete(request: web.Request) -> web.Response:
     return web.json_response({"deleted": True})
 
 
+async def rollout(request: web.Request) -> web.Response:
+    """A rollout action (pause, resume, undo, approve), as the user.
+
+    The annotation the command line's ``rollout ACTION`` sets
+    (:func:`addon_cli.views.rollout_action`).
+    """
+    _write_allowed(request)
+    cred = _credentials(request)
+    try:
+        body = await request.json()
+        kind = views.kind_of(str(body.get("kind") or ""))
+        namespace, name = str(body["namespace"]), str(body["name"])
+        action = str(body.get("action") or "")
+        to_revision = int(body["toRevision"]) if body.get("toRevision") else None
+    except (ValueError, KeyError, TypeError, AttributeError) as err:
+        return web.json_response({"message": f"bad rollout request: {err}", "causes": []},
+                                 status=400)
+    async with ConsoleHub(cred) as hub:
+        try:
+            found = await hub.get(kind, namespace, name)
+            roll = (found.get("status") or {}).get("rollout") or {}
+            what = f"{views.short(kind)}/{name}"
+            try:
+                annotations, done = views.rollout_action(action, what, roll, to_revision)
+            except ValueError as err:
+                return web.json_response({"message": str(err), "causes": []}, status=409)
+            await hub.annotate(kind, namespace, name, annotations)
+        except HubError as err:
+            return _refused(err)
+    return web.json_response({"message": done})
+
+
 async def placements(request: web.Request) -> web.Response:
     """The namespace's Placements and the clusters each chose (the model form's picker)."""
     async with ConsoleHub(_credentials(request)) as hub:
@@ -281,6 +315,7 @@ def make_app(source: Source, static: Path = STATIC) -> web.Application:
     app.router.add_get("/api/intent", intent_page)
     app.router.add_get("/api/placements", placements)
     app.router.add_post("/api/apply", apply)
+    app.router.add_post("/api/rollout", rollout)
     app.router.add_delete("/api/object", delete)
     if (static / "assets").is_dir():
         app.router.add_static("/assets", static / "assets")

@@ -214,6 +214,39 @@ def test_writes_are_the_users_and_refusals_name_the_field(
     eventually(lambda: get_or_none(testbed, "iris-form", a.namespace) is None, timeout=60)
 
 
+def test_rollout_actions_are_the_command_lines_made_as_the_user(
+        testbed: Testbed, tenants: dict[str, Tenant], console: console_support.Console) -> None:
+    """Pause and resume set and remove the annotation `rollout pause` sets, as the tenant;
+    approve and undo in a state that has nothing for them are refused with the command line's
+    words (409); another tenant may not act on it (the hub's 403)."""
+    a, b = tenants["a"], tenants["b"]
+    rolled = model("iris-rolled", a.namespace)
+    rolled["spec"]["rollout"] = {"strategy": "Progressive", "maxConcurrency": 1}
+    apply_as(testbed, a, rolled)
+    eventually(lambda: ((get_or_none(testbed, "iris-rolled", a.namespace) or {}).get("status")
+                        or {}).get("rollout"), timeout=60)
+
+    def act(action: str, token: str = a.token) -> tuple[int, Any]:
+        return console.call("POST", "/api/rollout", token, {
+            "kind": "mcisvc", "namespace": a.namespace, "name": "iris-rolled",
+            "action": action})
+
+    def annotations() -> dict[str, str]:
+        found = get_or_none(testbed, "iris-rolled", a.namespace) or {}
+        return dict((found.get("metadata") or {}).get("annotations") or {})
+
+    pause = "rollout.modelserving.opendatahub.io/pause"
+    assert act("pause") == (200, {"message": "mcisvc/iris-rolled: paused (no further step "
+                                             "starts)"})
+    assert annotations().get(pause) == "true"
+    assert act("resume")[0] == 200 and pause not in annotations()
+    status, body = act("approve")
+    assert status == 409 and "waits for no approval" in body["message"], body
+    status, body = act("pause", b.token)
+    assert status == 403 and f'"{b.subject}" cannot get resource' in body["message"], body
+    testbed.hub.kubectl("delete", "mcisvc", "iris-rolled", "-n", a.namespace, "--wait=false")
+
+
 def get_or_none(testbed: Testbed, name: str, namespace: str) -> dict[str, Any] | None:
     out = testbed.hub.kubectl("get", "mcisvc", name, "-n", namespace, "-o", "json",
                               "--ignore-not-found", check=False).stdout.strip()

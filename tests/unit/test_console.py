@@ -213,3 +213,22 @@ def test_a_models_page_is_the_explain_chain_per_cluster_with_what_the_user_may_n
         "managedclusters is forbidden", "evidence": []}]
     assert (page["events"], page["eventsRefused"]) == ([], "events is forbidden")
     assert page["rollout"] == ""
+
+
+def test_a_rollout_action_is_the_annotation_the_command_line_sets() -> None:
+    from addon_api import constants as c
+    from addon_cli import views
+
+    waiting = {"phase": "WaitingForApproval", "targetRevision": 3, "step": 1,
+               "stableRevision": 2}
+    assert views.rollout_action("approve", "mcisvc/m", waiting) == (
+        {c.ANNOTATION_ROLLOUT_APPROVE: "3/2"}, "mcisvc/m: step 2 of revision 3 approved")
+    assert views.rollout_action("undo", "mcisvc/m", waiting)[0] == {
+        c.ANNOTATION_ROLLOUT_UNDO: "3:2"}
+    assert views.rollout_action("resume", "mcisvc/m", {})[0] == {
+        c.ANNOTATION_ROLLOUT_PAUSE: None}
+    for action, roll, says in (("approve", {"phase": "Progressing"}, "waits for no approval"),
+                               ("undo", {}, "has no rollout to undo"),
+                               ("rewind", {}, "unknown rollout action")):
+        with pytest.raises(ValueError, match=says):
+            views.rollout_action(action, "mcisvc/m", roll)

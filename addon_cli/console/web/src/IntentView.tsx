@@ -2,6 +2,8 @@
 // rollout and the hub's Events (issue 33, item 1).
 import { useEffect, useState } from "react";
 import {
+  ActionList,
+  ActionListItem,
   Alert,
   Breadcrumb,
   BreadcrumbItem,
@@ -19,7 +21,7 @@ import {
   Title,
 } from "@patternfly/react-core";
 import { Table, Tbody, Td, Th, Thead, Tr } from "@patternfly/react-table";
-import { IntentPage, Link, intentPage, remove, watchFleet } from "./api";
+import { IntentPage, Link, intentPage, remove, rolloutAction, watchFleet } from "./api";
 import { PhaseLabel } from "./PhaseLabel";
 
 function LinkMark({ ok }: { ok: boolean | null }) {
@@ -57,6 +59,7 @@ function Chain({ cluster, links }: { cluster: string; links: Link[] }) {
 export function IntentView({ kind, namespace, name }: { kind: string; namespace: string; name: string }) {
   const [page, setPage] = useState<IntentPage | null>(null);
   const [error, setError] = useState("");
+  const [notice, setNotice] = useState<{ ok: boolean; text: string } | null>(null);
 
   useEffect(() => {
     let live = true;
@@ -152,6 +155,31 @@ export function IntentView({ kind, namespace, name }: { kind: string; namespace:
           {page.rollout && (
             <>
               <Title headingLevel="h2">Rollout</Title>
+              <ActionList>
+                {["pause", "resume", "approve", "undo"].map((action) => (
+                  <ActionListItem key={action}>
+                    <Button
+                      variant="secondary"
+                      onClick={() =>
+                        rolloutAction(kind, namespace, name, action)
+                          .then((done) => setNotice({ ok: true, text: done }))
+                          .catch((err: Error) => setNotice({ ok: false, text: err.message }))
+                      }
+                    >
+                      {action[0].toUpperCase() + action.slice(1)}
+                    </Button>
+                  </ActionListItem>
+                ))}
+              </ActionList>
+              {notice && (
+                <Alert
+                  variant={notice.ok ? "success" : "warning"}
+                  isInline
+                  isPlain
+                  title={notice.text}
+                  data-testid="rollout-notice"
+                />
+              )}
               <CodeBlock>
                 <CodeBlockCode data-testid="rollout">{page.rollout}</CodeBlockCode>
               </CodeBlock>

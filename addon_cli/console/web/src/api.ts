@@ -162,3 +162,20 @@ export async function placements(namespace: string): Promise<Placement[]> {
   if (!response.ok) throw new Error(await failure(response));
   return (await response.json()) as Placement[];
 }
+
+/** A rollout action (pause, resume, undo, approve) as the user; the manager's answer. */
+export async function rolloutAction(
+  kind: string,
+  namespace: string,
+  name: string,
+  action: string,
+): Promise<string> {
+  const response = await fetch("/api/rollout", {
+    method: "POST",
+    headers: WRITE_HEADERS,
+    body: JSON.stringify({ kind, namespace, name, action }),
+  });
+  const body = await response.json();
+  if (!response.ok) throw new Refused(String(body.message), (body.causes ?? []) as Cause[]);
+  return String(body.message);
+}
