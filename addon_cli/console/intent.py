@@ -43,7 +43,7 @@ def page(hub: Hub, kind: str, namespace: str, name: str) -> dict[str, Any]:
     ready: dict[str, Any] = next(
         (x for x in status.get("conditions") or [] if x.get("type") == "Ready"), {})
     return {
-        "kind": kind, "namespace": namespace, "name": name,
+        "kind": kind, "namespace": namespace, "name": name, "spec": spec,
         "phase": str(status.get("phase") or "Pending"),
         "ready": {"status": str(ready.get("status") or "Unknown"),
                   "reason": str(ready.get("reason") or ""),

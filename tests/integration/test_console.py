@@ -36,10 +36,12 @@ DOCS_IMAGES = Path(__file__).resolve().parents[2] / "docs" / "images"
 
 
 class Tenant:
-    """A hub namespace and its user: a ServiceAccount with the tenant role there only."""
+    """A hub namespace and its user: a ServiceAccount with one role there only (the tenant's,
+    or for the platform admin the stack owner's)."""
 
-    def __init__(self, namespace: str, user_namespace: str, name: str) -> None:
-        self.namespace, self.name = namespace, name
+    def __init__(self, namespace: str, user_namespace: str, name: str,
+                 role: str = "model-serving-addon-tenant") -> None:
+        self.namespace, self.name, self.role = namespace, name, role
         self.subject = f"system:serviceaccount:{user_namespace}:{name}"
         self.token = ""
 
@@ -49,23 +51,25 @@ def tenants(testbed: Testbed) -> Iterator[dict[str, Tenant]]:
     tag = uuid.uuid4().hex[:6]
     hub = testbed.hub
     users = f"console-users-{tag}"
-    found = {"a": Tenant(f"ca-{tag}", users, "alice"), "b": Tenant(f"cb-{tag}", users, "bob")}
+    found = {"a": Tenant(f"ca-{tag}", users, "alice"), "b": Tenant(f"cb-{tag}", users, "bob"),
+             "admin": Tenant(f"cadm-{tag}", users, "platform",
+                             "model-serving-addon-stack-owner")}
     hub.apply_objects([o for o in render() if o["kind"] == "ClusterRole"
-                       and o["metadata"]["name"] == "model-serving-addon-tenant"])
+                       and o["metadata"]["name"] in {t.role for t in found.values()}])
     hub.kubectl("create", "namespace", users)
     for t in found.values():
         testbed.bind_clusterset(t.namespace)
         hub.kubectl("create", "serviceaccount", t.name, "-n", users)
-        hub.kubectl("create", "rolebinding", "model-serving-tenant", "-n", t.namespace,
-                    "--clusterrole=model-serving-addon-tenant",
-                    f"--serviceaccount={users}:{t.name}")
+        hub.kubectl("create", "rolebinding", "model-serving-user", "-n", t.namespace,
+                    f"--clusterrole={t.role}", f"--serviceaccount={users}:{t.name}")
         t.token = hub.kubectl("create", "token", t.name, "-n", users,
                               "--duration=1h").stdout.strip()
         hub.kubectl("apply", f"--as={t.subject}", "-n", t.namespace, "-f", "-",
                     input=json.dumps(placement("p", t.namespace)))
     yield found
     for t in found.values():
-        hub.kubectl("delete", "mcisvc", "--all", "-n", t.namespace, "--wait=false", check=False)
+        hub.kubectl("delete", "mcisvc,msv", "--all", "-n", t.namespace, "--wait=false",
+                    check=False)
     for ns in (users, *(t.namespace for t in found.values())):
         hub.kubectl("delete", "namespace", ns, "--wait=false", check=False)
 
@@ -73,12 +77,12 @@ def tenants(testbed: Testbed) -> Iterator[dict[str, Tenant]]:
 @pytest.fixture(scope="module")
 def manager(testbed: Testbed, tenants: dict[str, Tenant],
             tmp_path_factory: pytest.TempPathFactory) -> Iterator[Manager]:
-    with running_manager(testbed, tmp_path_factory.mktemp("manager"),
-                         "--no-addon-enablement") as mgr:
+    with running_manager(testbed, tmp_path_factory.mktemp("manager"), "--no-addon-enablement",
+                         f"--stack-owner-namespaces={tenants['admin'].namespace}") as mgr:
         yield mgr
         for t in tenants.values():  # while the manager runs: it holds the finalizers
-            testbed.hub.kubectl("delete", "mcisvc", "--all", "-n", t.namespace, "--timeout=60s",
-                                check=False)
+            testbed.hub.kubectl("delete", "mcisvc,msv", "--all", "-n", t.namespace,
+                                "--timeout=60s", check=False)
 
 
 @pytest.fixture(scope="module")
@@ -247,6 +251,48 @@ def test_rollout_actions_are_the_command_lines_made_as_the_user(
     testbed.hub.kubectl("delete", "mcisvc", "iris-rolled", "-n", a.namespace, "--wait=false")
 
 
+def stack(name: str, namespace: str, serving: list[str], state: str = "Managed"
+          ) -> dict[str, Any]:
+    return {"apiVersion": "modelserving.opendatahub.io/v1alpha1", "kind": "ModelServing",
+            "metadata": {"name": name, "namespace": namespace},
+            "spec": {"platform": "KServe", "placementRef": {"name": "p"},
+                     "servingNamespaces": serving, "managementState": state}}
+
+
+def test_the_stack_is_the_platform_admins_and_a_tenants_attempt_gets_the_hubs_words(
+        testbed: Testbed, tenants: dict[str, Tenant], console: console_support.Console) -> None:
+    """Install the stack where a Placement chooses, turn serving namespaces on and off, mark it
+    Removed, as the platform admin (the chart's stack-owner role in the admin's namespace), each
+    change seen by the manager; a tenant's attempt is refused by the hub, in its words."""
+    admin, a = tenants["admin"], tenants["a"]
+    status, body = console.call("POST", "/api/apply", a.token,
+                                {"object": stack("kserve", a.namespace, [a.namespace])})
+    assert status == 403, body
+    assert f'"{a.subject}" cannot patch resource "modelservings"' in body["message"], body
+
+    def observed(generation: int) -> dict[str, Any] | None:
+        found = json.loads(testbed.hub.kubectl("get", "msv", "kserve", "-n", admin.namespace,
+                                               "-o", "json").stdout)
+        got = (found.get("status") or {}).get("observedGeneration")
+        return found if got == generation else None
+
+    for generation, body in enumerate((
+            stack("kserve", admin.namespace, ["models-x"]),
+            stack("kserve", admin.namespace, ["models-x", "models-y"]),  # on
+            stack("kserve", admin.namespace, ["models-y"]),  # off
+            stack("kserve", admin.namespace, ["models-y"], "Removed")), start=1):
+        status, done = console.call("POST", "/api/apply", admin.token, {"object": body})
+        assert (status, done.get("generation")) == (200, generation), done
+        found = eventually(lambda g=generation: observed(g), timeout=60)
+        assert found["spec"]["servingNamespaces"] == body["spec"]["servingNamespaces"]
+    assert found["spec"]["managementState"] == "Removed"
+    # The stack's row on the fleet, as the admin sees it: the manager's word on the cluster.
+    status, view = console.get(f"/api/fleet?namespace={admin.namespace}", token=admin.token)
+    assert status == 200 and [r["cluster"] for r in view["rows"]
+                              if r["kind"] == "ModelServing"] == [testbed.spokes[0].name], view
+    testbed.hub.kubectl("delete", "msv", "kserve", "-n", admin.namespace, "--wait=false")
+
+
 def get_or_none(testbed: Testbed, name: str, namespace: str) -> dict[str, Any] | None:
     out = testbed.hub.kubectl("get", "mcisvc", name, "-n", namespace, "-o", "json",
                               "--ignore-not-found", check=False).stdout.strip()
@@ -358,3 +404,67 @@ def test_the_page_in_a_browser_shows_a_tenant_its_fleet_live(
         finally:
             browser.close()
     testbed.hub.kubectl("delete", "mcisvc", "iris-page", "-n", a.namespace, "--wait=false")
+
+
+def test_in_the_browser_the_admin_installs_and_removes_a_stack_and_a_tenant_is_refused(
+        testbed: Testbed, tenants: dict[str, Tenant], console: console_support.Console) -> None:
+    """The stack form as the platform admin: install with a serving namespace turned on, see
+    the stack's page, turn the namespace off and on again through the form, remove the stack;
+    the same form as a tenant: the hub's refusal, in its words, nothing written."""
+    from playwright.sync_api import expect, sync_playwright
+
+    admin, a = tenants["admin"], tenants["a"]
+    with sync_playwright() as pw:
+        browser = pw.chromium.launch(executable_path=str(console_support.chromium()),
+                                     args=["--no-sandbox"])
+        try:
+            page = browser.new_context(
+                extra_http_headers={"X-Forwarded-Access-Token": admin.token}).new_page()
+            page.goto(f"{console.url}/?namespace={admin.namespace}")
+            page.get_by_role("link", name="Install the stack").click()
+            page.get_by_label("Name", exact=True).fill("kserve-ui")
+            page.get_by_label("Serving namespace to turn on").fill("ui-models")
+            page.get_by_role("button", name="Turn serving on").click()
+            page.get_by_role("button", name="Install").click()
+            expect(page.get_by_role("heading", level=1)).to_contain_text(
+                f"ModelServing {admin.namespace}/kserve-ui", timeout=30_000)
+
+            def spec() -> dict[str, Any]:
+                found = json.loads(testbed.hub.kubectl(
+                    "get", "msv", "kserve-ui", "-n", admin.namespace, "-o", "json").stdout)
+                return dict(found["spec"])
+
+            assert spec()["servingNamespaces"] == ["ui-models"]
+            page.get_by_role("link", name="Edit the stack").click()
+            expect(page.get_by_test_id("serving-namespaces")).to_contain_text("ui-models")
+            page.get_by_role("button", name="Turn serving off in ui-models").click()
+            page.get_by_label("Serving namespace to turn on").fill("ui-more")
+            page.get_by_role("button", name="Turn serving on").click()
+            page.get_by_role("button", name="Save").click()
+            expect(page.get_by_role("link", name="Edit the stack")).to_be_visible(
+                timeout=30_000)
+            assert spec()["servingNamespaces"] == ["ui-more"]
+            page.get_by_role("link", name="Edit the stack").click()
+            page.get_by_role("button", name="Remove the stack").click()
+            expect(page.get_by_role("link", name="Edit the stack")).to_be_visible(
+                timeout=30_000)
+            assert spec()["managementState"] == "Removed"
+
+            tenant = browser.new_context(
+                extra_http_headers={"X-Forwarded-Access-Token": a.token}).new_page()
+            tenant.goto(f"{console.url}/stack?namespace={a.namespace}")
+            tenant.get_by_label("Name", exact=True).fill("mine")
+            tenant.get_by_role("button", name="Install").click()
+            expect(tenant.get_by_test_id("form-refused")).to_contain_text(
+                f'"{a.subject}" cannot patch resource "modelservings"')
+        finally:
+            browser.close()
+    assert get_json_or_none(testbed, "msv", "mine", a.namespace) is None
+    testbed.hub.kubectl("delete", "msv", "kserve-ui", "-n", admin.namespace, "--wait=false")
+
+
+def get_json_or_none(testbed: Testbed, kind: str, name: str, namespace: str
+                     ) -> dict[str, Any] | None:
+    out = testbed.hub.kubectl("get", kind, name, "-n", namespace, "-o", "json",
+                              "--ignore-not-found", check=False).stdout.strip()
+    return json.loads(out) if out else None

@@ -91,6 +91,17 @@ export function FleetView() {
               </Button>
             </ToolbarItem>
           )}
+          {namespace && (
+            <ToolbarItem>
+              <Button
+                component="a"
+                href={`/stack?namespace=${encodeURIComponent(namespace)}`}
+                variant="secondary"
+              >
+                Install the stack
+              </Button>
+            </ToolbarItem>
+          )}
           <ToolbarItem>
             <SearchInput
               aria-label="Filter the rows"

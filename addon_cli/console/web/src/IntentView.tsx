@@ -104,6 +104,15 @@ export function IntentView({ kind, namespace, name }: { kind: string; namespace:
       )}
       {page && (
         <>
+          {kind === "ModelServing" && (
+            <Button
+              component="a"
+              variant="secondary"
+              href={`/stack?namespace=${encodeURIComponent(namespace)}&name=${encodeURIComponent(name)}`}
+            >
+              Edit the stack
+            </Button>
+          )}{" "}
           <Button
             variant="danger"
             onClick={() => {

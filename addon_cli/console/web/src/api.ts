@@ -90,6 +90,7 @@ export interface IntentPage {
   kind: string;
   namespace: string;
   name: string;
+  spec: Record<string, unknown>;
   phase: string;
   ready: { status: string; reason: string; message: string };
   rows: Row[];

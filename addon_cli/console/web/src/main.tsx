@@ -13,6 +13,7 @@ import { whoami } from "./api";
 import { FleetView } from "./FleetView";
 import { IntentView } from "./IntentView";
 import { ModelForm } from "./ModelForm";
+import { StackForm } from "./StackForm";
 
 /** The page the address names: an intent's, or the fleet. */
 function Route() {
@@ -25,6 +26,9 @@ function Route() {
         name={query.get("name") ?? ""}
       />
     );
+  }
+  if (window.location.pathname === "/stack") {
+    return <StackForm namespace={query.get("namespace") ?? ""} name={query.get("name") ?? ""} />;
   }
   if (window.location.pathname === "/new-model") {
     return <ModelForm namespace={query.get("namespace") ?? ""} />;

@@ -1,0 +1,242 @@
+// The serving stack on clusters (a ModelServing): install it where a Placement chooses, turn
+// serving namespaces on or off, remove it (managementState Removed: the manager's removal
+// guard answers on the stack's page). A platform admin's action: a tenant's attempt gets the
+// hub's refusal (issue 33, item 2).
+import { useEffect, useMemo, useState } from "react";
+import {
+  ActionGroup,
+  Alert,
+  Button,
+  ClipboardCopy,
+  ClipboardCopyVariant,
+  Form,
+  FormGroup,
+  FormHelperText,
+  FormSelect,
+  FormSelectOption,
+  HelperText,
+  HelperTextItem,
+  Label,
+  LabelGroup,
+  PageSection,
+  TextInput,
+  Title,
+} from "@patternfly/react-core";
+import { stringify } from "yaml";
+import { Placement, Refused, apply, intentHref, intentPage, placements } from "./api";
+
+interface Stack {
+  name: string;
+  platform: string;
+  placement: string;
+  servingNamespaces: string[];
+  version: string;
+  removed: boolean;
+}
+
+/** The ModelServing the form stands for. */
+export function stackObject(namespace: string, s: Stack): object {
+  const spec: Record<string, unknown> = {
+    platform: s.platform,
+    placementRef: { name: s.placement },
+    servingNamespaces: s.servingNamespaces,
+    managementState: s.removed ? "Removed" : "Managed",
+  };
+  if (s.version) spec.version = s.version;
+  return {
+    apiVersion: "modelserving.opendatahub.io/v1alpha1",
+    kind: "ModelServing",
+    metadata: { name: s.name, namespace },
+    spec,
+  };
+}
+
+export function StackForm({ namespace, name }: { namespace: string; name: string }) {
+  const [stack, setStack] = useState<Stack>({
+    name,
+    platform: "KServe",
+    placement: "",
+    servingNamespaces: [],
+    version: "",
+    removed: false,
+  });
+  const [adding, setAdding] = useState("");
+  const [choices, setChoices] = useState<Placement[]>([]);
+  const [showYaml, setShowYaml] = useState(false);
+  const [refused, setRefused] = useState<Refused | null>(null);
+  const [error, setError] = useState("");
+
+  useEffect(() => {
+    placements(namespace)
+      .then((found) => {
+        setChoices(found);
+        if (found.length) setStack((s) => ({ ...s, placement: s.placement || found[0].name }));
+      })
+      .catch((err: Error) => setError(err.message));
+    if (name) {
+      intentPage("ModelServing", namespace, name)
+        .then((page) => {
+          const spec = page.spec as {
+            platform?: string;
+            placementRef?: { name?: string };
+            servingNamespaces?: string[];
+            version?: string;
+            managementState?: string;
+          };
+          setStack({
+            name,
+            platform: spec.platform ?? "KServe",
+            placement: spec.placementRef?.name ?? "",
+            servingNamespaces: spec.servingNamespaces ?? [],
+            version: spec.version ?? "",
+            removed: spec.managementState === "Removed",
+          });
+        })
+        .catch((err: Error) => setError(err.message));
+    }
+  }, [namespace, name]);
+
+  const object = useMemo(() => stackObject(namespace, stack), [namespace, stack]);
+  const causeText = (prefix: string) =>
+    (refused?.causes ?? []).filter((c) => c.field.startsWith(prefix)).map((c) => c.message);
+  const write = (next: Stack) => {
+    setRefused(null);
+    apply(stackObject(namespace, next))
+      .then((done) => {
+        window.location.href = intentHref(done.kind, done.namespace, done.name);
+      })
+      .catch((err: Error) => setRefused(err instanceof Refused ? err : new Refused(err.message, [])));
+  };
+  const placed = choices.find((p) => p.name === stack.placement);
+
+  return (
+    <PageSection>
+      <Title headingLevel="h1">
+        {name ? `The stack ${namespace}/${name}` : `Install the serving stack from ${namespace}`}
+      </Title>
+      {error && (
+        <Alert variant="danger" isInline title="The hub refused">
+          {error}
+        </Alert>
+      )}
+      {refused && (
+        <Alert variant="danger" isInline title="Not written" data-testid="form-refused">
+          {refused.message}
+        </Alert>
+      )}
+      <Form
+        onSubmit={(event) => {
+          event.preventDefault();
+          write(stack);
+        }}
+      >
+        <FormGroup label="Name" fieldId="stack-name">
+          <TextInput
+            id="stack-name"
+            value={stack.name}
+            isDisabled={Boolean(name)}
+            onChange={(_e, v) => setStack({ ...stack, name: v })}
+          />
+        </FormGroup>
+        <FormGroup label="Platform" fieldId="stack-platform">
+          <FormSelect
+            id="stack-platform"
+            value={stack.platform}
+            onChange={(_e, v) => setStack({ ...stack, platform: v })}
+          >
+            <FormSelectOption value="KServe" label="KServe (Standard, headless)" />
+            <FormSelectOption value="ModelMesh" label="ModelMesh Serving (deprecated upstream)" />
+          </FormSelect>
+        </FormGroup>
+        <FormGroup label="Clusters (Placement)" fieldId="stack-placement">
+          <FormSelect
+            id="stack-placement"
+            value={stack.placement}
+            onChange={(_e, v) => setStack({ ...stack, placement: v })}
+          >
+            {choices.map((p) => (
+              <FormSelectOption key={p.name} value={p.name} label={`${p.name} (${p.clusters.length} clusters)`} />
+            ))}
+          </FormSelect>
+          <FormHelperText>
+            <HelperText>
+              <HelperTextItem>
+                {placed ? `chooses ${placed.clusters.join(", ") || "no cluster yet"}` : "a Placement of this namespace"}
+              </HelperTextItem>
+            </HelperText>
+          </FormHelperText>
+        </FormGroup>
+        <FormGroup label="Serving namespaces" fieldId="stack-namespace">
+          <LabelGroup numLabels={20} data-testid="serving-namespaces">
+            {stack.servingNamespaces.map((ns) => (
+              <Label
+                key={ns}
+                onClose={() =>
+                  setStack({ ...stack, servingNamespaces: stack.servingNamespaces.filter((x) => x !== ns) })
+                }
+                closeBtnAriaLabel={`Turn serving off in ${ns}`}
+              >
+                {ns}
+              </Label>
+            ))}
+          </LabelGroup>
+          <TextInput
+            id="stack-namespace"
+            aria-label="Serving namespace to turn on"
+            value={adding}
+            onChange={(_e, v) => setAdding(v)}
+          />
+          <Button
+            variant="link"
+            onClick={() => {
+              const ns = adding.trim();
+              if (ns && !stack.servingNamespaces.includes(ns))
+                setStack({ ...stack, servingNamespaces: [...stack.servingNamespaces, ns] });
+              setAdding("");
+            }}
+          >
+            Turn serving on
+          </Button>
+          <FormHelperText>
+            <HelperText>
+              {causeText("spec.servingNamespaces").map((m, i) => (
+                <HelperTextItem key={i} variant="error" data-testid="error-servingNamespaces">
+                  {m}
+                </HelperTextItem>
+              ))}
+            </HelperText>
+          </FormHelperText>
+        </FormGroup>
+        <FormGroup label="Version" fieldId="stack-version">
+          <TextInput
+            id="stack-version"
+            value={stack.version}
+            placeholder="empty: the newest the agents carry"
+            onChange={(_e, v) => setStack({ ...stack, version: v })}
+          />
+        </FormGroup>
+        {stack.removed && (
+          <Alert variant="info" isInline isPlain title="Removed: the stack is being (or was) removed from its clusters" />
+        )}
+        <ActionGroup>
+          <Button type="submit" variant="primary">
+            {name ? "Save" : "Install"}
+          </Button>
+          {name && !stack.removed && (
+            <Button variant="danger" onClick={() => write({ ...stack, removed: true })}>
+              Remove the stack
+            </Button>
+          )}
+          <Button variant="secondary" onClick={() => setShowYaml(!showYaml)}>
+            {showYaml ? "Hide YAML" : "View YAML"}
+          </Button>
+        </ActionGroup>
+      </Form>
+      {showYaml && (
+        <ClipboardCopy isCode isReadOnly variant={ClipboardCopyVariant.expansion} isExpanded data-testid="yaml">
+          {stringify(object)}
+        </ClipboardCopy>
+      )}
+    </PageSection>
+  );
+}
