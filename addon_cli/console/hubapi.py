@@ -7,6 +7,7 @@ which the page shows as they are.
 
 from __future__ import annotations
 
+import base64
 import json
 from collections.abc import AsyncIterator
 from typing import Any, Self
@@ -194,6 +195,27 @@ class Writes:
                 timeout=aiohttp.ClientTimeout(30)) as resp:
             if resp.status >= 300:
                 raise await _write_refusal(resp)
+
+    async def put_secret(self, namespace: str, name: str, values: dict[str, str]) -> list[str]:
+        """Write a Secret's values as the user; its key names (the values never come back).
+
+        Server-side applied whole: keys not given are removed, so what the form shows (the
+        key names) is all there is.
+        """
+        body = {"apiVersion": "v1", "kind": "Secret", "type": "Opaque",
+                "metadata": {"name": name, "namespace": namespace,
+                             "labels": {"app.kubernetes.io/managed-by": FIELD_MANAGER}},
+                "data": {k: base64.b64encode(v.encode()).decode() for k, v in values.items()}}
+        async with self.session.patch(
+                f"/api/v1/namespaces/{namespace}/secrets/{name}",
+                params={"fieldManager": FIELD_MANAGER, "fieldValidation": "Strict",
+                        "force": "true"},
+                data=json.dumps(body), headers={"Content-Type": "application/apply-patch+yaml"},
+                timeout=aiohttp.ClientTimeout(30)) as resp:
+            if resp.status >= 300:
+                raise await _write_refusal(resp)
+            stored = await resp.json()
+        return sorted((stored.get("data") or {}).keys())
 
     async def delete(self, kind: str, namespace: str, name: str) -> None:
         """Delete one object as the user (its finalizers then run as usual)."""

@@ -12,6 +12,8 @@ Routes:
 - ``GET /api/placements?namespace=NS``: the namespace's Placements and their clusters;
 - ``POST /api/rollout`` (``{"kind", "namespace", "name", "action"}``): pause, resume, undo or
   approve a progressive rollout, as ``rollout ACTION`` does;
+- ``POST /api/secret`` (``{"namespace", "name", "values"}``): storage credentials written as
+  the user; only the key names come back, and nothing ever reads a Secret's values;
 - ``POST /api/apply`` (``{"object": ...}``) and ``DELETE /api/object?kind=&namespace=&name=``:
   writes as the user (server-side apply, field manager ``model-serving-console``), refused
   with the hub's words and the fields it names; each needs the ``X-Console-Request: 1`` header;
@@ -279,6 +281,29 @@ async def rollout(request: web.Request) -> web.Response:
     return web.json_response({"message": done})
 
 
+async def secret(request: web.Request) -> web.Response:
+    """Write a Secret's values (storage credentials) as the user; answer only its key names.
+
+    The values are written once and never read back or shown: the console has no endpoint
+    that returns a Secret's data.
+    """
+    _write_allowed(request)
+    cred = _credentials(request)
+    try:
+        body = await request.json()
+        namespace, name = str(body["namespace"]), str(body["name"])
+        values = {str(k): str(v) for k, v in dict(body["values"]).items()}
+    except (ValueError, KeyError, TypeError, AttributeError) as err:
+        return web.json_response({"message": f"bad secret request: {err}", "causes": []},
+                                 status=400)
+    async with ConsoleHub(cred) as hub:
+        try:
+            keys = await hub.put_secret(namespace, name, values)
+        except HubError as err:
+            return _refused(err)
+    return web.json_response({"namespace": namespace, "name": name, "keys": keys})
+
+
 async def placements(request: web.Request) -> web.Response:
     """The namespace's Placements and the clusters each chose (the model form's picker)."""
     async with ConsoleHub(_credentials(request)) as hub:
@@ -316,6 +341,7 @@ def make_app(source: Source, static: Path = STATIC) -> web.Application:
     app.router.add_get("/api/placements", placements)
     app.router.add_post("/api/apply", apply)
     app.router.add_post("/api/rollout", rollout)
+    app.router.add_post("/api/secret", secret)
     app.router.add_delete("/api/object", delete)
     if (static / "assets").is_dir():
         app.router.add_static("/assets", static / "assets")

@@ -11,6 +11,7 @@ hub's words.
 
 from __future__ import annotations
 
+import base64
 import contextlib
 import json
 import os
@@ -468,3 +469,50 @@ def get_json_or_none(testbed: Testbed, kind: str, name: str, namespace: str
     out = testbed.hub.kubectl("get", kind, name, "-n", namespace, "-o", "json",
                               "--ignore-not-found", check=False).stdout.strip()
     return json.loads(out) if out else None
+
+
+def test_storage_credentials_are_written_once_as_the_tenant_and_never_shown(
+        testbed: Testbed, tenants: dict[str, Tenant], console: console_support.Console) -> None:
+    """Through the form in Chromium: the StorageConnection and its Secret written as the tenant
+    (the Secret holds exactly what was typed), the connection's page reached, and the secret
+    value in no answer of the console and nowhere on its pages; the other tenant's namespace
+    refused by the hub with nothing written."""
+    from playwright.sync_api import expect, sync_playwright
+
+    a, b = tenants["a"], tenants["b"]
+    value = f"secret-{uuid.uuid4().hex}"
+    seen: list[str] = []
+    with sync_playwright() as pw:
+        browser = pw.chromium.launch(executable_path=str(console_support.chromium()),
+                                     args=["--no-sandbox"])
+        try:
+            context = browser.new_context(
+                extra_http_headers={"X-Forwarded-Access-Token": a.token})
+            page = context.new_page()
+            page.on("response", lambda r: seen.append(r.text()) if r.url.startswith(
+                f"{console.url}/api/") and "event-stream" not in (
+                r.headers.get("content-type") or "") else None)
+            page.goto(f"{console.url}/?namespace={a.namespace}")
+            page.get_by_role("link", name="Storage credentials").click()
+            page.get_by_label("Name", exact=True).fill("s3-ui")
+            page.get_by_label("S3 endpoint").fill("http://minio.minio.svc:9000")
+            page.get_by_label("Bucket").fill("models")
+            page.get_by_label("Access key id").fill("AKIA-UI")
+            page.get_by_label("Secret access key").fill(value)
+            page.get_by_role("button", name="Save the credentials").click()
+            expect(page.get_by_role("heading", level=1)).to_contain_text(
+                f"StorageConnection {a.namespace}/s3-ui", timeout=30_000)
+            assert value not in page.content()
+        finally:
+            browser.close()
+    stored = json.loads(testbed.hub.kubectl("get", "secret", "s3-ui-credentials", "-n",
+                                            a.namespace, "-o", "json").stdout)
+    assert base64.b64decode(stored["data"]["AWS_SECRET_ACCESS_KEY"]).decode() == value
+    assert "model-serving-console" in {m["manager"] for m in stored["metadata"]["managedFields"]}
+    assert seen and not [t for t in seen if value in t], "a console answer carried the secret"
+    # Another tenant's namespace: refused by the hub, nothing written there.
+    status, body = console.call("POST", "/api/secret", a.token, {
+        "namespace": b.namespace, "name": "x", "values": {"k": value}})
+    assert status == 403 and f'"{a.subject}" cannot patch resource "secrets"' in body["message"]
+    assert get_json_or_none(testbed, "secret", "x", b.namespace) is None
+    testbed.hub.kubectl("delete", "sconn", "s3-ui", "-n", a.namespace, "--wait=false")

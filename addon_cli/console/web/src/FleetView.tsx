@@ -102,6 +102,17 @@ export function FleetView() {
               </Button>
             </ToolbarItem>
           )}
+          {namespace && (
+            <ToolbarItem>
+              <Button
+                component="a"
+                href={`/new-storage?namespace=${encodeURIComponent(namespace)}`}
+                variant="secondary"
+              >
+                Storage credentials
+              </Button>
+            </ToolbarItem>
+          )}
           <ToolbarItem>
             <SearchInput
               aria-label="Filter the rows"

@@ -64,18 +64,22 @@ export function IntentView({ kind, namespace, name }: { kind: string; namespace:
   useEffect(() => {
     let live = true;
     let seen = "";
-    const load = () =>
+    let latest = 0;
+    const load = () => {
+      const asked = ++latest; // an older answer arriving late never replaces a newer one
       intentPage(kind, namespace, name)
-        .then((p) => live && (setPage(p), setError("")))
-        .catch((err: Error) => live && setError(err.message));
-    void load();
+        .then((p) => live && asked === latest && (setPage(p), setError("")))
+        .catch((err: Error) => live && asked === latest && setError(err.message));
+    };
+    load();
     // The namespace's watch (the fleet stream): read the page again when this intent's rows
-    // change, not on a timer.
+    // change, not on a timer. Its first update is read too: the intent may have changed
+    // between the first read and the start of the watch.
     const stop = watchFleet(
       namespace,
       (fleet) => {
         const mine = JSON.stringify(fleet.rows.filter((r) => r.kind === kind && r.name === name));
-        if (seen && mine !== seen) void load();
+        if (mine !== seen) load();
         seen = mine;
       },
       () => undefined, // the page's own read says why, if the hub refuses

@@ -180,3 +180,19 @@ export async function rolloutAction(
   if (!response.ok) throw new Refused(String(body.message), (body.causes ?? []) as Cause[]);
   return String(body.message);
 }
+
+/** Write storage credentials as the user; only the key names come back. */
+export async function putSecret(
+  namespace: string,
+  name: string,
+  values: Record<string, string>,
+): Promise<string[]> {
+  const response = await fetch("/api/secret", {
+    method: "POST",
+    headers: WRITE_HEADERS,
+    body: JSON.stringify({ namespace, name, values }),
+  });
+  const body = await response.json();
+  if (!response.ok) throw new Refused(String(body.message), (body.causes ?? []) as Cause[]);
+  return body.keys as string[];
+}

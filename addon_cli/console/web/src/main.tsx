@@ -14,6 +14,7 @@ import { FleetView } from "./FleetView";
 import { IntentView } from "./IntentView";
 import { ModelForm } from "./ModelForm";
 import { StackForm } from "./StackForm";
+import { StorageForm } from "./StorageForm";
 
 /** The page the address names: an intent's, or the fleet. */
 function Route() {
@@ -29,6 +30,9 @@ function Route() {
   }
   if (window.location.pathname === "/stack") {
     return <StackForm namespace={query.get("namespace") ?? ""} name={query.get("name") ?? ""} />;
+  }
+  if (window.location.pathname === "/new-storage") {
+    return <StorageForm namespace={query.get("namespace") ?? ""} />;
   }
   if (window.location.pathname === "/new-model") {
     return <ModelForm namespace={query.get("namespace") ?? ""} />;
