@@ -539,3 +539,29 @@ def test_uninstall_runs_the_guard_first_as_a_viewer_in_a_restricted_pod() -> Non
     assert podspec.runner_for(container["image"], container["args"]) is not None
     assert not [o for o in render("uninstallGuard.enabled=false")
                 if "uninstall-guard" in o["metadata"]["name"]]
+
+
+def test_the_console_is_off_by_default_and_cannot_act_as_itself() -> None:
+    """console.enabled: the console behind a proxy (--proxy), its pod without a ServiceAccount
+    token and its ServiceAccount bound to nothing, the hub's CA from kube-root-ca.crt."""
+    assert not [o for o in render() if o["metadata"]["name"].endswith("-console")]
+    objs = render("console.enabled=true")
+    sa = next(o for o in objs if o["kind"] == "ServiceAccount"
+              and o["metadata"]["name"] == "model-serving-console")
+    assert sa["automountServiceAccountToken"] is False
+    deploy = next(o for o in objs if o["kind"] == "Deployment"
+                  and o["metadata"]["name"] == "model-serving-console")
+    pod = deploy["spec"]["template"]["spec"]
+    assert pod["automountServiceAccountToken"] is False
+    (container,) = pod["containers"]
+    assert container["args"] == ["console", "--proxy", "--listen=0.0.0.0:8080",
+                                 "--hub-ca=/etc/model-serving-console/hub/ca.crt"]
+    assert pod["volumes"] == [{"name": "hub-ca", "configMap": {"name": "kube-root-ca.crt"}}]
+    assert container["readinessProbe"]["httpGet"]["path"] == "/healthz"
+    bound = [o for o in objs if o["kind"] in ("RoleBinding", "ClusterRoleBinding")
+             and any(s.get("name") == "model-serving-console"
+                     for s in o.get("subjects") or [])]
+    assert bound == [], "the console's ServiceAccount is bound to no role"
+    service = next(o for o in objs if o["kind"] == "Service"
+                   and o["metadata"]["name"] == "model-serving-console")
+    assert service["spec"]["ports"] == [{"name": "http", "port": 8080, "targetPort": "http"}]

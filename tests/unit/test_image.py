@@ -46,6 +46,13 @@ def test_chart_points_the_agent_at_the_image_bundle_dir() -> None:
     assert "--bundle-dir=/opt/model-serving/bundles" in addon
 
 
+def _context_ignored(source: str) -> list[str]:
+    """What .containerignore keeps out of the build context under ``source`` (base names)."""
+    lines = [line.strip() for line in (ROOT / ".containerignore").read_text().splitlines()]
+    return [Path(line).name for line in lines
+            if line and not line.startswith("#") and line.startswith(f"{source}/")]
+
+
 def _runtime_context(into: Path) -> Path:
     """What the runtime stage copies from the build context, laid out as it copies it."""
     text = (ROOT / "Containerfile").read_text()
@@ -55,7 +62,8 @@ def _runtime_context(into: Path) -> Path:
         for source in copy.sources:
             target = into / (source if copy.dest.endswith("/") else copy.dest)
             if (ROOT / source).is_dir():
-                shutil.copytree(ROOT / source, target, ignore=shutil.ignore_patterns("__pycache__"))
+                shutil.copytree(ROOT / source, target, ignore=shutil.ignore_patterns(
+                    "__pycache__", *_context_ignored(source)))
             else:
                 target.parent.mkdir(parents=True, exist_ok=True)
                 shutil.copy2(ROOT / source, target)
@@ -87,6 +95,7 @@ def test_wheel_has_every_role_and_the_console_script(tmp_path: Path) -> None:
     names = zipfile.ZipFile(wheel).namelist()
     harness = [n for n in names if n.startswith(("testbed/", "tests/", "bench/"))]
     assert not harness, "the test harness must not ship"
+    assert not [n for n in names if "node_modules" in n], "the console's npm tree must not ship"
     for module in (
         "model_serving_addon/cli.py",
         "model_serving_addon/__main__.py",
