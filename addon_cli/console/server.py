@@ -9,6 +9,8 @@ Routes:
   every change the hub's watches report (no page reloads);
 - ``GET /api/intent?kind=K&namespace=NS&name=N``: one intent's page (per cluster why (not),
   its rollout, its Events: :mod:`addon_cli.console.intent`);
+- ``GET /api/clusters`` and ``GET /api/cluster?name=C``: the managed clusters (add-on health,
+  stack and version, intents), and what runs on one (:mod:`addon_cli.console.clusters`);
 - ``GET /api/placements?namespace=NS``: the namespace's Placements and their clusters;
 - ``POST /api/rollout`` (``{"kind", "namespace", "name", "action"}``): pause, resume, undo or
   approve a progressive rollout, as ``rollout ACTION`` does;
@@ -36,7 +38,7 @@ from typing import Any
 from aiohttp import web
 
 from addon_cli import views
-from addon_cli.console import fleet, intent
+from addon_cli.console import clusters, fleet, intent
 from addon_cli.console.credentials import Credentials, Source
 from addon_cli.console.hubapi import ConsoleHub, HubError, Refusal, UserHub
 from addon_cli.hub import EXIT_FORBIDDEN, EXIT_NOT_FOUND, CliError, Hub
@@ -174,7 +176,6 @@ async def _watch(hub: UserHub, kind: str, namespace: str | None, version: str,
 
 async def intent_page(request: web.Request) -> web.Response:
     """One intent's page: per cluster why (not), its rollout, its hub Events."""
-    cred = _credentials(request)
     query = request.query
     try:
         kind = views.kind_of(query.get("kind", ""))
@@ -183,15 +184,7 @@ async def intent_page(request: web.Request) -> web.Response:
     namespace, name = query.get("namespace", ""), query.get("name", "")
     if not namespace or not name:
         return web.json_response({"message": "namespace and name are required"}, status=400)
-    hub = Hub(configuration=cred.configuration())
-    try:
-        return web.json_response(await asyncio.to_thread(
-            intent.page, hub, kind, namespace, name))
-    except CliError as err:
-        status = {EXIT_FORBIDDEN: 403, EXIT_NOT_FOUND: 404}.get(err.code, 502)
-        return web.json_response({"message": str(err)}, status=status)
-    finally:
-        hub.api.close()  # type: ignore[no-untyped-call]
+    return await _read(request, intent.page, kind, namespace, name)
 
 
 CSRF_HEADER = "X-Console-Request"
@@ -313,6 +306,31 @@ async def placements(request: web.Request) -> web.Response:
             return _error(err)
 
 
+async def _read(request: web.Request, read: Any, *args: Any) -> web.Response:
+    """``read(hub, *args)`` in a thread, with the user's Hub; CliError as the hub's status."""
+    hub = Hub(configuration=_credentials(request).configuration())
+    try:
+        return web.json_response(await asyncio.to_thread(read, hub, *args))
+    except CliError as err:
+        status = {EXIT_FORBIDDEN: 403, EXIT_NOT_FOUND: 404}.get(err.code, 502)
+        return web.json_response({"message": str(err)}, status=status)
+    finally:
+        hub.api.close()  # type: ignore[no-untyped-call]
+
+
+async def clusters_page(request: web.Request) -> web.Response:
+    """Every managed cluster (the viewer role's read)."""
+    return await _read(request, clusters.clusters)
+
+
+async def cluster_page(request: web.Request) -> web.Response:
+    """One managed cluster and what runs there."""
+    name = request.query.get("name", "")
+    if not name:
+        return web.json_response({"message": "name is required"}, status=400)
+    return await _read(request, clusters.cluster, name)
+
+
 async def healthz(_: web.Request) -> web.Response:
     """The process answers."""
     return web.Response(text="ok")
@@ -338,6 +356,8 @@ def make_app(source: Source, static: Path = STATIC) -> web.Application:
     app.router.add_get("/api/fleet", fleet_once)
     app.router.add_get("/api/fleet/events", fleet_events)
     app.router.add_get("/api/intent", intent_page)
+    app.router.add_get("/api/clusters", clusters_page)
+    app.router.add_get("/api/cluster", cluster_page)
     app.router.add_get("/api/placements", placements)
     app.router.add_post("/api/apply", apply)
     app.router.add_post("/api/rollout", rollout)

@@ -55,8 +55,8 @@ def tenants(testbed: Testbed) -> Iterator[dict[str, Tenant]]:
     found = {"a": Tenant(f"ca-{tag}", users, "alice"), "b": Tenant(f"cb-{tag}", users, "bob"),
              "admin": Tenant(f"cadm-{tag}", users, "platform",
                              "model-serving-addon-stack-owner")}
-    hub.apply_objects([o for o in render() if o["kind"] == "ClusterRole"
-                       and o["metadata"]["name"] in {t.role for t in found.values()}])
+    hub.apply_objects([o for o in render() if o["kind"] == "ClusterRole" and o["metadata"][
+        "name"] in {*(t.role for t in found.values()), "model-serving-addon-viewer"}])
     hub.kubectl("create", "namespace", users)
     for t in found.values():
         testbed.bind_clusterset(t.namespace)
@@ -67,7 +67,15 @@ def tenants(testbed: Testbed) -> Iterator[dict[str, Tenant]]:
                               "--duration=1h").stdout.strip()
         hub.kubectl("apply", f"--as={t.subject}", "-n", t.namespace, "-f", "-",
                     input=json.dumps(placement("p", t.namespace)))
-    yield found
+    # A fleet viewer (an SRE): the chart's read-only viewer role, cluster-wide.
+    viewer = Tenant("", users, "sre", "model-serving-addon-viewer")
+    hub.kubectl("create", "serviceaccount", viewer.name, "-n", users)
+    hub.kubectl("create", "clusterrolebinding", f"console-viewer-{tag}",
+                "--clusterrole=model-serving-addon-viewer", f"--serviceaccount={users}:sre")
+    viewer.token = hub.kubectl("create", "token", viewer.name, "-n", users,
+                               "--duration=1h").stdout.strip()
+    yield {**found, "viewer": viewer}
+    hub.kubectl("delete", "clusterrolebinding", f"console-viewer-{tag}", check=False)
     for t in found.values():
         hub.kubectl("delete", "mcisvc,msv", "--all", "-n", t.namespace, "--wait=false",
                     check=False)
@@ -82,8 +90,9 @@ def manager(testbed: Testbed, tenants: dict[str, Tenant],
                          f"--stack-owner-namespaces={tenants['admin'].namespace}") as mgr:
         yield mgr
         for t in tenants.values():  # while the manager runs: it holds the finalizers
-            testbed.hub.kubectl("delete", "mcisvc,msv", "--all", "-n", t.namespace,
-                                "--timeout=60s", check=False)
+            if t.namespace:
+                testbed.hub.kubectl("delete", "mcisvc,msv", "--all", "-n", t.namespace,
+                                    "--timeout=60s", check=False)
 
 
 @pytest.fixture(scope="module")
@@ -294,6 +303,39 @@ def test_the_stack_is_the_platform_admins_and_a_tenants_attempt_gets_the_hubs_wo
     testbed.hub.kubectl("delete", "msv", "kserve", "-n", admin.namespace, "--wait=false")
 
 
+def test_clusters_are_the_viewers_and_a_tenant_gets_the_hubs_refusal(
+        testbed: Testbed, tenants: dict[str, Tenant], console: console_support.Console) -> None:
+    """The clusters page as a fleet viewer (the chart's viewer role): the testbed's cluster with
+    the add-on's health and the intents on it; a cluster's page with its labels and each
+    intent's row there; a tenant may not list clusters (the hub's words). Then in Chromium."""
+    from playwright.sync_api import expect, sync_playwright
+
+    viewer, a = tenants["viewer"], tenants["a"]
+    cluster = testbed.spokes[0].name
+    status, body = console.get("/api/clusters", token=viewer.token)
+    assert status == 200, body
+    (row,) = [r for r in body["clusters"] if r["name"] == cluster]
+    assert row["available"] == "True" and row["intents"] >= 1, row
+    status, body = console.get(f"/api/cluster?name={cluster}", token=viewer.token)
+    assert status == 200, body
+    assert body["labels"].get("cluster.open-cluster-management.io/clusterset") == "default"
+    assert ("MultiClusterInferenceService", a.namespace, "iris-a") in {
+        (r["kind"], r["namespace"], r["name"]) for r in body["rows"]}, body
+    status, body = console.get("/api/clusters", token=a.token)
+    assert status == 403 and f'"{a.subject}" cannot list resource' in body["message"], body
+    with sync_playwright() as pw:
+        browser = pw.chromium.launch(executable_path=str(console_support.chromium()),
+                                     args=["--no-sandbox"])
+        try:
+            page = browser.new_context(
+                extra_http_headers={"X-Forwarded-Access-Token": viewer.token}).new_page()
+            page.goto(f"{console.url}/clusters")
+            page.get_by_test_id("clusters").get_by_role("link", name=cluster).click()
+            expect(page.get_by_test_id("cluster-intents")).to_contain_text("iris-a")
+        finally:
+            browser.close()
+
+
 def get_or_none(testbed: Testbed, name: str, namespace: str) -> dict[str, Any] | None:
     out = testbed.hub.kubectl("get", "mcisvc", name, "-n", namespace, "-o", "json",
                               "--ignore-not-found", check=False).stdout.strip()
@@ -375,7 +417,7 @@ def test_the_page_in_a_browser_shows_a_tenant_its_fleet_live(
             if os.environ.get("DOCS_SCREENSHOTS"):
                 page.set_viewport_size({"width": 1280, "height": 720})
                 page.screenshot(path=str(DOCS_IMAGES / "console-model.png"))
-            page.get_by_role("link", name="Fleet").click()
+            page.get_by_role("link", name="Fleet", exact=True).last.click()
             # Deploy through the form: the YAML it shows, then a value the hub refuses shown
             # at its field, fixed, deployed, and removed from the model's page.
             page.get_by_role("link", name="Deploy a model").click()
@@ -516,3 +558,42 @@ def test_storage_credentials_are_written_once_as_the_tenant_and_never_shown(
     assert status == 403 and f'"{a.subject}" cannot patch resource "secrets"' in body["message"]
     assert get_json_or_none(testbed, "secret", "x", b.namespace) is None
     testbed.hub.kubectl("delete", "sconn", "s3-ui", "-n", a.namespace, "--wait=false")
+
+
+def test_a_model_server_through_the_form_is_the_runtime_a_yaml_user_would_write(
+        testbed: Testbed, tenants: dict[str, Tenant], console: console_support.Console) -> None:
+    """The model-server form in Chromium as a tenant: its YAML shown, a namespace the CRD refuses
+    named at its field with nothing written, then the MultiClusterServingRuntime written with
+    the image, arguments and formats typed, and its page reached."""
+    from playwright.sync_api import expect, sync_playwright
+
+    a = tenants["a"]
+    with sync_playwright() as pw:
+        browser = pw.chromium.launch(executable_path=str(console_support.chromium()),
+                                     args=["--no-sandbox"])
+        try:
+            page = browser.new_context(
+                extra_http_headers={"X-Forwarded-Access-Token": a.token}).new_page()
+            page.goto(f"{console.url}/?namespace={a.namespace}")
+            page.get_by_role("link", name="Model server").click()
+            page.get_by_label("Name", exact=True).fill("my-server")
+            page.get_by_label("Image").fill("example.com/team/server:1")
+            page.get_by_label("Spoke namespace").fill("Bad_NS")
+            page.get_by_role("button", name="View YAML").click()
+            expect(page.get_by_test_id("yaml")).to_contain_text("image: example.com/team/server:1")
+            page.get_by_role("button", name="Create the model server").click()
+            expect(page.get_by_test_id("error-spec.targetNamespace")).to_contain_text("Bad_NS")
+            assert get_json_or_none(testbed, "mcsr", "my-server", a.namespace) is None
+            page.get_by_label("Spoke namespace").fill(a.namespace)
+            page.get_by_role("button", name="Create the model server").click()
+            expect(page.get_by_role("heading", level=1)).to_contain_text(
+                f"MultiClusterServingRuntime {a.namespace}/my-server", timeout=30_000)
+        finally:
+            browser.close()
+    found = get_json_or_none(testbed, "mcsr", "my-server", a.namespace)
+    assert found is not None
+    template = found["spec"]["template"]
+    assert template["containers"][0]["image"] == "example.com/team/server:1"
+    assert template["containers"][0]["args"][0] == "--model_name={{.Name}}"
+    assert template["supportedModelFormats"] == [{"name": "sklearn", "autoSelect": True}]
+    testbed.hub.kubectl("delete", "mcsr", "my-server", "-n", a.namespace, "--wait=false")

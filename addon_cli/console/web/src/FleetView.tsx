@@ -113,6 +113,17 @@ export function FleetView() {
               </Button>
             </ToolbarItem>
           )}
+          {namespace && (
+            <ToolbarItem>
+              <Button
+                component="a"
+                href={`/new-runtime?namespace=${encodeURIComponent(namespace)}`}
+                variant="secondary"
+              >
+                Model server
+              </Button>
+            </ToolbarItem>
+          )}
           <ToolbarItem>
             <SearchInput
               aria-label="Filter the rows"

@@ -196,3 +196,31 @@ export async function putSecret(
   if (!response.ok) throw new Refused(String(body.message), (body.causes ?? []) as Cause[]);
   return body.keys as string[];
 }
+
+export interface ClusterRow {
+  name: string;
+  available: string;
+  addon: string;
+  platform: string;
+  version: string;
+  intents: number;
+  stale: boolean;
+}
+
+export async function clusters(): Promise<ClusterRow[]> {
+  const response = await fetch("/api/clusters");
+  if (!response.ok) throw new Error(await failure(response));
+  return ((await response.json()) as { clusters: ClusterRow[] }).clusters;
+}
+
+export interface ClusterPage {
+  cluster: ClusterRow;
+  labels: Record<string, string>;
+  rows: Row[];
+}
+
+export async function clusterPage(name: string): Promise<ClusterPage> {
+  const response = await fetch(`/api/cluster?name=${encodeURIComponent(name)}`);
+  if (!response.ok) throw new Error(await failure(response));
+  return (await response.json()) as ClusterPage;
+}

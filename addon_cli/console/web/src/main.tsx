@@ -10,9 +10,11 @@ import {
   Page,
 } from "@patternfly/react-core";
 import { whoami } from "./api";
+import { ClusterView, ClustersView } from "./ClustersView";
 import { FleetView } from "./FleetView";
 import { IntentView } from "./IntentView";
 import { ModelForm } from "./ModelForm";
+import { RuntimeForm } from "./RuntimeForm";
 import { StackForm } from "./StackForm";
 import { StorageForm } from "./StorageForm";
 
@@ -28,8 +30,15 @@ function Route() {
       />
     );
   }
+  if (window.location.pathname === "/clusters") return <ClustersView />;
+  if (window.location.pathname === "/cluster") {
+    return <ClusterView name={query.get("name") ?? ""} />;
+  }
   if (window.location.pathname === "/stack") {
     return <StackForm namespace={query.get("namespace") ?? ""} name={query.get("name") ?? ""} />;
+  }
+  if (window.location.pathname === "/new-runtime") {
+    return <RuntimeForm namespace={query.get("namespace") ?? ""} />;
   }
   if (window.location.pathname === "/new-storage") {
     return <StorageForm namespace={query.get("namespace") ?? ""} />;
@@ -53,6 +62,7 @@ function App() {
         <MastheadBrand>Model serving fleet</MastheadBrand>
       </MastheadMain>
       <MastheadContent>
+        <a href="/">Fleet</a>&nbsp;&nbsp;<a href="/clusters">Clusters</a>&nbsp;&nbsp;
         <span data-testid="user">{user}</span>
       </MastheadContent>
     </Masthead>
