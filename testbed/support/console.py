@@ -108,3 +108,23 @@ class Console:
                 return resp.status, json.loads(resp.read())
         except urllib.error.HTTPError as err:
             return err.code, json.loads(err.read() or b"{}")
+
+
+def tenant_user(hub: Any, namespace: str, name: str, users: str = "console-users",
+                role: str = "model-serving-addon-tenant") -> tuple[str, str]:
+    """A hub user with only ``role`` in ``namespace``: (subject, token).
+
+    A ServiceAccount of ``users`` bound there, and a token for it (what an authenticating
+    proxy would pass).
+    """
+    from testbed.chart import render
+
+    hub.apply_objects([o for o in render() if o["kind"] == "ClusterRole"
+                       and o["metadata"]["name"] == role])
+    hub.kubectl("create", "namespace", users, check=False)
+    hub.kubectl("create", "serviceaccount", name, "-n", users)
+    hub.kubectl("create", "rolebinding", f"console-{name}", "-n", namespace,
+                f"--clusterrole={role}", f"--serviceaccount={users}:{name}")
+    token = hub.kubectl("create", "token", name, "-n", users, "--duration=1h").stdout.strip()
+    return f"system:serviceaccount:{users}:{name}", token
+

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import json
 import signal
+import sys
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -35,6 +36,7 @@ from testbed import demo, observability
 from testbed.dataplane.kubelet import FIELD_MANAGER, SERVED, ServedPod
 from testbed.dataplane.podspec import SIMULATED_LABEL, Environments
 from testbed.fleet import Testbed
+from testbed.support import console as console_support
 from testbed.support.dataplane import IRIS, IRIS_CLASSES, post_via_ingress, v2_iris
 from testbed.support.waiting import eventually, on_fleet
 
@@ -57,6 +59,21 @@ def fleet(built_binaries: Callable[[str], Path], dataplane: Environments) -> Ite
         phases.done("examples applied, with the fleet's S3 connection")
         yield bed, demo.start_kserve_when_stack_ready(bed)
         bed.cleanup()
+
+
+@pytest.fixture(scope="module")
+def console(fleet: Fleet, tmp_path_factory: pytest.TempPathFactory
+            ) -> Iterator[tuple[console_support.Console, str]]:
+    """The fleet console on this fleet, behind a proxy; a tenant of the demo's namespace (only
+    the chart's tenant role there) to read it as. (console, the tenant's token)"""
+    bed, _ = fleet
+    static = console_support.built_page()
+    _, token = console_support.tenant_user(bed.hub, NS, "dataplane-tenant")
+    proc = console_support.Console(
+        Path(sys.executable).with_name("model-serving-addon"), f"https://127.0.0.1:{bed.hub.port}",
+        bed.ca.pair.cert, tmp_path_factory.mktemp("console"), static).start()
+    yield proc, token
+    proc.stop()
 
 
 @pytest.fixture(scope="module")
@@ -365,11 +382,13 @@ class TestServedOnTheFleet:
         assert answer == {"predictions": IRIS_CLASSES} and upstream in upstreams
 
     def test_6_a_wrong_secret_fails_with_the_initializers_access_denied_on_the_hub(
-            self, fleet: Fleet) -> None:
+            self, fleet: Fleet, console: tuple[console_support.Console, str]) -> None:
         """A second model through a connection whose secret is wrong: the S3 server refuses
         the initializer, KServe reports the failed load with the initializer's termination
         message (the testbed writes it as the kubelet does), and the hub shows it per
-        cluster; the first model is untouched."""
+        cluster; the first model is untouched. The fleet console, read as a tenant of the
+        namespace in Chromium, shows the same: the first model Ready on both clusters, and on
+        the broken one's page the failure and what to do, per cluster."""
         bed, step = fleet
         denied, wrong = "sklearn-iris-denied", "fleet-s3-wrong"
         isvc = demo.served_inference_service(denied, wrong)
@@ -396,6 +415,7 @@ class TestServedOnTheFleet:
                 assert pod.runner.container("kserve-container").started_at is None
             # Nothing else changed: the first model serves on.
             assert all(hub_entries(bed)[c]["ready"] is True for c in REPLICAS)
+            read_in_the_console(console, denied)
         finally:
             bed.hub.kubectl("delete", "multiclusterinferenceservices", denied, "-n", NS,
                             "--wait=false")
@@ -787,3 +807,35 @@ class TestServedOnTheFleet:
             stop.set()
             sender.join(timeout=30)
             hub.kubectl("delete", "mcisvc", canary, "-n", NS, "--wait=false")
+
+
+def read_in_the_console(console: tuple[console_support.Console, str], broken: str) -> None:
+    """The fleet view and a broken model's page in Chromium, as the tenant."""
+    from playwright.sync_api import expect, sync_playwright
+
+    from addon_cli import troubleshooting
+
+    proc, token = console
+    advice = troubleshooting.advice("StorageDownloadFailed")
+    with sync_playwright() as pw:
+        browser = pw.chromium.launch(executable_path=str(console_support.chromium()),
+                                     args=["--no-sandbox"])
+        try:
+            page = browser.new_context(
+                extra_http_headers={"X-Forwarded-Access-Token": token}).new_page()
+            page.goto(f"{proc.url}/?namespace={NS}")
+            table = page.get_by_test_id("fleet")
+            for cluster in REPLICAS:
+                row = table.get_by_role("row").filter(has_text=NAME).filter(has_text=cluster)
+                expect(row.first).to_contain_text("Ready")
+            page.goto(f"{proc.url}/intent?kind=MultiClusterInferenceService&namespace={NS}"
+                      f"&name={broken}")
+            for cluster in REPLICAS:
+                chain = page.get_by_test_id(f"chain-{cluster}")
+                expect(chain.get_by_test_id("link-status")).to_contain_text(
+                    "StorageDownloadFailed")
+                if advice is not None and advice.todo:
+                    expect(chain.get_by_test_id("link-next")).to_contain_text(advice.todo[:40])
+        finally:
+            browser.close()
+
