@@ -89,15 +89,17 @@ async def _list_all(hub: UserHub, namespace: str | None
     store: dict[str, dict[fleet.Key, Any]] = {}
     refused: dict[str, str] = {}
     versions: dict[str, str] = {}
-    for kind in views.KINDS:
-        try:
-            items, versions[kind] = await hub.list(kind, namespace)
-        except HubError as err:
-            if err.status != 403:
-                raise
-            refused[kind] = err.message
-            continue
-        store[kind] = {fleet.key_of(i): i for i in items}
+    kinds = list(views.KINDS)
+    answers = await asyncio.gather(*(hub.list(kind, namespace) for kind in kinds),
+                                   return_exceptions=True)  # the four lists at once
+    for kind, answer in zip(kinds, answers, strict=True):
+        if isinstance(answer, HubError) and answer.status == 403:
+            refused[kind] = answer.message
+        elif isinstance(answer, BaseException):
+            raise answer
+        else:
+            items, versions[kind] = answer
+            store[kind] = {fleet.key_of(i): i for i in items}
     return store, refused, versions
 
 

@@ -7,12 +7,15 @@ is Debian's Chromium (installed with apt when missing), driven by Playwright.
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import json
 import shutil
 import subprocess
 import time
 import urllib.error
 import urllib.request
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -22,6 +25,8 @@ WEB = Path(__file__).resolve().parents[2] / "addon_cli" / "console" / "web"
 STATIC = WEB.parent / "static"
 CHROMIUM = (Path("/usr/lib/chromium/chromium"), Path("/usr/bin/chromium"))
 """Debian's Chromium binary (the first; /usr/bin/chromium is its launcher script)."""
+EXPECT_SECONDS = 30
+"""How long a page's expectation waits for what it expects (it ends as soon as it holds)."""
 
 
 def _newest(paths: list[Path]) -> float:
@@ -29,7 +34,17 @@ def _newest(paths: list[Path]) -> float:
 
 
 def built_page() -> Path:
-    """The console's built page (``static/``), built first when missing or stale."""
+    """The console's built page (``static/``), built first when missing or stale.
+
+    Workers of one run may ask at once (the hub testbed's console tests, the data-plane
+    fleet's): a file lock lets one build while the others wait, then find it built.
+    """
+    with (WEB.parent / ".build.lock").open("w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        return _build()
+
+
+def _build() -> Path:
     sources = [*WEB.glob("*.json"), *WEB.glob("*.ts"), WEB / "index.html",
                *WEB.joinpath("src").rglob("*")]
     index = STATIC / "index.html"
@@ -127,4 +142,25 @@ def tenant_user(hub: Any, namespace: str, name: str, users: str = "console-users
                 f"--clusterrole={role}", f"--serviceaccount={users}:{name}")
     token = hub.kubectl("create", "token", name, "-n", users, "--duration=1h").stdout.strip()
     return f"system:serviceaccount:{users}:{name}", token
+
+
+@contextlib.contextmanager
+def signed_in(*tokens: str) -> Iterator[list[Any]]:
+    """A page of Debian's Chromium (Playwright) per token.
+
+    Each page's requests carry its token as the authenticating proxy in front of the console
+    would (X-Forwarded-Access-Token).
+    """
+    from playwright.sync_api import expect, sync_playwright
+
+    # What a page waits for comes from the hub (a list, a watch event, the manager's status):
+    # on a loaded 2-core machine that can take longer than Playwright's 5 s default.
+    expect.set_options(timeout=EXPECT_SECONDS * 1000)
+    with sync_playwright() as pw:
+        browser = pw.chromium.launch(executable_path=str(chromium()), args=["--no-sandbox"])
+        try:
+            yield [browser.new_context(
+                extra_http_headers={"X-Forwarded-Access-Token": t}).new_page() for t in tokens]
+        finally:
+            browser.close()
 

@@ -308,7 +308,7 @@ def test_clusters_are_the_viewers_and_a_tenant_gets_the_hubs_refusal(
     """The clusters page as a fleet viewer (the chart's viewer role): the testbed's cluster with
     the add-on's health and the intents on it; a cluster's page with its labels and each
     intent's row there; a tenant may not list clusters (the hub's words). Then in Chromium."""
-    from playwright.sync_api import expect, sync_playwright
+    from playwright.sync_api import expect
 
     viewer, a = tenants["viewer"], tenants["a"]
     cluster = testbed.spokes[0].name
@@ -323,17 +323,10 @@ def test_clusters_are_the_viewers_and_a_tenant_gets_the_hubs_refusal(
         (r["kind"], r["namespace"], r["name"]) for r in body["rows"]}, body
     status, body = console.get("/api/clusters", token=a.token)
     assert status == 403 and f'"{a.subject}" cannot list resource' in body["message"], body
-    with sync_playwright() as pw:
-        browser = pw.chromium.launch(executable_path=str(console_support.chromium()),
-                                     args=["--no-sandbox"])
-        try:
-            page = browser.new_context(
-                extra_http_headers={"X-Forwarded-Access-Token": viewer.token}).new_page()
-            page.goto(f"{console.url}/clusters")
-            page.get_by_test_id("clusters").get_by_role("link", name=cluster).click()
-            expect(page.get_by_test_id("cluster-intents")).to_contain_text("iris-a")
-        finally:
-            browser.close()
+    with console_support.signed_in(viewer.token) as (page,):
+        page.goto(f"{console.url}/clusters")
+        page.get_by_test_id("clusters").get_by_role("link", name=cluster).click()
+        expect(page.get_by_test_id("cluster-intents")).to_contain_text("iris-a")
 
 
 def get_or_none(testbed: Testbed, name: str, namespace: str) -> dict[str, Any] | None:
@@ -384,68 +377,60 @@ def test_the_page_in_a_browser_shows_a_tenant_its_fleet_live(
     """Debian's Chromium, the token passed as the proxy passes it: the tenant's name in the
     masthead, its model in the table, a new one appearing without a reload, and another
     tenant's namespace refused in the hub's words next to the namespace it names."""
-    from playwright.sync_api import expect, sync_playwright
+    from playwright.sync_api import expect
 
     a, b = tenants["a"], tenants["b"]
-    with sync_playwright() as pw:
-        browser = pw.chromium.launch(executable_path=str(console_support.chromium()),
-                                     args=["--no-sandbox"])
-        try:
-            context = browser.new_context(
-                extra_http_headers={"X-Forwarded-Access-Token": a.token})
-            page = context.new_page()
-            page.goto(f"{console.url}/?namespace={a.namespace}")
-            expect(page.get_by_test_id("user")).to_have_text(a.subject)
-            table = page.get_by_test_id("fleet")
-            expect(table.get_by_role("row").filter(has_text="iris-a")).to_have_count(1)
-            # DOCS_SCREENSHOTS=1 keeps it for docs/user-guide.md (docs/images).
-            shot = (DOCS_IMAGES if os.environ.get("DOCS_SCREENSHOTS") else tmp_path)
-            page.set_viewport_size({"width": 1280, "height": 400})
-            page.screenshot(path=str(shot / "console-fleet.png"))
-            apply_as(testbed, a, model("iris-page", a.namespace))
-            expect(table.get_by_role("row").filter(has_text="iris-page")).to_have_count(
-                1, timeout=30_000)
-            page.get_by_label("Filter the rows").fill("iris-page")
-            expect(table.get_by_role("row").filter(has_text="iris-a")).to_have_count(0)
-            # The model's page: why, on the cluster, with the advice for its reason.
-            page.get_by_label("Filter the rows").fill("")
-            page.get_by_role("link", name="iris-a").click()
-            chain = page.get_by_test_id(f"chain-{testbed.spokes[0].name}")
-            expect(chain.get_by_test_id("link-placement")).to_contain_text("is selected by")
-            expect(chain.get_by_test_id("link-next")).to_contain_text(
-                "make sure a ModelServing selects this cluster")
-            if os.environ.get("DOCS_SCREENSHOTS"):
-                page.set_viewport_size({"width": 1280, "height": 720})
-                page.screenshot(path=str(DOCS_IMAGES / "console-model.png"))
-            page.get_by_role("link", name="Fleet", exact=True).last.click()
-            # Deploy through the form: the YAML it shows, then a value the hub refuses shown
-            # at its field, fixed, deployed, and removed from the model's page.
-            page.get_by_role("link", name="Deploy a model").click()
-            page.get_by_label("Name", exact=True).fill("iris-form")
-            page.get_by_label("Spoke namespace").fill("Not_A_Namespace")
-            page.get_by_label("Storage URI").fill("s3://models/iris")
-            page.get_by_role("button", name="View YAML").click()
-            expect(page.get_by_test_id("yaml")).to_contain_text("name: iris-form")
-            page.get_by_role("button", name="Deploy").click()
-            expect(page.get_by_test_id("error-targetNamespace")).to_contain_text(
-                "Not_A_Namespace")
-            page.get_by_label("Spoke namespace").fill(a.namespace)
-            page.get_by_role("button", name="Deploy").click()
-            expect(page.get_by_test_id("chain-" + testbed.spokes[0].name)).to_be_visible(
-                timeout=30_000)
-            assert get_or_none(testbed, "iris-form", a.namespace) is not None
-            page.on("dialog", lambda dialog: dialog.accept())
-            page.get_by_role("button", name="Remove").click()
-            expect(page.get_by_test_id("fleet")).to_be_visible()
-            eventually(lambda: get_or_none(testbed, "iris-form", a.namespace) is None,
-                       timeout=60)
-            page.get_by_label("Hub namespace (empty: every namespace)").fill(b.namespace)
-            page.get_by_role("button", name="Show").click()
-            refused = page.get_by_test_id("fleet-error")
-            expect(refused).to_contain_text(f'"{a.subject}" cannot list resource')
-            expect(refused).to_contain_text(b.namespace)
-        finally:
-            browser.close()
+    with console_support.signed_in(a.token) as (page,):
+        page.goto(f"{console.url}/?namespace={a.namespace}")
+        expect(page.get_by_test_id("user")).to_have_text(a.subject)
+        table = page.get_by_test_id("fleet")
+        expect(table.get_by_role("row").filter(has_text="iris-a")).to_have_count(1)
+        # DOCS_SCREENSHOTS=1 keeps it for docs/user-guide.md (docs/images).
+        shot = (DOCS_IMAGES if os.environ.get("DOCS_SCREENSHOTS") else tmp_path)
+        page.set_viewport_size({"width": 1280, "height": 400})
+        page.screenshot(path=str(shot / "console-fleet.png"))
+        apply_as(testbed, a, model("iris-page", a.namespace))
+        expect(table.get_by_role("row").filter(has_text="iris-page")).to_have_count(
+            1, timeout=30_000)
+        page.get_by_label("Filter the rows").fill("iris-page")
+        expect(table.get_by_role("row").filter(has_text="iris-a")).to_have_count(0)
+        # The model's page: why, on the cluster, with the advice for its reason.
+        page.get_by_label("Filter the rows").fill("")
+        page.get_by_role("link", name="iris-a").click()
+        chain = page.get_by_test_id(f"chain-{testbed.spokes[0].name}")
+        expect(chain.get_by_test_id("link-placement")).to_contain_text("is selected by")
+        expect(chain.get_by_test_id("link-next")).to_contain_text(
+            "make sure a ModelServing selects this cluster")
+        if os.environ.get("DOCS_SCREENSHOTS"):
+            page.set_viewport_size({"width": 1280, "height": 720})
+            page.screenshot(path=str(DOCS_IMAGES / "console-model.png"))
+        page.get_by_role("link", name="Fleet", exact=True).last.click()
+        # Deploy through the form: the YAML it shows, then a value the hub refuses shown
+        # at its field, fixed, deployed, and removed from the model's page.
+        page.get_by_role("link", name="Deploy a model").click()
+        page.get_by_label("Name", exact=True).fill("iris-form")
+        page.get_by_label("Spoke namespace").fill("Not_A_Namespace")
+        page.get_by_label("Storage URI").fill("s3://models/iris")
+        page.get_by_role("button", name="View YAML").click()
+        expect(page.get_by_test_id("yaml")).to_contain_text("name: iris-form")
+        page.get_by_role("button", name="Deploy").click()
+        expect(page.get_by_test_id("error-targetNamespace")).to_contain_text(
+            "Not_A_Namespace")
+        page.get_by_label("Spoke namespace").fill(a.namespace)
+        page.get_by_role("button", name="Deploy").click()
+        expect(page.get_by_test_id("chain-" + testbed.spokes[0].name)).to_be_visible(
+            timeout=30_000)
+        assert get_or_none(testbed, "iris-form", a.namespace) is not None
+        page.on("dialog", lambda dialog: dialog.accept())
+        page.get_by_role("button", name="Remove").click()
+        expect(page.get_by_test_id("fleet")).to_be_visible()
+        eventually(lambda: get_or_none(testbed, "iris-form", a.namespace) is None,
+                   timeout=60)
+        page.get_by_label("Hub namespace (empty: every namespace)").fill(b.namespace)
+        page.get_by_role("button", name="Show").click()
+        refused = page.get_by_test_id("fleet-error")
+        expect(refused).to_contain_text(f'"{a.subject}" cannot list resource')
+        expect(refused).to_contain_text(b.namespace)
     testbed.hub.kubectl("delete", "mcisvc", "iris-page", "-n", a.namespace, "--wait=false")
 
 
@@ -454,54 +439,45 @@ def test_in_the_browser_the_admin_installs_and_removes_a_stack_and_a_tenant_is_r
     """The stack form as the platform admin: install with a serving namespace turned on, see
     the stack's page, turn the namespace off and on again through the form, remove the stack;
     the same form as a tenant: the hub's refusal, in its words, nothing written."""
-    from playwright.sync_api import expect, sync_playwright
+    from playwright.sync_api import expect
 
     admin, a = tenants["admin"], tenants["a"]
-    with sync_playwright() as pw:
-        browser = pw.chromium.launch(executable_path=str(console_support.chromium()),
-                                     args=["--no-sandbox"])
-        try:
-            page = browser.new_context(
-                extra_http_headers={"X-Forwarded-Access-Token": admin.token}).new_page()
-            page.goto(f"{console.url}/?namespace={admin.namespace}")
-            page.get_by_role("link", name="Install the stack").click()
-            page.get_by_label("Name", exact=True).fill("kserve-ui")
-            page.get_by_label("Serving namespace to turn on").fill("ui-models")
-            page.get_by_role("button", name="Turn serving on").click()
-            page.get_by_role("button", name="Install").click()
-            expect(page.get_by_role("heading", level=1)).to_contain_text(
-                f"ModelServing {admin.namespace}/kserve-ui", timeout=30_000)
+    with console_support.signed_in(admin.token, a.token) as (page, tenant):
+        page.goto(f"{console.url}/?namespace={admin.namespace}")
+        page.get_by_role("link", name="Install the stack").click()
+        page.get_by_label("Name", exact=True).fill("kserve-ui")
+        page.get_by_label("Serving namespace to turn on").fill("ui-models")
+        page.get_by_role("button", name="Turn serving on").click()
+        page.get_by_role("button", name="Install").click()
+        expect(page.get_by_role("heading", level=1)).to_contain_text(
+            f"ModelServing {admin.namespace}/kserve-ui", timeout=30_000)
 
-            def spec() -> dict[str, Any]:
-                found = json.loads(testbed.hub.kubectl(
-                    "get", "msv", "kserve-ui", "-n", admin.namespace, "-o", "json").stdout)
-                return dict(found["spec"])
+        def spec() -> dict[str, Any]:
+            found = json.loads(testbed.hub.kubectl(
+                "get", "msv", "kserve-ui", "-n", admin.namespace, "-o", "json").stdout)
+            return dict(found["spec"])
 
-            assert spec()["servingNamespaces"] == ["ui-models"]
-            page.get_by_role("link", name="Edit the stack").click()
-            expect(page.get_by_test_id("serving-namespaces")).to_contain_text("ui-models")
-            page.get_by_role("button", name="Turn serving off in ui-models").click()
-            page.get_by_label("Serving namespace to turn on").fill("ui-more")
-            page.get_by_role("button", name="Turn serving on").click()
-            page.get_by_role("button", name="Save").click()
-            expect(page.get_by_role("link", name="Edit the stack")).to_be_visible(
-                timeout=30_000)
-            assert spec()["servingNamespaces"] == ["ui-more"]
-            page.get_by_role("link", name="Edit the stack").click()
-            page.get_by_role("button", name="Remove the stack").click()
-            expect(page.get_by_role("link", name="Edit the stack")).to_be_visible(
-                timeout=30_000)
-            assert spec()["managementState"] == "Removed"
+        assert spec()["servingNamespaces"] == ["ui-models"]
+        page.get_by_role("link", name="Edit the stack").click()
+        expect(page.get_by_test_id("serving-namespaces")).to_contain_text("ui-models")
+        page.get_by_role("button", name="Turn serving off in ui-models").click()
+        page.get_by_label("Serving namespace to turn on").fill("ui-more")
+        page.get_by_role("button", name="Turn serving on").click()
+        page.get_by_role("button", name="Save").click()
+        expect(page.get_by_role("link", name="Edit the stack")).to_be_visible(
+            timeout=30_000)
+        assert spec()["servingNamespaces"] == ["ui-more"]
+        page.get_by_role("link", name="Edit the stack").click()
+        page.get_by_role("button", name="Remove the stack").click()
+        expect(page.get_by_role("link", name="Edit the stack")).to_be_visible(
+            timeout=30_000)
+        assert spec()["managementState"] == "Removed"
 
-            tenant = browser.new_context(
-                extra_http_headers={"X-Forwarded-Access-Token": a.token}).new_page()
-            tenant.goto(f"{console.url}/stack?namespace={a.namespace}")
-            tenant.get_by_label("Name", exact=True).fill("mine")
-            tenant.get_by_role("button", name="Install").click()
-            expect(tenant.get_by_test_id("form-refused")).to_contain_text(
-                f'"{a.subject}" cannot patch resource "modelservings"')
-        finally:
-            browser.close()
+        tenant.goto(f"{console.url}/stack?namespace={a.namespace}")
+        tenant.get_by_label("Name", exact=True).fill("mine")
+        tenant.get_by_role("button", name="Install").click()
+        expect(tenant.get_by_test_id("form-refused")).to_contain_text(
+            f'"{a.subject}" cannot patch resource "modelservings"')
     assert get_json_or_none(testbed, "msv", "mine", a.namespace) is None
     testbed.hub.kubectl("delete", "msv", "kserve-ui", "-n", admin.namespace, "--wait=false")
 
@@ -519,34 +495,26 @@ def test_storage_credentials_are_written_once_as_the_tenant_and_never_shown(
     (the Secret holds exactly what was typed), the connection's page reached, and the secret
     value in no answer of the console and nowhere on its pages; the other tenant's namespace
     refused by the hub with nothing written."""
-    from playwright.sync_api import expect, sync_playwright
+    from playwright.sync_api import expect
 
     a, b = tenants["a"], tenants["b"]
     value = f"secret-{uuid.uuid4().hex}"
     seen: list[str] = []
-    with sync_playwright() as pw:
-        browser = pw.chromium.launch(executable_path=str(console_support.chromium()),
-                                     args=["--no-sandbox"])
-        try:
-            context = browser.new_context(
-                extra_http_headers={"X-Forwarded-Access-Token": a.token})
-            page = context.new_page()
-            page.on("response", lambda r: seen.append(r.text()) if r.url.startswith(
-                f"{console.url}/api/") and "event-stream" not in (
-                r.headers.get("content-type") or "") else None)
-            page.goto(f"{console.url}/?namespace={a.namespace}")
-            page.get_by_role("link", name="Storage credentials").click()
-            page.get_by_label("Name", exact=True).fill("s3-ui")
-            page.get_by_label("S3 endpoint").fill("http://minio.minio.svc:9000")
-            page.get_by_label("Bucket").fill("models")
-            page.get_by_label("Access key id").fill("AKIA-UI")
-            page.get_by_label("Secret access key").fill(value)
-            page.get_by_role("button", name="Save the credentials").click()
-            expect(page.get_by_role("heading", level=1)).to_contain_text(
-                f"StorageConnection {a.namespace}/s3-ui", timeout=30_000)
-            assert value not in page.content()
-        finally:
-            browser.close()
+    with console_support.signed_in(a.token) as (page,):
+        page.on("response", lambda r: seen.append(r.text()) if r.url.startswith(
+            f"{console.url}/api/") and "event-stream" not in (
+            r.headers.get("content-type") or "") else None)
+        page.goto(f"{console.url}/?namespace={a.namespace}")
+        page.get_by_role("link", name="Storage credentials").click()
+        page.get_by_label("Name", exact=True).fill("s3-ui")
+        page.get_by_label("S3 endpoint").fill("http://minio.minio.svc:9000")
+        page.get_by_label("Bucket").fill("models")
+        page.get_by_label("Access key id").fill("AKIA-UI")
+        page.get_by_label("Secret access key").fill(value)
+        page.get_by_role("button", name="Save the credentials").click()
+        expect(page.get_by_role("heading", level=1)).to_contain_text(
+            f"StorageConnection {a.namespace}/s3-ui", timeout=30_000)
+        assert value not in page.content()
     stored = json.loads(testbed.hub.kubectl("get", "secret", "s3-ui-credentials", "-n",
                                             a.namespace, "-o", "json").stdout)
     assert base64.b64decode(stored["data"]["AWS_SECRET_ACCESS_KEY"]).decode() == value
@@ -565,31 +533,24 @@ def test_a_model_server_through_the_form_is_the_runtime_a_yaml_user_would_write(
     """The model-server form in Chromium as a tenant: its YAML shown, a namespace the CRD refuses
     named at its field with nothing written, then the MultiClusterServingRuntime written with
     the image, arguments and formats typed, and its page reached."""
-    from playwright.sync_api import expect, sync_playwright
+    from playwright.sync_api import expect
 
     a = tenants["a"]
-    with sync_playwright() as pw:
-        browser = pw.chromium.launch(executable_path=str(console_support.chromium()),
-                                     args=["--no-sandbox"])
-        try:
-            page = browser.new_context(
-                extra_http_headers={"X-Forwarded-Access-Token": a.token}).new_page()
-            page.goto(f"{console.url}/?namespace={a.namespace}")
-            page.get_by_role("link", name="Model server").click()
-            page.get_by_label("Name", exact=True).fill("my-server")
-            page.get_by_label("Image").fill("example.com/team/server:1")
-            page.get_by_label("Spoke namespace").fill("Bad_NS")
-            page.get_by_role("button", name="View YAML").click()
-            expect(page.get_by_test_id("yaml")).to_contain_text("image: example.com/team/server:1")
-            page.get_by_role("button", name="Create the model server").click()
-            expect(page.get_by_test_id("error-spec.targetNamespace")).to_contain_text("Bad_NS")
-            assert get_json_or_none(testbed, "mcsr", "my-server", a.namespace) is None
-            page.get_by_label("Spoke namespace").fill(a.namespace)
-            page.get_by_role("button", name="Create the model server").click()
-            expect(page.get_by_role("heading", level=1)).to_contain_text(
-                f"MultiClusterServingRuntime {a.namespace}/my-server", timeout=30_000)
-        finally:
-            browser.close()
+    with console_support.signed_in(a.token) as (page,):
+        page.goto(f"{console.url}/?namespace={a.namespace}")
+        page.get_by_role("link", name="Model server").click()
+        page.get_by_label("Name", exact=True).fill("my-server")
+        page.get_by_label("Image").fill("example.com/team/server:1")
+        page.get_by_label("Spoke namespace").fill("Bad_NS")
+        page.get_by_role("button", name="View YAML").click()
+        expect(page.get_by_test_id("yaml")).to_contain_text("image: example.com/team/server:1")
+        page.get_by_role("button", name="Create the model server").click()
+        expect(page.get_by_test_id("error-spec.targetNamespace")).to_contain_text("Bad_NS")
+        assert get_json_or_none(testbed, "mcsr", "my-server", a.namespace) is None
+        page.get_by_label("Spoke namespace").fill(a.namespace)
+        page.get_by_role("button", name="Create the model server").click()
+        expect(page.get_by_role("heading", level=1)).to_contain_text(
+            f"MultiClusterServingRuntime {a.namespace}/my-server", timeout=30_000)
     found = get_json_or_none(testbed, "mcsr", "my-server", a.namespace)
     assert found is not None
     template = found["spec"]["template"]

@@ -811,31 +811,24 @@ class TestServedOnTheFleet:
 
 def read_in_the_console(console: tuple[console_support.Console, str], broken: str) -> None:
     """The fleet view and a broken model's page in Chromium, as the tenant."""
-    from playwright.sync_api import expect, sync_playwright
+    from playwright.sync_api import expect
 
     from addon_cli import troubleshooting
 
     proc, token = console
     advice = troubleshooting.advice("StorageDownloadFailed")
-    with sync_playwright() as pw:
-        browser = pw.chromium.launch(executable_path=str(console_support.chromium()),
-                                     args=["--no-sandbox"])
-        try:
-            page = browser.new_context(
-                extra_http_headers={"X-Forwarded-Access-Token": token}).new_page()
-            page.goto(f"{proc.url}/?namespace={NS}")
-            table = page.get_by_test_id("fleet")
-            for cluster in REPLICAS:
-                row = table.get_by_role("row").filter(has_text=NAME).filter(has_text=cluster)
-                expect(row.first).to_contain_text("Ready")
-            page.goto(f"{proc.url}/intent?kind=MultiClusterInferenceService&namespace={NS}"
-                      f"&name={broken}")
-            for cluster in REPLICAS:
-                chain = page.get_by_test_id(f"chain-{cluster}")
-                expect(chain.get_by_test_id("link-status")).to_contain_text(
-                    "StorageDownloadFailed")
-                if advice is not None and advice.todo:
-                    expect(chain.get_by_test_id("link-next")).to_contain_text(advice.todo[:40])
-        finally:
-            browser.close()
+    with console_support.signed_in(token) as (page,):
+        page.goto(f"{proc.url}/?namespace={NS}")
+        table = page.get_by_test_id("fleet")
+        for cluster in REPLICAS:
+            row = table.get_by_role("row").filter(has_text=NAME).filter(has_text=cluster)
+            expect(row.first).to_contain_text("Ready")
+        page.goto(f"{proc.url}/intent?kind=MultiClusterInferenceService&namespace={NS}"
+                  f"&name={broken}")
+        for cluster in REPLICAS:
+            chain = page.get_by_test_id(f"chain-{cluster}")
+            expect(chain.get_by_test_id("link-status")).to_contain_text(
+                "StorageDownloadFailed")
+            if advice is not None and advice.todo:
+                expect(chain.get_by_test_id("link-next")).to_contain_text(advice.todo[:40])
 

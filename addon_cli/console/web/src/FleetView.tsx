@@ -17,6 +17,14 @@ import { Table, Tbody, Td, Th, Thead, Tr } from "@patternfly/react-table";
 import { Fleet, Row, intentHref, watchFleet } from "./api";
 import { PhaseLabel } from "./PhaseLabel";
 
+/** What can be written in the namespace shown: each form's address and its button. */
+const ACTIONS: [string, string][] = [
+  ["/new-model", "Deploy a model"],
+  ["/stack", "Install the stack"],
+  ["/new-storage", "Storage credentials"],
+  ["/new-runtime", "Model server"],
+];
+
 function matches(row: Row, text: string): boolean {
   if (!text) return true;
   const needle = text.toLowerCase();
@@ -80,50 +88,18 @@ export function FleetView() {
               </InputGroup>
             </form>
           </ToolbarItem>
-          {namespace && (
-            <ToolbarItem>
-              <Button
-                component="a"
-                href={`/new-model?namespace=${encodeURIComponent(namespace)}`}
-                variant="primary"
-              >
-                Deploy a model
-              </Button>
-            </ToolbarItem>
-          )}
-          {namespace && (
-            <ToolbarItem>
-              <Button
-                component="a"
-                href={`/stack?namespace=${encodeURIComponent(namespace)}`}
-                variant="secondary"
-              >
-                Install the stack
-              </Button>
-            </ToolbarItem>
-          )}
-          {namespace && (
-            <ToolbarItem>
-              <Button
-                component="a"
-                href={`/new-storage?namespace=${encodeURIComponent(namespace)}`}
-                variant="secondary"
-              >
-                Storage credentials
-              </Button>
-            </ToolbarItem>
-          )}
-          {namespace && (
-            <ToolbarItem>
-              <Button
-                component="a"
-                href={`/new-runtime?namespace=${encodeURIComponent(namespace)}`}
-                variant="secondary"
-              >
-                Model server
-              </Button>
-            </ToolbarItem>
-          )}
+          {namespace &&
+            ACTIONS.map(([path, label], i) => (
+              <ToolbarItem key={path}>
+                <Button
+                  component="a"
+                  href={`${path}?namespace=${encodeURIComponent(namespace)}`}
+                  variant={i === 0 ? "primary" : "secondary"}
+                >
+                  {label}
+                </Button>
+              </ToolbarItem>
+            ))}
           <ToolbarItem>
             <SearchInput
               aria-label="Filter the rows"

@@ -1,28 +1,22 @@
 // A model server of your own on the clusters (a MultiClusterServingRuntime). KServe's built-in
 // runtimes are already on every cluster with the stack: a model names one in its form; this
 // form is for another image, arguments or resources (issue 33, item 2).
-import { useEffect, useMemo, useState } from "react";
+import { useMemo, useState } from "react";
 import {
   ActionGroup,
-  Alert,
   Button,
   Checkbox,
-  ClipboardCopy,
-  ClipboardCopyVariant,
   Form,
   FormGroup,
   FormHelperText,
-  FormSelect,
-  FormSelectOption,
   HelperText,
-  HelperTextItem,
   PageSection,
   TextArea,
   TextInput,
   Title,
 } from "@patternfly/react-core";
-import { stringify } from "yaml";
-import { Placement, Refused, apply, intentHref, placements } from "./api";
+import { Refused, apply, intentHref } from "./api";
+import { FieldErrors, PlacementPicker, RefusedAlert, YamlToggle, asRefused, usePlacements } from "./FormParts";
 
 interface Fields {
   name: string;
@@ -77,38 +71,21 @@ export function RuntimeForm({ namespace }: { namespace: string }) {
     cpu: "500m",
     memory: "1Gi",
   });
-  const [choices, setChoices] = useState<Placement[]>([]);
-  const [showYaml, setShowYaml] = useState(false);
   const [refused, setRefused] = useState<Refused | null>(null);
-
-  useEffect(() => {
-    placements(namespace)
-      .then((found) => {
-        setChoices(found);
-        if (found.length) setF((x) => ({ ...x, placement: x.placement || found[0].name }));
-      })
-      .catch((err: Error) => setRefused(new Refused(err.message, [])));
-  }, [namespace]);
+  const choices = usePlacements(
+    namespace,
+    (first) => setF((x) => ({ ...x, placement: x.placement || first })),
+    (err) => setRefused(asRefused(err)),
+  );
 
   const object = useMemo(() => runtimeObject(namespace, f), [namespace, f]);
   const set = (key: keyof Fields) => (_e: unknown, v: string) => setF({ ...f, [key]: v });
-  const errors = (prefix: string) =>
-    (refused?.causes ?? [])
-      .filter((c) => c.field.startsWith(prefix))
-      .map((c, i) => (
-        <HelperTextItem key={i} variant="error" data-testid={`error-${prefix}`}>
-          {c.message}
-        </HelperTextItem>
-      ));
+  const errors = (prefix: string) => <FieldErrors refused={refused} prefix={prefix} />;
 
   return (
     <PageSection>
       <Title headingLevel="h1">A model server in {namespace}</Title>
-      {refused && (
-        <Alert variant="danger" isInline title="Not written" data-testid="form-refused">
-          {refused.message}
-        </Alert>
-      )}
+      <RefusedAlert refused={refused} />
       <Form
         onSubmit={(event) => {
           event.preventDefault();
@@ -117,7 +94,7 @@ export function RuntimeForm({ namespace }: { namespace: string }) {
             .then((done) => {
               window.location.href = intentHref(done.kind, done.namespace, done.name);
             })
-            .catch((err: Error) => setRefused(err instanceof Refused ? err : new Refused(err.message, [])));
+            .catch((err: Error) => setRefused(asRefused(err)));
         }}
       >
         <FormGroup label="Name" fieldId="runtime-name">
@@ -126,13 +103,7 @@ export function RuntimeForm({ namespace }: { namespace: string }) {
             <HelperText>{errors("metadata.name")}</HelperText>
           </FormHelperText>
         </FormGroup>
-        <FormGroup label="Clusters (Placement)" fieldId="runtime-placement">
-          <FormSelect id="runtime-placement" value={f.placement} onChange={set("placement")}>
-            {choices.map((p) => (
-              <FormSelectOption key={p.name} value={p.name} label={`${p.name} (${p.clusters.length} clusters)`} />
-            ))}
-          </FormSelect>
-        </FormGroup>
+        <PlacementPicker id="runtime-placement" choices={choices} value={f.placement} onChange={(v) => setF({ ...f, placement: v })} />
         <FormGroup label="Spoke namespace" fieldId="runtime-targetNamespace">
           <TextInput id="runtime-targetNamespace" value={f.targetNamespace} onChange={set("targetNamespace")} />
           <FormHelperText>
@@ -171,16 +142,9 @@ export function RuntimeForm({ namespace }: { namespace: string }) {
           <Button type="submit" variant="primary">
             Create the model server
           </Button>
-          <Button variant="secondary" onClick={() => setShowYaml(!showYaml)}>
-            {showYaml ? "Hide YAML" : "View YAML"}
-          </Button>
+          <YamlToggle object={object} />
         </ActionGroup>
       </Form>
-      {showYaml && (
-        <ClipboardCopy isCode isReadOnly variant={ClipboardCopyVariant.expansion} isExpanded data-testid="yaml">
-          {stringify(object)}
-        </ClipboardCopy>
-      )}
     </PageSection>
   );
 }

@@ -7,23 +7,20 @@ import {
   ActionGroup,
   Alert,
   Button,
-  ClipboardCopy,
-  ClipboardCopyVariant,
   Form,
   FormGroup,
   FormHelperText,
   FormSelect,
   FormSelectOption,
   HelperText,
-  HelperTextItem,
   Label,
   LabelGroup,
   PageSection,
   TextInput,
   Title,
 } from "@patternfly/react-core";
-import { stringify } from "yaml";
-import { Placement, Refused, apply, intentHref, intentPage, placements } from "./api";
+import { Refused, apply, intentHref, intentPage } from "./api";
+import { FieldErrors, PlacementPicker, RefusedAlert, YamlToggle, asRefused, usePlacements } from "./FormParts";
 
 interface Stack {
   name: string;
@@ -61,18 +58,15 @@ export function StackForm({ namespace, name }: { namespace: string; name: string
     removed: false,
   });
   const [adding, setAdding] = useState("");
-  const [choices, setChoices] = useState<Placement[]>([]);
-  const [showYaml, setShowYaml] = useState(false);
   const [refused, setRefused] = useState<Refused | null>(null);
   const [error, setError] = useState("");
+  const choices = usePlacements(
+    namespace,
+    (first) => setStack((s) => ({ ...s, placement: s.placement || first })),
+    (err) => setError(err.message),
+  );
 
   useEffect(() => {
-    placements(namespace)
-      .then((found) => {
-        setChoices(found);
-        if (found.length) setStack((s) => ({ ...s, placement: s.placement || found[0].name }));
-      })
-      .catch((err: Error) => setError(err.message));
     if (name) {
       intentPage("ModelServing", namespace, name)
         .then((page) => {
@@ -97,17 +91,14 @@ export function StackForm({ namespace, name }: { namespace: string; name: string
   }, [namespace, name]);
 
   const object = useMemo(() => stackObject(namespace, stack), [namespace, stack]);
-  const causeText = (prefix: string) =>
-    (refused?.causes ?? []).filter((c) => c.field.startsWith(prefix)).map((c) => c.message);
   const write = (next: Stack) => {
     setRefused(null);
     apply(stackObject(namespace, next))
       .then((done) => {
         window.location.href = intentHref(done.kind, done.namespace, done.name);
       })
-      .catch((err: Error) => setRefused(err instanceof Refused ? err : new Refused(err.message, [])));
+      .catch((err: Error) => setRefused(asRefused(err)));
   };
-  const placed = choices.find((p) => p.name === stack.placement);
 
   return (
     <PageSection>
@@ -119,11 +110,7 @@ export function StackForm({ namespace, name }: { namespace: string; name: string
           {error}
         </Alert>
       )}
-      {refused && (
-        <Alert variant="danger" isInline title="Not written" data-testid="form-refused">
-          {refused.message}
-        </Alert>
-      )}
+      <RefusedAlert refused={refused} />
       <Form
         onSubmit={(event) => {
           event.preventDefault();
@@ -148,24 +135,12 @@ export function StackForm({ namespace, name }: { namespace: string; name: string
             <FormSelectOption value="ModelMesh" label="ModelMesh Serving (deprecated upstream)" />
           </FormSelect>
         </FormGroup>
-        <FormGroup label="Clusters (Placement)" fieldId="stack-placement">
-          <FormSelect
-            id="stack-placement"
-            value={stack.placement}
-            onChange={(_e, v) => setStack({ ...stack, placement: v })}
-          >
-            {choices.map((p) => (
-              <FormSelectOption key={p.name} value={p.name} label={`${p.name} (${p.clusters.length} clusters)`} />
-            ))}
-          </FormSelect>
-          <FormHelperText>
-            <HelperText>
-              <HelperTextItem>
-                {placed ? `chooses ${placed.clusters.join(", ") || "no cluster yet"}` : "a Placement of this namespace"}
-              </HelperTextItem>
-            </HelperText>
-          </FormHelperText>
-        </FormGroup>
+        <PlacementPicker
+          id="stack-placement"
+          choices={choices}
+          value={stack.placement}
+          onChange={(v) => setStack({ ...stack, placement: v })}
+        />
         <FormGroup label="Serving namespaces" fieldId="stack-namespace">
           <LabelGroup numLabels={20} data-testid="serving-namespaces">
             {stack.servingNamespaces.map((ns) => (
@@ -199,11 +174,7 @@ export function StackForm({ namespace, name }: { namespace: string; name: string
           </Button>
           <FormHelperText>
             <HelperText>
-              {causeText("spec.servingNamespaces").map((m, i) => (
-                <HelperTextItem key={i} variant="error" data-testid="error-servingNamespaces">
-                  {m}
-                </HelperTextItem>
-              ))}
+              <FieldErrors refused={refused} prefix="spec.servingNamespaces" id="servingNamespaces" />
             </HelperText>
           </FormHelperText>
         </FormGroup>
@@ -227,16 +198,9 @@ export function StackForm({ namespace, name }: { namespace: string; name: string
               Remove the stack
             </Button>
           )}
-          <Button variant="secondary" onClick={() => setShowYaml(!showYaml)}>
-            {showYaml ? "Hide YAML" : "View YAML"}
-          </Button>
+          <YamlToggle object={object} />
         </ActionGroup>
       </Form>
-      {showYaml && (
-        <ClipboardCopy isCode isReadOnly variant={ClipboardCopyVariant.expansion} isExpanded data-testid="yaml">
-          {stringify(object)}
-        </ClipboardCopy>
-      )}
     </PageSection>
   );
 }

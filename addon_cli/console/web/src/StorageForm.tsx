@@ -1,23 +1,21 @@
 // Storage credentials (a StorageConnection and its Secret): the secret values are written once,
 // as the user, and never shown again; the connection says where they go on each cluster
 // (issue 33, item 2).
-import { useEffect, useState } from "react";
+import { useState } from "react";
 import {
   ActionGroup,
-  Alert,
   Button,
   Form,
   FormGroup,
   FormHelperText,
-  FormSelect,
-  FormSelectOption,
   HelperText,
   HelperTextItem,
   PageSection,
   TextInput,
   Title,
 } from "@patternfly/react-core";
-import { Placement, Refused, apply, intentHref, placements, putSecret } from "./api";
+import { Refused, apply, intentHref, putSecret } from "./api";
+import { FieldErrors, PlacementPicker, RefusedAlert, asRefused, usePlacements } from "./FormParts";
 
 const ACCESS_KEY = "AWS_ACCESS_KEY_ID";
 const SECRET_KEY = "AWS_SECRET_ACCESS_KEY";
@@ -31,24 +29,13 @@ export function StorageForm({ namespace }: { namespace: string }) {
   const [bucket, setBucket] = useState("");
   const [accessKey, setAccessKey] = useState("");
   const [secretKey, setSecretKey] = useState("");
-  const [choices, setChoices] = useState<Placement[]>([]);
   const [refused, setRefused] = useState<Refused | null>(null);
-
-  useEffect(() => {
-    placements(namespace)
-      .then((found) => {
-        setChoices(found);
-        if (found.length) setPlacement((p) => p || found[0].name);
-      })
-      .catch((err: Error) => setRefused(new Refused(err.message, [])));
-  }, [namespace]);
-
-  const causes = (prefix: string) =>
-    (refused?.causes ?? []).filter((c) => c.field.startsWith(prefix)).map((c, i) => (
-      <HelperTextItem key={i} variant="error" data-testid={`error-${prefix}`}>
-        {c.message}
-      </HelperTextItem>
-    ));
+  const choices = usePlacements(
+    namespace,
+    (first) => setPlacement((p) => p || first),
+    (err) => setRefused(asRefused(err)),
+  );
+  const causes = (prefix: string) => <FieldErrors refused={refused} prefix={prefix} />;
 
   const submit = async () => {
     const secretName = `${name}-credentials`;
@@ -76,17 +63,13 @@ export function StorageForm({ namespace }: { namespace: string }) {
   return (
     <PageSection>
       <Title headingLevel="h1">Storage credentials in {namespace}</Title>
-      {refused && (
-        <Alert variant="danger" isInline title="Not written" data-testid="form-refused">
-          {refused.message}
-        </Alert>
-      )}
+      <RefusedAlert refused={refused} />
       <Form
         onSubmit={(event) => {
           event.preventDefault();
           setRefused(null);
           submit().catch((err: Error) =>
-            setRefused(err instanceof Refused ? err : new Refused(err.message, [])),
+            setRefused(asRefused(err)),
           );
         }}
       >
@@ -96,13 +79,7 @@ export function StorageForm({ namespace }: { namespace: string }) {
             <HelperText>{causes("metadata.name")}</HelperText>
           </FormHelperText>
         </FormGroup>
-        <FormGroup label="Clusters (Placement)" fieldId="storage-placement">
-          <FormSelect id="storage-placement" value={placement} onChange={(_e, v) => setPlacement(v)}>
-            {choices.map((p) => (
-              <FormSelectOption key={p.name} value={p.name} label={`${p.name} (${p.clusters.length} clusters)`} />
-            ))}
-          </FormSelect>
-        </FormGroup>
+        <PlacementPicker id="storage-placement" choices={choices} value={placement} onChange={setPlacement} />
         <FormGroup label="Spoke namespaces" fieldId="storage-targets">
           <TextInput id="storage-targets" value={targets} onChange={(_e, v) => setTargets(v)} />
           <FormHelperText>
