@@ -3,8 +3,8 @@
 import { useEffect, useState } from "react";
 import { Alert, Label, LabelGroup, PageSection, Title } from "@patternfly/react-core";
 import { Table, Tbody, Td, Th, Thead, Tr } from "@patternfly/react-table";
-import { ClusterPage, ClusterRow, clusterPage, clusters, intentHref } from "./api";
-import { PhaseLabel } from "./PhaseLabel";
+import { ClusterPage, ClusterRow, clusterPage, clusters } from "./api";
+import { RowsTable } from "./RowsTable";
 
 function Health({ value }: { value: string }) {
   const color = value === "True" ? "green" : value === "-" ? "grey" : "red";
@@ -91,34 +91,12 @@ export function ClusterView({ name }: { name: string }) {
             ))}
           </LabelGroup>
           <Title headingLevel="h2">What runs here</Title>
-          <Table aria-label="Intents on this cluster" variant="compact" data-testid="cluster-intents">
-            <Thead>
-              <Tr>
-                <Th>Kind</Th>
-                <Th>Namespace</Th>
-                <Th>Name</Th>
-                <Th>Phase</Th>
-                <Th>Ready</Th>
-                <Th>Why not</Th>
-              </Tr>
-            </Thead>
-            <Tbody>
-              {page.rows.map((r) => (
-                <Tr key={`${r.kind}/${r.namespace}/${r.name}`}>
-                  <Td>{r.kind}</Td>
-                  <Td>{r.namespace}</Td>
-                  <Td>
-                    <a href={intentHref(r.kind, r.namespace, r.name)}>{r.name}</a>
-                  </Td>
-                  <Td>
-                    <PhaseLabel phase={r.phase} />
-                  </Td>
-                  <Td>{r.ready ? "yes" : "no"}</Td>
-                  <Td>{r.detail}</Td>
-                </Tr>
-              ))}
-            </Tbody>
-          </Table>
+          <RowsTable
+            rows={page.rows}
+            label="Intents on this cluster"
+            testId="cluster-intents"
+            columns={["Kind", "Namespace", "Name", "Phase", "Ready", "Why not"]}
+          />
         </>
       )}
     </PageSection>

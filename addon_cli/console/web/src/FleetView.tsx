@@ -13,9 +13,8 @@ import {
   ToolbarContent,
   ToolbarItem,
 } from "@patternfly/react-core";
-import { Table, Tbody, Td, Th, Thead, Tr } from "@patternfly/react-table";
-import { Fleet, Row, intentHref, watchFleet } from "./api";
-import { PhaseLabel } from "./PhaseLabel";
+import { Fleet, Row, watchFleet } from "./api";
+import { RowsTable } from "./RowsTable";
 
 /** What can be written in the namespace shown: each form's address and its button. */
 const ACTIONS: [string, string][] = [
@@ -122,40 +121,12 @@ export function FleetView() {
         </Alert>
       ))}
       {fleet && (
-        <Table aria-label="Intents on each cluster" variant="compact" data-testid="fleet">
-          <Thead>
-            <Tr>
-              <Th>Kind</Th>
-              <Th>Namespace</Th>
-              <Th>Name</Th>
-              <Th>Cluster</Th>
-              <Th>Phase</Th>
-              <Th>Ready</Th>
-              <Th>Revision</Th>
-              <Th>URL</Th>
-              <Th>Why not</Th>
-            </Tr>
-          </Thead>
-          <Tbody>
-            {rows.map((row) => (
-              <Tr key={`${row.kind}/${row.namespace}/${row.name}/${row.cluster}`}>
-                <Td dataLabel="Kind">{row.kind}</Td>
-                <Td dataLabel="Namespace">{row.namespace}</Td>
-                <Td dataLabel="Name">
-                  <a href={intentHref(row.kind, row.namespace, row.name)}>{row.name}</a>
-                </Td>
-                <Td dataLabel="Cluster">{row.cluster}</Td>
-                <Td dataLabel="Phase">
-                  <PhaseLabel phase={row.phase} />
-                </Td>
-                <Td dataLabel="Ready">{row.ready ? "yes" : "no"}</Td>
-                <Td dataLabel="Revision">{row.revision}</Td>
-                <Td dataLabel="URL">{row.external_url || row.url}</Td>
-                <Td dataLabel="Why not">{row.detail}</Td>
-              </Tr>
-            ))}
-          </Tbody>
-        </Table>
+        <RowsTable
+          rows={rows}
+          label="Intents on each cluster"
+          testId="fleet"
+          columns={["Kind", "Namespace", "Name", "Cluster", "Phase", "Ready", "Revision", "URL", "Why not"]}
+        />
       )}
       {fleet && rows.length === 0 && <p>No intents here.</p>}
     </PageSection>

@@ -23,6 +23,7 @@ import {
 import { Table, Tbody, Td, Th, Thead, Tr } from "@patternfly/react-table";
 import { IntentPage, Link, intentPage, remove, rolloutAction, watchFleet } from "./api";
 import { PhaseLabel } from "./PhaseLabel";
+import { RowsTable } from "./RowsTable";
 
 function LinkMark({ ok }: { ok: boolean | null }) {
   if (ok === true) return <Label color="green">ok</Label>;
@@ -135,32 +136,11 @@ export function IntentView({ kind, namespace, name }: { kind: string; namespace:
             {page.ready.reason && ` (${page.ready.reason})`}
             {page.ready.message && `: ${page.ready.message}`}
           </Content>
-          <Table aria-label="Clusters" variant="compact">
-            <Thead>
-              <Tr>
-                <Th>Cluster</Th>
-                <Th>Phase</Th>
-                <Th>Ready</Th>
-                <Th>Revision</Th>
-                <Th>URL</Th>
-                <Th>Why not</Th>
-              </Tr>
-            </Thead>
-            <Tbody>
-              {page.rows.map((row) => (
-                <Tr key={row.cluster}>
-                  <Td dataLabel="Cluster">{row.cluster}</Td>
-                  <Td dataLabel="Phase">
-                    <PhaseLabel phase={row.phase} />
-                  </Td>
-                  <Td dataLabel="Ready">{row.ready ? "yes" : "no"}</Td>
-                  <Td dataLabel="Revision">{row.revision}</Td>
-                  <Td dataLabel="URL">{row.external_url || row.url}</Td>
-                  <Td dataLabel="Why not">{row.detail}</Td>
-                </Tr>
-              ))}
-            </Tbody>
-          </Table>
+          <RowsTable
+            rows={page.rows}
+            label="Clusters"
+            columns={["Cluster", "Phase", "Ready", "Revision", "URL", "Why not"]}
+          />
           <Title headingLevel="h2">Why, cluster by cluster</Title>
           {Object.entries(page.chains).map(([cluster, links]) => (
             <Chain key={cluster} cluster={cluster} links={links} />
