@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import base64
 import json
-from collections.abc import AsyncIterator
+import re
+from collections.abc import AsyncIterator, Mapping
 from typing import Any, Self
 
 import aiohttp
@@ -247,8 +248,35 @@ class Writes:
             chosen.setdefault(owner, []).extend(
                 str(x.get("clusterName")) for x in (d.get("status") or {}).get("decisions") or [])
         return [{"name": str((p.get("metadata") or {}).get("name")),
-                 "clusters": sorted(chosen.get(str((p.get("metadata") or {}).get("name")), []))}
+                 "clusters": sorted(chosen.get(str((p.get("metadata") or {}).get("name")), [])),
+                 "names": listed_clusters(p)}
                 for p in items]
+
+
+_NAME = r"'[a-z0-9.-]+'"
+_LISTED = re.compile(rf"^managedCluster\.metadata\.name in \[((?:{_NAME}(?:, {_NAME})*)?)\]$")
+
+
+def listed_clusters(placement: Mapping[str, Any]) -> list[str] | None:
+    """The clusters a Placement names one by one, or None when it selects them otherwise.
+
+    A Placement names its clusters when its only predicate is one CEL expression of the form
+    the console's model form writes for an explicit cluster list
+    (``managedCluster.metadata.name in ['cluster1', 'cluster2']``) and it sets nothing else
+    that narrows the choice (number of clusters, prioritizers aside).
+    """
+    spec = placement.get("spec") or {}
+    predicates = spec.get("predicates") or []
+    if len(predicates) != 1 or spec.get("numberOfClusters") is not None:
+        return None
+    selector = predicates[0].get("requiredClusterSelector") or {}
+    if set(selector) != {"celSelector"}:
+        return None
+    expressions = (selector.get("celSelector") or {}).get("celExpressions") or []
+    found = _LISTED.match(expressions[0]) if len(expressions) == 1 else None
+    if found is None:
+        return None
+    return [name.strip("'") for name in found.group(1).split(", ") if name]
 
 
 class ConsoleHub(UserHub, Writes):

@@ -25,6 +25,9 @@ WEB = Path(__file__).resolve().parents[2] / "addon_cli" / "console" / "web"
 STATIC = WEB.parent / "static"
 CHROMIUM = (Path("/usr/lib/chromium/chromium"), Path("/usr/bin/chromium"))
 """Debian's Chromium binary (the first; /usr/bin/chromium is its launcher script)."""
+AXE = WEB / "node_modules" / "axe-core" / "axe.min.js"
+"""axe-core, Deque's accessibility engine (npm, a dev dependency of the page: `npm ci` of
+:func:`built_page` installs it)."""
 EXPECT_SECONDS = 30
 """How long a page's expectation waits for what it expects (it ends as soon as it holds)."""
 
@@ -142,6 +145,28 @@ def tenant_user(hub: Any, namespace: str, name: str, users: str = "console-users
                 f"--clusterrole={role}", f"--serviceaccount={users}:{name}")
     token = hub.kubectl("create", "token", name, "-n", users, "--duration=1h").stdout.strip()
     return f"system:serviceaccount:{users}:{name}", token
+
+
+WCAG = ("wcag2a", "wcag2aa", "wcag21a", "wcag21aa", "wcag22aa")
+"""The rule sets checked: WCAG 2.0, 2.1 and 2.2, levels A and AA."""
+
+_AXE_RUN = """async (tags) => {
+  const result = await axe.run(document, {runOnly: {type: "tag", values: tags}});
+  return result.violations.map((v) => ({
+    id: v.id, impact: v.impact, help: v.help,
+    nodes: v.nodes.slice(0, 3).map((n) => n.target.join(" ")),
+  }));
+}"""
+
+
+def accessibility_violations(page: Any) -> list[str]:
+    """What axe-core finds against :data:`WCAG` on the page as it is shown now.
+
+    One line per violation (rule, impact, what it asks, where); empty when nothing.
+    """
+    page.add_script_tag(path=str(AXE))
+    found = page.evaluate(_AXE_RUN, list(WCAG))
+    return [f"{v['id']} ({v['impact']}): {v['help']} at {v['nodes']}" for v in found]
 
 
 @contextlib.contextmanager

@@ -558,3 +558,125 @@ def test_a_model_server_through_the_form_is_the_runtime_a_yaml_user_would_write(
     assert template["containers"][0]["args"][0] == "--model_name={{.Name}}"
     assert template["supportedModelFormats"] == [{"name": "sklearn", "autoSelect": True}]
     testbed.hub.kubectl("delete", "mcsr", "my-server", "-n", a.namespace, "--wait=false")
+
+
+def test_a_model_on_clusters_chosen_one_by_one_with_replicas_for_one_of_them(
+        testbed: Testbed, tenants: dict[str, Tenant], console: console_support.Console) -> None:
+    """The model form's explicit cluster list as a tenant in Chromium: an empty list refused at
+    the list with nothing written; one cluster chosen and given three replicas: a Placement of
+    the model's name that OCM's scheduler resolves to exactly that cluster, and the model's
+    override for it; edited from the model's page, the replicas cleared (the override gone)
+    and every cluster unchecked (refused again, the model kept)."""
+    from playwright.sync_api import expect
+
+    a, spoke = tenants["a"], testbed.spokes[0].name
+    with console_support.signed_in(a.token) as (page,):
+        page.goto(f"{console.url}/new-model?namespace={a.namespace}")
+        page.get_by_label("Name", exact=True).fill("iris-listed")
+        page.get_by_label("Spoke namespace").fill(a.namespace)
+        page.get_by_label("Storage URI").fill("s3://models/iris")
+        page.get_by_label("one by one").check()
+        page.get_by_role("button", name="Deploy").click()
+        expect(page.get_by_test_id("error-clusters")).to_contain_text("no cluster chosen")
+        assert get_or_none(testbed, "iris-listed", a.namespace) is None
+        page.get_by_label(spoke, exact=True).check()
+        page.get_by_label(f"Minimum replicas on {spoke}").fill("3")
+        page.get_by_role("button", name="View YAML").click()
+        expect(page.get_by_test_id("yaml")).to_contain_text(
+            f"managedCluster.metadata.name in ['{spoke}']")
+        page.get_by_role("button", name="Deploy").click()
+        expect(page.get_by_test_id(f"chain-{spoke}")).to_be_visible(timeout=30_000)
+        found = get_or_none(testbed, "iris-listed", a.namespace)
+        assert found is not None
+        assert found["spec"]["placementRef"] == {"name": "iris-listed"}
+        assert found["spec"]["overrides"] == [{"clusterNames": [spoke], "patch": {
+            "template": {"predictor": {"minReplicas": 3}}}}]
+
+        def decided() -> list[str]:
+            out = testbed.hub.kubectl(
+                "get", "placementdecisions", "-n", a.namespace, "-l",
+                "cluster.open-cluster-management.io/placement=iris-listed", "-o", "json").stdout
+            return [d["clusterName"] for item in json.loads(out)["items"]
+                    for d in (item.get("status") or {}).get("decisions") or []]
+
+        eventually(lambda: decided() == [spoke], timeout=60)
+        # Edit: the list and the replicas as written, read back from the hub.
+        page.get_by_role("link", name="Edit the model").click()
+        expect(page.get_by_label(spoke, exact=True)).to_be_checked()
+        replicas = page.get_by_label(f"Minimum replicas on {spoke}")
+        expect(replicas).to_have_value("3")
+        replicas.fill("")
+        page.get_by_role("button", name="Save").click()
+        expect(page.get_by_test_id(f"chain-{spoke}")).to_be_visible(timeout=30_000)
+        changed = get_or_none(testbed, "iris-listed", a.namespace)
+        assert changed is not None and not changed["spec"].get("overrides"), changed
+        page.get_by_role("link", name="Edit the model").click()
+        page.get_by_label(spoke, exact=True).uncheck()
+        page.get_by_role("button", name="Save").click()
+        expect(page.get_by_test_id("error-clusters")).to_contain_text("no cluster chosen")
+    kept = get_json_or_none(testbed, "placement", "iris-listed", a.namespace)
+    assert kept is not None and spoke in json.dumps(kept["spec"]), kept
+    testbed.hub.kubectl("delete", "mcisvc", "iris-listed", "-n", a.namespace, "--wait=false")
+
+
+def test_every_page_passes_axe_and_a_model_is_deployed_with_the_keyboard_alone(
+        testbed: Testbed, tenants: dict[str, Tenant], console: console_support.Console) -> None:
+    """Accessibility (issue 33, item 3): axe-core (Deque's engine, from npm) finds no WCAG 2.x
+    A or AA violation on any page, each with what it shows to its user (the tenant's fleet,
+    model and forms, the admin's stack form, the viewer's clusters); then the model form is
+    filled and submitted from the keyboard alone (Tab to each field, Enter), and the model is
+    written."""
+    from playwright.sync_api import expect
+
+    a, admin, viewer = tenants["a"], tenants["admin"], tenants["viewer"]
+    spoke = testbed.spokes[0].name
+    apply_as(testbed, a, model("iris-axe", a.namespace))
+    pages = [
+        (a.token, f"/?namespace={a.namespace}", "fleet"),
+        (a.token, f"/intent?kind=MultiClusterInferenceService&namespace={a.namespace}"
+                  "&name=iris-axe", f"chain-{spoke}"),
+        (a.token, f"/model?namespace={a.namespace}&name=iris-axe", None),
+        (a.token, f"/new-model?namespace={a.namespace}", None),
+        (a.token, f"/new-storage?namespace={a.namespace}", None),
+        (a.token, f"/new-runtime?namespace={a.namespace}", None),
+        (admin.token, f"/stack?namespace={admin.namespace}", None),
+        (viewer.token, "/clusters", "clusters"),
+        (viewer.token, f"/cluster?name={spoke}", None),
+    ]
+    found: dict[str, list[str]] = {}
+    with console_support.signed_in(a.token, admin.token, viewer.token) as browsers:
+        by_token = dict(zip((a.token, admin.token, viewer.token), browsers, strict=True))
+        for token, path, shown in pages:
+            page = by_token[token]
+            page.goto(f"{console.url}{path}")
+            expect(page.get_by_role("heading", level=1)).to_be_visible()
+            if shown:
+                expect(page.get_by_test_id(shown)).to_be_visible()
+            page.wait_for_load_state("networkidle")
+            found[path] = console_support.accessibility_violations(page)
+            if path.startswith("/new-model"):  # the cluster list, one checkbox each
+                page.get_by_label("one by one").check()
+                expect(page.get_by_label(spoke, exact=True)).to_be_visible()
+                found[f"{path} (one by one)"] = console_support.accessibility_violations(page)
+        assert not any(found.values()), json.dumps(found, indent=1)
+
+        page = by_token[a.token]
+        page.goto(f"{console.url}/new-model?namespace={a.namespace}")
+        expect(page.get_by_label("Name", exact=True)).to_be_visible()
+        typed = {"model-name": "iris-keys", "model-targetNamespace": a.namespace,
+                 "model-storageUri": "s3://models/iris"}
+        for _ in range(60):  # Tab through the page; type where a field is wanted
+            page.keyboard.press("Tab")
+            focused = page.evaluate("document.activeElement && document.activeElement.id")
+            if focused in typed:
+                page.keyboard.press("ControlOrMeta+a")
+                page.keyboard.type(typed.pop(focused))
+            if not typed:
+                break
+        assert not typed, f"not reached with Tab: {sorted(typed)}"
+        page.keyboard.press("Enter")
+        expect(page.get_by_test_id(f"chain-{spoke}")).to_be_visible(timeout=30_000)
+    written = get_or_none(testbed, "iris-keys", a.namespace)
+    assert written is not None and written["spec"]["targetNamespace"] == a.namespace, written
+    testbed.hub.kubectl("delete", "mcisvc", "iris-axe", "iris-keys", "-n", a.namespace,
+                        "--wait=false")

@@ -103,19 +103,19 @@ def spoke_pod(bed: Testbed, cluster: str, name: str) -> dict[str, Any]:
                                          "json").stdout))
 
 
-def host_of(bed: Testbed, cluster: str) -> str:
-    host = urlsplit(hub_entries(bed)[cluster]["url"]).hostname
-    assert host, hub_entries(bed)[cluster]
+def host_of(bed: Testbed, cluster: str, name: str = NAME) -> str:
+    host = urlsplit(hub_entries(bed, name)[cluster]["url"]).hostname
+    assert host, hub_entries(bed, name)[cluster]
     return host
 
 
-def routed(bed: Testbed, cluster: str, replicas: int) -> list[str]:
+def routed(bed: Testbed, cluster: str, replicas: int, name: str = NAME) -> list[str]:
     """The upstreams the cluster's ingress sends the model's host to, once it has them all.
 
     The hub's Ready follows KServe's status; the testbed learns the URL host from the same
     InferenceService status on its own watch, so the route may follow the hub by a moment.
     """
-    host = host_of(bed, cluster)
+    host = host_of(bed, cluster, name)
     return eventually(lambda: len(bed.ingresses[cluster].routes().get(host, ())) == replicas
                       and list(bed.ingresses[cluster].routes()[host]), timeout=30, interval=0.2)
 
@@ -381,44 +381,123 @@ class TestServedOnTheFleet:
                                             f"/v1/models/{NAME}:predict", {"instances": IRIS})
         assert answer == {"predictions": IRIS_CLASSES} and upstream in upstreams
 
-    def test_6_a_wrong_secret_fails_with_the_initializers_access_denied_on_the_hub(
+    def test_6_a_tenant_deploys_extends_breaks_fixes_and_removes_a_model_in_the_console(
             self, fleet: Fleet, console: tuple[console_support.Console, str]) -> None:
-        """A second model through a connection whose secret is wrong: the S3 server refuses
-        the initializer, KServe reports the failed load with the initializer's termination
-        message (the testbed writes it as the kubelet does), and the hub shows it per
-        cluster; the first model is untouched. The fleet console, read as a tenant of the
-        namespace in Chromium, shows the same: the first model Ready on both clusters, and on
-        the broken one's page the failure and what to do, per cluster."""
+        """The console's forms in Chromium as a tenant of the namespace (the chart's tenant
+        role only), on real model servers: storage credentials with a wrong secret written
+        once through the storage form; a model deployed to cluster1 alone (the explicit list),
+        Ready there and answering through its ingress; extended to cluster2 and answering
+        there; switched to the wrong credentials: the S3 server refuses the initializer and
+        the model's page says so for each cluster (KServe's ModelLoadFailed named by the agent
+        as the download, with the initializer's own words), while the first model serves on;
+        switched back: Ready and answering again; removed: gone from the hub and both
+        clusters."""
+        from playwright.sync_api import expect
+
+        from addon_cli import troubleshooting
+        from testbed.dataplane.s3 import BUCKET
+
         bed, step = fleet
-        denied, wrong = "sklearn-iris-denied", "fleet-s3-wrong"
-        isvc = demo.served_inference_service(denied, wrong)
-        isvc["spec"].pop("overrides")
-        bed.hub.apply_objects([*demo.s3_connection(bed, wrong, secret_key="not-the-secret"),
-                               isvc])
+        proc, token = console
+        model, wrong = "iris-console", "fleet-s3-wrong"
+        assert bed.s3 is not None
+
+        def answers(cluster: str) -> None:
+            routed(bed, cluster, 1, model)
+            got, _ = post_via_ingress(bed.ingresses[cluster].url, host_of(bed, cluster, model),
+                                      f"/v1/models/{model}:predict", {"instances": IRIS})
+            assert got == {"predictions": IRIS_CLASSES}, (cluster, got)
+
+        def ready_on(clusters: set[str]) -> Callable[[], bool]:
+            def poll() -> bool:
+                entries = hub_entries(bed, model)
+                return set(entries) == clusters and all(e.get("ready") is True
+                                                        for e in entries.values())
+            return poll
+
+        def edit(page: Any, change: Callable[[], None]) -> None:
+            page.goto(f"{proc.url}/model?namespace={NS}&name={model}")
+            expect(page.get_by_label("cluster1", exact=True)).to_be_checked()
+            change()
+            page.get_by_role("button", name="Save").click()
+            expect(page.get_by_test_id("chain-cluster1")).to_be_visible(timeout=30_000)
+
         t0 = time.monotonic()
-        try:
-            entries = on_fleet(bed, step, everywhere(bed, denied, "StorageDownloadFailed"),
+        with console_support.signed_in(token) as (page,):
+            page.goto(f"{proc.url}/new-storage?namespace={NS}")
+            page.get_by_label("Name", exact=True).fill(wrong)
+            page.get_by_label("Spoke namespaces").fill(TARGET)
+            page.get_by_label("S3 endpoint").fill(bed.s3.endpoint)
+            page.get_by_label("Bucket").fill(BUCKET)
+            page.get_by_label("Access key id").fill(bed.s3.access_key)
+            page.get_by_label("Secret access key").fill("not-the-secret")
+            page.get_by_role("button", name="Save the credentials").click()
+            expect(page.get_by_role("heading", level=1)).to_contain_text(
+                f"StorageConnection {NS}/{wrong}", timeout=30_000)
+
+            page.goto(f"{proc.url}/new-model?namespace={NS}")
+            for label, value in (("Name", model), ("Spoke namespace", TARGET),
+                                 ("Runtime", "kserve-sklearnserver"),
+                                 ("Storage connection", demo.FLEET_CONNECTION),
+                                 ("Path in the connection", demo.MODEL_PATH)):
+                page.get_by_label(label, exact=True).fill(value)
+            page.get_by_label("one by one").check()
+            page.get_by_label("cluster1", exact=True).check()
+            page.get_by_role("button", name="Deploy").click()
+            on_fleet(bed, step, ready_on({"cluster1"}), timeout=300)
+            answers("cluster1")
+            print(f"{model} deployed to cluster1 and answering after "
+                  f"{time.monotonic() - t0:.1f}s")
+
+            edit(page, lambda: page.get_by_label("cluster2", exact=True).check())
+            on_fleet(bed, step, ready_on({"cluster1", "cluster2"}), timeout=300)
+            for cluster in REPLICAS:
+                answers(cluster)
+            print(f"{model} extended to cluster2 after {time.monotonic() - t0:.1f}s")
+
+            edit(page, lambda: page.get_by_label("Storage connection", exact=True).fill(wrong))
+            entries = on_fleet(bed, step, everywhere(bed, model, "StorageDownloadFailed"),
                                timeout=300)
-            print(f"{denied} Failed on both clusters after {time.monotonic() - t0:.1f}s: "
+            print(f"{model} Failed on both clusters after {time.monotonic() - t0:.1f}s: "
                   f"{entries['cluster1'].get('message')!r}")
             for cluster in REPLICAS:
                 entry = entries[cluster]
-                # Named by the agent from the pod: the download, not the model, failed
-                # (KServe says ModelLoadFailed for both).
+                # Named by the agent from the new spec's pod: the download, not the model,
+                # failed (KServe says ModelLoadFailed for both).
                 assert entry["ready"] is False and entry["phase"] == "Failed", entry
                 assert entry["message"].startswith("the model download failed (exit code 1"), (
                     entry)
                 # The initializer's own words (kserve-storage asking for the bucket first).
                 assert "403" in entry["message"] and "HeadBucket" in entry["message"], entry
-                (pod,) = bed.dataplanes[cluster].pods_of(TARGET, denied)
-                assert pod.runner is not None
-                assert pod.runner.container("kserve-container").started_at is None
             # Nothing else changed: the first model serves on.
             assert all(hub_entries(bed)[c]["ready"] is True for c in REPLICAS)
-            read_in_the_console(console, denied)
-        finally:
-            bed.hub.kubectl("delete", "multiclusterinferenceservices", denied, "-n", NS,
-                            "--wait=false")
+            advice = troubleshooting.advice("StorageDownloadFailed")
+            for cluster in REPLICAS:
+                chain = page.get_by_test_id(f"chain-{cluster}")
+                expect(chain.get_by_test_id("link-status")).to_contain_text(
+                    "StorageDownloadFailed", timeout=30_000)
+                if advice is not None and advice.todo:
+                    expect(chain.get_by_test_id("link-next")).to_contain_text(
+                        advice.todo[:40])
+            read_in_the_console(page, proc)
+
+            edit(page, lambda: page.get_by_label("Storage connection", exact=True).fill(
+                demo.FLEET_CONNECTION))
+            on_fleet(bed, step, ready_on({"cluster1", "cluster2"}), timeout=300)
+            for cluster in REPLICAS:
+                answers(cluster)
+            print(f"{model} fixed after {time.monotonic() - t0:.1f}s")
+
+            page.on("dialog", lambda dialog: dialog.accept())
+            page.get_by_role("button", name="Remove").click()
+            expect(page.get_by_test_id("fleet")).to_be_visible()
+        on_fleet(bed, step, lambda: not bed.hub.kubectl(
+            "get", "multiclusterinferenceservices", model, "-n", NS, "--ignore-not-found",
+            "-o", "name").stdout.strip(), timeout=120)
+        for spoke in bed.spokes:
+            on_fleet(bed, step, lambda spoke=spoke: not spoke.kubectl(
+                "get", "inferenceservices", model, "-n", TARGET, "--ignore-not-found",
+                "-o", "name").stdout.strip(), timeout=120)
 
     def test_6b_a_model_file_that_cannot_load_is_named_on_the_hub(
             self, fleet: Fleet, tmp_path: Path) -> None:
@@ -809,26 +888,12 @@ class TestServedOnTheFleet:
             hub.kubectl("delete", "mcisvc", canary, "-n", NS, "--wait=false")
 
 
-def read_in_the_console(console: tuple[console_support.Console, str], broken: str) -> None:
-    """The fleet view and a broken model's page in Chromium, as the tenant."""
+def read_in_the_console(page: Any, proc: console_support.Console) -> None:
+    """The fleet view in Chromium as the tenant: the first model Ready on every cluster."""
     from playwright.sync_api import expect
 
-    from addon_cli import troubleshooting
-
-    proc, token = console
-    advice = troubleshooting.advice("StorageDownloadFailed")
-    with console_support.signed_in(token) as (page,):
-        page.goto(f"{proc.url}/?namespace={NS}")
-        table = page.get_by_test_id("fleet")
-        for cluster in REPLICAS:
-            row = table.get_by_role("row").filter(has_text=NAME).filter(has_text=cluster)
-            expect(row.first).to_contain_text("Ready")
-        page.goto(f"{proc.url}/intent?kind=MultiClusterInferenceService&namespace={NS}"
-                  f"&name={broken}")
-        for cluster in REPLICAS:
-            chain = page.get_by_test_id(f"chain-{cluster}")
-            expect(chain.get_by_test_id("link-status")).to_contain_text(
-                "StorageDownloadFailed")
-            if advice is not None and advice.todo:
-                expect(chain.get_by_test_id("link-next")).to_contain_text(advice.todo[:40])
-
+    page.goto(f"{proc.url}/?namespace={NS}")
+    table = page.get_by_test_id("fleet")
+    for cluster in REPLICAS:
+        row = table.get_by_role("row").filter(has_text=NAME).filter(has_text=cluster)
+        expect(row.first).to_contain_text("Ready")

@@ -232,3 +232,31 @@ def test_a_rollout_action_is_the_annotation_the_command_line_sets() -> None:
                                ("rewind", {}, "unknown rollout action")):
         with pytest.raises(ValueError, match=says):
             views.rollout_action(action, "mcisvc/m", roll)
+
+
+def _placement(*expressions: str, **spec: Any) -> dict[str, Any]:
+    return {"spec": {"predicates": [{"requiredClusterSelector": {
+        "celSelector": {"celExpressions": list(expressions)}}}], **spec}}
+
+
+@pytest.mark.parametrize(("placement", "names"), [
+    (_placement("managedCluster.metadata.name in ['cluster1', 'cluster-2.eu']"),
+     ["cluster1", "cluster-2.eu"]),
+    (_placement("managedCluster.metadata.name in ['cluster1']"), ["cluster1"]),
+    (_placement("managedCluster.metadata.name in []"), []),
+    # Anything else chooses its clusters some other way: the form offers the Placement whole.
+    (_placement("managedCluster.metadata.name in ['a'] || true"), None),
+    (_placement("managedCluster.metadata.name in ['a''b']"), None),
+    (_placement("managedCluster.metadata.labels['env'] == 'prod'"), None),
+    (_placement("managedCluster.metadata.name in ['a']", "true"), None),
+    (_placement("managedCluster.metadata.name in ['a']", numberOfClusters=1), None),
+    ({"spec": {"predicates": [{"requiredClusterSelector": {
+        "labelSelector": {"matchLabels": {"env": "prod"}},
+        "celSelector": {"celExpressions": ["managedCluster.metadata.name in ['a']"]}}}]}}, None),
+    ({"spec": {}}, None),
+])
+def test_a_placement_names_its_clusters_only_in_the_form_the_model_form_writes(
+        placement: dict[str, Any], names: list[str] | None) -> None:
+    from addon_cli.console.hubapi import listed_clusters
+
+    assert listed_clusters(placement) == names

@@ -92,8 +92,8 @@ export function asRefused(err: Error): Refused {
   return err instanceof Refused ? err : new Refused(err.message, []);
 }
 
-/** "View YAML": exactly the object the form will write, to read or copy. */
-export function YamlToggle({ object }: { object: object }) {
+/** "View YAML": exactly the objects the form will write (one document each), to read or copy. */
+export function YamlToggle({ object }: { object: object | object[] }) {
   const [shown, setShown] = useState(false);
   return (
     <>
@@ -102,7 +102,7 @@ export function YamlToggle({ object }: { object: object }) {
       </Button>
       {shown && (
         <ClipboardCopy isCode isReadOnly variant={ClipboardCopyVariant.expansion} isExpanded data-testid="yaml">
-          {stringify(object)}
+          {(Array.isArray(object) ? object : [object]).map((o) => stringify(o)).join("---\n")}
         </ClipboardCopy>
       )}
     </>

@@ -117,6 +117,15 @@ export function IntentView({ kind, namespace, name }: { kind: string; namespace:
             >
               Edit the stack
             </Button>
+          )}
+          {kind === "MultiClusterInferenceService" && (
+            <Button
+              component="a"
+              variant="secondary"
+              href={`/model?namespace=${encodeURIComponent(namespace)}&name=${encodeURIComponent(name)}`}
+            >
+              Edit the model
+            </Button>
           )}{" "}
           <Button
             variant="danger"

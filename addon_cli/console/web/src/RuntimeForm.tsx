@@ -112,6 +112,8 @@ export function RuntimeForm({ namespace }: { namespace: string }) {
         </FormGroup>
         <FormGroup label="Model format" fieldId="runtime-format">
           <TextInput id="runtime-format" value={f.format} onChange={set("format")} />
+        </FormGroup>
+        <FormGroup fieldId="runtime-autoselect" label="Default runtime">
           <Checkbox
             id="runtime-autoselect"
             label="Chosen for this format when a model names no runtime"

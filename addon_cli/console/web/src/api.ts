@@ -155,7 +155,10 @@ export async function remove(kind: string, namespace: string, name: string): Pro
 
 export interface Placement {
   name: string;
+  /** The clusters it has decided. */
   clusters: string[];
+  /** The clusters it names one by one (the model form's explicit list), or null. */
+  names: string[] | null;
 }
 
 export async function placements(namespace: string): Promise<Placement[]> {

@@ -43,8 +43,8 @@ function Route() {
   if (window.location.pathname === "/new-storage") {
     return <StorageForm namespace={query.get("namespace") ?? ""} />;
   }
-  if (window.location.pathname === "/new-model") {
-    return <ModelForm namespace={query.get("namespace") ?? ""} />;
+  if (window.location.pathname === "/new-model" || window.location.pathname === "/model") {
+    return <ModelForm namespace={query.get("namespace") ?? ""} name={query.get("name") ?? ""} />;
   }
   return <FleetView />;
 }
