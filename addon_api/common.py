@@ -361,6 +361,60 @@ class ClusterStatus(ApiModel):
     """When this entry last changed (any field but this one)."""
 
 
+class EndpointMember(ApiModel):
+    """A cluster in a model's serving set: it may take the fleet endpoint's traffic."""
+
+    cluster: DnsSubdomain
+    """Name of the ManagedCluster."""
+    weight: Annotated[int, Field(ge=0, le=1000)] = 0
+    """Its share of the traffic, relative to the other members' (0: a Failover standby)."""
+    url: StatusUrl = ""
+    """Where the model answers on that cluster (its external URL when exposed, else its
+    URL)."""
+    revision: Annotated[int, Field(ge=1)] | None = None
+    """The intent revision the cluster serves (progressive rollouts only)."""
+
+
+class EndpointExclusion(ApiModel):
+    """A selected cluster left out of a model's serving set, and why."""
+
+    cluster: DnsSubdomain
+    """Name of the ManagedCluster."""
+    reason: StatusReason = ""
+    """NotReady, Stale, Cordoned, OutsideSelector, NotSelected, NoURL, ZeroWeight,
+    RevisionRolledBack (it still serves a revision being rolled back), RevisionHalted (it
+    serves the revision whose step failed) or OtherRevision (neither the stable nor the
+    target revision of the rollout)."""
+    message: StatusText = ""
+    """Human-readable details."""
+
+
+class EndpointStatus(ApiModel):
+    """A model's serving set: the clusters its fleet endpoint sends traffic to (issue 34)."""
+
+    policy: StatusWord = ""
+    """Spread or Failover (spec.endpoint.policy)."""
+    members: Annotated[
+        list[EndpointMember],
+        map_list("cluster", c.MAX_CLUSTER_STATUSES),
+        AfterValidator(unique_by("cluster")),
+    ] = Field(default_factory=list)
+    """Clusters that may take traffic, in the policy's order (Failover: the active one
+    first, then the standbys by priority)."""
+    excluded: Annotated[
+        list[EndpointExclusion],
+        map_list("cluster", c.MAX_CLUSTER_STATUSES),
+        AfterValidator(unique_by("cluster")),
+    ] = Field(default_factory=list)
+    """Selected clusters that take no traffic, with the reason."""
+    omitted: Annotated[int, Field(ge=0)] = 0
+    """Clusters left out of members and excluded because of the size bound."""
+    serving: Annotated[int, Field(ge=0)] = 0
+    """Members whose weight is above 0."""
+    last_change_time: Timestamp | None = None
+    """When the members or their weights last changed."""
+
+
 IntentPhase = Literal["Pending", "Progressing", "Ready", "Degraded", "Invalid"]
 
 
@@ -387,3 +441,6 @@ class IntentStatus(ApiModel):
     """Selected clusters left out of clusters because of the size bound."""
     rollout: RolloutStatus | None = None
     """Where the rollout of the last spec change stands (Progressive strategies only)."""
+    endpoint: EndpointStatus | None = None
+    """The clusters the model's fleet endpoint sends traffic to, and those it leaves out
+    (MultiClusterInferenceServices only)."""

@@ -136,6 +136,11 @@ MAX_CLUSTER_NAMES: Final = 100
 MAX_CLUSTER_STATUSES: Final = 100
 """Per-cluster status entries kept in an intent's status (non-ready clusters first)."""
 
+ENDPOINT_CORDON_TAINT: Final = "modelserving.opendatahub.io/cordoned"
+"""A ManagedCluster taint (any effect; PreferNoSelect leaves Placements alone) that keeps a
+cluster out of every model's fleet endpoint while its models keep running there: traffic
+drained before maintenance. Its value is shown as the reason's message."""
+
 MAX_CONDITIONS: Final = 16
 """Conditions per status."""
 

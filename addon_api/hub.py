@@ -9,7 +9,7 @@ from __future__ import annotations
 import re
 from typing import Annotated, Any, Literal
 
-from pydantic import Field
+from pydantic import AfterValidator, Field
 
 from addon_api import constants as c
 from addon_api.base import (
@@ -19,12 +19,15 @@ from addon_api.base import (
     DnsSubdomain,
     SecretKey,
     UniqueList,
+    map_list,
     set_list,
+    unique_by,
 )
 from addon_api.common import (
     AGE_COLUMN,
     CrdInfo,
     IntentStatus,
+    LabelSelector,
     Overrides,
     PlacementRef,
     PrinterColumn,
@@ -386,6 +389,42 @@ class Exposure(ApiModel):
     HTTP."""
 
 
+class ClusterWeight(ApiModel):
+    """A cluster's share of a Spread endpoint's traffic."""
+
+    cluster: DnsSubdomain
+    """Name of the ManagedCluster."""
+    weight: Annotated[int, Field(ge=0, le=1000)]
+    """Relative weight (the others' default is 100; 0 keeps it out of the traffic)."""
+
+
+class FleetEndpoint(ApiModel):
+    """One address for the model across its clusters: which clusters take its traffic.
+
+    The manager publishes the result in status.endpoint (the serving set); routers read it
+    (``model-serving-addon endpoint``).
+    """
+
+    cluster_selector: LabelSelector | None = None
+    """Only clusters with these labels take traffic (the model still runs on the others)."""
+    policy: Literal["Spread", "Failover"] = "Spread"
+    """Spread: every serving cluster takes traffic, by weight. Failover: all of it goes to the
+    first serving cluster in priority order; the others are standbys (weight 0) until it
+    cannot serve."""
+    priority: Annotated[list[DnsSubdomain], set_list(c.MAX_CLUSTER_NAMES), UniqueList] = (
+        Field(default_factory=list))
+    """Failover order by cluster name; clusters not named follow, ordered by priorityLabel,
+    then by name."""
+    priority_label: Annotated[str, Field(min_length=1, max_length=317)] | None = None
+    """Failover: a ManagedCluster label whose value orders the clusters not named in priority
+    (lowest first: numerically when both values are numbers; clusters without it last)."""
+    weights: Annotated[
+        list[ClusterWeight], map_list("cluster", c.MAX_CLUSTER_NAMES),
+        AfterValidator(unique_by("cluster")),
+    ] = Field(default_factory=list)
+    """Spread: per-cluster weights (100 for a cluster not listed)."""
+
+
 class MultiClusterInferenceServiceSpec(IntentSpec):
     """A KServe InferenceService to create on the selected clusters."""
 
@@ -408,6 +447,9 @@ class MultiClusterInferenceServiceSpec(IntentSpec):
     exposure: Exposure | None = None
     """Expose the model outside each cluster (default: not exposed); the external URL is
     reported per cluster beside the internal one."""
+    endpoint: FleetEndpoint | None = None
+    """Which clusters the model's fleet endpoint sends traffic to, and how (default: Spread
+    over every serving cluster, equal weights)."""
 
 
 class MultiClusterInferenceService(Resource):

@@ -21,8 +21,9 @@ from pydantic import ValidationError
 from addon_api import constants as c
 from addon_api.base import field_errors
 from addon_api.common import Condition, IntentStatus, Resource
+from addon_api.hub import FleetEndpoint
 from addon_api.reasons import ClusterReason, IntentReason
-from addon_manager.engine import partition, policy, progressive
+from addon_manager.engine import endpoint, partition, policy, progressive
 from addon_manager.engine import status as st
 from addon_manager.engine.rollout import KEEP, MetricAnswer
 from addon_manager.facts import conflicts
@@ -192,6 +193,9 @@ class Plan:
     """The ManagedCluster of every cluster with an entry, as last seen."""
     rollout: progressive.RolloutPlan | None = None
     """The progressive rollout's decision (None: the change goes everywhere at once)."""
+    endpoint: FleetEndpoint | None = None
+    """The intent's fleet endpoint (its kind's :attr:`KindSpec.endpoint`); None: the kind has
+    none, no serving set is computed."""
     deprecated: str = ""
     """Why what the intent asks for is deprecated (its Deprecated condition), if it is."""
     judged: dict[tuple[int, str], tuple[Any, policy.Judgement | None]] = field(
@@ -279,6 +283,7 @@ def _plan_clusters(out: Plan, intent: Resource, body: Mapping[str, Any], snap: S
     out.existing = existing = world.works_of(spec.kind, ns, name)
     out.removed = spec.removed_state(intent_spec)
     out.deprecated = spec.deprecation(intent_spec)
+    out.endpoint = spec.endpoint(intent_spec)
     wanted = frozenset() if out.deleting else clusters
     lost: dict[str, tuple[str, str]] = {}
     if spec.owns_stack:
@@ -655,4 +660,8 @@ def finish(out: Plan, done: Executed, now: datetime, stale_after: float) -> Fini
     if out.rollout is not None:
         status = st.with_rollout(status, out.rollout.status, out.previous, out.generation, now)
         recheck = _earliest(recheck, out.rollout.recheck_after)
+    if out.endpoint is not None:
+        status = status.model_copy(update={"endpoint": endpoint.serving_set(
+            out.endpoint, status, out.placement.clusters if out.placement.found else None,
+            out.health, out.previous.endpoint if out.previous else None, now)})
     return Finished(status, recheck)

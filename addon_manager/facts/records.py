@@ -353,6 +353,9 @@ class ClusterFact:
     message: str = ""
     name: str = ""
     """The ManagedCluster's name (its cluster namespace on the hub)."""
+    cordoned: str | None = None
+    """The value of its :data:`~addon_api.constants.ENDPOINT_CORDON_TAINT` taint when it has
+    one (its models' fleet endpoints send it no traffic), else None."""
 
 
 def parse_cluster(cluster: Mapping[str, Any]) -> ClusterFact:
@@ -368,6 +371,9 @@ def parse_cluster(cluster: Mapping[str, Any]) -> ClusterFact:
         since=parse_time(cond.get("lastTransitionTime")),
         message=str(cond.get("message", ""))[:256],
         name=str(meta.get("name", "")),
+        cordoned=next((str(t.get("value") or "")[:256]
+                       for t in (cluster.get("spec") or {}).get("taints") or []
+                       if t.get("key") == c.ENDPOINT_CORDON_TAINT), None),
     )
 
 

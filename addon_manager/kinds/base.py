@@ -15,6 +15,7 @@ from enum import StrEnum
 from typing import Any, Literal, TypeVar
 
 from addon_api.common import ClusterStatus, Resource
+from addon_api.hub import FleetEndpoint
 from addon_api.reasons import ClusterReason
 from addon_manager.facts.records import FeedbackValue, WorkDetails, WorkFact
 from addon_manager.facts.sealing import AgentKey, SealingView
@@ -137,6 +138,9 @@ class KindSpec:
     """Whether the spec asks for the stack to be removed (the entry is done when Removed)."""
     deprecation: Callable[[Any], str] = lambda spec: ""
     """Why what the spec asks for is deprecated ("" when it is not): a Deprecated condition."""
+    endpoint: Callable[[Any], FleetEndpoint | None] = lambda spec: None
+    """The spec's fleet endpoint, whose serving set the status carries (None: the kind serves
+    no traffic)."""
 
     @property
     def kind(self) -> str:

@@ -14,7 +14,7 @@ from typing import Any, cast
 from addon_api import constants as c
 from addon_api.base import sanitized
 from addon_api.common import ClusterStatus, Resource
-from addon_api.hub import MultiClusterInferenceService
+from addon_api.hub import FleetEndpoint, MultiClusterInferenceService
 from addon_api.reasons import ClusterPhase, ClusterReason
 from addon_manager.facts.canonical import canonical_hash
 from addon_manager.facts.records import WorkFact
@@ -297,5 +297,6 @@ SPEC = KindSpec(
     depends_on=(Dependency(c.KIND_MODEL_SERVING), Dependency(c.KIND_STORAGE_CONNECTION),
                 Dependency(ACCESS_KIND, same_namespace=True)),
     holds_stack=True, tenant=True, claims=True, spoke_namespaces=("targetNamespace", False),
+    endpoint=lambda spec: spec.endpoint or FleetEndpoint(),
 )
 """The registry's entry (:mod:`addon_manager.kinds.registry`)."""

@@ -23,7 +23,7 @@ from addon_api.common import IntentStatus
 from addon_api.conditions import condition
 from addon_api.reasons import ClusterPhase, IntentConditionType, IntentPhase
 from addon_api.rollout import MetricGate
-from addon_manager.engine import partition, policy
+from addon_manager.engine import endpoint, partition, policy
 from addon_manager.engine import status as st
 from addon_manager.engine.plan import Plan, Snapshot, finish, plan, removal_blockers
 from addon_manager.engine.rollout import MetricAnswer
@@ -187,6 +187,9 @@ class Reconciler:
             if gate is not None and todo.rollout.metric_for and await self._ask_gate(
                     kind, todo.namespace, todo.name, gate, todo.rollout.metric_for):
                 out.recheck_after = 0.0  # judge the step again with the answer
+        if result.status.endpoint is not None:
+            out.events.extend(endpoint.changes(
+                todo.previous.endpoint if todo.previous else None, result.status.endpoint))
         await self._write_status(todo, result.status, out, keep_blocked=not todo.deleting)
         self._observe(kind, todo.namespace, todo.name, result.status)
         metrics.RECONCILE_SECONDS.labels(kind).observe(time.monotonic() - started)
