@@ -14,6 +14,7 @@ import argparse
 import functools
 import io
 import json
+import logging
 import os
 import sys
 import time
@@ -30,8 +31,8 @@ from kubernetes import config
 from addon_api import constants as c
 from addon_api.rollout import seconds
 from addon_cli import check as checking
+from addon_cli import endpoint, guard, offline, predict, views
 from addon_cli import explain as explaining
-from addon_cli import guard, offline, predict, views
 from addon_cli.hub import (
     EXIT_NOT_FOUND,
     EXIT_NOT_READY,
@@ -280,6 +281,40 @@ def cmd_predict(args: argparse.Namespace) -> int:
     else:
         _print(predict.table(answers))
     return 0 if all(a.ok for a in answers) else EXIT_NOT_READY
+
+
+# endpoint -------------------------------------------------------------------------------------
+
+
+def cmd_endpoint(args: argparse.Namespace) -> int:
+    """A model's fleet endpoint.
+
+    ``endpoint show mcisvc/NAME``: its serving set; ``endpoint serve``: HAProxy as the fleet's
+    endpoint for every model, kept to the hub's serving sets.
+    """
+    if args.action == "serve":
+        from addon_cli import endpoint_serve
+
+        try:
+            via = endpoint.parse_via(args.via or [])
+        except ValueError as err:
+            raise CliError(EXIT_USAGE, str(err)) from err
+        logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s")
+        hub = Hub(args.kubeconfig, args.context, timeout=args.request_timeout)
+        return endpoint_serve.run(hub, args.haproxy, Path(args.run_dir), via, args.domain,
+                                  args.listen, int(args.check_interval * 1000))
+    if not args.target:
+        raise CliError(EXIT_USAGE, "endpoint show needs mcisvc/NAME")
+    hub, kind, namespace, name = _named(args, "endpoint")
+    if kind != c.KIND_INFERENCE_SERVICE:
+        raise CliError(EXIT_USAGE, "only models have endpoints: give mcisvc/NAME")
+    intent = hub.intent(kind, namespace, name)
+    found = (intent.get("status") or {}).get("endpoint")
+    if args.output in ("json", "yaml"):
+        _print(_document(found or {}, args.output))
+    else:
+        _print(endpoint.show(intent))
+    return 0 if found and found.get("serving") else EXIT_NOT_READY
 
 
 # rollout --------------------------------------------------------------------------------------
@@ -597,6 +632,25 @@ def add_commands(sub: Any) -> None:
     pr.add_argument("--timeout", type=duration, default=30.0, metavar="D",
                     help="how long each cluster may take to answer (default 30s)")
     pr.set_defaults(run=cmd_predict)
+
+    en = sub.add_parser("endpoint", help="a model's fleet endpoint: show its serving set, or "
+                        "serve every model through HAProxy kept to the hub")
+    _common(en)
+    en.add_argument("action", choices=("show", "serve"))
+    en.add_argument("target", nargs="?", help="mcisvc/NAME (show)")
+    en.add_argument("--listen", default="127.0.0.1:8088",
+                    help="serve: where HAProxy listens (default 127.0.0.1:8088)")
+    en.add_argument("--domain", default="fleet.local",
+                    help="serve: a model answers at NAME.NAMESPACE.DOMAIN (default fleet.local)")
+    en.add_argument("--via", action="append", metavar="CLUSTER=BASE",
+                    help="serve: send CLUSTER's requests to BASE (its ingress) with the model's "
+                    "host (repeatable; default: the host of the model's URL)")
+    en.add_argument("--haproxy", default="haproxy", help="serve: the HAProxy binary")
+    en.add_argument("--run-dir", default="./endpoint-run",
+                    help="serve: HAProxy's configuration, map, sockets and saved state")
+    en.add_argument("--check-interval", type=duration, default=0.5, metavar="D",
+                    help="serve: HAProxy's health checks of each cluster (default 500ms)")
+    en.set_defaults(run=cmd_endpoint)
 
     cl = sub.add_parser("clusters", help="managed clusters: add-on, platform, intents, stale")
     _common(cl, namespaced=False)

@@ -37,11 +37,20 @@ from testbed.dataplane.podspec import Environments
 from testbed.fleet import Testbed
 from testbed.support import agent as agent_support
 
-HARNESS_FIXTURES = frozenset({"bundles", "built_binaries", "dataplane", "go_modules", "testbed"})
+HARNESS_FIXTURES = frozenset({"bundles", "built_binaries", "dataplane", "go_modules", "haproxy",
+                              "testbed"})
 """Fixtures that need more than Python: the Go-built binaries (``make binaries``), the Go
 toolchain and its module cache (also behind the rendered bundles), the running fleet
-(which needs the binaries), or the data plane's model servers (virtualenvs installed from
-the package index, ``python -m testbed build dataplane``)."""
+(which needs the binaries), the data plane's model servers (virtualenvs installed from
+the package index, ``python -m testbed build dataplane``), or HAProxy (Debian's package)."""
+
+
+@pytest.fixture(scope="session")
+def haproxy() -> Path:
+    """HAProxy from Debian's package, unpacked into the binary cache on first use."""
+    from testbed.support import haproxy as haproxy_support
+
+    return haproxy_support.binary()
 
 
 @pytest.fixture(scope="session")
