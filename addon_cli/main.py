@@ -587,6 +587,13 @@ def _waits(p: argparse.ArgumentParser, timeout: str, timeout_help: str,
                    help=f"{interval_help} (default 2s)")
 
 
+def _short_duration(text: str) -> float:
+    """Seconds of a duration that may also be in milliseconds (``500ms``)."""
+    if text.endswith("ms") and text[:-2].isdigit() and int(text[:-2]) > 0:
+        return int(text[:-2]) / 1000
+    return duration(text)
+
+
 def parser(prog: str = "model-serving-addon") -> argparse.ArgumentParser:
     """The fleet commands' parser."""
     top = argparse.ArgumentParser(prog=prog, description="The model-serving fleet, from the hub.")
@@ -648,8 +655,9 @@ def add_commands(sub: Any) -> None:
     en.add_argument("--haproxy", default="haproxy", help="serve: the HAProxy binary")
     en.add_argument("--run-dir", default="./endpoint-run",
                     help="serve: HAProxy's configuration, map, sockets and saved state")
-    en.add_argument("--check-interval", type=duration, default=0.5, metavar="D",
-                    help="serve: HAProxy's health checks of each cluster (default 500ms)")
+    en.add_argument("--check-interval", type=_short_duration, default=0.5, metavar="D",
+                    help="serve: HAProxy's health checks of each cluster (500ms, 2s; default "
+                    "500ms)")
     en.set_defaults(run=cmd_endpoint)
 
     cl = sub.add_parser("clusters", help="managed clusters: add-on, platform, intents, stale")

@@ -28,6 +28,8 @@ FLEET = {
     "explain": "why an intent is (not) serving on one cluster, link by link",
     "clusters": "managed clusters: add-on health, platform and version, intents, stale",
     "predict": "send a JSON input to a model on each cluster; the answers and their latency",
+    "endpoint": "a model's fleet endpoint: its serving set (show), or HAProxy kept to every "
+                "model's (serve)",
     "rollout": "a progressive rollout: status, history, pause, resume, undo, approve",
     "render": "the ManifestWorks the manager would write for an intent file (no hub needed)",
     "diff": "what an intent file would change in the hub's works, per cluster",

@@ -888,6 +888,85 @@ class TestServedOnTheFleet:
             hub.kubectl("delete", "mcisvc", canary, "-n", NS, "--wait=false")
 
 
+    @pytest.mark.needs("test_2_v1_and_v2_through_each_clusters_ingress")
+    def test_9_the_fleet_endpoint_fails_over_when_a_model_dies_and_comes_back(
+            self, fleet: Fleet, haproxy: Path, tmp_path: Path) -> None:
+        """One address for the model across both clusters (issue 34), on real model servers:
+        ``endpoint serve`` (HAProxy, as a fleet viewer: the chart's viewer role only) in front
+        of the clusters' ingresses, the model's endpoint Failover with cluster1 first. A fixed
+        load (20 requests/s) runs while cluster1's model process is killed: HAProxy's checks
+        and the hub's serving set move the traffic to cluster2, the hub drops cluster1
+        (NotReady) and the router follows; once the kubelet has restarted the server and the
+        hub has it Ready, the traffic is back on cluster1. Failed requests and the failover
+        time (last answer from cluster1 to first from cluster2) are printed
+        (``python -m bench.endpoint`` measures them for docs/benchmarks.md)."""
+        from testbed.support import endpoint as support
+        from testbed.support import fleetcli
+
+        bed, step = fleet
+        hub, cluster = bed.hub, "cluster1"
+
+        def the_set() -> dict[str, Any]:
+            out = json.loads(hub.kubectl("get", "mcisvc", NAME, "-n", NS, "-o", "json").stdout)
+            return dict((out.get("status") or {}).get("endpoint") or {})
+
+        def show() -> str:
+            shown = fleetcli.run(hub.kubeconfig, "endpoint", "show", f"mcisvc/{NAME}", "-n", NS)
+            assert shown.returncode == 0, shown
+            return shown.stdout
+
+        via = {cl: bed.ingresses[cl].url for cl in REPLICAS}
+        hub.kubectl("patch", "mcisvc", NAME, "-n", NS, "--type=merge", "-p", json.dumps(
+            {"spec": {"endpoint": {"policy": "Failover", "priority": ["cluster1", "cluster2"]}}}))
+        try:
+            with support.router(hub, haproxy, via, tmp_path) as router:
+                def routed_by(expected: tuple[int, str]) -> Callable[[], bool]:
+                    def poll() -> bool:
+                        if not router.alive():
+                            pytest.fail(f"endpoint serve exited: {router.log_text()[-2000:]}")
+                        return support.predict(router.listen, NAME, NS) == expected
+                    return poll
+
+                on_fleet(bed, step, lambda: [(m["cluster"], m["weight"]) for m in the_set().get(
+                    "members", [])] == [("cluster1", 100), ("cluster2", 0)], timeout=60)
+                on_fleet(bed, step, routed_by((200, cluster)), timeout=60)
+                assert "Failover, 1 of 2 cluster(s) serving" in show()
+                traffic = support.Load(router.listen, NAME, NS).start()
+                # A steady state on cluster1 before the fault: two seconds of answers.
+                on_fleet(bed, step, lambda: traffic.answered_by(cluster, 0) >= 40, timeout=30)
+                (pod,) = served(bed, cluster)
+                killed = time.monotonic()
+                bed.dataplanes[cluster].kill(TARGET, pod.name, sig=signal.SIGKILL)
+                dropped = on_fleet(bed, step, lambda: next(
+                    (x for x in the_set().get("excluded", []) if x["cluster"] == cluster),
+                    None), timeout=120)
+                hub_dropped = time.monotonic() - killed
+                assert f"{cluster}  -" in show()  # listed with why, not as a member
+                on_fleet(bed, step, lambda: [m["cluster"] for m in the_set()["members"]] == [
+                    cluster, "cluster2"], timeout=180)
+                back = time.monotonic()
+                on_fleet(bed, step, lambda: traffic.answered_by(cluster, back) >= 20,
+                         timeout=60)
+                records = traffic.stop()
+                routing = router.log_text()
+        finally:
+            hub.kubectl("patch", "mcisvc", NAME, "-n", NS, "--type=json", "-p",
+                        '[{"op": "remove", "path": "/spec/endpoint"}]', check=False)
+        cost = support.failover(records, killed, cluster, "cluster2")
+        print(f"fleet endpoint at 20 requests/s: {cost.text()}; the hub dropped {cluster} "
+              f"after {hub_dropped:.1f}s ({dropped['reason']}: {dropped['message']}), had it "
+              f"back after {back - killed:.1f}s")
+        print("\n".join(line for line in routing.splitlines() if " -> " in line))
+        # Failures only while the kill is being noticed: HAProxy's checks (2 x 500 ms) and
+        # the hub's set bound them to a few seconds.
+        assert cost.window < 5.0 and cost.seconds < 5.0, cost
+        assert dropped["reason"] == "NotReady", dropped
+        # The router followed the hub: cluster1 out, then back as the active member.
+        assert "-> cluster2 (1)\n" in routing + "\n", routing
+        # Back on cluster1 once the hub has it Ready again (Failover: the first in priority).
+        assert records[-1][1:] == (200, cluster), records[-5:]
+
+
 def read_in_the_console(page: Any, proc: console_support.Console) -> None:
     """The fleet view in Chromium as the tenant: the first model Ready on every cluster."""
     from playwright.sync_api import expect

@@ -1,0 +1,169 @@
+"""The fleet endpoint on a testbed.
+
+``endpoint serve`` as a fleet viewer, a fixed-rate load through it, and what a failover cost
+(for tests/integration/test_dataplane_fleet.py and ``python -m bench.endpoint``).
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import threading
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Iterator, Mapping
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, TextIO
+
+from addon_cli.endpoint import CLUSTER_HEADER
+from testbed import identities
+from testbed.processes import free_port
+from testbed.support.dataplane import IRIS, IRIS_CLASSES
+
+ROUTER_NAMESPACE = "fleet-router"
+"""Hub namespace of the router's ServiceAccount (bound cluster-wide to the viewer role)."""
+
+
+@dataclass
+class Router:
+    """A running ``endpoint serve``."""
+
+    process: subprocess.Popen[bytes]
+    listen: str
+    log_path: Path
+    log: TextIO
+
+    def alive(self) -> bool:
+        """Whether it still runs."""
+        return self.process.poll() is None
+
+    def log_text(self) -> str:
+        """What it logged so far."""
+        self.log.flush()
+        return self.log_path.read_text()
+
+
+@contextmanager
+def router(hub: Any, haproxy: Path, via: Mapping[str, str], directory: Path
+           ) -> Iterator[Router]:
+    """``endpoint serve`` as a ServiceAccount with only the chart's viewer role."""
+    hub.kubectl("create", "namespace", ROUTER_NAMESPACE)
+    hub.kubectl("create", "serviceaccount", "router", "-n", ROUTER_NAMESPACE)
+    hub.kubectl("create", "clusterrolebinding", "fleet-router",
+                "--clusterrole=model-serving-addon-viewer",
+                f"--serviceaccount={ROUTER_NAMESPACE}:router")
+    kubeconfig = identities.token_kubeconfig(hub, ROUTER_NAMESPACE, "router",
+                                             directory / "router.kubeconfig")
+    listen = f"127.0.0.1:{free_port()}"
+    log_path = directory / "endpoint.log"
+    log = log_path.open("w")
+    process = subprocess.Popen(
+        [str(Path(sys.executable).with_name("model-serving-addon")), "endpoint", "serve",
+         f"--kubeconfig={kubeconfig}", f"--listen={listen}",
+         *(f"--via={cl}={base}" for cl, base in via.items()),
+         f"--haproxy={haproxy}", f"--run-dir={directory / 'run'}", "--check-interval=500ms"],
+        stdout=log, stderr=subprocess.STDOUT)
+    try:
+        yield Router(process, listen, log_path, log)
+    finally:
+        process.terminate()
+        process.wait(timeout=30)
+        log.close()
+        hub.kubectl("delete", "clusterrolebinding", "fleet-router", check=False)
+        hub.kubectl("delete", "namespace", ROUTER_NAMESPACE, "--wait=false", check=False)
+
+
+def predict(listen: str, name: str, namespace: str, domain: str = "fleet.local"
+            ) -> tuple[int, str]:
+    """A V1 prediction through the endpoint: (status, the cluster that answered).
+
+    A wrong answer counts as status 599; no answer at all as 0.
+    """
+    request = urllib.request.Request(
+        f"http://{listen}/v1/models/{name}:predict", json.dumps({"instances": IRIS}).encode(),
+        {"Host": f"{name}.{namespace}.{domain}", "Content-Type": "application/json"})
+    try:
+        with urllib.request.urlopen(request, timeout=10) as answer:
+            ok = json.loads(answer.read()) == {"predictions": IRIS_CLASSES}
+            return (answer.status if ok else 599), str(answer.headers[CLUSTER_HEADER])
+    except urllib.error.HTTPError as err:
+        return err.code, ""
+    except OSError:
+        return 0, ""
+
+
+@dataclass
+class Load:
+    """Predictions at a fixed rate through the endpoint, each recorded when it ends."""
+
+    listen: str
+    name: str
+    namespace: str
+    rate: float = 20.0
+    records: list[tuple[float, int, str]] = field(default_factory=list)
+    """(monotonic end time, status, cluster) per request."""
+    _stop: threading.Event = field(default_factory=threading.Event)
+    _thread: threading.Thread | None = None
+
+    def _run(self) -> None:
+        with ThreadPoolExecutor(8) as pool:
+            start, i = time.monotonic(), 0
+            while not self._stop.is_set():
+                # Sent on schedule, whatever the answers take.
+                self._stop.wait(max(0.0, start + i / self.rate - time.monotonic()))
+                pool.submit(lambda: self.records.append(
+                    (time.monotonic(), *predict(self.listen, self.name, self.namespace))))
+                i += 1
+
+    def start(self) -> Load:
+        """Start sending."""
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._thread.start()
+        return self
+
+    def stop(self) -> list[tuple[float, int, str]]:
+        """Stop sending; every record, in end-time order."""
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout=30)
+        return sorted(self.records)
+
+    def answered_by(self, cluster: str, after: float) -> int:
+        """Good answers from ``cluster`` that ended after ``after``."""
+        return sum(1 for t, code, who in list(self.records)
+                   if t > after and code == 200 and who == cluster)
+
+
+@dataclass(frozen=True)
+class Failover:
+    """What one failover cost the callers."""
+
+    requests: int
+    failed: int
+    window: float
+    """Seconds from the first to the last failed request (0 when none failed)."""
+    seconds: float
+    """Last good answer from the failed cluster to the first from the other one."""
+
+    def text(self) -> str:
+        """One line for a log or a table."""
+        return (f"{self.failed} of {self.requests} requests failed (within "
+                f"{self.window:.2f}s), failover {self.seconds:.2f}s")
+
+
+def failover(records: list[tuple[float, int, str]], killed: float, source: str, target: str
+             ) -> Failover:
+    """The cost of moving from ``source`` (killed at ``killed``) to ``target``."""
+    failed = [t for t, code, _ in records if code != 200]
+    before = [t for t, code, who in records if t < killed and who == source and code == 200]
+    after = [t for t, code, who in records if t >= killed and who == target and code == 200]
+    if not before or not after:
+        raise AssertionError(f"no answer from {source} before the kill or from {target} "
+                             f"after it: {records[:3]} ... {records[-3:]}")
+    return Failover(len(records), len(failed),
+                    (failed[-1] - failed[0]) if failed else 0.0, after[0] - before[-1])
