@@ -108,6 +108,9 @@ class Process:
         self.env = env
         self.log_path = log_dir / f"{name}.log"
         self._proc: subprocess.Popen[bytes] | None = None
+        self.stopped = False
+        """Stopped on purpose (:meth:`stop`, fault injection) and not started since: its exit
+        is not a failure (:meth:`check`)."""
 
     @property
     def pid(self) -> int | None:
@@ -116,6 +119,7 @@ class Process:
 
     def start(self) -> Process:
         """Start the process, appending its output to its log file."""
+        self.stopped = False
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
         with self.log_path.open("ab") as log:
             log.write(f"--- start {' '.join(self.argv)}\n".encode())
@@ -135,8 +139,11 @@ class Process:
         return self._proc is not None and self._proc.poll() is None
 
     def check(self) -> None:
-        """Raise ProcessFailed with the log tail when the process has exited."""
-        if self._proc is not None and self._proc.poll() is not None:
+        """Raise ProcessFailed with the log tail when the process has exited.
+
+        A process stopped on purpose (:meth:`stop`) has not failed.
+        """
+        if self._proc is not None and not self.stopped and self._proc.poll() is not None:
             raise ProcessFailed(
                 f"{self.name} exited with code {self._proc.returncode}; last log lines "
                 f"({self.log_path}):\n{self.tail()}"
@@ -152,6 +159,7 @@ class Process:
 
     def stop(self, timeout: float = 10.0) -> None:
         """Terminate the process (and its process group), killing it after ``timeout``."""
+        self.stopped = True
         if self.terminate():
             self.reap(time.monotonic() + timeout)
 

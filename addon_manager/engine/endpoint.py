@@ -6,9 +6,10 @@ it answers. :func:`serving_set` turns that into ``status.endpoint`` of a
 MultiClusterInferenceService: the members (weight and URL, in the policy's order) and every
 selected cluster left out, with the reason. Routers read it (``model-serving-addon endpoint``).
 
-A cluster is left out when, in this order: the Placement no longer selects it (NotSelected),
-``spec.endpoint.clusterSelector`` does not match its labels (OutsideSelector), it carries the
-cordon taint (Cordoned), its report is stale (Stale), the model is not Ready there
+A cluster is left out when, in this order: its report is stale (Stale; a partitioned cluster
+also leaves its Placement, and its entry says why), the Placement no longer selects it
+(NotSelected), ``spec.endpoint.clusterSelector`` does not match its labels (OutsideSelector),
+it carries the cordon taint (Cordoned), the model is not Ready there
 (NotReady), a rollout keeps traffic off the revision it serves (RevisionRolledBack: the
 rollout rolled back and it is not on the stable revision yet; RevisionHalted: it serves the
 revision whose step failed; OtherRevision: neither the stable nor the target revision), it
@@ -85,14 +86,14 @@ def exclusion(entry: ClusterStatus, spec: FleetEndpoint, rollout: RolloutStatus 
     every entry counts, as for the intent's status). ``fact``: its ManagedCluster.
     """
     labels = dict(fact.labels) if fact is not None else {}
+    if entry.stale:  # first: a partitioned cluster also leaves its Placement, and this says why
+        return Excluded.STALE, entry.message or "its report is out of date"
     if selected is not None and entry.cluster not in selected:
         return Excluded.NOT_SELECTED, "the Placement no longer selects it"
     if spec.cluster_selector is not None and not spec.cluster_selector.matches(labels):
         return Excluded.OUTSIDE_SELECTOR, "its labels do not match spec.endpoint.clusterSelector"
     if fact is not None and fact.cordoned is not None:
         return Excluded.CORDONED, fact.cordoned or "the cluster is cordoned for endpoints"
-    if entry.stale:
-        return Excluded.STALE, entry.message or "its report is out of date"
     if not entry.ready:
         what = ": ".join(x for x in (entry.phase, entry.reason) if x) or "not ready"
         return Excluded.NOT_READY, what

@@ -13,6 +13,7 @@ import threading
 import time
 import urllib.error
 import urllib.request
+import uuid
 from collections.abc import Iterator, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
@@ -26,7 +27,8 @@ from testbed.processes import free_port
 from testbed.support.dataplane import IRIS, IRIS_CLASSES
 
 ROUTER_NAMESPACE = "fleet-router"
-"""Hub namespace of the router's ServiceAccount (bound cluster-wide to the viewer role)."""
+"""Prefix of the hub namespace of a router's ServiceAccount (bound cluster-wide to the viewer
+role); each router has its own, as the last one's may still be going."""
 
 
 @dataclass
@@ -52,12 +54,13 @@ class Router:
 def router(hub: Any, haproxy: Path, via: Mapping[str, str], directory: Path
            ) -> Iterator[Router]:
     """``endpoint serve`` as a ServiceAccount with only the chart's viewer role."""
-    hub.kubectl("create", "namespace", ROUTER_NAMESPACE)
-    hub.kubectl("create", "serviceaccount", "router", "-n", ROUTER_NAMESPACE)
-    hub.kubectl("create", "clusterrolebinding", "fleet-router",
+    namespace = f"{ROUTER_NAMESPACE}-{uuid.uuid4().hex[:6]}"
+    hub.kubectl("create", "namespace", namespace)
+    hub.kubectl("create", "serviceaccount", "router", "-n", namespace)
+    hub.kubectl("create", "clusterrolebinding", namespace,
                 "--clusterrole=model-serving-addon-viewer",
-                f"--serviceaccount={ROUTER_NAMESPACE}:router")
-    kubeconfig = identities.token_kubeconfig(hub, ROUTER_NAMESPACE, "router",
+                f"--serviceaccount={namespace}:router")
+    kubeconfig = identities.token_kubeconfig(hub, namespace, "router",
                                              directory / "router.kubeconfig")
     listen = f"127.0.0.1:{free_port()}"
     log_path = directory / "endpoint.log"
@@ -74,8 +77,8 @@ def router(hub: Any, haproxy: Path, via: Mapping[str, str], directory: Path
         process.terminate()
         process.wait(timeout=30)
         log.close()
-        hub.kubectl("delete", "clusterrolebinding", "fleet-router", check=False)
-        hub.kubectl("delete", "namespace", ROUTER_NAMESPACE, "--wait=false", check=False)
+        hub.kubectl("delete", "clusterrolebinding", namespace, check=False)
+        hub.kubectl("delete", "namespace", namespace, "--wait=false", check=False)
 
 
 def predict(listen: str, name: str, namespace: str, domain: str = "fleet.local"
@@ -105,8 +108,8 @@ class Load:
     name: str
     namespace: str
     rate: float = 20.0
-    records: list[tuple[float, int, str]] = field(default_factory=list)
-    """(monotonic end time, status, cluster) per request."""
+    records: list[tuple[float, int, str, float]] = field(default_factory=list)
+    """(monotonic end time, status, cluster, monotonic send time) per request."""
     _stop: threading.Event = field(default_factory=threading.Event)
     _thread: threading.Thread | None = None
 
@@ -116,9 +119,13 @@ class Load:
             while not self._stop.is_set():
                 # Sent on schedule, whatever the answers take.
                 self._stop.wait(max(0.0, start + i / self.rate - time.monotonic()))
-                pool.submit(lambda: self.records.append(
-                    (time.monotonic(), *predict(self.listen, self.name, self.namespace))))
+                pool.submit(self._send)
                 i += 1
+
+    def _send(self) -> None:
+        sent = time.monotonic()
+        status, cluster = predict(self.listen, self.name, self.namespace)
+        self.records.append((time.monotonic(), status, cluster, sent))
 
     def start(self) -> Load:
         """Start sending."""
@@ -126,7 +133,7 @@ class Load:
         self._thread.start()
         return self
 
-    def stop(self) -> list[tuple[float, int, str]]:
+    def stop(self) -> list[tuple[float, int, str, float]]:
         """Stop sending; every record, in end-time order."""
         self._stop.set()
         if self._thread is not None:
@@ -135,7 +142,7 @@ class Load:
 
     def answered_by(self, cluster: str, after: float) -> int:
         """Good answers from ``cluster`` that ended after ``after``."""
-        return sum(1 for t, code, who in list(self.records)
+        return sum(1 for t, code, who, _ in list(self.records)
                    if t > after and code == 200 and who == cluster)
 
 
@@ -156,12 +163,12 @@ class Failover:
                 f"{self.window:.2f}s), failover {self.seconds:.2f}s")
 
 
-def failover(records: list[tuple[float, int, str]], killed: float, source: str, target: str
-             ) -> Failover:
+def failover(records: list[tuple[float, int, str, float]], killed: float, source: str,
+             target: str) -> Failover:
     """The cost of moving from ``source`` (killed at ``killed``) to ``target``."""
-    failed = [t for t, code, _ in records if code != 200]
-    before = [t for t, code, who in records if t < killed and who == source and code == 200]
-    after = [t for t, code, who in records if t >= killed and who == target and code == 200]
+    failed = [t for t, code, _, _ in records if code != 200]
+    before = [t for t, code, who, _ in records if t < killed and who == source and code == 200]
+    after = [t for t, code, who, _ in records if t >= killed and who == target and code == 200]
     if not before or not after:
         raise AssertionError(f"no answer from {source} before the kill or from {target} "
                              f"after it: {records[:3]} ... {records[-3:]}")

@@ -964,7 +964,77 @@ class TestServedOnTheFleet:
         # The router followed the hub: cluster1 out, then back as the active member.
         assert "-> cluster2 (1)\n" in routing + "\n", routing
         # Back on cluster1 once the hub has it Ready again (Failover: the first in priority).
-        assert records[-1][1:] == (200, cluster), records[-5:]
+        assert records[-1][1:3] == (200, cluster), records[-5:]
+
+
+    @pytest.mark.needs("test_9_the_fleet_endpoint_fails_over_when_a_model_dies_and_comes_back")
+    def test_10_a_partitioned_cluster_leaves_the_serving_set_and_no_request_fails(
+            self, fleet: Fleet, haproxy: Path, tmp_path: Path) -> None:
+        """cluster1's OCM agents stopped (a partition: its model still answers, the hub hears
+        nothing) with 20 requests/s through the fleet endpoint (Spread, the default): once
+        cluster1's lease runs out (shortened to 3 s), the hub marks it unavailable, keeps its
+        works and its entry goes stale; the serving set drops it (Stale, saying why) and the
+        router sends everything to cluster2. Not one request fails, before, during or after,
+        since the model on cluster1 kept answering until the router left it. The agents back,
+        cluster1 rejoins the set and takes traffic again."""
+        from testbed.support import endpoint as support
+
+        bed, step = fleet
+        hub, cluster = bed.hub, "cluster1"
+        spoke = next(s for s in bed.spokes if s.name == cluster)
+
+        def the_set() -> dict[str, Any]:
+            out = json.loads(hub.kubectl("get", "mcisvc", NAME, "-n", NS, "-o", "json").stdout)
+            return dict((out.get("status") or {}).get("endpoint") or {})
+
+        def excluded() -> dict[str, Any] | None:
+            return next((x for x in the_set().get("excluded", []) if x["cluster"] == cluster),
+                        None)
+
+        lease = json.loads(hub.kubectl("get", "managedcluster", cluster, "-o", "json").stdout)[
+            "spec"].get("leaseDurationSeconds", 60)
+        via = {cl: bed.ingresses[cl].url for cl in REPLICAS}
+        with support.router(hub, haproxy, via, tmp_path) as router:
+            on_fleet(bed, step, lambda: sorted(m["cluster"] for m in the_set().get(
+                "members", [])) == sorted(REPLICAS), timeout=60)
+            # The router has loaded the set: HAProxy answers.
+            on_fleet(bed, step, lambda: support.predict(router.listen, NAME, NS)[0] == 200,
+                     timeout=60)
+            traffic = support.Load(router.listen, NAME, NS).start()
+            on_fleet(bed, step, lambda: traffic.answered_by(cluster, 0) >= 10, timeout=60)
+            cut = time.monotonic()
+            try:
+                bed.stop_registration_agent(spoke)
+                bed.stop_work_agent(spoke)
+                hub.kubectl("patch", "managedcluster", cluster, "--type=merge", "-p",
+                            json.dumps({"spec": {"leaseDurationSeconds": 3}}))
+                gone = on_fleet(bed, step, excluded, timeout=120)
+                dropped = time.monotonic() - cut
+                # The router without cluster1: its reload is done when it logs the route.
+                on_fleet(bed, step, lambda: " -> cluster2 (100)\n" in router.log_text(),
+                         timeout=60)
+                left = time.monotonic()
+                on_fleet(bed, step, lambda: traffic.answered_by("cluster2", left) >= 20,
+                         timeout=60)
+                during = [who for _, _, who, sent in list(traffic.records) if sent > left]
+            finally:
+                hub.kubectl("patch", "managedcluster", cluster, "--type=merge", "-p",
+                            json.dumps({"spec": {"leaseDurationSeconds": lease}}))
+                bed.start_registration_agent(spoke)
+                bed.start_work_agent(spoke)
+            on_fleet(bed, step, lambda: excluded() is None and sorted(
+                m["cluster"] for m in the_set()["members"]) == sorted(REPLICAS), timeout=180)
+            healed = time.monotonic()
+            on_fleet(bed, step, lambda: traffic.answered_by(cluster, healed) >= 10, timeout=60)
+            records = traffic.stop()
+        failed = [r for r in records if r[1] != 200]
+        print(f"partition of {cluster} under {len(records)} requests at 20/s: {len(failed)} "
+              f"failed; the set dropped it after {dropped:.1f}s ({gone['reason']}: "
+              f"{gone['message'][:120]}), it rejoined {healed - cut:.1f}s after the cut")
+        assert gone["reason"] == "Stale", gone
+        assert not failed, failed[:5]
+        # Every request sent once the router had left cluster1 went to cluster2.
+        assert set(during) == {"cluster2"}, set(during)
 
 
 def read_in_the_console(page: Any, proc: console_support.Console) -> None:

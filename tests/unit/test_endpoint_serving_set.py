@@ -78,9 +78,12 @@ def test_by_default_every_ready_cluster_takes_an_equal_share() -> None:
     (entry("c1", url=""), None, endpoint(), None, Excluded.NO_URL, "no URL"),
     (entry("c1"), None, endpoint(weights=[{"cluster": "c1", "weight": 0}]), None,
      Excluded.ZERO_WEIGHT, "gives it 0"),
-    # The cordon comes before staleness; a taint without a value still says why.
-    (entry("c1", stale=True), fact("c1", cordoned=""), endpoint(), None, Excluded.CORDONED,
+    # A cordon without a value still says why.
+    (entry("c1"), fact("c1", cordoned=""), endpoint(), None, Excluded.CORDONED,
      "cordoned for endpoints"),
+    # A partitioned cluster leaves its Placement too: staleness, which says why, comes first.
+    (entry("c1", stale=True, message="left the Placement while not Available"), None,
+     endpoint(), frozenset({"c2"}), Excluded.STALE, "while not Available"),
 ])
 def test_each_reason_a_cluster_takes_no_traffic(
         the_entry: ClusterStatus, the_fact: ClusterFact | None, spec: FleetEndpoint,
