@@ -20,7 +20,6 @@ cluster1 back and the traffic is on it again.
 from __future__ import annotations
 
 import argparse
-import asyncio
 import json
 import signal
 import statistics
@@ -30,7 +29,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
-from bench.ingress import load, quantile
+from bench.ingress import Comparison
 from testbed import demo
 from testbed.support import endpoint as support
 from testbed.support import haproxy
@@ -80,17 +79,7 @@ def main() -> None:
             path = f"/v1/models/{NAME}:predict"
             ways = {"ingress": (f"{via['cluster1']}{path}", host),
                     "endpoint": (f"http://{router.listen}{path}", f"{NAME}.{NS}.fleet.local")}
-            p50s: dict[str, list[float]] = {w: [] for w in ways}
-            got: dict[str, list[float]] = {w: [] for w in ways}
-            errors = dict.fromkeys(ways, 0)
-            for r in range(args.rounds):
-                for way in (list(ways) if r % 2 == 0 else list(reversed(ways))):
-                    lat, err = asyncio.run(load(*ways[way], args.requests, args.concurrency))
-                    got[way] += lat
-                    errors[way] += err
-                    p50s[way].append(quantile(lat, 0.5))
-                    print(f"round {r + 1} {way:8s} p50 {quantile(lat, 0.5) * 1000:6.2f} ms  "
-                          f"p99 {quantile(lat, 0.99) * 1000:6.2f} ms  errors {err}", flush=True)
+            compared = Comparison().run(ways, args.requests, args.concurrency, args.rounds)
             costs: list[support.Failover] = []
             for n in range(args.failovers):
                 traffic = support.Load(router.listen, NAME, NS).start()
@@ -110,14 +99,9 @@ def main() -> None:
                 costs.append(cost)
                 print(f"failover {n + 1}: {cost.text()}; the hub dropped cluster1 after "
                       f"{dropped:.1f}s, had it back after {back - killed:.1f}s", flush=True)
-        print(f"\n{args.rounds} rounds x {args.requests} requests at concurrency "
-              f"{args.concurrency}, one replica behind cluster1's ingress:")
-        for way in ways:
-            print(f"  {way:8s} p50 {quantile(got[way], 0.5) * 1000:6.2f} ms  "
-                  f"p99 {quantile(got[way], 0.99) * 1000:6.2f} ms  errors {errors[way]}")
-        ratios = [e / i for e, i in zip(p50s["endpoint"], p50s["ingress"], strict=True)]
-        print(f"  endpoint/ingress p50 ratio per round: "
-              f"{', '.join(f'{x:.2f}' for x in ratios)} (median {statistics.median(ratios):.2f})")
+        compared.summary(f"{args.rounds} rounds x {args.requests} requests at concurrency "
+                         f"{args.concurrency}, one replica behind cluster1's ingress",
+                         "endpoint", "ingress")
         if costs:
             print(f"{len(costs)} failovers at 20 requests/s: median failover "
                   f"{statistics.median(c.seconds for c in costs):.2f}s, median failed requests "

@@ -18,6 +18,7 @@ import asyncio
 import json
 import statistics
 import time
+from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -66,6 +67,44 @@ def quantile(values: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
 
 
+@dataclass
+class Comparison:
+    """Latencies of several ways to the same model, measured in alternating rounds."""
+
+    got: dict[str, list[float]] = field(default_factory=dict)
+    errors: dict[str, int] = field(default_factory=dict)
+    p50s: dict[str, list[float]] = field(default_factory=dict)
+    """Each round's p50, by way."""
+
+    def run(self, ways: dict[str, tuple[str, str]], requests: int, concurrency: int,
+            rounds: int) -> Comparison:
+        """``rounds`` rounds of each way (URL, Host), in alternating order; one line each."""
+        for way in ways:
+            self.got.setdefault(way, [])
+            self.errors.setdefault(way, 0)
+            self.p50s.setdefault(way, [])
+        for r in range(rounds):
+            for way in (list(ways) if r % 2 == 0 else list(reversed(ways))):
+                lat, err = asyncio.run(load(*ways[way], requests, concurrency))
+                self.got[way] += lat
+                self.errors[way] += err
+                self.p50s[way].append(quantile(lat, 0.5))
+                print(f"round {r + 1} {way:8s} p50 {quantile(lat, 0.5) * 1000:6.2f} ms  "
+                      f"p99 {quantile(lat, 0.99) * 1000:6.2f} ms  errors {err}", flush=True)
+        return self
+
+    def summary(self, title: str, over: str, under: str) -> None:
+        """Print each way's p50, p99 and errors, then the p50 ratio ``over``/``under``."""
+        print(f"\n{title}:")
+        for way in self.got:
+            print(f"  {way:8s} p50 {quantile(self.got[way], 0.5) * 1000:6.2f} ms  "
+                  f"p99 {quantile(self.got[way], 0.99) * 1000:6.2f} ms  "
+                  f"errors {self.errors[way]}")
+        ratios = [o / u for o, u in zip(self.p50s[over], self.p50s[under], strict=True)]
+        print(f"  {over}/{under} p50 ratio per round: "
+              f"{', '.join(f'{x:.2f}' for x in ratios)} (median {statistics.median(ratios):.2f})")
+
+
 def main() -> None:
     """Run the bench and print one line per round and the summary."""
     ap = argparse.ArgumentParser(prog="python -m bench.ingress")
@@ -87,30 +126,13 @@ def main() -> None:
         host = str(urlsplit(entry["url"]).hostname)
         pods = [p for p in bed.dataplanes[cluster].pods_of("models", NAME) if p.ready]
         path = f"/v1/models/{NAME}:predict"
-        ways = {"direct": f"http://{pods[0].upstream}{path}",
-                "ingress": f"{bed.ingresses[cluster].url}{path}"}
+        ways = {"direct": (f"http://{pods[0].upstream}{path}", host),
+                "ingress": (f"{bed.ingresses[cluster].url}{path}", host)}
         if len(pods) != 1:
             raise SystemExit(f"expected one ready replica on {cluster}, found {len(pods)}")
-        got: dict[str, list[float]] = {w: [] for w in ways}
-        errors = dict.fromkeys(ways, 0)
-        p50s: dict[str, list[float]] = {w: [] for w in ways}
-        for r in range(args.rounds):
-            order = list(ways) if r % 2 == 0 else list(reversed(ways))
-            for way in order:
-                lat, err = asyncio.run(load(ways[way], host, args.requests, args.concurrency))
-                got[way] += lat
-                errors[way] += err
-                p50s[way].append(quantile(lat, 0.5))
-                print(f"round {r + 1} {way:8s} p50 {quantile(lat, 0.5) * 1000:6.2f} ms  "
-                      f"p99 {quantile(lat, 0.99) * 1000:6.2f} ms  errors {err}", flush=True)
-        print(f"\n{args.rounds} rounds x {args.requests} requests at concurrency "
-              f"{args.concurrency}, one replica:")
-        for way in ways:
-            print(f"  {way:8s} p50 {quantile(got[way], 0.5) * 1000:6.2f} ms  "
-                  f"p99 {quantile(got[way], 0.99) * 1000:6.2f} ms  errors {errors[way]}")
-        ratios = [i / d for i, d in zip(p50s["ingress"], p50s["direct"], strict=True)]
-        print(f"  ingress/direct p50 ratio per round: "
-              f"{', '.join(f'{x:.2f}' for x in ratios)} (median {statistics.median(ratios):.2f})")
+        Comparison().run(ways, args.requests, args.concurrency, args.rounds).summary(
+            f"{args.rounds} rounds x {args.requests} requests at concurrency "
+            f"{args.concurrency}, one replica", "ingress", "direct")
         bed.cleanup()
 
 
