@@ -295,8 +295,15 @@ def test_install_and_enable_on_cluster1(testbed: Testbed) -> None:
         # run then says so: NoProbeResult, seen on a loaded machine).
         eventually(addon_available, timeout=120)
         # Installed and enabled: every check passes (the manager's may only warn: no manager
-        # runs in this module, and other modules' intents may wait for one).
-        after = fleetcli.run(hub.kubeconfig, "check", "-o", "json")
+        # runs in this module, and other modules' intents may wait for one). Available above
+        # may still be the previous agent's: once the work agent applies the re-rendered
+        # Deployment, OCM's probe says ProbeUnavailable while it rolls (seen in a full run),
+        # so the check is read until the rollout is through.
+        def healthy() -> Any:
+            run = fleetcli.run(hub.kubeconfig, "check", "-o", "json")
+            return run if run.returncode == 0 else None
+
+        after = eventually(healthy, timeout=120, interval=2)
         checks = {x["name"]: x for x in json.loads(after.stdout)["checks"]}
         print("\n".join(f"{x['state']} {x['name']}: {x['seen']}" for x in checks.values()))
         assert after.returncode == 0, after.stdout

@@ -864,9 +864,19 @@ class TestServedOnTheFleet:
                 model("failing/iris-3-features", max_concurrency=1, min_success="30s",
                       gated=True)))
 
+            sets: list[dict[str, Any]] = []
+
+            def snapshot() -> dict[str, Any]:
+                """The canary's status; its serving set is kept with the rollout's phase."""
+                got = json.loads(hub.kubectl("get", "mcisvc", canary, "-n", NS, "-o",
+                                             "json").stdout).get("status") or {}
+                sets.append({"phase": (got.get("rollout") or {}).get("phase"),
+                             **(got.get("endpoint") or {})})
+                return dict(got)
+
             def rolled_back() -> dict[str, Any] | None:
-                got = rollout()
-                return got if got.get("phase") == "RolledBack" else None
+                roll = dict(snapshot().get("rollout") or {})
+                return roll if roll.get("phase") == "RolledBack" else None
 
             roll = on_fleet(bed, step, rolled_back, timeout=420)
             statuses = {c: sorted(set(a)) for c, a in answers.items()}
@@ -879,9 +889,24 @@ class TestServedOnTheFleet:
             assert 500 in answers["cluster1"], answers
             assert 500 not in answers["cluster2"], answers
             # The clusters serve the good revision again.
-            on_fleet(bed, step, lambda: all(
-                (hub_entries(bed, canary).get(c) or {}).get("ready") is True
-                for c in REPLICAS), timeout=300)
+            on_fleet(bed, step, lambda: sorted(
+                e["cluster"] for e in snapshot().get("clusters") or []
+                if e.get("ready") is True and e.get("revision") == roll["stableRevision"]
+            ) == sorted(REPLICAS), timeout=300)
+            # The serving set (issue 34) from the rollback on: no member serves the failed
+            # revision, and the set is whole again once both are back on the stable one.
+            print("serving sets seen: " + "; ".join(dict.fromkeys(
+                f"{x['phase']}: " + ", ".join(
+                    [f"{m['cluster']}@{m.get('revision')}" for m in x.get("members", [])]
+                    + [f"{e['cluster']} {e['reason']}" for e in x.get("excluded", [])])
+                for x in sets)))
+            after = [x for x in sets if x["phase"] == "RolledBack"]
+            assert after, sets[-3:]
+            for seen in after:
+                assert roll["failedRevision"] not in [
+                    m.get("revision") for m in seen.get("members", [])], seen
+            assert sorted(m["cluster"] for m in after[-1]["members"]) == sorted(REPLICAS), (
+                after[-1])
         finally:
             stop.set()
             sender.join(timeout=30)
