@@ -158,6 +158,8 @@ export function ModelForm({ namespace, name }: { namespace: string; name: string
   const [refused, setRefused] = useState<Refused | null>(null);
   const [error, setError] = useState("");
   const [loadedPlacement, setLoadedPlacement] = useState("");
+  // Editing: nothing is written before the model is read (it would write the form's defaults).
+  const [loaded, setLoaded] = useState(!name);
   const [visible, setVisible] = useState<string[]>([]);
   const choices = usePlacements(
     namespace,
@@ -191,6 +193,7 @@ export function ModelForm({ namespace, name }: { namespace: string; name: string
           storagePath: (model.storage as { path?: string } | undefined)?.path ?? "",
           ...readOverrides(spec.overrides ?? []),
         }));
+        setLoaded(true);
       })
       .catch((err: Error) => setError(err.message));
   }, [namespace, name]);
@@ -352,7 +355,7 @@ export function ModelForm({ namespace, name }: { namespace: string; name: string
           </FormGroup>
         )}
         <ActionGroup>
-          <Button type="submit" variant="primary">
+          <Button type="submit" variant="primary" isDisabled={!loaded}>
             {name ? "Save" : "Deploy"}
           </Button>
           <YamlToggle object={objects} />

@@ -58,6 +58,8 @@ export function StackForm({ namespace, name }: { namespace: string; name: string
     removed: false,
   });
   const [adding, setAdding] = useState("");
+  // Editing: nothing is written before the stack is read (it would write the form's defaults).
+  const [loaded, setLoaded] = useState(!name);
   const [refused, setRefused] = useState<Refused | null>(null);
   const [error, setError] = useState("");
   const choices = usePlacements(
@@ -85,6 +87,7 @@ export function StackForm({ namespace, name }: { namespace: string; name: string
             version: spec.version ?? "",
             removed: spec.managementState === "Removed",
           });
+          setLoaded(true);
         })
         .catch((err: Error) => setError(err.message));
     }
@@ -190,11 +193,11 @@ export function StackForm({ namespace, name }: { namespace: string; name: string
           <Alert variant="info" isInline isPlain title="Removed: the stack is being (or was) removed from its clusters" />
         )}
         <ActionGroup>
-          <Button type="submit" variant="primary">
+          <Button type="submit" variant="primary" isDisabled={!loaded}>
             {name ? "Save" : "Install"}
           </Button>
           {name && !stack.removed && (
-            <Button variant="danger" onClick={() => write({ ...stack, removed: true })}>
+            <Button variant="danger" isDisabled={!loaded} onClick={() => write({ ...stack, removed: true })}>
               Remove the stack
             </Button>
           )}
