@@ -383,8 +383,8 @@ class EndpointExclusion(ApiModel):
     reason: StatusReason = ""
     """NotReady, Stale, Cordoned, OutsideSelector, NotSelected, NoURL, ZeroWeight,
     RevisionRolledBack (it still serves a revision being rolled back), RevisionHalted (it
-    serves the revision whose step failed) or OtherRevision (neither the stable nor the
-    target revision of the rollout)."""
+    serves the revision whose step failed), OtherRevision (neither the stable nor the
+    target revision of the rollout) or MetricOutOfBounds (spec.endpoint.spillover)."""
     message: StatusText = ""
     """Human-readable details."""
 

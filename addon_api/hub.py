@@ -39,7 +39,7 @@ from addon_api.kserve import (
     ServingRuntimeTemplate,
 )
 from addon_api.platform import PlatformSettings
-from addon_api.rollout import Rollout
+from addon_api.rollout import MetricGate, Rollout
 
 _READY = PrinterColumn(
     "Ready", "string", ".status.summary.readyText", "Clusters ready / clusters selected."
@@ -423,6 +423,21 @@ class FleetEndpoint(ApiModel):
         AfterValidator(unique_by("cluster")),
     ] = Field(default_factory=list)
     """Spread: per-cluster weights (100 for a cluster not listed)."""
+    spillover: MetricGate | None = None
+    """Move a member's traffic to the others while its model's metric is out of bounds (the
+    rollout's metric gate, judged per cluster): with ``metric``, the manager selects only this
+    model's own series on each member (``query``, free PromQL keeping the ``cluster`` label,
+    only in the hub namespaces trusted with the stack). A member outside the bounds takes no
+    traffic (MetricOutOfBounds) and comes back once within them; judged again every 15
+    seconds against the manager's --prometheus-url; never every member at once (when all are
+    out of bounds, all keep serving). Use ``rate`` for a window."""
+    service_export: bool = False
+    """Export the model's predictor Service (KServe's NAME-predictor) with a Multi-Cluster
+    Services ServiceExport (multicluster.x-k8s.io/v1alpha1) on every member of the serving
+    set that takes traffic (weight above 0: under Failover the active cluster only), and
+    remove it from a cluster that stops taking traffic. Needs the MCS API on the clusters
+    (ACM's Submariner add-on, Cilium ClusterMesh); MCS has no weights, so the exporting
+    clusters share the imported Service's traffic equally."""
 
 
 class MultiClusterInferenceServiceSpec(IntentSpec):

@@ -157,6 +157,8 @@ class ClusterReason(StrEnum):
     SPEC_NOT_BUILT = "SpecNotBuilt"
     SPEC_REJECTED = "SpecRejected"
     NO_ROUTE_API = "NoRouteApi"
+    NO_SERVICE_EXPORT_API = "NoServiceExportApi"
+    SERVICE_EXPORT_NOT_CREATED = "ServiceExportNotCreated"
 
 
 # Spoke objects (written by the agent) ------------------------------------------------------------

@@ -94,6 +94,12 @@ def route_crd() -> Path:
     return root / "route" / "v1" / "zz_generated.crd-manifests" / "routes.crd.yaml"
 
 
+def mcs_crds() -> list[Path]:
+    """The Multi-Cluster Services CRDs (multicluster.x-k8s.io ServiceExport, ServiceImport)."""
+    root = module_dir("sigs.k8s.io/mcs-api", versions.MCS_API) / "config" / "crd"
+    return sorted(root.glob("multicluster.x-k8s.io_*.yaml"))
+
+
 def modelmesh_crds() -> list[Path]:
     """ModelMesh Serving's CRDs (its own, older copies of the serving.kserve.io kinds)."""
     root = module_dir("github.com/kserve/modelmesh-serving", versions.MODELMESH)

@@ -50,6 +50,10 @@ OPENSHIFT_API = "v0.0.0-20251125174858-5cf710f68a92"
 """github.com/openshift/api: the Route CRD the spokes serve, as OpenShift does (the pseudo-version
 OCM above requires; the module has no release tags)."""
 
+MCS_API = "v0.3.0"
+"""sigs.k8s.io/mcs-api: the Multi-Cluster Services CRDs (ServiceExport, ServiceImport) a spoke
+serves where an MCS implementation (Submariner, Cilium ClusterMesh) would install them."""
+
 VERSITYGW = "v1.8.0"
 """github.com/versity/versitygw: the testbed's S3 server (its posix backend), holding the models
 the storage initializer downloads. Apache-2.0; MinIO, the obvious other choice, is under the

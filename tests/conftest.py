@@ -96,6 +96,7 @@ SHARED_TESTBED_OF_FILE = {
     "test_manager_core": "works",
     "test_work_agent_rbac": "works",
     "test_work_agent_stopped": "works",
+    "test_endpoint_export": "works",
 }
 """Test files (by name) that do not use the default ``hub`` testbed, and the one they use.
 

@@ -13,7 +13,15 @@ it carries the cordon taint (Cordoned), the model is not Ready there
 (NotReady), a rollout keeps traffic off the revision it serves (RevisionRolledBack: the
 rollout rolled back and it is not on the stable revision yet; RevisionHalted: it serves the
 revision whose step failed; OtherRevision: neither the stable nor the target revision), it
-reports no URL (NoURL), or a Spread weight of 0 (ZeroWeight).
+reports no URL (NoURL), or a Spread weight of 0 (ZeroWeight). A member whose work the work
+agent has not picked up yet (WorkUpdating) keeps its place until it reports: the model there
+serves what it served. With spec.endpoint.spillover, a member whose model's metric is out of
+bounds on the hub's Prometheus takes no traffic while another member can take it
+(MetricOutOfBounds); when every member is out of bounds, all keep serving.
+
+With spec.endpoint.serviceExport, the model's work on each member that takes traffic carries
+a Multi-Cluster Services ServiceExport of its predictor Service, following the set as
+published (:func:`addon_manager.engine.plan.serving_members`).
 
 While a progressive rollout moves clusters step by step, clusters on the stable and on the
 target revision both serve: with Spread weights the new revision's share of the traffic grows
@@ -34,6 +42,7 @@ from addon_api.common import (
     IntentStatus,
 )
 from addon_api.hub import FleetEndpoint
+from addon_api.reasons import ClusterReason
 from addon_api.rollout import RolloutStatus
 from addon_manager.facts.records import ClusterFact
 
@@ -55,6 +64,7 @@ class Excluded(StrEnum):
     OTHER_REVISION = "OtherRevision"
     NO_URL = "NoURL"
     ZERO_WEIGHT = "ZeroWeight"
+    METRIC_OUT_OF_BOUNDS = "MetricOutOfBounds"
 
 
 def _revision_exclusion(entry: ClusterStatus, rollout: RolloutStatus | None
@@ -132,15 +142,37 @@ def failover_order(clusters: Iterable[str], spec: FleetEndpoint,
     return sorted(clusters, key=key)
 
 
+def _updating(entry: ClusterStatus, member: EndpointMember | None) -> ClusterStatus:
+    """A member whose work the work agent has not picked up yet, as it still serves.
+
+    Its entry says WorkUpdating for the moment between a new work generation and the work
+    agent's next report; the model there serves what it served (its previous URL and
+    revision), and what the new generation changes is judged once reported. Without this a
+    spec change would empty the set for that moment, and a work that gains its ServiceExport
+    on joining would leave the set, lose the export and join again, forever.
+    """
+    if member is None or entry.ready or entry.reason != ClusterReason.WORK_UPDATING:
+        return entry
+    return entry.model_copy(update={"ready": True, "url": member.url, "external_url": "",
+                                    "revision": member.revision})
+
+
 def serving_set(spec: FleetEndpoint | None, status: IntentStatus,
                 selected: frozenset[str] | None, facts: Mapping[str, ClusterFact | None],
-                previous: EndpointStatus | None, now: datetime) -> EndpointStatus:
-    """The model's serving set from its status entries (see the module docstring)."""
+                previous: EndpointStatus | None, now: datetime,
+                spilled: Mapping[str, str] | None = None) -> EndpointStatus:
+    """The model's serving set from its status entries (see the module docstring).
+
+    ``spilled``: the clusters whose model's metric spec.endpoint.spillover last found out of
+    bounds, with what it found; they take no traffic while another member can take it.
+    """
     spec = spec or FleetEndpoint()
     weights = {w.cluster: w.weight for w in spec.weights}
     candidates: dict[str, ClusterStatus] = {}
     excluded: list[EndpointExclusion] = []
+    before = {m.cluster: m for m in previous.members} if previous is not None else {}
     for entry in status.clusters:
+        entry = _updating(entry, before.get(entry.cluster))
         why = exclusion(entry, spec, status.rollout, selected, facts.get(entry.cluster))
         if why is None and spec.policy == "Spread" and weights.get(entry.cluster) == 0:
             why = Excluded.ZERO_WEIGHT, "spec.endpoint.weights gives it 0"
@@ -149,6 +181,12 @@ def serving_set(spec: FleetEndpoint | None, status: IntentStatus,
         else:
             excluded.append(EndpointExclusion(cluster=entry.cluster, reason=why[0],
                                               message=why[1]))
+    out_of_bounds = {cl: found for cl, found in (spilled or {}).items() if cl in candidates}
+    if spec.spillover is not None and out_of_bounds and len(out_of_bounds) < len(candidates):
+        for cl, found in sorted(out_of_bounds.items()):
+            del candidates[cl]
+            excluded.append(EndpointExclusion(cluster=cl, reason=Excluded.METRIC_OUT_OF_BOUNDS,
+                                              message=found[:1024]))
     if spec.policy == "Failover":
         order = failover_order(candidates, spec, facts)
         weight = {cl: DEFAULT_WEIGHT if i == 0 else 0 for i, cl in enumerate(order)}

@@ -23,6 +23,7 @@ from addon_api.base import field_errors
 from addon_api.common import Condition, IntentStatus, Resource
 from addon_api.hub import FleetEndpoint
 from addon_api.reasons import ClusterReason, IntentReason
+from addon_api.rollout import MetricGate
 from addon_manager.engine import endpoint, partition, policy, progressive
 from addon_manager.engine import status as st
 from addon_manager.engine.rollout import KEEP, MetricAnswer
@@ -126,6 +127,9 @@ class Snapshot:
     """Whether the manager enables the add-on on the clusters a stack goes to."""
     gates: Mapping[tuple[str, str, str], MetricAnswer] = field(default_factory=dict)
     """The last metric gate answer of each intent with a progressive rollout."""
+    spills: Mapping[tuple[str, str, str], Mapping[str, str]] = field(default_factory=dict)
+    """Per intent with spec.endpoint.spillover, the clusters its metric last found out of
+    bounds, with what it found."""
 
 
 @dataclass(frozen=True)
@@ -196,6 +200,13 @@ class Plan:
     endpoint: FleetEndpoint | None = None
     """The intent's fleet endpoint (its kind's :attr:`KindSpec.endpoint`); None: the kind has
     none, no serving set is computed."""
+    serving: frozenset[str] = frozenset()
+    """The clusters taking traffic in the serving set the status last published (what a
+    work that exports the model follows: :func:`serving_members`)."""
+    spill_gate: MetricGate | None = None
+    """spec.endpoint.spillover as the manager runs it (scoped: :func:`policy.scoped_gate`)."""
+    spilled: Mapping[str, str] = field(default_factory=dict)
+    """The clusters the spillover metric last found out of bounds (:attr:`Snapshot.spills`)."""
     deprecated: str = ""
     """Why what the intent asks for is deprecated (its Deprecated condition), if it is."""
     judged: dict[tuple[int, str], tuple[Any, policy.Judgement | None]] = field(
@@ -224,7 +235,8 @@ class Finished:
     status: IntentStatus
     recheck_after: float | None
     """Seconds until an entry turns stale, a held cluster's grace ends or a grant retry is due
-    by the clock alone (None: nothing is due)."""
+    by the clock alone (None: nothing is due; 0: at once, the works that export the model
+    follow the serving set just published)."""
 
 
 def _previous(raw: Mapping[str, Any] | None) -> IntentStatus | None:
@@ -232,6 +244,18 @@ def _previous(raw: Mapping[str, Any] | None) -> IntentStatus | None:
         return IntentStatus.from_object(dict(raw)) if raw else None
     except ValidationError:
         return None
+
+
+def serving_members(status: IntentStatus | None) -> frozenset[str]:
+    """The clusters that take traffic in the serving set ``status`` publishes (weight > 0).
+
+    Works that export the model to other clusters (spec.endpoint.serviceExport) follow this
+    set: it is published first, and the next plan (at once, see
+    :attr:`Finished.recheck_after`) writes the works that join or leave it.
+    """
+    if status is None or status.endpoint is None:
+        return frozenset()
+    return frozenset(m.cluster for m in status.endpoint.members if m.weight > 0)
 
 
 def plan(spec: KindSpec, body: Mapping[str, Any], snap: Snapshot, *,
@@ -284,12 +308,16 @@ def _plan_clusters(out: Plan, intent: Resource, body: Mapping[str, Any], snap: S
     out.removed = spec.removed_state(intent_spec)
     out.deprecated = spec.deprecation(intent_spec)
     out.endpoint = spec.endpoint(intent_spec)
+    out.serving = serving_members(out.previous)
+    if out.endpoint is not None and out.endpoint.spillover is not None:
+        out.spill_gate = policy.scoped_gate(intent, out.endpoint.spillover)
+        out.spilled = snap.spills.get((spec.kind, ns, name), {})
     wanted = frozenset() if out.deleting else clusters
     lost: dict[str, tuple[str, str]] = {}
     if spec.owns_stack:
         lost = conflicts.lost_clusters((ns, name), clusters, conflicts.winners(
             cl for cl in world.claims() if snap.policy.may_own_stack(cl.namespace)))
-    ctx = base.Context(world, snap.sealer, ns, name)
+    ctx = base.Context(world, snap.sealer, ns, name, serving=out.serving)
     settings = progressive.settings_of(intent)
     if settings is not None and not out.deleting:
         key = (spec.kind, ns, name)
@@ -499,7 +527,7 @@ def _plan_revision(
                                          error_reason=ClusterReason.RENDER_FAILED)
         return None
     ctx = contexts.setdefault(assigned, base.Context(snap.world, snap.sealer, out.namespace,
-                                                        out.name))
+                                                        out.name, serving=out.serving))
     rw = _plan_cluster(out, ctx, intent, cl, lost, snap)
     return render.with_revision(rw, assigned) if rw is not None else None
 
@@ -663,5 +691,8 @@ def finish(out: Plan, done: Executed, now: datetime, stale_after: float) -> Fini
     if out.endpoint is not None:
         status = status.model_copy(update={"endpoint": endpoint.serving_set(
             out.endpoint, status, out.placement.clusters if out.placement.found else None,
-            out.health, out.previous.endpoint if out.previous else None, now)})
+            out.health, out.previous.endpoint if out.previous else None, now,
+            spilled=out.spilled)})
+        if out.endpoint.service_export and serving_members(status) != out.serving:
+            recheck = 0.0  # the exporting works follow the set just published, at once
     return Finished(status, recheck)

@@ -136,25 +136,34 @@ def namespace_message(lines: list[str]) -> str:
 
 
 def gate_refusal(intent: Resource, policy: Policy) -> tuple[str, str] | None:
-    """(reason, message) when the intent's rollout asks for free PromQL it may not run.
+    """(reason, message) when a metric of the intent asks for free PromQL it may not run.
+
+    Its rollout's metric gate, or its fleet endpoint's spillover.
 
     The manager queries Prometheus with its own token, which sees every cluster's series:
     free PromQL (``spec.rollout.metricGate.query``) is the platform admin's (the hub
     namespaces that may own a stack); a tenant names a ``metric``, which the manager
     scopes to the tenant's own model (:func:`scoped_gate`).
     """
-    rollout = getattr(getattr(intent, "spec", None), "rollout", None)
-    gate = getattr(rollout, "metric_gate", None)
+    spec = getattr(intent, "spec", None)
+    gates = [("spec.rollout.metricGate", getattr(getattr(spec, "rollout", None), "metric_gate",
+                                                 None)),
+             ("spec.endpoint.spillover", getattr(getattr(spec, "endpoint", None), "spillover",
+                                                 None))]
     namespace = intent.metadata.namespace or ""
-    if gate is None or gate.query is None or policy.may_own_stack(namespace):
+    if policy.may_own_stack(namespace):
         return None
-    return REASON_METRIC_QUERY, (
-        "spec.rollout.metricGate.query: free PromQL is not allowed in hub namespace "
-        f"{namespace!r} (it would read every cluster's metrics with the manager's token; only "
-        "the namespaces of manager.policy.stackOwnerNamespaces may use it): name a metric "
-        "(spec.rollout.metricGate.metric), which the manager scopes to this intent's own "
-        "model; no work is written"
-    )
+    for where, gate in gates:
+        if gate is None or gate.query is None:
+            continue
+        return REASON_METRIC_QUERY, (
+            f"{where}.query: free PromQL is not allowed in hub namespace {namespace!r} (it "
+            "would read every cluster's metrics with the manager's token; only the namespaces "
+            "of manager.policy.stackOwnerNamespaces may use it): name a metric "
+            f"({where}.metric), which the manager scopes to this intent's own model; no work "
+            "is written"
+        )
+    return None
 
 
 def scoped_gate(intent: Resource, gate: MetricGate | None) -> MetricGate | None:
@@ -216,6 +225,7 @@ TENANT_KINDS = frozenset({
     ("serving.kserve.io/v1alpha1", "ServingRuntime"),
     ("serving.kserve.io/v1beta1", "InferenceService"),
     ("route.openshift.io/v1", "Route"),
+    ("multicluster.x-k8s.io/v1alpha1", "ServiceExport"),
     (c.API_VERSION, c.KIND_SEALED_STORAGE_CONNECTION),
 })
 """What a tenant's work may carry (anything else is refused: ``KindNotAllowed``)."""

@@ -32,6 +32,10 @@ STALE_WORK = Reason.WORK_NOT_OBSERVED
 """Stale reason: the work agent has not picked up the work's current spec in time."""
 CONDITION_DELETION_BLOCKED = ConditionType.DELETION_BLOCKED
 NAMED_CLUSTERS = 10
+SERVES_ANYWAY = frozenset({Reason.NO_ROUTE_API, Reason.NO_SERVICE_EXPORT_API,
+                           Reason.SERVICE_EXPORT_NOT_CREATED})
+"""Manifests not applied that leave the model as it is (its Route where the cluster has no
+Route API, its ServiceExport): the entry is the model's own, with what is missing said."""
 """Clusters named in a condition message before "and N more"."""
 
 
@@ -239,9 +243,12 @@ def _reported_status(
             cluster=cl, phase=Phase.APPLYING, reason=Reason.WORK_UPDATING,
             message=f"waiting for the work agent to pick up generation {work.generation}",
         ), "progressing"
-    if work.applied == "False" and work.reason == Reason.NO_ROUTE_API:
-        # Exposure falls back to none where the cluster has no Route API: the model counts
-        # by its own state, and the entry says it is not exposed.
+    if work.applied == "False" and work.reason in SERVES_ANYWAY:
+        # Exposure falls back to none where the cluster has no Route API, and an export that
+        # did not happen leaves the model serving inside its cluster: the model counts by its
+        # own state, and the entry says what is missing. (Were a failed export to fail the
+        # model, the model would leave the serving set, the export would go, the model would
+        # be Ready, join, and export again: a loop.)
         entry, category = spec_of(kind).report(work, removed)
         note = f"{entry.message}; {work.message}" if entry.message else work.message
         return entry.model_copy(update={"message": note[:1024]}), category

@@ -177,7 +177,9 @@ def manifest_failure(
     kind's CRD not established yet) is ``WaitingForSpoke``: still being established, not
     failed. A model's Route on a cluster without the Route API is ``NoRouteApi`` (not
     exposed there; the model counts by its own state); one the Route API refused is
-    ``RouteNotCreated``.
+    ``RouteNotCreated``. A model's ServiceExport (spec.endpoint.serviceExport) that was not
+    applied, for whatever reason, is ``NoServiceExportApi`` (no MCS API there) or
+    ``ServiceExportNotCreated``: the model counts by its own state either way.
     """
     for manifest in (status.get("resourceStatus") or {}).get("manifests") or []:
         conds = {str(x.get("type")): x for x in manifest.get("conditions") or []}
@@ -188,6 +190,16 @@ def manifest_failure(
         where = "/".join(p for p in (meta.get("namespace"), meta.get("name")) if p)
         what = f"{meta.get('kind', 'object')} {where}".strip()
         error = str(applied.get("message", ""))
+        if meta.get("kind") == "ServiceExport" and meta.get("group") == "multicluster.x-k8s.io":
+            # Whatever stops the export, the model serves: it counts by its own state.
+            if _NO_KIND.search(error):
+                return ClusterReason.NO_SERVICE_EXPORT_API, (
+                    f"not exported: cluster {cluster} has no Multi-Cluster Services API "
+                    "(multicluster.x-k8s.io ServiceExport); the model serves inside the cluster "
+                    "and through the fleet endpoint's other routers")
+            return ClusterReason.SERVICE_EXPORT_NOT_CREATED, (
+                f"not exported: cluster {cluster}: {what} was not created (the model serves "
+                f"inside the cluster): {error}")
         forbidden = _FORBIDDEN.search(error)
         if forbidden is not None:
             group = forbidden["group"]

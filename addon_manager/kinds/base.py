@@ -69,6 +69,9 @@ class Context:
     name: str
     specs: SpecMemo = field(default_factory=SpecMemo)
     """The intent's cluster specs, by the overrides that select a cluster (this plan's)."""
+    serving: frozenset[str] = frozenset()
+    """Clusters taking the intent's fleet-endpoint traffic as its status last published them
+    (members of status.endpoint with a weight above 0)."""
 
 
 @dataclass(frozen=True)

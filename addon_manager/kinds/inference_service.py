@@ -66,14 +66,28 @@ ROUTE_FEEDBACK = [
 """What the router reports about a model's Route (RouteHost is where callers reach it)."""
 
 
+SERVICE_EXPORT_FEEDBACK = [
+    ("exportValid", condition_path("Valid", "status")),
+    ("exportReady", condition_path("Ready", "status")),
+    ("exportConflict", condition_path("Conflict", "status")),
+]
+"""What the Multi-Cluster Services controller says of a model's ServiceExport."""
+
+
 def render(
     intent: MultiClusterInferenceService, cluster: str, labels: dict[str, str],
-    memo: SpecMemo | None = None,
+    memo: SpecMemo | None = None, *, export: bool = False,
 ) -> RenderedWork:
-    """The KServe InferenceService work of a MultiClusterInferenceService for one cluster."""
+    """The KServe InferenceService work of a MultiClusterInferenceService for one cluster.
+
+    ``export``: the cluster takes the model's fleet-endpoint traffic and the intent asks for
+    spec.endpoint.serviceExport, so the work carries the predictor Service's ServiceExport
+    too (such a work is rendered on its own, not from the clusters' shared template).
+    """
     ns, name = str(intent.metadata.namespace), str(intent.metadata.name)
     key, spec = validated_cluster_spec(intent, cluster, labels, memo)
-    templated = from_template(shared_by(memo, key), cluster, "spec.template")
+    shared = None if export else shared_by(memo, key)
+    templated = from_template(shared, cluster, "spec.template")
     if templated is not None:
         return templated
     target = str(spec["targetNamespace"])
@@ -101,10 +115,30 @@ def render(
                                    exposure))
         configs.append(ssa_config("route.openshift.io", "routes", name, target, ROUTE_FEEDBACK,
                                    force=False))
+    if export:
+        manifests.append(service_export(name, target, owner_labels(
+            c.KIND_INFERENCE_SERVICE, ns, name)))
+        configs.append(ssa_config(MCS_GROUP, "serviceexports", f"{name}-predictor", target,
+                                  SERVICE_EXPORT_FEEDBACK, force=False))
     return manifest_work(
         c.KIND_INFERENCE_SERVICE, ns, name, cluster, manifests, configs, field="spec.template",
-        shared=shared_by(memo, key),
+        shared=shared,
     )
+
+
+MCS_GROUP = "multicluster.x-k8s.io"
+"""The Kubernetes Multi-Cluster Services API group (KEP-1645)."""
+
+
+def service_export(name: str, namespace: str, labels: dict[str, str]) -> dict[str, Any]:
+    """The MCS ServiceExport of an InferenceService's predictor Service.
+
+    KServe's Standard mode names that Service NAME-predictor; an MCS implementation
+    (Submariner's Lighthouse, Cilium ClusterMesh) imports it into every cluster of the
+    ClusterSet as ``NAME-predictor.NAMESPACE.svc.clusterset.local``.
+    """
+    return {"apiVersion": f"{MCS_GROUP}/v1alpha1", "kind": "ServiceExport",
+            "metadata": {"name": f"{name}-predictor", "namespace": namespace, "labels": labels}}
 
 
 def route_for(name: str, namespace: str, labels: dict[str, str],
@@ -134,8 +168,11 @@ def prepare(ctx: Context, intent: Resource, cluster: str) -> Prepared:
         {s: ctx.world.works_of(c.KIND_STORAGE_CONNECTION, ctx.namespace, s).get(cluster)
          for s in storage},
     )
+    export = bool(isvc.spec.endpoint and isvc.spec.endpoint.service_export
+                  and cluster in ctx.serving)
     return Prepared(render(
-        isvc, cluster, ctx.world.cluster_labels(cluster), ctx.specs), tuple(closed))
+        isvc, cluster, ctx.world.cluster_labels(cluster), ctx.specs, export=export),
+        tuple(closed))
 
 
 def waits(

@@ -50,6 +50,8 @@ TENANT_RULES = [
     {"apiGroups": ["route.openshift.io"], "resources": ["routes"], "verbs": EXECUTOR_VERBS},
     {"apiGroups": ["route.openshift.io"], "resources": ["routes/custom-host"],
      "verbs": ["create", "update"]},
+    {"apiGroups": ["multicluster.x-k8s.io"], "resources": ["serviceexports"],
+     "verbs": EXECUTOR_VERBS},
 ]
 """The executor's rights in each spoke namespace its tenant may target."""
 SEALED_RULES = [

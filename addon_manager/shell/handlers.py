@@ -661,9 +661,10 @@ def _register_intent(spec: KindSpec, registry: kopf.OperatorRegistry) -> None:
             await asyncio.sleep(outcome.pause(started, settings.min_interval, time.monotonic()))
             # A work waiting for its work agent turns stale by the clock alone, and the grace of
             # a cluster that left while unavailable ends by the clock: look again then.
-            timeout = min(settings.resync, (outcome.recheck_after or settings.resync) + 1)
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(wake.wait(), timeout=timeout)
+            timeout = outcome.wait(settings.resync)
+            if timeout > 0:
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(wake.wait(), timeout=timeout)
 
     @kopf.on.delete(c.GROUP, c.VERSION, plural, id=f"{plural}_cleanup", registry=registry)
     async def delete(

@@ -33,31 +33,54 @@ def query_for(gate: MetricGate, clusters: Sequence[str]) -> str:
     return query.replace("$clusters", clusters_regex(clusters))
 
 
-def judge(gate: MetricGate, clusters: tuple[str, ...], result: Sequence[Any]) -> MetricAnswer:
-    """The answer for an instant query's ``result`` (a vector or a scalar)."""
-    samples: list[tuple[str, float]] = []
+def _samples(result: Sequence[Any]) -> list[tuple[str, float]]:
+    """(cluster label, value) of each sample of an instant query's result."""
     if len(result) == 2 and not isinstance(result[0], dict):  # a scalar: [time, "value"]
-        samples.append(("", float(result[1])))
-    else:
-        for item in result:
-            value = item.get("value") or [0, "NaN"]
-            samples.append((str((item.get("metric") or {}).get("cluster", "")), float(value[1])))
-    if not samples:
-        return MetricAnswer(clusters, "Pending", "the query returned no sample yet")
+        return [("", float(result[1]))]
+    return [(str((item.get("metric") or {}).get("cluster", "")),
+             float((item.get("value") or [0, "NaN"])[1])) for item in result]
+
+
+def _bounds(gate: MetricGate) -> str:
     bounds = []
     if gate.max_value is not None:
         bounds.append(f"<= {gate.max_value:g}")
     if gate.min_value is not None:
         bounds.append(f">= {gate.min_value:g}")
+    return " and ".join(bounds)
+
+
+def _outside(gate: MetricGate, value: float) -> bool:
+    low = gate.min_value is not None and not value >= gate.min_value
+    high = gate.max_value is not None and not value <= gate.max_value
+    return math.isnan(value) or low or high
+
+
+def judge(gate: MetricGate, clusters: tuple[str, ...], result: Sequence[Any]) -> MetricAnswer:
+    """The answer for an instant query's ``result`` (a vector or a scalar)."""
+    samples = _samples(result)
+    if not samples:
+        return MetricAnswer(clusters, "Pending", "the query returned no sample yet")
     for cluster, value in samples:
-        low = gate.min_value is not None and not value >= gate.min_value
-        high = gate.max_value is not None and not value <= gate.max_value
-        if math.isnan(value) or low or high:
+        if _outside(gate, value):
             where = f" for cluster {cluster}" if cluster else ""
             return MetricAnswer(clusters, "Failed",
-                                f"{value:g}{where} is not {' and '.join(bounds)}", cluster)
-    return MetricAnswer(clusters, "Passed",
-                        f"{len(samples)} sample(s), all {' and '.join(bounds)}")
+                                f"{value:g}{where} is not {_bounds(gate)}", cluster)
+    return MetricAnswer(clusters, "Passed", f"{len(samples)} sample(s), all {_bounds(gate)}")
+
+
+def judge_each(gate: MetricGate, clusters: Sequence[str], result: Sequence[Any]
+               ) -> dict[str, str]:
+    """The clusters of ``clusters`` whose sample is out of bounds, with what was found.
+
+    Per cluster, by each sample's ``cluster`` label (a sample without one, or of another
+    cluster, judges nobody); a cluster without a sample is within bounds (no evidence).
+    """
+    out: dict[str, str] = {}
+    for cluster, value in _samples(result):
+        if cluster in clusters and cluster not in out and _outside(gate, value):
+            out[cluster] = f"its metric is {value:g}, not {_bounds(gate)} (spec.endpoint.spillover)"
+    return out
 
 
 class PrometheusGate:
@@ -77,6 +100,19 @@ class PrometheusGate:
 
     async def evaluate(self, gate: MetricGate, clusters: tuple[str, ...]) -> MetricAnswer:
         """Query once; an unreachable endpoint or an error is a Pending answer saying so."""
+        result = await self._query(gate, clusters)
+        if isinstance(result, str):
+            return MetricAnswer(clusters, "Pending", result)
+        return judge(gate, clusters, result)
+
+    async def evaluate_each(self, gate: MetricGate, clusters: tuple[str, ...]
+                            ) -> dict[str, str] | str:
+        """Query once: the clusters out of bounds (:func:`judge_each`), or why no answer."""
+        result = await self._query(gate, clusters)
+        return result if isinstance(result, str) else judge_each(gate, clusters, result)
+
+    async def _query(self, gate: MetricGate, clusters: tuple[str, ...]) -> list[Any] | str:
+        """The instant query's result, or why there is none (an error, said)."""
         if self._session is None:
             context = ssl.create_default_context(cafile=str(self.ca_file) if self.ca_file
                                                  else None)
@@ -92,8 +128,7 @@ class PrometheusGate:
                 body = await resp.json(content_type=None)
                 if resp.status != 200 or body.get("status") != "success":
                     error = body.get("error") if isinstance(body, dict) else None
-                    return MetricAnswer(clusters, "Pending",
-                                        f"query failed: HTTP {resp.status}: {error or ''}"[:500])
+                    return f"query failed: HTTP {resp.status}: {error or ''}"[:500]
         except (aiohttp.ClientError, TimeoutError, ValueError) as err:
-            return MetricAnswer(clusters, "Pending", f"query failed: {err!r}"[:500])
-        return judge(gate, clusters, body["data"]["result"])
+            return f"query failed: {err!r}"[:500]
+        return list(body["data"]["result"])

@@ -90,6 +90,13 @@ ROLLOUT_METRIC_GATE = Counter(
     ["kind", "outcome"],
 )
 
+ENDPOINT_SPILLOVER_QUERIES = Counter(
+    "model_serving_endpoint_spillover_queries_total",
+    "Spillover metric queries of fleet endpoints (spec.endpoint.spillover), by answer "
+    "(Answered, NoAnswer: no --prometheus-url or the query failed).",
+    ["kind", "outcome"],
+)
+
 ADDON_AVAILABLE = Gauge(
     "model_serving_addon_available",
     "1 when OCM reports the add-on Available on the cluster (its agent renews its lease), 0 "

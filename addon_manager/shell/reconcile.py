@@ -12,6 +12,7 @@ the metrics it records; it decides nothing itself.
 from __future__ import annotations
 
 import asyncio
+import logging
 import time
 from collections.abc import Awaitable, Mapping
 from dataclasses import dataclass, field
@@ -19,7 +20,7 @@ from datetime import UTC, datetime
 from typing import Any, Protocol
 
 from addon_api import constants as c
-from addon_api.common import IntentStatus
+from addon_api.common import EndpointStatus, IntentStatus
 from addon_api.conditions import condition
 from addon_api.reasons import ClusterPhase, IntentConditionType, IntentPhase
 from addon_api.rollout import MetricGate
@@ -62,6 +63,19 @@ class Outcome:
     events: list[tuple[str, str, str]] = field(default_factory=list)
     """(type, reason, message) of Events to post on the intent (rollout steps)."""
 
+    def wait(self, resync: float) -> float:
+        """Seconds to wait, after :meth:`pause`, for a change before reconciling again.
+
+        The resync period, or less when something is due by the clock (a second after it, so
+        that it is past); none when the plan asked to look again at once (``recheck_after``
+        0: a metric answer to judge with, exporting works to follow the set just published).
+        """
+        if self.recheck_after is None:
+            return resync
+        if self.recheck_after <= 0:
+            return 0.0
+        return min(resync, self.recheck_after + 1)
+
     def pause(self, started: float, min_interval: float, now: float) -> float:
         """Seconds to wait before the intent's next reconcile (monotonic times).
 
@@ -88,6 +102,13 @@ class MetricGateClient(Protocol):
     def evaluate(self, gate: MetricGate, clusters: tuple[str, ...]) -> Awaitable[MetricAnswer]:
         """The gate's answer for these clusters."""
 
+    def evaluate_each(self, gate: MetricGate, clusters: tuple[str, ...]
+                      ) -> Awaitable[dict[str, str] | str]:
+        """The clusters out of bounds with what was found, or why there is no answer."""
+
+
+log = logging.getLogger(__name__)
+
 
 def _now() -> datetime:
     return datetime.now(UTC).replace(microsecond=0)
@@ -107,6 +128,10 @@ class Reconciler:
         """Where metric gates of progressive rollouts are queried (None: no endpoint)."""
         self.answers: dict[tuple[str, str, str], tuple[MetricAnswer, float]] = {}
         """The last metric gate answer of each intent, with when it was received."""
+        self.spills: dict[tuple[str, str, str], tuple[tuple[str, ...], dict[str, str], float]
+                          ] = {}
+        """Per intent with an endpoint spillover: the clusters last judged, those out of
+        bounds (with what was found), and when."""
         self.sealer = sealer
         """The manager's signing and hash keys, sequences and pinned agent keys."""
         self.policy = admin if admin is not None else policy.Policy()
@@ -132,6 +157,7 @@ class Reconciler:
             stamp=str(int(time.time())), stale_after=self.stale_after,
             unavailable_grace=self.unavailable_grace, addons=self.addons,
             gates={k: a for k, (a, when) in self.answers.items() if when >= fresh},
+            spills={k: out for k, (_, out, _) in self.spills.items()},
         )
 
     def plan(self, kind: str, body: Mapping[str, Any], *, overdue: bool = False) -> Plan:
@@ -190,6 +216,14 @@ class Reconciler:
         if result.status.endpoint is not None:
             out.events.extend(endpoint.changes(
                 todo.previous.endpoint if todo.previous else None, result.status.endpoint))
+            if todo.spill_gate is not None:
+                if await self._ask_spillover(key, todo.spill_gate, result.status.endpoint,
+                                             todo.spilled):
+                    out.recheck_after = 0.0  # the set again, with the new answer
+                else:
+                    out.recheck_after = min(out.recheck_after or GATE_REFRESH, GATE_REFRESH)
+            else:
+                self.spills.pop(key, None)
         await self._write_status(todo, result.status, out, keep_blocked=not todo.deleting)
         self._observe(kind, todo.namespace, todo.name, result.status)
         metrics.RECONCILE_SECONDS.labels(kind).observe(time.monotonic() - started)
@@ -214,6 +248,35 @@ class Reconciler:
         metrics.ROLLOUT_METRIC_GATE.labels(kind, answer.state).inc()
         self.answers[key] = (answer, time.monotonic())
         return True
+
+    async def _ask_spillover(self, key: tuple[str, str, str], gate: MetricGate,
+                             published: EndpointStatus, used: Mapping[str, str]) -> bool:
+        """Judge the spillover metric on the set's candidates unless a fresh answer exists.
+
+        The candidates are the members and the clusters spilled before (the others take no
+        traffic whatever the metric says). True when the answer differs from the one the plan
+        used. Without an answer (no --prometheus-url, or the query failed) nobody is spilled:
+        a metric that cannot be read moves no traffic.
+        """
+        clusters = tuple(sorted({m.cluster for m in published.members} | {
+            x.cluster for x in published.excluded
+            if x.reason == endpoint.Excluded.METRIC_OUT_OF_BOUNDS}))
+        known = self.spills.get(key)
+        if known is not None and known[0] == clusters and (
+                time.monotonic() - known[2] < GATE_REFRESH):
+            return dict(known[1]) != dict(used)
+        found: dict[str, str] | str = "the manager has no --prometheus-url"
+        if self.gate is not None and clusters:
+            found = await self.gate.evaluate_each(gate, clusters)
+        elif not clusters:
+            found = {}
+        metrics.ENDPOINT_SPILLOVER_QUERIES.labels(
+            key[0], "NoAnswer" if isinstance(found, str) else "Answered").inc()
+        if isinstance(found, str):
+            log.warning("spillover of %s %s/%s: no answer, nobody spilled: %s", *key, found)
+            found = {}
+        self.spills[key] = (clusters, found, time.monotonic())
+        return found != dict(used)
 
     # cleanup --------------------------------------------------------------------------------
 

@@ -327,6 +327,7 @@ def test_the_work_agent_gets_exactly_the_kinds_the_manager_renders() -> None:
         (c.GROUP, "servingplatforms"), (c.GROUP, "sealedstorageconnections"),
         ("serving.kserve.io", "servingruntimes"), ("serving.kserve.io", "inferenceservices"),
         ("route.openshift.io", "routes"), ("route.openshift.io", "routes/custom-host"),
+        ("multicluster.x-k8s.io", "serviceexports"),
     }
     assert {v for rule in role["rules"] for v in rule["verbs"]} == {
         "get", "list", "watch", "create", "patch", "update", "delete"

@@ -250,3 +250,215 @@ def test_the_reconciler_writes_the_set_and_says_when_a_cluster_leaves_it() -> No
     assert got["excluded"] == [{"cluster": "c2", "reason": "NotReady",
                                 "message": "Failed: ModelLoadFailed"}]
     assert ("Normal", "EndpointFailover", "traffic moves from c2 to c1") in out.events
+
+
+def test_a_member_whose_work_is_being_updated_keeps_its_place_until_it_reports() -> None:
+    spec = endpoint()
+    first = serving_set(spec, status(entry("c1"), entry("c2")), None, {}, None, NOW)
+    updating = ClusterStatus(cluster="c1", ready=False, phase="Applying", reason="WorkUpdating")
+    later = serving_set(spec, status(updating, entry("c2")), None, {}, first, NOW)
+    assert members(later) == {"c1": 100, "c2": 100}
+    assert later.members[0].url == "http://iris.c1.example.com"
+    assert later.last_change_time == first.last_change_time  # nothing moved
+    # a cluster that was not a member does not join by updating; nor does a stale one stay
+    fresh = serving_set(spec, status(updating, entry("c2")), None, {}, None, NOW)
+    assert reasons(fresh) == {"c1": "NotReady"}
+    stale = updating.model_copy(update={"stale": True, "phase": "Stale"})
+    assert reasons(serving_set(spec, status(stale, entry("c2")), None, {}, first, NOW)) == {
+        "c1": "Stale"}
+
+
+def _exports(hub: FakeHub) -> dict[str, list[str]]:
+    """The ServiceExports each cluster's model work carries."""
+    out: dict[str, list[str]] = {}
+    for (cluster, name), body in hub.bodies.items():
+        if name != WORK:
+            continue
+        out[cluster] = [f"{m['metadata']['namespace']}/{m['metadata']['name']}"
+                        for m in body["spec"]["workload"]["manifests"]
+                        if m["kind"] == "ServiceExport"]
+    return out
+
+
+def test_the_works_of_clusters_taking_traffic_export_the_predictor_service() -> None:
+    hub = FakeHub(placements={("ns", "p"): frozenset({"c1", "c2"})})
+    platform_ready(hub, "c1", "c2")
+    rec = Reconciler(hub, hub, memory_sealer(), admin=OPEN_POLICY)
+    spec: dict[str, Any] = {"serviceExport": True}
+
+    def step() -> Any:
+        b = isvc_body(hub.statuses.get("iris"))
+        b["spec"]["endpoint"] = spec
+        return asyncio.run(rec.reconcile(KIND, b))
+
+    step()
+    assert _exports(hub) == {"c1": [], "c2": []}  # nobody serves yet
+    settle(hub)
+    out = step()
+    assert out.recheck_after == 0  # the set changed: the works follow it at once
+    assert _exports(hub) == {"c1": [], "c2": []}
+    out = step()
+    assert _exports(hub) == {"c1": ["models/iris-predictor"], "c2": ["models/iris-predictor"]}
+    assert out.recheck_after != 0
+    config = next(cfg for cfg in hub.bodies[("c1", WORK)]["spec"]["manifestConfigs"]
+                  if cfg["resourceIdentifier"]["resource"] == "serviceexports")
+    assert config["resourceIdentifier"] == {"group": "multicluster.x-k8s.io",
+                                            "resource": "serviceexports",
+                                            "name": "iris-predictor", "namespace": "models"}
+    # The work agent picks the new generation up: no flapping, nothing more written.
+    settle(hub)
+    writes = len(hub.writes)
+    step()
+    step()
+    assert len(hub.writes) == writes
+    assert [m["cluster"] for m in hub.statuses["iris"]["endpoint"]["members"]] == ["c1", "c2"]
+    # c2 fails to load the model: it leaves the set, then loses its export; c1 keeps its own.
+    settle(hub, failed="c2")
+    assert step().recheck_after == 0
+    step()
+    assert _exports(hub) == {"c1": ["models/iris-predictor"], "c2": []}
+    # Failover: only the active cluster exports (MCS has no weights).
+    settle(hub)
+    spec.update({"policy": "Failover", "priority": ["c2", "c1"]})
+    for _ in range(3):
+        step()
+        settle(hub)
+    assert _exports(hub) == {"c1": [], "c2": ["models/iris-predictor"]}
+    # Export off: no work carries one.
+    spec["serviceExport"] = False
+    step()
+    assert _exports(hub) == {"c1": [], "c2": []}
+
+
+# Spillover (spec.endpoint.spillover) ---------------------------------------------------------
+
+SPILL = {"metric": "request_error_ratio", "maxValue": 0.1}
+
+
+def test_a_member_out_of_bounds_spills_its_traffic_to_the_others_but_never_all() -> None:
+    spec = endpoint(spillover=SPILL)
+    both = status(entry("c1"), entry("c2"), entry("c3", ready=False))
+    out = serving_set(spec, both, None, {}, None, NOW, spilled={"c1": "its metric is 0.5"})
+    assert members(out) == {"c2": 100}
+    assert reasons(out) == {"c1": "MetricOutOfBounds", "c3": "NotReady"}
+    assert next(x for x in out.excluded if x.cluster == "c1").message == "its metric is 0.5"
+    # every member out of bounds: moving the traffic helps nobody, all keep it
+    out = serving_set(spec, both, None, {}, None, NOW, spilled={"c1": "0.5", "c2": "0.7"})
+    assert members(out) == {"c1": 100, "c2": 100}
+    # a cluster already out for another reason is not counted as a member that could serve
+    out = serving_set(spec, both, None, {}, None, NOW, spilled={"c1": "0.5", "c3": "0.9"})
+    assert members(out) == {"c2": 100} and reasons(out)["c3"] == "NotReady"
+    # no spillover asked: an answer from before counts for nothing
+    assert members(serving_set(endpoint(), both, None, {}, None, NOW,
+                               spilled={"c1": "0.5"})) == {"c1": 100, "c2": 100}
+    # Failover: a spilled active cluster hands over to the next in priority
+    fo = endpoint(policy="Failover", priority=["c1", "c2"], spillover=SPILL)
+    out = serving_set(fo, both, None, {}, None, NOW, spilled={"c1": "0.5"})
+    assert members(out) == {"c2": 100}
+
+
+def test_each_cluster_is_judged_by_its_own_sample() -> None:
+    from addon_api.rollout import MetricGate
+    from addon_manager.shell.metricgate import judge_each
+
+    gate = MetricGate.model_validate({"metric": "errors", "maxValue": 0.1})
+    result = [{"metric": {"cluster": "c1"}, "value": [0, "0.5"]},
+              {"metric": {"cluster": "c2"}, "value": [0, "0.01"]},
+              {"metric": {"cluster": "c9"}, "value": [0, "0.9"]},  # not asked about
+              {"metric": {}, "value": [0, "0.9"]},  # no cluster: judges nobody
+              {"metric": {"cluster": "c3"}, "value": [0, "NaN"]}]
+    assert judge_each(gate, ("c1", "c2", "c3", "c4"), result) == {
+        "c1": "its metric is 0.5, not <= 0.1 (spec.endpoint.spillover)",
+        "c3": "its metric is nan, not <= 0.1 (spec.endpoint.spillover)"}
+    assert judge_each(gate, ("c1",), [0, "0.9"]) == {}  # a scalar names no cluster
+
+
+class SpillGate:
+    """A Prometheus stand-in: the clusters out of bounds, or an error, as the test sets."""
+
+    def __init__(self) -> None:
+        self.out: dict[str, str] | str = {}
+        self.asked: list[tuple[tuple[str, ...], str]] = []
+
+    async def evaluate(self, gate: Any, clusters: tuple[str, ...]) -> Any:
+        raise AssertionError("no rollout gate in these tests")
+
+    async def evaluate_each(self, gate: Any, clusters: tuple[str, ...]) -> dict[str, str] | str:
+        self.asked.append((clusters, str(gate.query)))
+        return self.out if isinstance(self.out, str) else {
+            k: v for k, v in self.out.items() if k in clusters}
+
+
+def test_the_reconciler_asks_the_metric_and_moves_the_traffic_off_and_back() -> None:
+    hub = FakeHub(placements={("ns", "p"): frozenset({"c1", "c2"})})
+    platform_ready(hub, "c1", "c2")
+    prom = SpillGate()
+    rec = Reconciler(hub, hub, memory_sealer(), admin=OPEN_POLICY, gate=prom)
+
+    def step(**spec: Any) -> Any:
+        b = isvc_body(hub.statuses.get("iris"))
+        b["spec"]["endpoint"] = {"spillover": SPILL, **spec}
+        return asyncio.run(rec.reconcile(KIND, b))
+
+    def got() -> tuple[dict[str, int], dict[str, str]]:
+        out = EndpointStatus.model_validate(hub.statuses["iris"]["endpoint"])
+        return members(out), reasons(out)
+
+    step()
+    settle(hub)
+    prom.out = {"c1": "its metric is 0.5, not <= 0.1 (spec.endpoint.spillover)"}
+    out = step()
+    assert got() == ({"c1": 100, "c2": 100}, {})  # judged with the answer it had: none
+    assert out.recheck_after == 0  # a new answer: the set again at once
+    (clusters, query), = prom.asked[-1:]
+    assert clusters == ("c1", "c2")
+    # the metric is scoped to this model's own pods in its spoke namespace
+    assert 'namespace=~"models"' in query and 'pod=~"iris-predictor-.*"' in query
+    out = step()
+    assert got() == ({"c2": 100}, {"c1": "MetricOutOfBounds"})
+    assert out.recheck_after is not None and 0 < out.recheck_after <= 15  # judged again soon
+    assert [e[1] for e in out.events] == ["EndpointMemberRemoved"]
+    asked = len(prom.asked)
+    step()
+    assert len(prom.asked) == asked  # a fresh answer is not asked again
+    # back within bounds: the next answer returns it
+    prom.out = {}
+    age(rec)
+    out = step()
+    assert got() == ({"c2": 100}, {"c1": "MetricOutOfBounds"})  # until the answer is read
+    assert out.recheck_after == 0 and prom.asked[-1][0] == ("c1", "c2")  # c1 still judged
+    step()
+    assert got() == ({"c1": 100, "c2": 100}, {})
+    # Prometheus unreachable: no answer moves no traffic
+    prom.out = {"c2": "its metric is 0.9"}
+    age(rec)
+    step()
+    step()
+    assert got() == ({"c1": 100}, {"c2": "MetricOutOfBounds"})
+    prom.out = "query failed: connection refused"
+    age(rec)
+    step()
+    step()
+    assert got() == ({"c1": 100, "c2": 100}, {})
+
+
+def age(rec: Reconciler) -> None:
+    """Make every spillover answer older than its refresh, as 15 s would."""
+    for key, (clusters, out, _) in list(rec.spills.items()):
+        rec.spills[key] = (clusters, out, float("-inf"))
+
+
+def test_free_promql_for_spillover_is_the_platform_admins() -> None:
+    from addon_manager.engine import policy
+
+    hub = FakeHub(placements={("ns", "p"): frozenset({"c1"})})
+    platform_ready(hub, "c1")
+    rec = Reconciler(hub, hub, memory_sealer(), admin=policy.Policy(
+        namespaces=OPEN_POLICY.namespaces, stack_owner_namespaces=frozenset({"platform"})))
+    b = isvc_body()
+    b["spec"]["endpoint"] = {"spillover": {"query": "sum(secret)", "maxValue": 1}}
+    asyncio.run(rec.reconcile(KIND, b))
+    ready = next(x for x in hub.statuses["iris"]["conditions"] if x["type"] == "Ready")
+    assert ready["reason"] == "MetricQueryNotAllowed"
+    assert ready["message"].startswith("spec.endpoint.spillover.query: free PromQL")
+    assert all(w.kind != KIND for w in hub.works.values())  # nothing written

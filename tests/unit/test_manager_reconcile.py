@@ -1127,6 +1127,16 @@ def test_the_pause_counts_from_the_status_write_or_from_the_start_without_one() 
     assert idle.pause(started=100.0, min_interval=1.0, now=100.3) == pytest.approx(0.7)
 
 
+def test_the_wait_is_the_resync_or_until_something_is_due_or_none_when_asked_at_once() -> None:
+    """A plan that asks to look again at once (a new metric answer, exporting works that
+    follow the set just published) is not made to wait the resync period: ``0 or resync``
+    read it as "nothing due" until 2026-12-06."""
+    assert Outcome().wait(300.0) == 300.0
+    assert Outcome(recheck_after=14.0).wait(300.0) == 15.0
+    assert Outcome(recheck_after=900.0).wait(300.0) == 300.0
+    assert Outcome(recheck_after=0.0).wait(300.0) == 0.0
+
+
 def test_a_status_write_records_when_it_was_sent() -> None:
     hub = FakeHub(placements={("ns", "p"): frozenset({"c1"})})
     platform_ready(hub, "c1")

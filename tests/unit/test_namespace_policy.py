@@ -220,7 +220,9 @@ def test_tenant_work_waits_for_its_identity_then_names_it_as_executor() -> None:
         {"apiGroups": ["route.openshift.io"], "resources": ["routes"],
          "verbs": ["get", "create", "update", "patch", "delete"]},
         {"apiGroups": ["route.openshift.io"], "resources": ["routes/custom-host"],
-         "verbs": ["create", "update"]}]
+         "verbs": ["create", "update"]},
+        {"apiGroups": ["multicluster.x-k8s.io"], "resources": ["serviceexports"],
+         "verbs": ["get", "create", "update", "patch", "delete"]}]
     assert roles[c.AGENT_NAMESPACE][0]["resources"] == ["sealedstorageconnections"]
 
     # Applied, but not yet where the runtime goes: OCM's work agent would refuse the runtime's

@@ -97,4 +97,8 @@ rules:
   - apiGroups: [route.openshift.io]
     resources: [routes/custom-host]
     verbs: [create, update]
+  # A model's MCS ServiceExport (spec.endpoint.serviceExport) on the clusters serving it.
+  - apiGroups: [multicluster.x-k8s.io]
+    resources: [serviceexports]
+    verbs: [get, list, watch, create, patch, update, delete]
 {{- end -}}
