@@ -413,6 +413,10 @@ class EndpointStatus(ApiModel):
     """Members whose weight is above 0."""
     last_change_time: Timestamp | None = None
     """When the members or their weights last changed."""
+    pool_import: StatusWord = ""
+    """Name of the InferencePoolImport (inference.networking.x-k8s.io) the manager keeps
+    for the model in its hub namespace (spec.endpoint.inferencePoolImport; "" for none, or
+    while the hub does not serve that API)."""
 
 
 IntentPhase = Literal["Pending", "Progressing", "Ready", "Degraded", "Invalid"]

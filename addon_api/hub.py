@@ -431,6 +431,13 @@ class FleetEndpoint(ApiModel):
     traffic (MetricOutOfBounds) and comes back once within them; judged again every 15
     seconds against the manager's --prometheus-url; never every member at once (when all are
     out of bounds, all keep serving). Use ``rate`` for a window."""
+    inference_pool_import: bool = False
+    """Publish the serving set on the hub as a Gateway API Inference Extension
+    InferencePoolImport (inference.networking.x-k8s.io/v1alpha1) named like this object, in
+    its namespace, where the hub serves that API: its status lists, under controller
+    modelserving.opendatahub.io/fleet-endpoint, the clusters taking the model's traffic as
+    exportingClusters. API shape only: no upstream controller consumes it yet; a
+    multi-cluster gateway would read exportingClusters."""
     service_export: bool = False
     """Export the model's predictor Service (KServe's NAME-predictor) with a Multi-Cluster
     Services ServiceExport (multicluster.x-k8s.io/v1alpha1) on every member of the serving

@@ -11,8 +11,9 @@ traffic with their weights (``status.endpoint``, see
   host ``NAME.NAMESPACE.DOMAIN`` (a map file routes it) and a backend with one server per
   member (Spread: weighted round robin; Failover: the active member, the standbys as backup
   servers in priority order), the model's host sent to each cluster's ingress, active health
-  checks of each server (``GET /v1/models/NAME``, KServe's model-ready call) as a second signal
-  beside the hub's, and retries of a failed request on another member.
+  checks of each server (the model-ready call of its protocol: ``GET /v1/models/NAME``, or
+  ``/v2/models/NAME/ready``) as a second signal beside the hub's, and retries of a failed
+  request on another member.
 
 Pure functions only: what they return is written and loaded by :mod:`addon_cli.endpoint_serve`.
 """
@@ -58,6 +59,8 @@ class Route:
     servers: tuple[Server, ...]
     skipped: tuple[tuple[str, str], ...] = ()
     """Members that cannot be routed to, with why (no address, another host)."""
+    check_path: str = ""
+    """The model-ready call of its protocol the health checks send ("" for a TCP check)."""
 
     @property
     def backend(self) -> str:
@@ -93,6 +96,22 @@ def _scaled(weights: Sequence[int]) -> list[int]:
     return [max(1, round(w * HAPROXY_MAX_WEIGHT / top)) if w else 0 for w in weights]
 
 
+def check_path(intent: Mapping[str, Any]) -> str:
+    """The model-ready call health checks send, by the model's protocol (its template's).
+
+    V1 (KServe's default): ``GET /v1/models/NAME``; V2 (Open Inference Protocol, as MLServer
+    speaks it): ``GET /v2/models/NAME/ready``; gRPC: "" (a TCP check: the proxy speaks
+    HTTP/1).
+    """
+    name = str((intent.get("metadata") or {}).get("name", ""))
+    predictor = (((intent.get("spec") or {}).get("template") or {}).get("predictor") or {})
+    protocol = str((predictor.get("model") or {}).get("protocolVersion")
+                   or predictor.get("protocolVersion") or "v1")
+    if protocol == "v2":
+        return f"/v2/models/{name}/ready"
+    return "" if protocol.startswith("grpc") else f"/v1/models/{name}"
+
+
 def route_of(intent: Mapping[str, Any], via: Mapping[str, str], domain: str) -> Route:
     """The route of one MultiClusterInferenceService from its ``status.endpoint``."""
     meta = intent.get("metadata") or {}
@@ -124,7 +143,7 @@ def route_of(intent: Mapping[str, Any], via: Mapping[str, str], domain: str) -> 
         Server(str(m.get("cluster")), address, weight, backup=failover and i > 0, tls=tls)
         for i, ((m, address, tls), weight) in enumerate(zip(kept, weights, strict=True)))
     return Route(namespace, name, f"{name}.{namespace}.{domain}", host, servers,
-                 tuple(skipped))
+                 tuple(skipped), check_path(intent))
 
 
 def routes(intents: Iterable[Mapping[str, Any]], via: Mapping[str, str], domain: str
@@ -135,6 +154,7 @@ def routes(intents: Iterable[Mapping[str, Any]], via: Mapping[str, str], domain:
 
 
 _SAFE = re.compile(r"^[A-Za-z0-9.:_-]+$")
+_SAFE_PATH = re.compile(r"^/[A-Za-z0-9._/-]+$")
 
 
 def _safe(value: str, what: str) -> str:
@@ -186,7 +206,7 @@ def haproxy_config(found: Sequence[Route], listen: str, run_dir: Path,
         "    use_backend %[var(txn.backend)]",
     ]
     for r in found:
-        name = _safe(r.name, "model name")
+        _safe(r.name, "model name")
         lines += [
             "",
             f"backend {_safe(r.backend, 'backend')}",
@@ -195,12 +215,17 @@ def haproxy_config(found: Sequence[Route], listen: str, run_dir: Path,
         ]
         if r.model_host:
             host = _safe(r.model_host, "model host")
-            lines += [
-                f"    http-request set-header Host {host}",
-                "    option httpchk",
-                f"    http-check send meth GET uri /v1/models/{name} ver HTTP/1.1 hdr Host {host}",
-                "    http-check expect status 200",
-            ]
+            lines.append(f"    http-request set-header Host {host}")
+            if r.check_path:
+                if not _SAFE_PATH.match(r.check_path):
+                    raise ValueError(f"check path {r.check_path!r} cannot go into the proxy's "
+                                     "configuration")
+                path = r.check_path
+                lines += [
+                    "    option httpchk",
+                    f"    http-check send meth GET uri {path} ver HTTP/1.1 hdr Host {host}",
+                    "    http-check expect status 200",
+                ]
         for s in r.servers:
             flags = " backup" if s.backup else ""
             if s.tls:

@@ -100,6 +100,13 @@ def mcs_crds() -> list[Path]:
     return sorted(root.glob("multicluster.x-k8s.io_*.yaml"))
 
 
+def inference_pool_import_crd() -> Path:
+    """The Gateway API Inference Extension's InferencePoolImport CRD (x-k8s.io, v1alpha1)."""
+    root = module_dir("sigs.k8s.io/gateway-api-inference-extension", versions.INFERENCE_EXTENSION)
+    bases = root / "config" / "crd" / "bases"
+    return bases / "inference.networking.x-k8s.io_inferencepoolimports.yaml"
+
+
 def modelmesh_crds() -> list[Path]:
     """ModelMesh Serving's CRDs (its own, older copies of the serving.kserve.io kinds)."""
     root = module_dir("github.com/kserve/modelmesh-serving", versions.MODELMESH)

@@ -54,6 +54,10 @@ MCS_API = "v0.3.0"
 """sigs.k8s.io/mcs-api: the Multi-Cluster Services CRDs (ServiceExport, ServiceImport) a spoke
 serves where an MCS implementation (Submariner, Cilium ClusterMesh) would install them."""
 
+INFERENCE_EXTENSION = "v1.5.0"
+"""sigs.k8s.io/gateway-api-inference-extension: the InferencePoolImport CRD a hub serves where a
+multi-cluster inference gateway would read it."""
+
 VERSITYGW = "v1.8.0"
 """github.com/versity/versitygw: the testbed's S3 server (its posix backend), holding the models
 the storage initializer downloads. Apache-2.0; MinIO, the obvious other choice, is under the

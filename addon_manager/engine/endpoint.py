@@ -33,7 +33,9 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from datetime import datetime
 from enum import StrEnum
+from typing import Any
 
+from addon_api import constants as c
 from addon_api.common import (
     ClusterStatus,
     EndpointExclusion,
@@ -239,3 +241,45 @@ def changes(before: EndpointStatus | None, after: EndpointStatus
     if before.serving and not after.serving:
         out.append(("Warning", "EndpointDown", "no cluster can take the model's traffic"))
     return out
+
+
+POOL_IMPORT_GROUP = "inference.networking.x-k8s.io"
+POOL_IMPORT_VERSION = "v1alpha1"
+POOL_IMPORT_PLURAL = "inferencepoolimports"
+POOL_IMPORT_CONTROLLER = "modelserving.opendatahub.io/fleet-endpoint"
+"""The controller name of the manager's entry in an InferencePoolImport's status."""
+
+
+def pool_import(namespace: str, name: str, owner_uid: str, found: EndpointStatus,
+                labels: Mapping[str, str]) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The model's InferencePoolImport on the hub, and its status (two applies).
+
+    Owned by the MultiClusterInferenceService (the garbage collector removes it with it).
+    Its status carries one controller entry, the manager's: the clusters taking the
+    model's traffic as ``exportingClusters`` and an ``Accepted`` condition, True while at
+    least one does (its time: when the set last changed, so an unchanged set writes
+    nothing new).
+    """
+    api = f"{POOL_IMPORT_GROUP}/{POOL_IMPORT_VERSION}"
+    meta = {"name": name, "namespace": namespace}
+    obj = {"apiVersion": api, "kind": "InferencePoolImport", "metadata": {
+        **meta, "labels": dict(labels),
+        "ownerReferences": [{"apiVersion": c.API_VERSION, "kind": c.KIND_INFERENCE_SERVICE,
+                             "name": name, "uid": owner_uid, "controller": True,
+                             "blockOwnerDeletion": False}]}}
+    exporting = [m.cluster for m in found.members if m.weight > 0]
+    since = found.last_change_time.strftime("%Y-%m-%dT%H:%M:%SZ") if (
+        found.last_change_time) else "1970-01-01T00:00:00Z"
+    condition = {
+        "type": "Accepted", "status": "True" if exporting else "False",
+        "reason": "Accepted" if exporting else "NoServingCluster",
+        "message": (f"{len(exporting)} cluster(s) take the model's traffic (the serving set of "
+                    f"MultiClusterInferenceService {namespace}/{name})" if exporting else
+                    "no cluster takes the model's traffic"),
+        "lastTransitionTime": since}
+    status = {"apiVersion": api, "kind": "InferencePoolImport", "metadata": meta,
+              "status": {"controllers": [{
+                  "name": POOL_IMPORT_CONTROLLER,
+                  "exportingClusters": [{"name": cl} for cl in exporting],
+                  "conditions": [condition]}]}}
+    return obj, status

@@ -206,6 +206,28 @@ class HubWriter:
         await self._call("delete", "controllerrevisions",
                          lambda: self._send("DELETE", path, ok=(404,)))
 
+    async def apply_object(self, group: str, version: str, plural: str, body: dict[str, Any],
+                           *, status: bool = False) -> None:
+        """Server-side apply one namespaced object, or (``status``) its status subresource.
+
+        As field manager ``model-serving-addon``, forced: the manager's fields are its own. A
+        kind the hub does not serve is a :class:`WriteError` with ``status`` 404 (not
+        retried).
+        """
+        meta = body["metadata"]
+        path = _path(group, version, meta["namespace"], plural, meta["name"])
+        path += "/status" if status else ""
+        params = {"fieldManager": c.FIELD_MANAGER, "force": "true"}
+        await self._call("apply-status" if status else "apply", plural,
+                         lambda: self._send("PATCH", path, params=params, body=body,
+                                            content_type=APPLY_CONTENT_TYPE))
+
+    async def delete_object(self, group: str, version: str, plural: str, namespace: str,
+                            name: str) -> None:
+        """Delete one namespaced object; one already gone (or a kind not served) is fine."""
+        path = _path(group, version, namespace, plural, name)
+        await self._call("delete", plural, lambda: self._send("DELETE", path, ok=(404,)))
+
     async def read_secret(self, namespace: str, name: str) -> dict[str, str] | None:
         """A hub Secret's ``data`` as stored (base64 values), or None when it does not exist.
 

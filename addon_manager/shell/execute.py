@@ -60,6 +60,18 @@ class Writer(Protocol):
         Raises :class:`~addon_manager.shell.apply.WriteError` (``status`` 403 when forbidden).
         """
 
+    def apply_object(self, group: str, version: str, plural: str, body: dict[str, Any], *,
+                     status: bool = False) -> Awaitable[None]:
+        """Server-side apply a namespaced hub object (``status``: its status subresource).
+
+        Raises :class:`~addon_manager.shell.apply.WriteError` (``status`` 404 when the hub
+        does not serve the kind).
+        """
+
+    def delete_object(self, group: str, version: str, plural: str, namespace: str,
+                      name: str) -> Awaitable[None]:
+        """Delete a namespaced hub object; one already gone is fine."""
+
 
 @dataclass(frozen=True)
 class Unreadable:

@@ -28,11 +28,14 @@ from addon_manager.engine import endpoint, partition, policy
 from addon_manager.engine import status as st
 from addon_manager.engine.plan import Plan, Snapshot, finish, plan, removal_blockers
 from addon_manager.engine.rollout import MetricAnswer
+from addon_manager.facts.canonical import canonical_hash
 from addon_manager.facts.world import World
 from addon_manager.kinds import tenant_access
 from addon_manager.kinds.base import HelperSpec
 from addon_manager.kinds.registry import HELPERS, KINDS, TENANT_KINDS, spec_of
+from addon_manager.kinds.render import owner_labels
 from addon_manager.shell import metrics, sealkeys
+from addon_manager.shell.apply import WriteError
 from addon_manager.shell.execute import Executor, Writer
 
 
@@ -92,6 +95,8 @@ STEP_ENDS = {"RolloutStepPassed": "Passed", "RolloutRolledBack": "RolledBack",
              "RolloutHalted": "Halted"}
 """Rollout Event reasons that end a step, and the outcome they count as."""
 
+POOL_IMPORT_RETRY = 300
+"""Seconds before writing InferencePoolImports again after the hub did not serve them."""
 GATE_REFRESH = 15.0
 """Seconds a metric gate answer is used before the query runs again."""
 
@@ -128,6 +133,10 @@ class Reconciler:
         """Where metric gates of progressive rollouts are queried (None: no endpoint)."""
         self.answers: dict[tuple[str, str, str], tuple[MetricAnswer, float]] = {}
         """The last metric gate answer of each intent, with when it was received."""
+        self.imports: dict[tuple[str, str, str], str] = {}
+        """What this manager last wrote into each model's InferencePoolImport (a digest)."""
+        self.pool_imports_unserved_until = 0.0
+        """Until when (monotonic) the hub is taken not to serve InferencePoolImports."""
         self.spills: dict[tuple[str, str, str], tuple[tuple[str, ...], dict[str, str], float]
                           ] = {}
         """Per intent with an endpoint spillover: the clusters last judged, those out of
@@ -224,8 +233,13 @@ class Reconciler:
                     out.recheck_after = min(out.recheck_after or GATE_REFRESH, GATE_REFRESH)
             else:
                 self.spills.pop(key, None)
-        await self._write_status(todo, result.status, out, keep_blocked=not todo.deleting)
-        self._observe(kind, todo.namespace, todo.name, result.status)
+            kept = await self._keep_pool_import(key, todo, body, result.status.endpoint)
+            status = result.status.model_copy(update={
+                "endpoint": result.status.endpoint.model_copy(update={"pool_import": kept})})
+        else:
+            status = result.status
+        await self._write_status(todo, status, out, keep_blocked=not todo.deleting)
+        self._observe(kind, todo.namespace, todo.name, status)
         metrics.RECONCILE_SECONDS.labels(kind).observe(time.monotonic() - started)
         return out
 
@@ -248,6 +262,59 @@ class Reconciler:
         metrics.ROLLOUT_METRIC_GATE.labels(kind, answer.state).inc()
         self.answers[key] = (answer, time.monotonic())
         return True
+
+    async def _keep_pool_import(self, key: tuple[str, str, str], todo: Plan,
+                                body: Mapping[str, Any], found: EndpointStatus) -> str:
+        """Write (or delete) the model's InferencePoolImport; its name, "" for none.
+
+        Written when what it would say changed since this manager last wrote it (so a steady
+        set writes nothing); deleted when spec.endpoint.inferencePoolImport is turned off
+        (the status remembers the name across restarts). Where the hub does not serve the
+        kind, nothing is written for five minutes, then tried again.
+        """
+        had = todo.previous.endpoint.pool_import if (
+            todo.previous is not None and todo.previous.endpoint is not None) else ""
+        wanted = todo.endpoint is not None and todo.endpoint.inference_pool_import and not (
+            todo.deleting)
+        if not wanted:
+            self.imports.pop(key, None)
+            if had:
+                try:
+                    await self.writer.delete_object(
+                        endpoint.POOL_IMPORT_GROUP, endpoint.POOL_IMPORT_VERSION,
+                        endpoint.POOL_IMPORT_PLURAL, todo.namespace, had)
+                except WriteError as err:
+                    log.warning("InferencePoolImport %s/%s not deleted: %s",
+                                todo.namespace, had, err)
+                    return had
+            return ""
+        meta = body.get("metadata") or {}
+        obj, status = endpoint.pool_import(
+            todo.namespace, todo.name, str(meta.get("uid", "")), found,
+            owner_labels(key[0], todo.namespace, todo.name))
+        digest = canonical_hash([obj, status])
+        if self.imports.get(key) == digest and had == todo.name:
+            return had
+        if time.monotonic() < self.pool_imports_unserved_until:
+            return ""
+        try:
+            for body_, sub in ((obj, False), (status, True)):
+                await self.writer.apply_object(
+                    endpoint.POOL_IMPORT_GROUP, endpoint.POOL_IMPORT_VERSION,
+                    endpoint.POOL_IMPORT_PLURAL, body_, status=sub)
+        except WriteError as err:
+            if err.status == 404:
+                log.warning("the hub does not serve %s.%s/%s: no InferencePoolImport is "
+                            "written (tried again in %ds)", endpoint.POOL_IMPORT_PLURAL,
+                            endpoint.POOL_IMPORT_GROUP, endpoint.POOL_IMPORT_VERSION,
+                            POOL_IMPORT_RETRY)
+                self.pool_imports_unserved_until = time.monotonic() + POOL_IMPORT_RETRY
+                return ""
+            log.warning("InferencePoolImport %s/%s not written: %s", todo.namespace,
+                        todo.name, err)
+            return had
+        self.imports[key] = digest
+        return todo.name
 
     async def _ask_spillover(self, key: tuple[str, str, str], gate: MetricGate,
                              published: EndpointStatus, used: Mapping[str, str]) -> bool:

@@ -24,7 +24,7 @@ from typing import Any, TextIO
 from addon_cli.endpoint import CLUSTER_HEADER
 from testbed import identities
 from testbed.processes import free_port
-from testbed.support.dataplane import IRIS, IRIS_CLASSES
+from testbed.support.dataplane import IRIS, IRIS_CLASSES, v2_iris
 
 ROUTER_NAMESPACE = "fleet-router"
 """Prefix of the hub namespace of a router's ServiceAccount (bound cluster-wide to the viewer
@@ -95,7 +95,27 @@ def predict(listen: str, name: str, namespace: str, domain: str = "fleet.local"
             ok = json.loads(answer.read()) == {"predictions": IRIS_CLASSES}
             return (answer.status if ok else 599), str(answer.headers[CLUSTER_HEADER])
     except urllib.error.HTTPError as err:
-        return err.code, ""
+        return err.code, str(err.headers.get(CLUSTER_HEADER) or "")
+    except OSError:
+        return 0, ""
+
+
+def predict_v2(listen: str, name: str, namespace: str, domain: str = "fleet.local"
+               ) -> tuple[int, str]:
+    """A V2 (Open Inference Protocol) inference through the endpoint.
+
+    (status, the cluster that answered, also for an error the cluster gave); no answer at
+    all is status 0.
+    """
+    request = urllib.request.Request(
+        f"http://{listen}/v2/models/{name}/infer", json.dumps(v2_iris()).encode(),
+        {"Host": f"{name}.{namespace}.{domain}", "Content-Type": "application/json"})
+    try:
+        with urllib.request.urlopen(request, timeout=10) as answer:
+            ok = bool(json.loads(answer.read()).get("outputs"))
+            return (answer.status if ok else 599), str(answer.headers[CLUSTER_HEADER])
+    except urllib.error.HTTPError as err:
+        return err.code, str(err.headers.get(CLUSTER_HEADER) or "")
     except OSError:
         return 0, ""
 

@@ -47,6 +47,10 @@ class FakeHub:
     writes: list[tuple[str, str]] = field(default_factory=list)
     statuses: dict[str, dict[str, Any]] = field(default_factory=dict)
     health: dict[str, ClusterFact] = field(default_factory=dict)
+    objects: dict[tuple[str, str, str], dict[str, Any]] = field(default_factory=dict)
+    """Other hub objects the manager applied, by (plural, namespace, name)."""
+    served: set[str] = field(default_factory=lambda: {"inferencepoolimports"})
+    """Plurals of the other kinds the hub serves (``apply_object`` of another is a 404)."""
 
     # World
     def placement_exists(self, namespace: str, name: str) -> bool:
@@ -162,6 +166,23 @@ class FakeHub:
         self.writes.append(("status", name))
         # A merge patch, as the API server applies it (null removes a field).
         self.statuses[name] = merge_patch(self.statuses.get(name) or {}, status)
+
+    async def apply_object(self, group: str, version: str, plural: str, body: dict[str, Any],
+                           *, status: bool = False) -> None:
+        meta = body["metadata"]
+        key = (plural, meta["namespace"], meta["name"])
+        self.writes.append(("apply-status" if status else "apply", "/".join(key)))
+        if plural not in self.served:
+            raise WriteError(f"apply {plural}: HTTP 404 Not Found", 404)
+        if status:
+            self.objects.setdefault(key, {})["status"] = body["status"]
+        else:
+            self.objects[key] = {**self.objects.get(key, {}), **body}
+
+    async def delete_object(self, group: str, version: str, plural: str, namespace: str,
+                            name: str) -> None:
+        self.writes.append(("delete", f"{plural}/{namespace}/{name}"))
+        self.objects.pop((plural, namespace, name), None)
 
     async def ensure_addon(self, cluster: str) -> None:
         self.writes.append(("addon", cluster))

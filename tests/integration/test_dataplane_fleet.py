@@ -745,18 +745,24 @@ class TestServedOnTheFleet:
     @pytest.mark.needs("test_7_the_hubs_prometheus_holds_the_models_request_series_per_cluster")
     def test_8_a_revision_whose_model_fails_its_requests_is_rolled_back_by_the_metric_gate(
             self, fleet: Fleet, prometheus: observability.FleetPrometheus,
-            tmp_path: Path) -> None:
+            haproxy: Path, tmp_path: Path) -> None:
         """A progressive rollout gated on the model server's own error counter, under real
-        traffic: MLServer serves a canary on both clusters (revision 1); revision 2 reads a
-        model that loads but fails every iris request (trained on three features); on the
-        first step's cluster the failures reach the hub's Prometheus, the gate's ratio
-        exceeds its bound, and the rollout rolls back; the other cluster never gets it."""
+        traffic through the fleet endpoint (issue 34: ``endpoint serve``, V2 requests, Spread
+        over both clusters): MLServer serves a canary on both clusters (revision 1); revision
+        2 reads a model that loads but fails every iris request (trained on three features);
+        on the first step's cluster the failures reach the hub's Prometheus, the gate's ratio
+        exceeds its bound, and the rollout rolls back; the other cluster never gets it. From
+        the rollback on, the router sends nothing to the cluster still on the failed
+        revision (no failure answered by it a moment after the hub said RolledBack), and
+        the traffic returns to it once it serves revision 1 again."""
+        import contextlib
         import subprocess
         import threading
 
         import yaml
 
         from testbed.dataplane import envs
+        from testbed.support import endpoint as support
 
         bed, step = fleet
         hub, canary = bed.hub, "iris-canary"
@@ -810,25 +816,20 @@ class TestServedOnTheFleet:
 
         stop = threading.Event()
         answers: dict[str, list[int]] = {c: [] for c in REPLICAS}
-        hosts: dict[str, str] = {}
+        seen: list[tuple[float, int, str]] = []
+        """(monotonic end time, status, cluster that answered) of every request."""
+        exits = contextlib.ExitStack()
+        via = {cl: bed.ingresses[cl].url for cl in REPLICAS}
+        listen = exits.enter_context(support.router(hub, haproxy, via, tmp_path)).listen
 
         def traffic() -> None:
-            """V2 iris requests to each cluster's canary, a few per second, as users send."""
-            while not stop.wait(0.3):
-                if len(hosts) < len(REPLICAS):
-                    for cluster, entry in hub_entries(bed, canary).items():
-                        host = urlsplit(entry.get("url") or "").hostname
-                        if host:
-                            hosts[cluster] = host
-                for cluster, host in hosts.items():
-                    if not bed.dataplanes[cluster].routes().get(host):
-                        continue
-                    try:
-                        post_via_ingress(bed.ingresses[cluster].url, host,
-                                         f"/v2/models/{canary}/infer", v2_iris())
-                        answers[cluster].append(200)
-                    except Exception as err:  # the failing revision's 500s
-                        answers[cluster].append(int(getattr(err, "code", 0) or 0))
+            """V2 iris requests through the fleet endpoint, a few per second, as users send
+            (before the canary has members, the router answers 503 itself)."""
+            while not stop.wait(0.15):
+                code, cluster = support.predict_v2(listen, canary, NS)
+                seen.append((time.monotonic(), code, cluster))
+                if cluster in answers:
+                    answers[cluster].append(code)
 
         sender = threading.Thread(target=traffic, daemon=True)
         # Revision 1 goes to both clusters in one step, judged on Ready alone: the metric
@@ -879,6 +880,7 @@ class TestServedOnTheFleet:
                 return roll if roll.get("phase") == "RolledBack" else None
 
             roll = on_fleet(bed, step, rolled_back, timeout=420)
+            said = time.monotonic()  # the hub said RolledBack (at the latest)
             statuses = {c: sorted(set(a)) for c, a in answers.items()}
             print(f"revision 2 rolled back {time.monotonic() - t1:.1f}s after the change: "
                   f"{roll.get('message')!r}; answers {statuses}")
@@ -893,6 +895,20 @@ class TestServedOnTheFleet:
                 e["cluster"] for e in snapshot().get("clusters") or []
                 if e.get("ready") is True and e.get("revision") == roll["stableRevision"]
             ) == sorted(REPLICAS), timeout=300)
+            back = time.monotonic()
+            # Through the router from the rollback on: not one failure answered by cluster1
+            # a moment (the router's watch and reload) after the hub said RolledBack, and its
+            # answers again once it serves revision 1 (a few, counted after ``back``).
+            late = [(round(t - said, 1), code) for t, code, cl in seen
+                    if cl == "cluster1" and code >= 500 and t > said + 3]
+            assert late == [], late
+            eventually(lambda: sum(1 for t, code, cl in seen
+                                   if t > back and code == 200 and cl == "cluster1") >= 3,
+                       timeout=60)
+            print(f"through the router: {len(seen)} requests, "
+                  f"{sum(1 for _, code, _ in seen if code == 200)} answered 200; failures by "
+                  "cluster1 before the rollback: "
+                  f"{sum(1 for t, code, cl in seen if cl == 'cluster1' and code >= 500)}")
             # The serving set (issue 34) from the rollback on: no member serves the failed
             # revision, and the set is whole again once both are back on the stable one.
             print("serving sets seen: " + "; ".join(dict.fromkeys(
@@ -910,6 +926,7 @@ class TestServedOnTheFleet:
         finally:
             stop.set()
             sender.join(timeout=30)
+            exits.close()
             hub.kubectl("delete", "mcisvc", canary, "-n", NS, "--wait=false")
 
 

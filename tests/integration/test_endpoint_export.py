@@ -103,6 +103,15 @@ class Exported:
     def entry(self, cluster: str) -> dict[str, Any]:
         return {e["cluster"]: e for e in self.status().get("clusters", [])}.get(cluster, {})
 
+    def exporting(self) -> list[str] | None:
+        """The exporting clusters of the model's InferencePoolImport (None: there is none)."""
+        found = self.hub.kubectl("get", "inferencepoolimport", "iris", "-n", self.ns, "-o",
+                                 "json", check=False)
+        if found.returncode != 0:
+            return None
+        controllers = (json.loads(found.stdout).get("status") or {}).get("controllers") or []
+        return [x["name"] for entry in controllers for x in entry.get("exportingClusters") or []]
+
     def export(self) -> dict[str, Any] | None:
         found = self.spoke1.kubectl("get", "serviceexport", EXPORT, "-n", "models", "-o", "json",
                                     check=False)
@@ -134,9 +143,12 @@ def exported(testbed: Testbed, scenario_namespace: str, manager: Manager,
     ns, label = scenario_namespace, f"t-{uuid.uuid4().hex[:6]}"
     spoke1.apply_files(upstream.mcs_crds())
     spoke1.wait_crds_established()
+    hub.apply_files([upstream.inference_pool_import_crd()])
+    hub.wait_crds_established()
     for spoke in testbed.spokes:
         hub.kubectl("label", "managedcluster", spoke.name, f"{label}=yes", "--overwrite")
-    model = inference_service("iris", ns, "p", endpoint={"serviceExport": True})
+    model = inference_service("iris", ns, "p", endpoint={"serviceExport": True,
+                                                         "inferencePoolImport": True})
     try:
         hub.apply_objects([placement("p", ns, {label: "yes"}), model_serving("kserve", ns, "p"),
                            model])
@@ -148,6 +160,8 @@ def exported(testbed: Testbed, scenario_namespace: str, manager: Manager,
         eventually(lambda: not exists(hub, "msv", "kserve", "-n", ns), timeout=60)
         for path in upstream.mcs_crds():
             spoke1.kubectl("delete", "-f", str(path), "--ignore-not-found", check=False)
+        hub.kubectl("delete", "-f", str(upstream.inference_pool_import_crd()),
+                    "--ignore-not-found", check=False)
 
 
 class TestServiceExport:
@@ -175,6 +189,15 @@ class TestServiceExport:
             "not exported: cluster cluster2 has no Multi-Cluster Services API")
         assert s.members() == ["cluster1", "cluster2"]  # still takes the fleet's traffic
         assert s.entry("cluster1")["ready"] is True
+        # The serving set as an InferencePoolImport on the hub, owned by the model.
+        eventually(lambda: s.exporting() == ["cluster1", "cluster2"], timeout=60)
+        pool = get_json(s.hub, "inferencepoolimport", "iris", "-n", s.ns)
+        owner = get_json(s.hub, "mcisvc", "iris", "-n", s.ns)["metadata"]["uid"]
+        assert [o["uid"] for o in pool["metadata"]["ownerReferences"]] == [owner]
+        (entry,) = pool["status"]["controllers"]
+        assert entry["name"] == "modelserving.opendatahub.io/fleet-endpoint"
+        assert entry["conditions"][0]["type"] == "Accepted"
+        assert entry["conditions"][0]["status"] == "True"
         # Joining, exporting and the work update between did not make either leave and come
         # back: once quiet, nothing more happens.
         writes = manager.wait_quiet(window=4)
@@ -215,11 +238,13 @@ class TestServiceExport:
         assert excluded["cluster1"]["message"].startswith("its metric is 0.5, not <= 0.1")
         assert s.entry("cluster1")["ready"] is True  # the model still runs there
         eventually(lambda: s.export() is None, timeout=60)  # and exports no more
+        eventually(lambda: s.exporting() == ["cluster2"], timeout=30)
         # (another model's pods fail on both clusters all along: a metric not scoped to this
         # model's own pods would have found both out of bounds, and moved nothing)
         metrics.set("cluster1", 0.02)  # back within bounds: traffic and export again
         eventually(lambda: s.members() == ["cluster1", "cluster2"], timeout=60)
         eventually(s.export, timeout=60)
+        eventually(lambda: s.exporting() == ["cluster1", "cluster2"], timeout=30)
 
     @pytest.mark.needs("test_1_each_serving_cluster_exports_and_one_without_the_api_still_serves")
     def test_4_the_export_goes_with_the_model(self, exported: Exported) -> None:
@@ -228,3 +253,5 @@ class TestServiceExport:
         eventually(lambda: not exists(s.hub, "mcisvc", "iris", "-n", s.ns), timeout=60)
         assert works(s.hub, s.ns, "iris", c.KIND_INFERENCE_SERVICE) == {}
         eventually(lambda: s.export() is None, timeout=60)
+        # the hub's garbage collector removes the InferencePoolImport with its owner
+        eventually(lambda: s.exporting() is None, timeout=60)

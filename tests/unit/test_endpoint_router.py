@@ -120,3 +120,25 @@ def test_show_lists_the_members_then_every_cluster_left_out_with_why() -> None:
         "c1       -            -         NotReady: Failed: CrashLooping",
     ]
     assert "no serving set yet" in endpoint.show({"metadata": {"name": "x", "namespace": "n"}})
+
+
+@pytest.mark.parametrize(("predictor", "check"), [
+    ({}, "http-check send meth GET uri /v1/models/iris ver HTTP/1.1"),
+    ({"model": {"protocolVersion": "v1"}}, "http-check send meth GET uri /v1/models/iris ver"),
+    # MLServer speaks V2 only: a V1 check would find every server down
+    ({"model": {"protocolVersion": "v2"}},
+     "http-check send meth GET uri /v2/models/iris/ready ver HTTP/1.1"),
+    ({"protocolVersion": "v2"}, "uri /v2/models/iris/ready"),
+    ({"model": {"protocolVersion": "grpc-v2"}}, None),  # a TCP check: no HTTP to ask with
+])
+def test_the_health_check_asks_in_the_models_protocol(
+        predictor: dict[str, Any], check: str | None, tmp_path: Path) -> None:
+    intent = model()
+    intent["spec"] = {"template": {"predictor": predictor}}
+    config = endpoint.haproxy_config(endpoint.routes([intent], VIA, "f"), "127.0.0.1:1",
+                                     tmp_path)
+    if check is None:
+        assert "httpchk" not in config and "http-check" not in config
+        assert "    server c1 127.0.0.1:3001 weight 100 check\n" in config
+    else:
+        assert check in config and "option httpchk" in config

@@ -462,3 +462,72 @@ def test_free_promql_for_spillover_is_the_platform_admins() -> None:
     assert ready["reason"] == "MetricQueryNotAllowed"
     assert ready["message"].startswith("spec.endpoint.spillover.query: free PromQL")
     assert all(w.kind != KIND for w in hub.works.values())  # nothing written
+
+
+# InferencePoolImport (spec.endpoint.inferencePoolImport) -------------------------------------
+
+def _import(hub: FakeHub) -> dict[str, Any] | None:
+    return hub.objects.get(("inferencepoolimports", "ns", "iris"))
+
+
+def test_the_serving_set_is_published_as_an_inference_pool_import_owned_by_the_model() -> None:
+    hub = FakeHub(placements={("ns", "p"): frozenset({"c1", "c2"})})
+    platform_ready(hub, "c1", "c2")
+    rec = Reconciler(hub, hub, memory_sealer(), admin=OPEN_POLICY)
+    spec: dict[str, Any] = {"inferencePoolImport": True, "policy": "Failover",
+                            "priority": ["c2", "c1"]}
+
+    def step() -> Any:
+        b = isvc_body(hub.statuses.get("iris"))
+        b["metadata"]["uid"] = "0b5e-uid"
+        b["spec"]["endpoint"] = spec
+        return asyncio.run(rec.reconcile(KIND, b))
+
+    step()
+    got = _import(hub)
+    assert got is not None
+    assert got["metadata"]["ownerReferences"] == [{
+        "apiVersion": c.API_VERSION, "kind": KIND, "name": "iris", "uid": "0b5e-uid",
+        "controller": True, "blockOwnerDeletion": False}]
+    (entry,) = got["status"]["controllers"]
+    assert entry["name"] == "modelserving.opendatahub.io/fleet-endpoint"
+    assert entry["exportingClusters"] == []
+    assert entry["conditions"][0]["status"] == "False"
+    assert hub.statuses["iris"]["endpoint"]["poolImport"] == "iris"
+    settle(hub)
+    step()
+    (entry,) = _import(hub)["status"]["controllers"]  # type: ignore[index]
+    assert entry["exportingClusters"] == [{"name": "c2"}]  # Failover: the active one
+    assert (entry["conditions"][0]["status"], entry["conditions"][0]["reason"]) == (
+        "True", "Accepted")
+    # Steady: nothing written again.
+    writes = len(hub.writes)
+    step()
+    step()
+    assert len(hub.writes) == writes
+    # Turned off: deleted, and the status forgets it.
+    spec["inferencePoolImport"] = False
+    step()
+    assert _import(hub) is None
+    assert hub.statuses["iris"]["endpoint"]["poolImport"] == ""
+    assert ("delete", "inferencepoolimports/ns/iris") in hub.writes
+
+
+def test_a_hub_without_the_inference_extension_gets_no_import_and_is_asked_again_later() -> None:
+    hub = FakeHub(placements={("ns", "p"): frozenset({"c1"})}, served=set())
+    platform_ready(hub, "c1")
+    rec = Reconciler(hub, hub, memory_sealer(), admin=OPEN_POLICY)
+    b = isvc_body()
+    b["spec"]["endpoint"] = {"inferencePoolImport": True}
+    asyncio.run(rec.reconcile(KIND, b))
+    assert hub.objects == {} and hub.statuses["iris"]["endpoint"]["poolImport"] == ""
+    tried = [w for w in hub.writes if w[0] == "apply" and "inferencepoolimports" in w[1]]
+    assert len(tried) == 1
+    asyncio.run(rec.reconcile(KIND, isvc_body(hub.statuses["iris"], endpoint={
+        "inferencePoolImport": True})))
+    assert [w for w in hub.writes if "inferencepoolimports" in w[1]] == tried  # not again yet
+    hub.served.add("inferencepoolimports")  # installed later: tried again after a while
+    rec.pool_imports_unserved_until = 0.0
+    asyncio.run(rec.reconcile(KIND, isvc_body(hub.statuses["iris"], endpoint={
+        "inferencePoolImport": True})))
+    assert _import(hub) is not None
