@@ -271,8 +271,14 @@ def cmd_predict(args: argparse.Namespace) -> int:
     if not isinstance(body, dict):
         raise CliError(EXIT_USAGE, "the input must be a JSON object")
     path = predict.path_of(predict.protocol_of(body, args.protocol), name)
-    sent = predict.targets(hub.intent(kind, namespace, name), path, args.cluster or [],
-                           predict.parse_via(args.via or []))
+    if args.endpoint:
+        if args.cluster or args.via:
+            raise CliError(EXIT_USAGE, "--endpoint sends through the fleet endpoint, which "
+                           "picks the cluster: not with --cluster or --via")
+        sent = [predict.fleet_target(name, namespace, path, args.endpoint, args.domain)]
+    else:
+        sent = predict.targets(hub.intent(kind, namespace, name), path, args.cluster or [],
+                               predict.parse_via(args.via or []))
     answers = [predict.send(t, body, args.timeout) for t in sent]
     if args.output in ("json", "yaml"):
         _print(_document({"items": [{**a.__dict__, "url": t.url, "host": t.host}
@@ -636,6 +642,11 @@ def add_commands(sub: Any) -> None:
                     "in the Host header (repeatable)")
     pr.add_argument("--protocol", choices=("v1", "v2"),
                     help="the inference protocol (default: from the input's shape)")
+    pr.add_argument("--endpoint", metavar="BASE",
+                    help="send one request through the fleet endpoint at BASE (endpoint "
+                    "serve's http://HOST:PORT), which picks the cluster and names it")
+    pr.add_argument("--domain", default="fleet.local",
+                    help="the fleet endpoint's domain (its --domain; default fleet.local)")
     pr.add_argument("--timeout", type=duration, default=30.0, metavar="D",
                     help="how long each cluster may take to answer (default 30s)")
     pr.set_defaults(run=cmd_predict)

@@ -5,7 +5,9 @@ carries the model's URL there (``externalUrl`` when it is exposed outside the cl
 ``url``, the cluster-internal address KServe reports). A caller outside the cluster reaches it
 through an ingress: ``--via CLUSTER=BASE`` sends that cluster's request to ``BASE`` with the
 model's host in the ``Host`` header, the way KServe's docs test a model through an ingress
-gateway. The path follows the protocol: V1 ``/v1/models/NAME:predict`` (an ``instances``
+gateway. ``--endpoint BASE`` sends one request through the fleet endpoint instead
+(``endpoint serve``, with the model's fleet host), which names the cluster that answered. The
+path follows the protocol: V1 ``/v1/models/NAME:predict`` (an ``instances``
 body), V2 ``/v2/models/NAME/infer`` (an ``inputs`` body).
 """
 
@@ -20,6 +22,7 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit
 
+from addon_cli.endpoint import CLUSTER_HEADER
 from addon_cli.hub import EXIT_USAGE, CliError
 
 MAX_SHOWN = 120
@@ -108,27 +111,49 @@ def targets(intent: Mapping[str, Any], path: str, clusters: Sequence[str],
     return out
 
 
+FLEET = "fleet endpoint"
+"""The cluster column of a request sent through the fleet endpoint before it answers."""
+
+
+def fleet_target(name: str, namespace: str, path: str, base: str, domain: str) -> Target:
+    """The one request through the fleet endpoint at ``base`` (``endpoint serve``).
+
+    Its host is the model's fleet host, ``NAME.NAMESPACE.DOMAIN``; the endpoint picks the
+    cluster and names it in its answer (:data:`addon_cli.endpoint.CLUSTER_HEADER`).
+    """
+    if not base.startswith(("http://", "https://")):
+        raise CliError(EXIT_USAGE, f"--endpoint {base!r}: give http(s)://HOST[:PORT]")
+    return Target(FLEET, base.rstrip("/") + path, f"{name}.{namespace}.{domain}")
+
+
 def send(target: Target, body: Mapping[str, Any], timeout: float) -> Answer:
-    """POST ``body`` to one cluster; its answer, HTTP errors included."""
+    """POST ``body`` to one cluster; its answer, HTTP errors included.
+
+    Through the fleet endpoint, the answer's cluster is the one the endpoint names.
+    """
     request = urllib.request.Request(
         target.url, json.dumps(body).encode(),
         {"Content-Type": "application/json", "Host": target.host})
     started = time.monotonic()
+    cluster = target.cluster
     try:
         with urllib.request.urlopen(request, timeout=timeout) as response:
             raw = response.read()
             status = int(response.status)
+            named = response.headers.get(CLUSTER_HEADER)
     except urllib.error.HTTPError as err:
-        raw, status = err.read(), int(err.code)
+        raw, status, named = err.read(), int(err.code), err.headers.get(CLUSTER_HEADER)
     except (urllib.error.URLError, OSError) as err:
-        return Answer(target.cluster, None, time.monotonic() - started,
+        return Answer(cluster, None, time.monotonic() - started,
                       error=str(getattr(err, "reason", err)))
     seconds = time.monotonic() - started
+    if cluster == FLEET and named:
+        cluster = f"{named} (fleet endpoint)"
     try:
         decoded: Any = json.loads(raw)
     except ValueError:
         decoded = raw.decode(errors="replace")
-    return Answer(target.cluster, status, seconds, decoded)
+    return Answer(cluster, status, seconds, decoded)
 
 
 def summary(body: Any) -> str:

@@ -973,6 +973,14 @@ class TestServedOnTheFleet:
                     "members", [])] == [("cluster1", 100), ("cluster2", 0)], timeout=60)
                 on_fleet(bed, step, routed_by((200, cluster)), timeout=60)
                 assert "Failover, 1 of 2 cluster(s) serving" in show()
+                # `predict --endpoint`: one request through the router, which names cluster1
+                request = tmp_path / "iris.json"
+                request.write_text(json.dumps({"instances": IRIS}))
+                said = fleetcli.run(hub.kubeconfig, "predict", f"mcisvc/{NAME}", "-n", NS,
+                                    "-f", str(request), "--endpoint", f"http://{router.listen}")
+                assert said.returncode == 0, said
+                assert said.stdout.splitlines()[1].split()[:4] == [
+                    "cluster1", "(fleet", "endpoint)", "200"], said.stdout
                 traffic = support.Load(router.listen, NAME, NS).start()
                 # A steady state on cluster1 before the fault: two seconds of answers.
                 on_fleet(bed, step, lambda: traffic.answered_by(cluster, 0) >= 40, timeout=30)

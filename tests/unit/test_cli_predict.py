@@ -56,3 +56,52 @@ def test_the_table_shows_status_latency_and_a_cut_answer_or_the_error() -> None:
     v2 = {"model_name": "iris", "id": "x" * 40, "outputs": [
         {"name": "output-0", "shape": [2], "datatype": "INT64", "data": [1, 1]}]}
     assert predict.summary(v2) == '{"outputs":[[1,1]]}'
+
+
+def test_through_the_fleet_endpoint_one_request_names_the_cluster_that_answered() -> None:
+    """What ``endpoint serve`` answers: the model's fleet host asked, the cluster in a header
+    (a 500 too); the real HAProxy is tests/integration/test_dataplane_fleet.py, step 9."""
+    import json
+    import threading
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    from addon_cli.endpoint import CLUSTER_HEADER
+
+    seen: list[tuple[str, str]] = []
+
+    class Router(BaseHTTPRequestHandler):
+        def do_POST(self) -> None:
+            seen.append((self.headers["Host"], self.path))
+            self.rfile.read(int(self.headers["Content-Length"]))
+            failing = self.path.startswith("/v2")
+            raw = json.dumps({"error": "boom"} if failing else {"predictions": [1]}).encode()
+            self.send_response(500 if failing else 200)
+            self.send_header(CLUSTER_HEADER, "cluster2" if failing else "cluster1")
+            self.send_header("Content-Length", str(len(raw)))
+            self.end_headers()
+            self.wfile.write(raw)
+
+        def log_message(self, *args: object) -> None:
+            del args
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Router)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    base = f"http://127.0.0.1:{server.server_address[1]}"
+    try:
+        target = predict.fleet_target("iris", "team-a", "/v1/models/iris:predict", base + "/",
+                                      "fleet.example.com")
+        assert target == predict.Target(predict.FLEET, f"{base}/v1/models/iris:predict",
+                                        "iris.team-a.fleet.example.com")
+        answer = predict.send(target, {"instances": [[1, 2, 3, 4]]}, 10)
+        assert (answer.cluster, answer.status, answer.body) == (
+            "cluster1 (fleet endpoint)", 200, {"predictions": [1]})
+        failed = predict.send(predict.fleet_target("iris", "team-a", "/v2/models/iris/infer",
+                                                   base, "fleet.local"), {"inputs": []}, 10)
+        assert (failed.cluster, failed.status, failed.ok) == (
+            "cluster2 (fleet endpoint)", 500, False)
+        assert seen == [("iris.team-a.fleet.example.com", "/v1/models/iris:predict"),
+                        ("iris.team-a.fleet.local", "/v2/models/iris/infer")]
+    finally:
+        server.shutdown()
+    with pytest.raises(CliError, match="--endpoint"):
+        predict.fleet_target("iris", "team-a", "/", "127.0.0.1:8088", "fleet.local")
