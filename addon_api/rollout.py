@@ -89,8 +89,10 @@ class MetricGate(ApiModel):
         None)
     """A metric the model servers export (e.g. ``request_predict_seconds_count``). The manager
     selects it on the step's clusters for this intent's own pods only (its target
-    namespace, pods named after the model) and takes the largest value per cluster: with
-    ``rate``, of its per-second rate (a counter)."""
+    namespace, pods named after the model; for a model, also its series without pods
+    labelled ``inferenceservice`` with its name, as the chart's recording rules keep them,
+    e.g. ``model_serving:request_predict_seconds:p99``) and takes the largest value per
+    cluster: with ``rate``, of its per-second rate (a counter)."""
     rate: Duration | None = None
     """With ``metric``: judge its per-second rate over this window (e.g. ``1m``)."""
     labels: Annotated[dict[str, Annotated[str, Field(max_length=256)]],

@@ -180,10 +180,11 @@ def scoped_gate(intent: Resource, gate: MetricGate | None) -> MetricGate | None:
     if not names and not isinstance(intent, ModelServing):
         names = [str(spec.get("targetNamespace") or intent.metadata.namespace or "")]
     namespaces = "|".join(promql.literal(n) for n in sorted(set(names)))
-    pods = ""
+    pods = model = ""
     if isinstance(intent, MultiClusterInferenceService):
-        pods = promql.literal(str(intent.metadata.name)) + "-predictor-.*"
-    query = promql.metric_query(gate, namespaces, pods)
+        model = str(intent.metadata.name)
+        pods = promql.literal(model) + "-predictor-.*"
+    query = promql.metric_query(gate, namespaces, pods, model)
     return gate.model_copy(update={"query": query, "metric": None})
 
 

@@ -139,8 +139,8 @@ class Reconciler:
         """Until when (monotonic) the hub is taken not to serve InferencePoolImports."""
         self.spills: dict[tuple[str, str, str], tuple[tuple[str, ...], dict[str, str], float]
                           ] = {}
-        """Per intent with an endpoint spillover: the clusters last judged, those out of
-        bounds (with what was found), and when."""
+        """Per intent with an endpoint spillover: the clusters last judged and the query
+        (one tuple), those out of bounds (with what was found), and when."""
         self.sealer = sealer
         """The manager's signing and hash keys, sequences and pinned agent keys."""
         self.policy = admin if admin is not None else policy.Policy()
@@ -328,8 +328,9 @@ class Reconciler:
         clusters = tuple(sorted({m.cluster for m in published.members} | {
             x.cluster for x in published.excluded
             if x.reason == endpoint.Excluded.METRIC_OUT_OF_BOUNDS}))
+        asked = (*clusters, gate.model_dump_json())  # a changed gate is asked at once
         known = self.spills.get(key)
-        if known is not None and known[0] == clusters and (
+        if known is not None and known[0] == asked and (
                 time.monotonic() - known[2] < GATE_REFRESH):
             return dict(known[1]) != dict(used)
         found: dict[str, str] | str = "the manager has no --prometheus-url"
@@ -342,7 +343,7 @@ class Reconciler:
         if isinstance(found, str):
             log.warning("spillover of %s %s/%s: no answer, nobody spilled: %s", *key, found)
             found = {}
-        self.spills[key] = (clusters, found, time.monotonic())
+        self.spills[key] = (asked, found, time.monotonic())
         return found != dict(used)
 
     # cleanup --------------------------------------------------------------------------------

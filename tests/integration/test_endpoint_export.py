@@ -47,11 +47,17 @@ class Metrics:
 
     server: observability.Prometheus
     errors: Gauge
+    p99: Gauge
+    """What the chart's recording rule keeps per model: no pod label, its inferenceservice."""
 
     def set(self, cluster: str, value: float) -> None:
         self.errors.labels(cluster, "models", "iris-predictor-6d4f9-x2x7q").set(value)
         # another model's pods in the same namespace, failing: never this model's business
         self.errors.labels(cluster, "models", "other-predictor-5c8b7-k9zrt").set(1.0)
+
+    def set_p99(self, cluster: str, seconds: float) -> None:
+        self.p99.labels(cluster, "models", "iris").set(seconds)
+        self.p99.labels(cluster, "models", "other").set(9.0)  # slow, and not this model
 
 
 @pytest.fixture(scope="module")
@@ -60,6 +66,8 @@ def metrics(testbed: Testbed, tmp_path_factory: pytest.TempPathFactory) -> Itera
     registry = CollectorRegistry()
     errors = Gauge("request_error_ratio", "errors per request", ["cluster", "namespace", "pod"],
                    registry=registry)
+    p99 = Gauge("model_serving:request_predict_seconds:p99", "p99 prediction latency",
+                ["cluster", "namespace", "inferenceservice"], registry=registry)
     port = free_port()
     start_http_server(port, addr="127.0.0.1", registry=registry)
     server = observability.Prometheus(
@@ -67,9 +75,10 @@ def metrics(testbed: Testbed, tmp_path_factory: pytest.TempPathFactory) -> Itera
         [{"job_name": "models", "static_configs": [{"targets": [f"127.0.0.1:{port}"]}],
           "scrape_interval": "1s"}],
     ).start()
-    found = Metrics(server, errors)
+    found = Metrics(server, errors, p99)
     for cluster in ("cluster1", "cluster2"):
         found.set(cluster, 0.0)
+        found.set_p99(cluster, 0.05)
     try:
         yield found
     finally:
@@ -245,6 +254,16 @@ class TestServiceExport:
         eventually(lambda: s.members() == ["cluster1", "cluster2"], timeout=60)
         eventually(s.export, timeout=60)
         eventually(lambda: s.exporting() == ["cluster1", "cluster2"], timeout=30)
+        # p99 latency, from the per-model series the chart's recording rule keeps (no pod)
+        s.hub.kubectl("patch", "mcisvc", "iris", "-n", s.ns, "--type=merge", "-p", json.dumps(
+            {"spec": {"endpoint": {"spillover": {
+                "metric": "model_serving:request_predict_seconds:p99", "maxValue": 0.5}}}}))
+        metrics.set_p99("cluster2", 2.0)
+        eventually(lambda: s.members() == ["cluster1"], timeout=60)
+        excluded = {x["cluster"]: x for x in s.status()["endpoint"]["excluded"]}
+        assert excluded["cluster2"]["message"].startswith("its metric is 2, not <= 0.5")
+        metrics.set_p99("cluster2", 0.1)
+        eventually(lambda: s.members() == ["cluster1", "cluster2"], timeout=60)
 
     @pytest.mark.needs("test_1_each_serving_cluster_exports_and_one_without_the_api_still_serves")
     def test_4_the_export_goes_with_the_model(self, exported: Exported) -> None:

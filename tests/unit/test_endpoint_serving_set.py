@@ -421,6 +421,8 @@ def test_the_reconciler_asks_the_metric_and_moves_the_traffic_off_and_back() -> 
     asked = len(prom.asked)
     step()
     assert len(prom.asked) == asked  # a fresh answer is not asked again
+    step(spillover={**SPILL, "maxValue": 0.2})
+    assert len(prom.asked) == asked + 1  # but a changed gate is, at once
     # back within bounds: the next answer returns it
     prom.out = {}
     age(rec)

@@ -439,7 +439,10 @@ def test_a_metric_gate_selects_only_the_intents_own_series() -> None:
     assert gate is not None and gate.metric is None
     assert query_for(gate, ["c1", "c2"]) == (
         'max by (cluster) (rate(request_predict_seconds_count{cluster=~"c1|c2",'
-        'namespace=~"team-a",pod=~"iris-predictor-.*",code="x\\"}or vector(0)#"}[1m]))')
+        'namespace=~"team-a",pod=~"iris-predictor-.*",code="x\\"}or vector(0)#"}[1m]))'
+        # the model's aggregates without pods (the chart's recording rules), same namespace
+        ' or max by (cluster) (rate(request_predict_seconds_count{cluster=~"c1|c2",'
+        'namespace=~"team-a",inferenceservice="iris",code="x\\"}or vector(0)#"}[1m]))')
 
 
 def test_the_plan_hands_the_scoped_gate_to_the_query() -> None:
