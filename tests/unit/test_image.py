@@ -26,11 +26,9 @@ ROOT = Path(__file__).resolve().parents[2]
 def test_containerfile_pins_bases_renders_bundles_and_runs_unprivileged() -> None:
     text = (ROOT / "Containerfile").read_text()
     bases = [stage.base for stage in stages(text)]
-    assert len(bases) == 2
-    assert [s.base for s in stages(text, {"GO_BASE": "go:1", "RUNTIME_BASE": "py:2"})] == [
-        "go:1",
-        "py:2",
-    ]
+    assert len(bases) == 3
+    assert [s.base for s in stages(text, {"GO_BASE": "go:1", "NODE_BASE": "node:3",
+                                          "RUNTIME_BASE": "py:2"})] == ["go:1", "node:3", "py:2"]
     for base in bases:
         name, _, tag = base.rpartition(":")
         assert name and tag and tag != "latest" and re.search(r"\d", tag), base
@@ -118,7 +116,7 @@ def test_wheel_has_every_role_and_the_console_script(tmp_path: Path) -> None:
 
 def test_image_ships_the_agents_pinned_kustomize() -> None:
     text = (ROOT / "Containerfile").read_text()
-    bundles, runtime = stages(text)
+    bundles, _, runtime = stages(text)
     # built once, from the agent's pin, statically (the runtime base has another libc)
     installs = [shlex.split(r) for r in bundles.runs() if f"{kustomize.MODULE}@" in r]
     tool = next(t for t in build.TOOLS if "kustomize" in t.packages)
@@ -146,6 +144,42 @@ def test_no_stage_copies_the_test_harness() -> None:
     for stage in stages(text):
         sources = {s.rstrip("/") for c in stage.copies() if not c.from_stage for s in c.sources}
         assert sources <= {"pyproject.toml", "README.md", "model_serving_addon", "addon_api",
-                           "addon_agent", "addon_manager", "addon_cli"}, stage.base
+                           "addon_agent", "addon_manager", "addon_cli",
+                           "addon_cli/console/web"}, stage.base
     pyproject = (ROOT / "pyproject.toml").read_text()
     assert '"testbed*"' not in pyproject
+
+
+def test_the_image_carries_the_console_page_built_as_make_console_builds_it() -> None:
+    """Issue 33's page in the image: a Node stage runs the same locked npm build as ``make
+    console`` (which the console's browser tests use), and the runtime stage takes only the
+    built page, before ``pip install .`` so the package data carries it. (Building the image
+    needs podman, which this machine lacks: ``make image``.)"""
+    text = (ROOT / "Containerfile").read_text()
+    _, console, runtime = stages(text)
+    assert console.name == "console"
+    make = (ROOT / "Makefile").read_text()
+    recipe = make.split("\nconsole:\n", 1)[1].splitlines()[0].strip()
+    where, _, build_steps = recipe.partition(" && ")
+    assert where == "cd addon_cli/console/web"
+    assert console.runs() == [build_steps]
+    assert [c.sources for c in console.copies()] == [("addon_cli/console/web",)]
+    assert "WORKDIR /src/addon_cli/console/web" in console.instructions
+    # vite writes the page next to the package, where the server serves it from
+    vite = (ROOT / "addon_cli/console/web/vite.config.ts").read_text()
+    assert 'outDir: "../static"' in vite
+    from addon_cli.console import server
+
+    assert server.STATIC == ROOT / "addon_cli/console/static"
+    page = [c for c in runtime.copies() if c.from_stage == "console"]
+    assert [(c.sources, c.dest) for c in page] == [
+        (("/src/addon_cli/console/static",), "addon_cli/console/static")]
+    order = runtime.instructions
+    copied = order.index("COPY --from=console /src/addon_cli/console/static "
+                         "addon_cli/console/static")
+    assert copied < next(i for i, line in enumerate(order) if "pip install" in line)
+    pyproject = (ROOT / "pyproject.toml").read_text()
+    assert '"addon_cli.console" = ["static/*", "static/assets/*"]' in pyproject
+    # and the build context never carries a local build or the npm tree
+    ignored = (ROOT / ".containerignore").read_text().splitlines()
+    assert {"addon_cli/console/static", "addon_cli/console/web/node_modules"} <= set(ignored)
