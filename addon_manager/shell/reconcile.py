@@ -229,8 +229,9 @@ class Reconciler:
                 if await self._ask_spillover(key, todo.spill_gate, result.status.endpoint,
                                              todo.spilled):
                     out.recheck_after = 0.0  # the set again, with the new answer
-                else:
-                    out.recheck_after = min(out.recheck_after or GATE_REFRESH, GATE_REFRESH)
+                else:  # judged again after the refresh, or sooner if something else is due
+                    out.recheck_after = GATE_REFRESH if out.recheck_after is None else min(
+                        out.recheck_after, GATE_REFRESH)
             else:
                 self.spills.pop(key, None)
             kept = await self._keep_pool_import(key, todo, body, result.status.endpoint)

@@ -324,6 +324,15 @@ def test_the_works_of_clusters_taking_traffic_export_the_predictor_service() -> 
         step()
         settle(hub)
     assert _exports(hub) == {"c1": [], "c2": ["models/iris-predictor"]}
+    # With a spillover too, a set that changes still has the works follow it at once (the
+    # spillover's refresh does not stretch the "at once" to 15 s).
+    spec.update({"policy": "Spread", "priority": [],
+                 "spillover": {"metric": "request_error_ratio", "maxValue": 0.1}})
+    rec.gate = SpillGate()
+    assert step().recheck_after == 0  # Spread: c1 joins c2
+    step()
+    assert _exports(hub) == {"c1": ["models/iris-predictor"], "c2": ["models/iris-predictor"]}
+    del spec["spillover"]
     # Export off: no work carries one.
     spec["serviceExport"] = False
     step()
