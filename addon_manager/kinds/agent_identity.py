@@ -8,7 +8,7 @@ render, feedback rules, the shape a work must have for its key to be trusted
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -170,9 +170,9 @@ def agent_key(ctx: Context, cluster: str, agent_ns: str) -> KeyDecision:
     return KeyDecision(decision.key, pin=decision.pin)
 
 
-def needed_on(world: World, cluster: str) -> bool:
-    """Whether a StorageConnection selects ``cluster`` (its agent's key is needed there)."""
-    return cluster in world.storage_clusters()
+def needed_on(world: World, clusters: Collection[str]) -> frozenset[str]:
+    """Those of ``clusters`` a StorageConnection selects (their agent's key is needed)."""
+    return frozenset(clusters) & world.storage_clusters()
 
 
 def unused(world: World, exclude: tuple[str, str] | None = None) -> list[WorkFact]:

@@ -9,7 +9,7 @@ The registry (:mod:`addon_manager.kinds.registry`) lists them.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any, Literal, TypeVar
@@ -171,9 +171,10 @@ class HelperSpec:
     """What a work's fact keeps of the work (:func:`addon_manager.facts.records.parse_work`)."""
     read_by: Callable[[KindSpec], bool]
     """Whether planning an intent of a hub kind reads these works."""
-    needed_on: Callable[[World, str], bool] | None = None
-    """Whether its work is needed on a cluster. A work that appears where it is not (left
-    over from before a restart) is collected at once (:attr:`unused`); None: its works go
+    needed_on: Callable[[World, Collection[str]], frozenset[str]] | None = None
+    """Those of some clusters where its work is needed (one call judges a whole burst of
+    work events: the answer reads every intent's selection). A work that appears where it is
+    not (left over from before a restart) is collected (:attr:`unused`); None: its works go
     with the intents that need them (their cleanup)."""
     unused: Callable[[World, tuple[str, str] | None], list[WorkFact]] | None = None
     """Its works nothing needs any more; the argument is an intent being deleted, (namespace,

@@ -15,6 +15,7 @@ Pure, like every kind module: its render, where it is needed and its spec in the
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from typing import Any
 
 from addon_api import constants as c
@@ -85,9 +86,10 @@ def _has_works(world: World, cluster: str) -> bool:
     return any(not w.deleting for kind in READERS for w in world.works_on(cluster, kind))
 
 
-def needed_on(world: World, cluster: str) -> bool:
-    """Whether the policy work is needed on ``cluster``."""
-    return cluster in _selected(world) or _has_works(world, cluster)
+def needed_on(world: World, clusters: Collection[str]) -> frozenset[str]:
+    """Those of ``clusters`` where the policy work is needed."""
+    selected = _selected(world)
+    return frozenset(cl for cl in clusters if cl in selected or _has_works(world, cl))
 
 
 def unused(world: World, exclude: tuple[str, str] | None = None) -> list[WorkFact]:

@@ -110,6 +110,9 @@ class ManagerState:
     """Created at the first handler call (it reads kopf's indexes)."""
     background: set[asyncio.Task[None]] = field(default_factory=set)
     """Tasks started at startup (kept referenced while they run)."""
+    helper_checks: dict[str, set[str]] = field(default_factory=dict)
+    """Per helper kind, the clusters whose work events wait to be judged together
+    (:func:`work_changed`)."""
     works: WorkStore = field(default_factory=WorkStore)
     """The add-on's ManifestWorks as facts, kept current by ``informer`` (outside kopf)."""
     clusters: KeyedStore[ClusterFact] = field(
@@ -576,11 +579,31 @@ def work_changed(state: ManagerState, old: WorkFact | None, new: WorkFact | None
             if (not dep.same_namespace or key[1] == owner_ns)
             and (not dep.gone_only or fact.cluster in reconciler.removal_waits.get(key, ()))])
     helper = registry.HELPERS.get(kind)
-    if (helper is not None and helper.needed_on is not None and new is not None
-            and not helper.needed_on(world, fact.cluster)):  # e.g. left over from a restart
-        task = asyncio.get_running_loop().create_task(_collect(reconciler, helper))
-        state.background.add(task)
-        task.add_done_callback(state.background.discard)
+    if helper is not None and helper.needed_on is not None and new is not None:
+        # Is it needed there (or left over from before a restart)? Judged for a whole burst
+        # of events at once: the answer reads every intent's selection, and a fan-out to
+        # thousands of clusters sends an event per work, twice.
+        pending = state.helper_checks.setdefault(kind, set())
+        if not pending:
+            task = asyncio.get_running_loop().create_task(_check_helper(state, helper))
+            state.background.add(task)
+            task.add_done_callback(state.background.discard)
+        pending.add(fact.cluster)
+
+
+HELPER_CHECK_DELAY = 1.0
+"""Seconds the work events of a helper kind gather before they are judged together."""
+
+
+async def _check_helper(state: ManagerState, helper: HelperSpec) -> None:
+    """Collect the helper's unused works when a cluster its events came from does not need it."""
+    await asyncio.sleep(HELPER_CHECK_DELAY)
+    clusters = state.helper_checks.pop(helper.kind, set())
+    world, reconciler = _reconciled_world(state), state.reconciler
+    if world is None or reconciler is None or helper.needed_on is None:
+        return
+    if clusters - helper.needed_on(world, clusters):
+        await _collect(reconciler, helper)
 
 
 async def _collect(reconciler: Reconciler, helper: HelperSpec) -> None:

@@ -119,8 +119,8 @@ def test_the_policy_goes_with_the_last_intent_that_needs_it() -> None:
 def test_a_policy_work_is_needed_where_an_intent_selects_or_still_has_a_work() -> None:
     hub = FakeHub(storage={("ns", "s3"): frozenset({"c1"})})
     assert namespace_policy.SPEC.needed_on is not None
-    assert namespace_policy.SPEC.needed_on(hub, "c1")
-    assert not namespace_policy.SPEC.needed_on(hub, "c2")
+    assert namespace_policy.SPEC.needed_on(hub, ["c1", "c2"]) == {"c1"}
+    assert namespace_policy.SPEC.needed_on(hub, []) == frozenset()
 
 
 @pytest.mark.parametrize(("data", "key"), [
