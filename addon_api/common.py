@@ -422,6 +422,19 @@ class EndpointStatus(ApiModel):
 IntentPhase = Literal["Pending", "Progressing", "Ready", "Degraded", "Invalid"]
 
 
+class ShardStatus(ApiModel):
+    """Which manager replica writes an intent (sharded managers, ``--shards``)."""
+
+    index: Annotated[int, Field(ge=0)]
+    """The intent's shard: a hash of its namespace and name."""
+    replica: Annotated[str, Field(max_length=253)]
+    """The manager replica holding the shard's Lease: the only one that writes this intent's
+    works and status."""
+    epoch: Annotated[int, Field(ge=0)]
+    """The shard Lease's leaseTransitions when that replica took it; every ManifestWork it
+    writes carries it (annotation ``modelserving.opendatahub.io/shard-epoch``)."""
+
+
 class IntentStatus(ApiModel):
     """Observed state of a hub intent, aggregated over the selected clusters."""
 
@@ -448,3 +461,5 @@ class IntentStatus(ApiModel):
     endpoint: EndpointStatus | None = None
     """The clusters the model's fleet endpoint sends traffic to, and those it leaves out
     (MultiClusterInferenceServices only)."""
+    shard: ShardStatus | None = None
+    """The manager replica that writes this intent (only when the managers are sharded)."""

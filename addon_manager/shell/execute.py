@@ -19,6 +19,7 @@ from typing import Any, Protocol
 from addon_api import sealing
 from addon_api.reasons import ClusterReason
 from addon_manager.engine.plan import Apply, Executed, Plan, Recent
+from addon_manager.engine.sharding import FENCE_ANNOTATION
 from addon_manager.facts import revisions
 from addon_manager.facts.records import WorkFact
 from addon_manager.facts.revisions import RevisionFact
@@ -124,8 +125,12 @@ class Executor:
         return Recent(self.applied, self.deleted, self.addons, self.grant_retries,
                       time.monotonic(), self.revisions)
 
-    async def run(self, plan: Plan) -> Executed:
-        """Perform ``plan``: pins, then every write at once; report what happened."""
+    async def run(self, plan: Plan, fence: str | None = None) -> Executed:
+        """Perform ``plan``: pins, then every write at once; report what happened.
+
+        ``fence`` (sharded managers): ``<shard>/<epoch>`` of the shard Lease this replica
+        writes by, set on every work it applies (``sharding.FENCE_ANNOTATION``).
+        """
         done = Executed()
         roll = plan.rollout
         if roll is not None and roll.create is not None:  # before any work renders it
@@ -153,7 +158,7 @@ class Executor:
                 data = decoded
             if item.grant_retry:
                 self.grant_retries[(item.work.cluster, item.work.name)] = time.monotonic()
-            jobs.append((item.what, item.work.cluster, self.apply(item, data)))
+            jobs.append((item.what, item.work.cluster, self.apply(item, data, fence)))
         for gone in plan.deletes:
             jobs.append(("delete", gone.work.cluster, self.delete(gone.work, send=gone.send)))
         jobs.extend(("addon", cl, self.ensure_addon(cl)) for cl in plan.addons)
@@ -187,9 +192,14 @@ class Executor:
             )
         return done
 
-    async def apply(self, item: Apply, secret: dict[str, str] | None = None) -> None:
+    async def apply(self, item: Apply, secret: dict[str, str] | None = None,
+                    fence: str | None = None) -> None:
         """Apply one work (sealing its payload first when it carries credentials)."""
         rw, body = item.work, item.work.body
+        if fence is not None:  # not part of the render: an unchanged work is not rewritten
+            meta = body.get("metadata") or {}
+            body = {**body, "metadata": {**meta, "annotations": {
+                **(meta.get("annotations") or {}), FENCE_ANNOTATION: fence}}}
         if rw.seal_inputs is not None:
             assert rw.sealed_spec is not None
             payload = storage_connection.storage_payload(rw.sealed_spec, secret or {})

@@ -54,6 +54,14 @@ class FirstPass:
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(self.settled.wait(), self.limit)
 
+    def skip(self, key: IntentKey, changed_now: Callable[[], Iterable[IntentKey]]) -> None:
+        """Take ``key`` out of the first pass: another replica plans it (sharded managers)."""
+        if self.pending is None:
+            self.pending = set(changed_now())
+        self.pending.discard(key)
+        if not self.pending:
+            self.settled.set()
+
     def first(self, key: IntentKey) -> bool:
         """Whether ``key`` is a changed intent still before its first reconcile."""
         return self.pending is not None and key in self.pending

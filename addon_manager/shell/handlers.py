@@ -24,7 +24,9 @@ from typing import Any
 import kopf
 
 from addon_api import constants as c
-from addon_manager.engine import partition
+from addon_api.common import ShardStatus
+from addon_api.hashing import short_hash
+from addon_manager.engine import partition, sharding
 from addon_manager.engine.policy import Policy
 from addon_manager.facts import conflicts, revisions
 from addon_manager.facts.placement import decided_clusters, decision_group, decision_key
@@ -41,6 +43,7 @@ from addon_manager.shell.metricgate import PrometheusGate
 from addon_manager.shell.reconcile import Reconciler
 from addon_manager.shell.sealkeys import Sealer
 from addon_manager.shell.secrets import SecretWatches
+from addon_manager.shell.shards import ShardKeeper
 
 log = logging.getLogger(__name__)
 
@@ -101,6 +104,61 @@ class Wakeups:
 
 
 @dataclass
+class Sharding:
+    """A sharded manager's shards (``--shards``): which intents this replica writes."""
+
+    keeper: ShardKeeper
+    count: int
+    replica: str
+    gained: dict[int, asyncio.Event] = field(default_factory=dict)
+    """Per shard, set while this replica holds it (daemons of its intents wait on it)."""
+
+    def shard(self, key: tuple[str, str, str]) -> int:
+        """The shard of an intent."""
+        return sharding.shard_of(key[1], key[2], self.count)
+
+    def held(self, key: tuple[str, str, str]) -> ShardStatus | None:
+        """The shard an intent is held by, while this replica may write it; else None."""
+        shard = self.shard(key)
+        epoch = self.keeper.epoch(shard)
+        return None if epoch is None else ShardStatus(index=shard, replica=self.replica,
+                                                      epoch=epoch)
+
+    def event(self, shard: int) -> asyncio.Event:
+        """The event set while this replica holds ``shard``."""
+        if shard not in self.gained:
+            self.gained[shard] = asyncio.Event()
+        return self.gained[shard]
+
+    async def until_held(self, key: tuple[str, str, str], timeout: float) -> None:
+        """Return once this replica holds the intent's shard (or after ``timeout``)."""
+        event = self.event(self.shard(key))
+        if event.is_set():  # set, but lapsed since: wait for the next gain
+            event.clear()
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(event.wait(), timeout)
+
+
+def shards_changed(state: ManagerState, gained: Mapping[int, int], lost: set[int]) -> None:
+    """The keeper gained or lost shards: wake the intents they hold.
+
+    A gain first moves sealing to a new block of sequences (the shard's previous holder may
+    have sealed from a newer block than this replica's). Called on the event loop.
+    """
+    shards = state.sharding
+    if shards is None:
+        return
+    for shard in lost:
+        shards.event(shard).clear()
+    if gained and state.settings.sealer is not None:
+        state.settings.sealer.new_block()
+    for shard in gained:
+        shards.event(shard).set()
+    moved = set(gained) | lost
+    state.wakeups.poke([key for key in list(state.wakeups.events) if shards.shard(key) in moved])
+
+
+@dataclass
 class ManagerState:
     """Everything the handlers share, kept in kopf's operator memo (``memo.state``)."""
 
@@ -131,6 +189,8 @@ class ManagerState:
     """Intents whose prefetch holds the works' full list until their first reconcile."""
     kopf_seen: bool = False
     """kopf called a handler (every kopf index is populated)."""
+    sharding: Sharding | None = None
+    """The shards this replica holds (``--shards``); None: it writes every intent."""
 
     async def works_synced(self) -> None:
         """Return once works, clusters and add-ons are listed (at once without informers)."""
@@ -364,13 +424,18 @@ def _sealing(world: IndexWorld) -> list[tuple[str, str, str]]:
 async def configure(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) -> None:
     """Our finalizer, progress kept in annotations, only warnings posted as Events."""
     settings.persistence.finalizer = FINALIZER
-    settings.persistence.progress_storage = kopf.AnnotationsProgressStorage(prefix=c.GROUP)
+    state = state_of(memo)
+    # Sharded replicas keep their handlers' progress apart: a replica that does not hold an
+    # intent being deleted retries its cleanup without ever finishing it, so only the
+    # holder's finished cleanup removes the finalizer.
+    prefix = c.GROUP if state.sharding is None else (
+        f"r{short_hash(state.sharding.replica, length=10)}.{c.GROUP}")
+    settings.persistence.progress_storage = kopf.AnnotationsProgressStorage(prefix=prefix)
     settings.persistence.diffbase_storage = kopf.AnnotationsDiffBaseStorage(
         prefix=c.GROUP, key="last-handled-configuration"
     )
     settings.posting.level = logging.WARNING
     settings.watching.server_timeout = 300
-    state = state_of(memo)
     loop = asyncio.get_running_loop()
     tasks = []
     if state.settings.sealer is not None:
@@ -654,16 +719,27 @@ def _register_intent(spec: KindSpec, registry: kopf.OperatorRegistry) -> None:
         wake = state.wakeups.get(key)
         reconciler = _reconciler(state, kwargs)
         world = _world(state, kwargs)
+        shards = state.sharding
+        if shards is not None and shards.held(key) is None:
+            state.first_pass.skip(key, world.changed_intents)  # another replica's to plan
         await state.first_pass.turn(key, world.changed_intents)
         await state.works_ready_for(key)  # never plan from an empty store
         while not stopped:
             wake.clear()
+            held = None
+            if shards is not None:
+                held = shards.held(key)
+                metrics.intent_shard(kind, str(namespace), name, shards.shard(key),
+                                     shards.replica, held is not None)
+                if held is None:  # another replica writes it: wait until this one may
+                    await shards.until_held(key, settings.resync)
+                    continue
             started = time.monotonic()
             if (spec.seals and settings.secrets is not None
                     and storage_connection.secrets_named(body.get("spec") or {})):
                 await settings.secrets.settled(str(namespace))  # its namespace's watch
             try:
-                outcome = await reconciler.reconcile(kind, body)
+                outcome = await reconciler.reconcile(kind, body, shard=held)
             except Exception:
                 logger.exception("reconcile of %s %s/%s failed", kind, str(namespace), name)
                 await asyncio.sleep(5)
@@ -698,11 +774,18 @@ def _register_intent(spec: KindSpec, registry: kopf.OperatorRegistry) -> None:
         settings = state.settings
         reconciler = _reconciler(state, kwargs)
         await state.works_synced()
+        key = (kind, str(namespace), name)
+        shards = state.sharding
+        held = shards.held(key) if shards is not None else None
+        if shards is not None and held is None:  # its holder cleans up and removes the finalizer
+            raise kopf.TemporaryError(
+                f"shard {shards.shard(key)} is held by another manager replica",
+                delay=shards.keeper.settings.retry_period)
         overdue = runtime.total_seconds() >= settings.deletion_blocked_after
         if spec.owns_stack:
             # The status is kept current while the stacks go; a stack that add-on intents
             # still use is not removed (DeletionBlocked names them) until they are gone.
-            outcome = await reconciler.reconcile(kind, body, overdue=overdue)
+            outcome = await reconciler.reconcile(kind, body, overdue=overdue, shard=held)
             if outcome.phase_after == "Invalid":  # spec unreadable: cleanup keeps the rule
                 outcome.remaining = await reconciler.cleanup(kind, str(namespace), name)
             if outcome.blocked:
@@ -732,6 +815,9 @@ def _register_intent(spec: KindSpec, registry: kopf.OperatorRegistry) -> None:
                 f"waiting for ManifestWorks to go on {len(remaining)} cluster(s)", delay=2
             )
         metrics.forget_intent(kind, str(namespace), name)
+        if shards is not None:
+            metrics.intent_shard(kind, str(namespace), name, shards.shard(key), shards.replica,
+                                 False)
         reconciler.stale.forget((kind, str(namespace), name))
         state.wakeups.events.pop((kind, str(namespace), name), None)
         reconciler.removal_waits.pop((kind, str(namespace), name), None)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import functools
 import json
 import logging
@@ -31,6 +32,7 @@ from addon_manager.shell import addonconfig, crds, handlers, informers, leadersh
 from addon_manager.shell.apply import HubWriter
 from addon_manager.shell.metricgate import PrometheusGate
 from addon_manager.shell.secrets import SecretWatches
+from addon_manager.shell.shards import ShardKeeper, ShardSettings
 
 RECURSION_LIMIT = 50_000
 """Python recursion limit of the manager: enough to decode (and let kopf handle) objects
@@ -80,7 +82,13 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     p.add_argument("--leader-election-identity", default=leadership.default_identity(),
                    help="this replica's name in the election (default: $POD_NAME)")
     p.add_argument("--lease-duration", type=int, default=15,
-                   help="seconds a standby waits for a silent leader before taking over")
+                   help="seconds a standby waits for a silent leader before taking over "
+                   "(with --shards: before the survivors take a silent replica's shards)")
+    p.add_argument("--shards", type=int, default=0,
+                   help="split the intents into this many shards, each written by the one "
+                   "replica holding its Lease (in --leader-election-namespace); every replica "
+                   "acts, on its share of the shards (0: not sharded; instead of "
+                   "--leader-elect)")
     p.add_argument("--stale-after", type=float, default=60.0,
                    help="seconds a ManifestWork may wait for the work agent to pick up its spec "
                    "before the cluster's status entries show as stale (0 turns this off)")
@@ -168,6 +176,11 @@ def connection_from_kubeconfig(cfg: client.Configuration) -> kopf.ConnectionInfo
 def main(argv: list[str]) -> int:
     """Run the manager until interrupted."""
     args = parse_args(argv)
+    if args.shards and args.leader_elect:
+        raise SystemExit("model-serving-addon manager: --shards and --leader-elect exclude "
+                         "each other (sharded replicas all act, each on its shards)")
+    if args.shards < 0:
+        raise SystemExit("model-serving-addon manager: --shards must be 0 or more")
     handler = logging.StreamHandler(sys.stderr)
     if args.log_format == "json":
         handler.setFormatter(JsonFormatter())
@@ -215,7 +228,13 @@ def main(argv: list[str]) -> int:
     loop = asyncio.new_event_loop()
     asyncio.set_event_loop(loop)
     elector: leadership.Elector | None = None
-    if args.leader_elect:
+    keeper: ShardKeeper | None = None
+    if args.shards:
+        keeper = ShardKeeper(client.ApiClient(cfg), shard_settings(args), functools.partial(
+            _on_loop, loop, functools.partial(handlers.shards_changed, state)))
+        state.sharding = handlers.Sharding(keeper, args.shards, args.leader_election_identity)
+        keeper.start()
+    elif args.leader_elect:
         elector = leadership.Elector(client.ApiClient(cfg), election_settings(args))
         elector.start()
         # A warm standby: the informers list and watch while it waits, so that on taking
@@ -239,8 +258,16 @@ def main(argv: list[str]) -> int:
     finally:
         if elector is not None:
             elector.release()
+        if keeper is not None:
+            keeper.stop()
         watches.stop()
     return 0
+
+
+def _on_loop(loop: asyncio.AbstractEventLoop, fn: Callable[..., None], *args: Any) -> None:
+    """Run ``fn(*args)`` on ``loop`` (from another thread); dropped once the loop is closed."""
+    with contextlib.suppress(RuntimeError):
+        loop.call_soon_threadsafe(fn, *args)
 
 
 def _version() -> str:
@@ -331,6 +358,15 @@ def policy_from_args(args: argparse.Namespace) -> Policy:
 def _names(value: str) -> frozenset[str]:
     """A comma-separated flag's names (blanks dropped)."""
     return frozenset(n.strip() for n in value.split(",") if n.strip())
+
+
+def shard_settings(args: argparse.Namespace) -> ShardSettings:
+    """Shard Lease timings from ``--lease-duration``, as the leader election's."""
+    election = election_settings(args)
+    return ShardSettings(
+        namespace=election.namespace, identity=election.identity, shards=int(args.shards),
+        lease_duration=election.lease_duration, renew_deadline=election.renew_deadline,
+        retry_period=election.retry_period)
 
 
 def election_settings(args: argparse.Namespace) -> leadership.ElectionSettings:

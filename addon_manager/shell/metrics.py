@@ -186,3 +186,26 @@ LEADER = Gauge(
     "model_serving_manager_leader",
     "1 while this replica holds the manager Lease and acts; 0 while it stands by.",
 )
+
+SHARDS_HELD = Gauge(
+    "model_serving_manager_shards_held",
+    "Shards this replica holds and writes (sharded managers, --shards).",
+)
+
+INTENT_SHARD = Gauge(
+    "model_serving_intent_shard_held",
+    "1 for each intent whose shard this replica holds: which replica writes which intent "
+    "(sharded managers, --shards).",
+    ["kind", "namespace", "name", "shard", "replica"],
+)
+
+
+def intent_shard(kind: str, namespace: str, name: str, shard: int, replica: str,
+                 held: bool) -> None:
+    """Record whether this replica holds (and writes) an intent's shard."""
+    labels = (kind, namespace, name, str(shard), replica)
+    if held:
+        INTENT_SHARD.labels(*labels).set(1)
+    else:
+        with contextlib.suppress(KeyError):
+            INTENT_SHARD.remove(*labels)

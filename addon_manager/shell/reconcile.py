@@ -20,7 +20,7 @@ from datetime import UTC, datetime
 from typing import Any, Protocol
 
 from addon_api import constants as c
-from addon_api.common import EndpointStatus, IntentStatus
+from addon_api.common import EndpointStatus, IntentStatus, ShardStatus
 from addon_api.conditions import condition
 from addon_api.reasons import ClusterPhase, IntentConditionType, IntentPhase
 from addon_api.rollout import MetricGate
@@ -174,13 +174,16 @@ class Reconciler:
         return plan(spec_of(kind), body, self.snapshot(), overdue=overdue)
 
     async def reconcile(
-        self, kind: str, body: Mapping[str, Any], *, overdue: bool = False
+        self, kind: str, body: Mapping[str, Any], *, overdue: bool = False,
+        shard: ShardStatus | None = None,
     ) -> Outcome:
         """Bring one intent's works to the desired set and write its status if it changed.
 
         See :func:`addon_manager.engine.plan.plan` for what is desired (removal rule, partition
         safety, gates); ``overdue`` says a deletion has waited long enough for the remaining
-        works to be reported as ``WorksRemain``.
+        works to be reported as ``WorksRemain``. ``shard`` (sharded managers): the shard this
+        replica holds the intent by; its epoch goes on every work written, and the status
+        names it.
         """
         started = time.monotonic()
         todo = self.plan(kind, body, overdue=overdue)
@@ -199,6 +202,7 @@ class Reconciler:
                 observed_generation=todo.generation, phase=IntentPhase.INVALID.value,
                 conditions=[condition(IntentConditionType.READY, False, reason, message,
                                       now=_now())],
+                shard=shard,
             )
             await self._write_status(todo, new, out)
             return out
@@ -206,7 +210,8 @@ class Reconciler:
         out.conflicts, out.blocked, out.held = todo.conflicts, todo.blocked, todo.held
         out.skipped = todo.skipped
         metrics.WORK_SKIPS.labels(kind).inc(todo.skipped)
-        done = await self.executor.run(todo)
+        done = await self.executor.run(
+            todo, fence=f"{shard.index}/{shard.epoch}" if shard is not None else None)
         out.applied, out.deleted, out.errors = done.applied, done.deleted, done.errors
         if todo.deletes:  # works went: what only they needed goes too
             await self.collect_for(kind, todo.namespace, todo.name, going=todo.deleting)
@@ -239,6 +244,8 @@ class Reconciler:
                 "endpoint": result.status.endpoint.model_copy(update={"pool_import": kept})})
         else:
             status = result.status
+        if shard is not None:
+            status = status.model_copy(update={"shard": shard})
         await self._write_status(todo, status, out, keep_blocked=not todo.deleting)
         self._observe(kind, todo.namespace, todo.name, status)
         metrics.RECONCILE_SECONDS.labels(kind).observe(time.monotonic() - started)

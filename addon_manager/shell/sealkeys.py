@@ -165,6 +165,15 @@ class Sealer:
             self._next += 1
             return self._next
 
+    def new_block(self) -> None:
+        """Seal from a new block from now on (a sharded replica that took a shard over).
+
+        The replica that held the shard before may have sealed from a block allocated after
+        this replica's current one; a new block starts above every block allocated so far, so
+        no sequence the agents saw from the old holder is ever followed by a lower one.
+        """
+        self._next = self._end
+
     def pinned(self, cluster: str) -> AgentKey | None:
         """The key pinned for ``cluster`` (pending writes included)."""
         public = self._pending.get(cluster) or self.pins.get(cluster)

@@ -99,8 +99,9 @@ def test_default_render() -> None:
     role = next(o for o in objs if o["kind"] == "Role")
     assert role["metadata"]["namespace"] == manager["metadata"]["namespace"]
     assert role["rules"] == [
+        # the leader's Lease; sharded replicas' shard and member Leases (one list a round)
         {"apiGroups": ["coordination.k8s.io"], "resources": ["leases"],
-         "verbs": ["get", "create", "update"]},
+         "verbs": ["get", "list", "create", "update", "patch", "delete"]},
         # sealing: its keys Secret (created once, then only read), its ConfigMap; the
         # AddOnDeploymentConfig it owns, from the chart's ConfigMap and its verify key
         {"apiGroups": [""], "resources": ["secrets", "configmaps"], "verbs": ["create"]},
@@ -166,6 +167,14 @@ def test_the_agent_reads_what_a_namespace_holds_before_deleting_it() -> None:
     assert {"podtemplates", "csistoragecapacities", "resourceclaims"} <= listable
 
 
+def test_sharded_replicas_all_act_instead_of_electing_a_leader() -> None:
+    manager = next(o for o in render("manager.replicas=3", "manager.shards=12")
+                   if o["kind"] == "Deployment")
+    args = manager["spec"]["template"]["spec"]["containers"][0]["args"]
+    assert manager["spec"]["replicas"] == 3
+    assert "--shards=12" in args and "--leader-elect" not in args
+
+
 @pytest.mark.parametrize(
     ("sets", "expect"),
     [
@@ -198,6 +207,7 @@ def test_feature_flags(sets: tuple[str, ...], expect: str) -> None:
         (("manager.logLevel=loud",), "logLevel"),
         (("manager.replicas=6",), "replicas"),
         (("manager.leaseDurationSeconds=1",), "leaseDurationSeconds"),
+        (("manager.shards=-1",), "shards"),
         (("manager.unavailableGraceSeconds=-1",), "unavailableGraceSeconds"),
         (("manager.staleAfterSeconds=soon",), "staleAfterSeconds"),
         (("manager.prometheus.url=thanos:9090",), "url"),

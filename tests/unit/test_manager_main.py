@@ -70,3 +70,18 @@ def test_login_uses_the_given_kubeconfig_only(tmp_path: Path) -> None:
     info = main.connection_from_kubeconfig(cfg)
     assert info.server == "https://127.0.0.1:6443"
     assert info.token == "tok" and info.scheme == "Bearer" and info.insecure is True
+
+
+def test_sharding_flags() -> None:
+    import pytest
+
+    args = main.parse_args(["--shards=12", "--lease-duration=9",
+                            "--leader-election-identity=mgr-1"])
+    settings = main.shard_settings(args)
+    assert (settings.shards, settings.identity, settings.lease_duration) == (12, "mgr-1", 9)
+    assert settings.renew_deadline < settings.lease_duration  # it stops before others start
+    assert main.parse_args([]).shards == 0
+    with pytest.raises(SystemExit, match="--shards and --leader-elect"):
+        main.main(["--shards=4", "--leader-elect"])
+    with pytest.raises(SystemExit, match="--shards must be 0 or more"):
+        main.main(["--shards=-1"])

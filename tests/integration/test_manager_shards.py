@@ -1,0 +1,170 @@
+"""Sharded managers (issue 35): every replica acts on the shards it holds; a replica that dies
+loses its shards to the others within the Lease's duration, one that stops cleanly at once,
+and one that joins takes its share; each intent's works and status are written by the holder
+of its shard only, every work carrying the shard's epoch."""
+
+from __future__ import annotations
+
+import json
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from addon_api import constants as c
+from addon_manager.engine import sharding
+from testbed import identities
+from testbed.fleet import Testbed
+from testbed.support.manager import (
+    Manager,
+    exists,
+    get_json,
+    inference_service,
+    manager_identity,
+    model_serving,
+    placement,
+    prepare,
+    set_platform_phase,
+    works,
+)
+from testbed.support.waiting import eventually
+
+LEASE_NS = identities.MANAGER_NAMESPACE
+SHARDS = 8
+LEASE = 10
+
+
+def _replica(testbed: Testbed, tmp_path: Path, name: str) -> Manager:
+    return Manager(
+        manager_identity(testbed), tmp_path / f"{name}.log", "--no-addon-enablement",
+        f"--shards={SHARDS}", f"--leader-election-namespace={LEASE_NS}",
+        f"--leader-election-identity={name}", f"--lease-duration={LEASE}",
+    ).start()
+
+
+@pytest.fixture
+def replicas(testbed: Testbed) -> Iterator[dict[str, Manager]]:
+    """Replicas started on demand (as the chart's ServiceAccount); stopped afterwards."""
+    prepare(testbed)
+    started: dict[str, Manager] = {}
+    yield started
+    for mgr in started.values():
+        mgr.stop()
+        mgr.print_tail()
+
+
+def _models(ns: str, replicas: list[str], count: int) -> dict[str, str]:
+    """``count`` model names whose shards spread over ``replicas`` (at least two each),
+    with the replica that should hold each."""
+    out: dict[str, str] = {}
+    i = 0
+    while len(out) < count or min(list(out.values()).count(r) for r in replicas) < 2:
+        name = f"m{i}"
+        out[name] = sharding.preferred(sharding.shard_of(ns, name, SHARDS), replicas)
+        i += 1
+    return out
+
+
+def _shard(hub: Any, resource: str, name: str, ns: str) -> dict[str, Any]:
+    return dict((get_json(hub, resource, name, "-n", ns).get("status") or {}).get("shard") or {})
+
+
+def _held(mgr: Manager) -> set[str]:
+    """The intents whose shard the replica says it holds (its metric)."""
+    return {key.split('name="')[1].split('"')[0] for key, v in mgr.metrics().items()
+            if key.startswith("model_serving_intent_shard_held{") and v == 1}
+
+
+def _fences(hub: Any, ns: str, name: str) -> set[str]:
+    return {w["metadata"]["annotations"].get(sharding.FENCE_ANNOTATION, "")
+            for w in works(hub, ns, name, c.KIND_INFERENCE_SERVICE).values()}
+
+
+def test_replicas_split_the_intents_and_hand_them_over(
+    testbed: Testbed, hub_namespace: str, replicas: dict[str, Manager], tmp_path: Path,
+) -> None:
+    hub, spoke, ns = testbed.hub, testbed.spokes[0], hub_namespace
+    label = f"sh-{uuid.uuid4().hex[:6]}"
+    hub.kubectl("label", "managedcluster", spoke.name, f"{label}=yes", "--overwrite")
+    for name in ("a", "b"):
+        replicas[name] = _replica(testbed, tmp_path, name)
+    models = _models(ns, ["a", "b"], 6)
+    try:
+        hub.apply_objects([placement("p", ns, {label: "yes"}), model_serving("stack", ns, "p"),
+                           *(inference_service(m, ns, "p") for m in models)])
+        eventually(lambda: exists(spoke, "servingplatform", "model-serving"), timeout=90)
+        set_platform_phase(spoke, "Available")
+
+        # Each model is written by the replica its shard's Lease names, and only by it.
+        def split(expected: dict[str, str]) -> bool:
+            for m, replica in expected.items():
+                shard = _shard(hub, "mcisvc", m, ns)
+                if shard.get("replica") != replica:
+                    return False
+                if _fences(hub, ns, m) != {f"{shard['index']}/{shard['epoch']}"}:
+                    return False
+            return True
+
+        eventually(lambda: split(models), timeout=90)
+        for name, mgr in replicas.items():
+            assert {m for m, r in models.items() if r == name} <= _held(mgr)
+            assert not {m for m, r in models.items() if r != name} & _held(mgr)
+        lease = get_json(hub, "lease", sharding.shard_lease_name(
+            sharding.shard_of(ns, "m0", SHARDS)), "-n", LEASE_NS)
+        assert lease["spec"]["holderIdentity"] == models["m0"]
+
+        # "a" dies without a word: "b" takes its shards once their Leases expire, at a new
+        # epoch, and writes a's models' next change.
+        before = {m: _shard(hub, "mcisvc", m, ns) for m in models}
+        hashes = {m: {w["metadata"]["annotations"][c.ANNOTATION_RENDER_HASH]
+                      for w in works(hub, ns, m, c.KIND_INFERENCE_SERVICE).values()}
+                  for m in models}
+        replicas["a"].kill()
+        killed = time.monotonic()
+        eventually(lambda: all(_shard(hub, "mcisvc", m, ns).get("replica") == "b"
+                               for m in models), timeout=60)
+        took = time.monotonic() - killed
+        print(f"b holds a's shards {took:.1f}s after a was killed (Lease {LEASE}s)")
+        assert took < 3 * LEASE
+        for m, replica in models.items():
+            now = _shard(hub, "mcisvc", m, ns)
+            assert now["epoch"] == before[m]["epoch"] + (1 if replica == "a" else 0), (m, now)
+            # nothing was rewritten by the takeover: the works are what a wrote
+            assert {w["metadata"]["annotations"][c.ANNOTATION_RENDER_HASH]
+                    for w in works(hub, ns, m, c.KIND_INFERENCE_SERVICE).values()} == hashes[m]
+        moved = next(m for m, r in models.items() if r == "a")
+        hub.kubectl("patch", "mcisvc", moved, "-n", ns, "--type=merge", "-p", json.dumps(
+            {"spec": {"template": {"predictor": {"minReplicas": 2}}}}))
+        shard = before[moved]
+        eventually(lambda: _fences(hub, ns, moved) == {
+            f"{shard['index']}/{shard['epoch'] + 1}"}, timeout=60)
+
+        # "c" joins: it takes its share from "b" (a release, then its acquisition), and a
+        # clean stop of "b" hands the rest to "c" at once, without waiting for the Lease.
+        replicas["c"] = _replica(testbed, tmp_path, "c")
+        joined = {m: sharding.preferred(sharding.shard_of(ns, m, SHARDS), ["b", "c"])
+                  for m in models}
+        eventually(lambda: all(_shard(hub, "mcisvc", m, ns).get("replica") == r
+                               for m, r in joined.items()), timeout=60)
+        stopped = time.monotonic()
+        replicas["b"].stop()
+        eventually(lambda: all(_shard(hub, "mcisvc", m, ns).get("replica") == "c"
+                               for m in models), timeout=60)
+        print(f"c holds every shard {time.monotonic() - stopped:.1f}s after b stopped")
+        assert time.monotonic() - stopped < LEASE  # handed back, not expired
+        assert not exists(hub, "lease", sharding.member_lease_name("b"), "-n", LEASE_NS)
+
+        # Removal by the holder: finalizers go, works go.
+        hub.kubectl("delete", "mcisvc", "--all", "-n", ns, "--wait=false")
+        eventually(lambda: all(not exists(hub, "mcisvc", m, "-n", ns) for m in models),
+                   timeout=90)
+        assert all(works(hub, ns, m, c.KIND_INFERENCE_SERVICE) == {} for m in models)
+    finally:
+        hub.kubectl("delete", "mcisvc,msv", "--all", "-n", ns, "--wait=false", check=False)
+        live = [m for m in replicas.values() if m.proc is not None and m.proc.poll() is None]
+        if live:
+            eventually(lambda: not exists(hub, "msv", "stack", "-n", ns), timeout=120)
+        hub.kubectl("label", "managedcluster", spoke.name, f"{label}-", check=False)

@@ -1,0 +1,84 @@
+"""Sharding (issue 35): intents to shards, shards to live replicas, and what a replica does
+with the shard Leases as it observes them."""
+
+from __future__ import annotations
+
+from collections import Counter
+
+from addon_manager.engine import sharding
+from addon_manager.engine.sharding import Observed, decide, preferred, shard_of
+
+
+def lease(holder: str, at: float = 0.0, transitions: int = 1, rv: str = "1") -> Observed:
+    return Observed(holder, transitions, rv, at, 15.0)
+
+
+def test_an_intent_always_lands_in_the_same_shard_and_shards_are_even() -> None:
+    assert shard_of("team-a", "iris", 16) == shard_of("team-a", "iris", 16)
+    assert shard_of("team-a", "iris", 1) == 0
+    counts = Counter(shard_of(f"ns{i % 7}", f"model-{i}", 8) for i in range(8000))
+    assert set(counts) == set(range(8))
+    assert max(counts.values()) < 1.1 * 1000  # within 10 % of even
+
+
+def test_a_replica_that_joins_or_dies_moves_only_its_share_of_the_shards() -> None:
+    three = {k: preferred(k, ["a", "b", "c"]) for k in range(64)}
+    assert set(three.values()) == {"a", "b", "c"}
+    # "c" dies: only its shards move, each to one survivor
+    two = {k: preferred(k, ["a", "b"]) for k in range(64)}
+    assert all(two[k] == three[k] for k in range(64) if three[k] != "c")
+    # "d" joins: it takes shards from the others and nothing moves between them
+    four = {k: preferred(k, ["a", "b", "c", "d"]) for k in range(64)}
+    assert all(four[k] in (three[k], "d") for k in range(64))
+    assert 8 <= list(four.values()).count("d") <= 24
+    assert preferred(3, []) == ""
+
+
+def test_free_shards_are_acquired_by_their_preferred_replica_only() -> None:
+    members = {"a": lease("a"), "b": lease("b")}
+    got_a = decide("a", 8, members, {}, (), now=1.0)
+    got_b = decide("b", 8, members, {}, (), now=1.0)
+    assert sorted(got_a.acquire + got_b.acquire) == list(range(8))
+    assert not set(got_a.acquire) & set(got_b.acquire)
+    assert got_a.acquire == tuple(k for k in range(8) if preferred(k, ["a", "b"]) == "a")
+
+
+def test_a_shard_a_live_replica_holds_is_waited_for_and_released_to_its_preferred() -> None:
+    members = {"a": lease("a"), "b": lease("b")}
+    theirs = [k for k in range(8) if preferred(k, ["a", "b"]) == "a"]
+    # "b" held everything alone; "a" joined: b releases a's share, a waits until it has
+    shards = {k: lease("b") for k in range(8)}
+    b = decide("b", 8, members, shards, range(8), now=1.0)
+    assert sorted(b.release) == theirs and sorted(b.renew + b.release) == list(range(8))
+    a = decide("a", 8, members, shards, (), now=1.0)
+    assert a.acquire == () and sorted(a.waiting) == theirs
+    released = {**shards, **{k: lease("") for k in theirs}}
+    assert sorted(decide("a", 8, members, released, (), now=2.0).acquire) == theirs
+
+
+def test_a_dead_replicas_shards_go_to_the_survivors_once_its_leases_expire() -> None:
+    members = {"a": lease("a", at=0.0), "b": lease("b", at=100.0)}
+    mine_then = [k for k in range(8) if preferred(k, ["a", "b"]) == "a"]
+    shards = {k: lease("a" if k in mine_then else "b", at=0.0 if k in mine_then else 100.0)
+              for k in range(8)}
+    # at 10 s "a" still counts (its member Lease not expired): nothing taken
+    assert decide("b", 8, members, shards, [k for k in range(8) if k not in mine_then],
+                  now=10.0).acquire == ()
+    # at 16 s its member and shard Leases expired: "b" takes every one of them
+    later = decide("b", 8, members, shards, [k for k in range(8) if k not in mine_then],
+                   now=16.0)
+    assert sorted(later.acquire) == mine_then
+    assert sharding.live_replicas("b", members, 16.0) == {"b"}
+
+
+def test_a_shard_released_or_held_under_our_own_name_is_acquired_again() -> None:
+    # our own name on a Lease we do not hold (a restart with the same identity) is acquired
+    # again, which moves its epoch: nothing written before the restart passes for ours
+    members = {"a": lease("a")}
+    got = decide("a", 2, members, {0: lease("a"), 1: lease("")}, (), now=1.0)
+    assert got.acquire == (0, 1)
+
+
+def test_lease_names() -> None:
+    assert sharding.shard_lease_name(3) == "model-serving-addon-manager-shard-3"
+    assert sharding.member_lease_name("mgr-0") == "model-serving-addon-manager-member-mgr-0"
