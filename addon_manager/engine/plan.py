@@ -226,6 +226,9 @@ class Executed:
     """Clusters whose own work was not written: (reason, message)."""
     going: set[str] = field(default_factory=set)
     """Clusters whose work's delete was sent (now or before)."""
+    fenced: bool = False
+    """The hub refused a write as coming from a replica that lost the intent's shard (sharded
+    managers): another replica writes this intent now, its status included."""
 
 
 @dataclass(frozen=True)

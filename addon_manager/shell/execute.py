@@ -108,6 +108,11 @@ def decoded_secret(
     return {k: v for k, v in out.items() if v is not None}
 
 
+FENCED = "no longer holds shard"
+"""In the hub's refusal of a work written with a shard's old epoch (the chart's admission
+policy ``<release>-shard-fence``)."""
+
+
 class Executor:
     """Performs plans through a :class:`Writer`; remembers its writes."""
 
@@ -168,6 +173,9 @@ class Executor:
             if isinstance(result, BaseException):
                 if not isinstance(result, (WriteError, sealing.SealError)):
                     raise result
+                if FENCED in str(result):
+                    done.fenced = True
+                    continue
                 done.errors += 1
                 metrics.WORK_ERRORS.labels(kind, what).inc()
                 log.warning("%s %s/%s on %s failed: %s", what, plan.namespace, plan.name, cl,

@@ -212,6 +212,12 @@ class Reconciler:
         metrics.WORK_SKIPS.labels(kind).inc(todo.skipped)
         done = await self.executor.run(
             todo, fence=f"{shard.index}/{shard.epoch}" if shard is not None else None)
+        if done.fenced:  # another replica holds the shard now: it writes the status too
+            log.warning("%s %s/%s: the hub refused a write at shard %s epoch %s: another "
+                        "replica holds the shard", kind, todo.namespace, todo.name,
+                        shard.index if shard else "?", shard.epoch if shard else "?")
+            out.recheck_after = None
+            return out
         out.applied, out.deleted, out.errors = done.applied, done.deleted, done.errors
         if todo.deletes:  # works went: what only they needed goes too
             await self.collect_for(kind, todo.namespace, todo.name, going=todo.deleting)

@@ -16,7 +16,7 @@ import pytest
 
 from addon_api import constants as c
 from addon_manager.engine import sharding
-from testbed import identities
+from testbed import chart, identities
 from testbed.fleet import Testbed
 from testbed.support.manager import (
     Manager,
@@ -47,13 +47,23 @@ def _replica(testbed: Testbed, tmp_path: Path, name: str) -> Manager:
 
 @pytest.fixture
 def replicas(testbed: Testbed) -> Iterator[dict[str, Manager]]:
-    """Replicas started on demand (as the chart's ServiceAccount); stopped afterwards."""
+    """Replicas started on demand (as the chart's ServiceAccount), with the chart's fence
+    admission policy on the hub; stopped (and the policy removed) afterwards."""
     prepare(testbed)
+    fence = [o for o in chart.render(f"manager.shards={SHARDS}", namespace=LEASE_NS)
+             if o["kind"].startswith("ValidatingAdmissionPolicy")
+             and o["metadata"]["name"].endswith("-shard-fence")]
+    assert [o["kind"] for o in fence] == ["ValidatingAdmissionPolicy",
+                                          "ValidatingAdmissionPolicyBinding"]
+    testbed.hub.apply_objects(fence)
     started: dict[str, Manager] = {}
     yield started
     for mgr in started.values():
         mgr.stop()
         mgr.print_tail()
+    for obj in fence:
+        testbed.hub.kubectl("delete", obj["kind"].lower(), obj["metadata"]["name"],
+                            "--ignore-not-found")
 
 
 def _models(ns: str, replicas: list[str], count: int) -> dict[str, str]:
@@ -135,10 +145,21 @@ def test_replicas_split_the_intents_and_hand_them_over(
             # nothing was rewritten by the takeover: the works are what a wrote
             assert {w["metadata"]["annotations"][c.ANNOTATION_RENDER_HASH]
                     for w in works(hub, ns, m, c.KIND_INFERENCE_SERVICE).values()} == hashes[m]
+        # A write with a's old epoch (a replica paused past its renew deadline, resuming
+        # mid-write) is refused by the hub, whoever sends it.
         moved = next(m for m, r in models.items() if r == "a")
+        shard = before[moved]
+        (work,) = works(hub, ns, moved, c.KIND_INFERENCE_SERVICE).values()
+        stale = hub.kubectl(
+            "patch", "manifestwork", work["metadata"]["name"], "-n",
+            work["metadata"]["namespace"], "--type=merge", "-p", json.dumps({
+                "metadata": {"annotations": {
+                    sharding.FENCE_ANNOTATION: f"{shard['index']}/{shard['epoch']}"}},
+                "spec": {"deleteOption": {"propagationPolicy": "Orphan"}}}), check=False)
+        assert stale.returncode != 0
+        assert "no longer holds shard" in stale.stderr, stale.stderr
         hub.kubectl("patch", "mcisvc", moved, "-n", ns, "--type=merge", "-p", json.dumps(
             {"spec": {"template": {"predictor": {"minReplicas": 2}}}}))
-        shard = before[moved]
         eventually(lambda: _fences(hub, ns, moved) == {
             f"{shard['index']}/{shard['epoch'] + 1}"}, timeout=60)
 

@@ -82,3 +82,52 @@ def test_a_shard_released_or_held_under_our_own_name_is_acquired_again() -> None
 def test_lease_names() -> None:
     assert sharding.shard_lease_name(3) == "model-serving-addon-manager-shard-3"
     assert sharding.member_lease_name("mgr-0") == "model-serving-addon-manager-member-mgr-0"
+
+
+def test_a_sharded_replica_writes_its_epoch_on_every_work_and_names_itself_in_the_status(
+) -> None:
+    import asyncio
+
+    from addon_api.common import ShardStatus
+    from addon_manager.shell.reconcile import Reconciler
+    from testbed.support.fake_hub import FakeHub
+    from testbed.support.sealing import memory_sealer
+    from tests.unit.test_namespace_policy_work import POLICY, msv
+
+    hub = FakeHub(placements={("ns", "p"): frozenset({"c1", "c2"})})
+    held = ShardStatus(index=3, replica="mgr-1", epoch=7)
+    asyncio.run(Reconciler(hub, hub, memory_sealer(), admin=POLICY).reconcile(
+        "ModelServing", msv(), shard=held))
+    written = [body for body in hub.bodies.values()]
+    assert written and all(
+        b["metadata"]["annotations"][sharding.FENCE_ANNOTATION] == "3/7" for b in written)
+    assert hub.statuses["kserve"]["shard"] == {"index": 3, "replica": "mgr-1", "epoch": 7}
+    # not sharded: no epoch, no shard in the status
+    plain = FakeHub(placements={("ns", "p"): frozenset({"c1"})})
+    asyncio.run(Reconciler(plain, plain, memory_sealer(), admin=POLICY).reconcile(
+        "ModelServing", msv()))
+    assert all(sharding.FENCE_ANNOTATION not in (b["metadata"].get("annotations") or {})
+               for b in plain.bodies.values())
+    assert "shard" not in plain.statuses["kserve"]
+
+
+def test_a_write_the_hub_fences_off_leaves_the_status_to_the_shards_holder() -> None:
+    import asyncio
+
+    from addon_api.common import ShardStatus
+    from addon_manager.shell.apply import WriteError
+    from addon_manager.shell.reconcile import Reconciler
+    from testbed.support.fake_hub import FakeHub
+    from testbed.support.sealing import memory_sealer
+    from tests.unit.test_namespace_policy_work import POLICY, msv
+
+    class Fenced(FakeHub):
+        async def apply_work(self, body: dict[str, object], *, force: bool) -> None:
+            raise WriteError("admission webhook denied: written by a manager replica that no "
+                             "longer holds shard 3/6 (its Lease ... is at epoch 7)", 403)
+
+    hub = Fenced(placements={("ns", "p"): frozenset({"c1"})})
+    out = asyncio.run(Reconciler(hub, hub, memory_sealer(), admin=POLICY).reconcile(
+        "ModelServing", msv(), shard=ShardStatus(index=3, replica="old", epoch=6)))
+    assert "kserve" not in hub.statuses  # no status claiming a failure it did not see
+    assert not out.status_written
