@@ -777,10 +777,16 @@ def _register_intent(spec: KindSpec, registry: kopf.OperatorRegistry) -> None:
         key = (kind, str(namespace), name)
         shards = state.sharding
         held = shards.held(key) if shards is not None else None
-        if shards is not None and held is None:  # its holder cleans up and removes the finalizer
-            raise kopf.TemporaryError(
-                f"shard {shards.shard(key)} is held by another manager replica",
-                delay=shards.keeper.settings.retry_period)
+        if shards is not None and held is None:
+            # Its holder cleans up and removes the finalizer. Waited for here, quietly: a
+            # retry is a patch of the intent's progress annotations, and its event reaches
+            # every replica.
+            await shards.until_held(key, 2.0 * shards.keeper.settings.lease_duration)
+            held = shards.held(key)
+            if held is None:
+                raise kopf.TemporaryError(
+                    f"shard {shards.shard(key)} is held by another manager replica",
+                    delay=shards.keeper.settings.retry_period)
         overdue = runtime.total_seconds() >= settings.deletion_blocked_after
         if spec.owns_stack:
             # The status is kept current while the stacks go; a stack that add-on intents
