@@ -64,6 +64,11 @@ def preferred(shard: int, replicas: Iterable[str]) -> str:
     return best
 
 
+def fence(shard: int, epoch: int) -> str:
+    """The value of :data:`FENCE_ANNOTATION` for a write at ``epoch`` of ``shard``."""
+    return f"{shard}/{epoch}"
+
+
 def shard_lease_name(shard: int) -> str:
     """The Lease that holds ``shard``."""
     return f"{LEASE_PREFIX}-shard-{shard}"

@@ -24,7 +24,7 @@ from addon_api.common import EndpointStatus, IntentStatus, ShardStatus
 from addon_api.conditions import condition
 from addon_api.reasons import ClusterPhase, IntentConditionType, IntentPhase
 from addon_api.rollout import MetricGate
-from addon_manager.engine import endpoint, partition, policy
+from addon_manager.engine import endpoint, partition, policy, sharding
 from addon_manager.engine import status as st
 from addon_manager.engine.plan import Plan, Snapshot, finish, plan, removal_blockers
 from addon_manager.engine.rollout import MetricAnswer
@@ -210,12 +210,11 @@ class Reconciler:
         out.conflicts, out.blocked, out.held = todo.conflicts, todo.blocked, todo.held
         out.skipped = todo.skipped
         metrics.WORK_SKIPS.labels(kind).inc(todo.skipped)
-        done = await self.executor.run(
-            todo, fence=f"{shard.index}/{shard.epoch}" if shard is not None else None)
+        written_at = sharding.fence(shard.index, shard.epoch) if shard is not None else None
+        done = await self.executor.run(todo, fence=written_at)
         if done.fenced:  # another replica holds the shard now: it writes the status too
-            log.warning("%s %s/%s: the hub refused a write at shard %s epoch %s: another "
-                        "replica holds the shard", kind, todo.namespace, todo.name,
-                        shard.index if shard else "?", shard.epoch if shard else "?")
+            log.warning("%s %s/%s: the hub refused a write at shard epoch %s: another replica "
+                        "holds the shard", kind, todo.namespace, todo.name, written_at)
             out.recheck_after = None
             return out
         out.applied, out.deleted, out.errors = done.applied, done.deleted, done.errors

@@ -79,7 +79,8 @@ def test_a_shard_released_or_held_under_our_own_name_is_acquired_again() -> None
     assert got.acquire == (0, 1)
 
 
-def test_lease_names() -> None:
+def test_lease_names_and_the_fence() -> None:
+    assert sharding.fence(3, 7) == "3/7"
     assert sharding.shard_lease_name(3) == "model-serving-addon-manager-shard-3"
     assert sharding.member_lease_name("mgr-0") == "model-serving-addon-manager-member-mgr-0"
 
