@@ -154,8 +154,11 @@ def shards_changed(state: ManagerState, gained: Mapping[int, int], lost: set[int
         state.settings.sealer.new_block()
     for shard in gained:
         shards.event(shard).set()
-    moved = set(gained) | lost
-    state.wakeups.poke([key for key in list(state.wakeups.events) if shards.shard(key) in moved])
+    moved = [key for key in list(state.wakeups.events) if shards.shard(key) in set(gained) | lost]
+    for kind, namespace, name in moved:  # the metric says so now, not at the daemon's next turn
+        shard = shards.shard((kind, namespace, name))
+        metrics.intent_shard(kind, namespace, name, shard, shards.replica, shard in gained)
+    state.wakeups.poke(moved)
 
 
 @dataclass
