@@ -111,6 +111,11 @@ class Decision:
     """Shards it holds that another live replica should hold: stop writing, then release."""
     waiting: Mapping[int, str] = field(default_factory=dict)
     """Shards it should hold that another live replica still holds, by holder."""
+    forget: tuple[str, ...] = ()
+    """Replicas whose member Lease this replica saw unrenewed for its whole duration: dead,
+    or cut off long enough to have stopped writing. Their Leases are deleted, so that
+    replicas which die (pods have new names each time) leave nothing behind and a replica
+    that starts later does not wait a Lease's duration for them."""
 
 
 def live_replicas(me: str, members: Mapping[str, Observed], now: float) -> frozenset[str]:
@@ -142,4 +147,5 @@ def decide(me: str, count: int, members: Mapping[str, Observed],
                 acquire.append(shard)
             else:
                 waiting[shard] = lease.holder
-    return Decision(tuple(acquire), tuple(renew), tuple(release), waiting)
+    forget = tuple(sorted(name for name in members if name != me and name not in live))
+    return Decision(tuple(acquire), tuple(renew), tuple(release), waiting, forget)

@@ -112,11 +112,16 @@ class ShardKeeper:
             held, self._held = dict(self._held), {}
         self._changed({}, set(held))
         for shard in held:
-            with contextlib.suppress(ApiException):
+            try:
                 self._release(shard)
-        with contextlib.suppress(ApiException):
+            except ApiException as err:
+                log.warning("shard %d not released (it lapses by its Lease): %s", shard, err)
+        try:
             self._api.delete_namespaced_lease(
                 sharding.member_lease_name(self.settings.identity), self.settings.namespace)
+        except ApiException as err:
+            log.warning("member Lease not deleted: %s", err)
+        log.info("stopped: released shards %s", sorted(held))
         metrics.SHARDS_HELD.set(0)
 
     def tick(self) -> None:
@@ -138,6 +143,8 @@ class ShardKeeper:
                 with contextlib.suppress(KeyError, ValueError):
                     shard = int(labels[sharding.SHARD_LABEL])
                     shards[shard], raw[shard] = observed, lease
+        listed_names = {str(lease.metadata.name) for lease in listed if lease.metadata}
+        self._seen = {k: v for k, v in self._seen.items() if k in listed_names}
         with self._lock:
             mine = list(self._held)
         decision = sharding.decide(s.identity, s.shards, members, shards, mine, now)
@@ -163,6 +170,8 @@ class ShardKeeper:
             epoch = self._acquire(shard, raw.get(shard))
             if epoch is not None:
                 gained[shard] = epoch
+        for name in decision.forget:
+            self._forget(name, members[name].resource_version)
         lost |= self._lapse(notify=False)
         if gained or lost:
             if gained:
@@ -269,6 +278,19 @@ class ShardKeeper:
             if shard in self._held:
                 self._held[shard] = (held[0], started)
         return True
+
+    def _forget(self, replica: str, resource_version: str) -> None:
+        """Delete the member Lease of a replica seen dead, unless it renewed it meanwhile."""
+        try:
+            self._api.delete_namespaced_lease(
+                sharding.member_lease_name(replica), self.settings.namespace,
+                body=client.V1DeleteOptions(
+                    preconditions=client.V1Preconditions(resource_version=resource_version)))
+        except ApiException as err:
+            if err.status not in (404, 409):  # gone already, or renewed: alive after all
+                raise
+            return
+        log.info("replica %s stopped renewing its member Lease: forgotten", replica)
 
     def _release(self, shard: int, lease: client.V1Lease | None = None) -> None:
         """Hand a shard back (only if this replica still holds it)."""

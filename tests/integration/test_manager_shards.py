@@ -143,6 +143,9 @@ def test_replicas_split_the_intents_and_hand_them_over(
         took = time.monotonic() - killed
         print(f"b holds a's shards {took:.1f}s after a was killed (Lease {LEASE}s)")
         assert took < 3 * LEASE
+        # the dead replica's member Lease went with its shards: a replica that starts later
+        # does not count "a" among the living (and wait a Lease for it), nor does it linger
+        assert not exists(hub, "lease", sharding.member_lease_name("a"), "-n", LEASE_NS)
         for m, replica in models.items():
             now = _shard(hub, "mcisvc", m, ns)
             assert now["epoch"] == before[m]["epoch"] + (1 if replica == "a" else 0), (m, now)

@@ -69,6 +69,9 @@ def test_a_dead_replicas_shards_go_to_the_survivors_once_its_leases_expire() -> 
                    now=16.0)
     assert sorted(later.acquire) == mine_then
     assert sharding.live_replicas("b", members, 16.0) == {"b"}
+    # and its member Lease is forgotten (deleted), not left for newcomers to wait on
+    assert later.forget == ("a",)
+    assert decide("b", 8, members, shards, (), now=10.0).forget == ()
 
 
 def test_a_shard_released_or_held_under_our_own_name_is_acquired_again() -> None:
