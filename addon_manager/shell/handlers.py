@@ -17,7 +17,7 @@ import contextlib
 import datetime
 import logging
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -112,6 +112,10 @@ class Sharding:
     replica: str
     gained: dict[int, asyncio.Event] = field(default_factory=dict)
     """Per shard, set while this replica holds it (daemons of its intents wait on it)."""
+    takeover: firstpass.FirstPass = field(default_factory=firstpass.FirstPass)
+    """The first reconciles after the latest gain: its changed intents plan first."""
+    taken: frozenset[int] = frozenset()
+    """The shards of the latest gain."""
 
     def shard(self, key: tuple[str, str, str]) -> int:
         """The shard of an intent."""
@@ -138,6 +142,25 @@ class Sharding:
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(event.wait(), timeout)
 
+    def gain(self, shards: Iterable[int]) -> None:
+        """Start the first pass over newly gained shards (an earlier pass ends here)."""
+        self.takeover.settled.set()
+        self.takeover, self.taken = firstpass.FirstPass(), frozenset(shards)
+
+    async def first_turn(self, key: firstpass.IntentKey,
+                         changed_now: Callable[[], Iterable[firstpass.IntentKey]]) -> None:
+        """Return when intent ``key``, whose shard was just gained, may plan.
+
+        At once if its spec changed while another replica held it (or its shard is not of
+        the latest gain), else once every changed intent of the gained shards made its first
+        reconcile (at most the first pass's limit).
+        """
+        taken = self.taken
+        if self.shard(key) not in taken:
+            return
+        await self.takeover.turn(
+            key, lambda: [k for k in changed_now() if self.shard(k) in taken])
+
 
 def shards_changed(state: ManagerState, gained: Mapping[int, int], lost: set[int]) -> None:
     """The keeper gained or lost shards: wake the intents they hold.
@@ -152,6 +175,8 @@ def shards_changed(state: ManagerState, gained: Mapping[int, int], lost: set[int
         shards.event(shard).clear()
     if gained and state.settings.sealer is not None:
         state.settings.sealer.new_block()
+    if gained:
+        shards.gain(gained)
     for shard in gained:
         shards.event(shard).set()
     moved = [key for key in list(state.wakeups.events) if shards.shard(key) in set(gained) | lost]
@@ -233,6 +258,8 @@ class ManagerState:
     def reconciled(self, key: firstpass.IntentKey) -> None:
         """Record an intent's reconcile: the first pass moves on, a hold on the list ends."""
         self.first_pass.reconciled(key)
+        if self.sharding is not None:
+            self.sharding.takeover.reconciled(key)
         works = self._works_informer()
         if key in self.held and works is not None:
             self.held.discard(key)
@@ -727,6 +754,7 @@ def _register_intent(spec: KindSpec, registry: kopf.OperatorRegistry) -> None:
             state.first_pass.skip(key, world.changed_intents)  # another replica's to plan
         await state.first_pass.turn(key, world.changed_intents)
         await state.works_ready_for(key)  # never plan from an empty store
+        waited = False
         while not stopped:
             wake.clear()
             held = None
@@ -736,7 +764,13 @@ def _register_intent(spec: KindSpec, registry: kopf.OperatorRegistry) -> None:
                                      shards.replica, held is not None)
                 if held is None:  # another replica writes it: wait until this one may
                     await shards.until_held(key, settings.resync)
+                    waited = True
                     continue
+                if waited:  # just gained: the shards' changed intents plan first
+                    waited = False
+                    await shards.first_turn(key, world.changed_intents)
+                    if (held := shards.held(key)) is None:
+                        continue
             started = time.monotonic()
             if (spec.seals and settings.secrets is not None
                     and storage_connection.secrets_named(body.get("spec") or {})):

@@ -135,3 +135,52 @@ def test_a_write_the_hub_fences_off_leaves_the_status_to_the_shards_holder() -> 
         "ModelServing", msv(), shard=ShardStatus(index=3, replica="old", epoch=6)))
     assert "kserve" not in hub.statuses  # no status claiming a failure it did not see
     assert not out.status_written
+
+
+def test_after_a_gain_the_gained_shards_changed_intents_plan_before_the_others() -> None:
+    import asyncio
+
+    from addon_manager.shell.handlers import Sharding
+
+    class Keeper:
+        def epoch(self, shard: int) -> int:
+            return 1
+
+    count = 4
+    names = [f"m{i}" for i in range(40)]
+    key = {n: ("MultiClusterInferenceService", "ns", n) for n in names}
+    by_shard: dict[int, list[str]] = {}
+    for n in names:
+        by_shard.setdefault(shard_of("ns", n, count), []).append(n)
+    gained_shard, other_shard = sorted(by_shard)[:2]
+    changed, unchanged = by_shard[gained_shard][:2]
+    elsewhere = by_shard[other_shard][0]  # held from before the gain: not held back
+
+    async def run() -> list[str]:
+        shards = Sharding(Keeper(), count, "a")  # type: ignore[arg-type]
+        shards.gain({gained_shard})
+        order: list[str] = []
+
+        async def daemon(name: str, work: float) -> None:
+            await shards.first_turn(key[name], lambda: [key[changed], key[elsewhere]])
+            order.append(f"start {name}")
+            await asyncio.sleep(work)
+            shards.takeover.reconciled(key[name])
+            order.append(f"done {name}")
+
+        await asyncio.gather(daemon(unchanged, 0), daemon(elsewhere, 0),
+                             daemon(changed, 0.02))
+        # a later gain ends the earlier pass: nobody waits on it for its limit
+        shards.gain({gained_shard})
+        waiting = asyncio.create_task(
+            shards.first_turn(key[unchanged], lambda: [key[changed]]))
+        await asyncio.sleep(0.01)
+        assert not waiting.done()  # the changed one has not been through this pass
+        shards.gain({other_shard})
+        await asyncio.wait_for(waiting, 1.0)
+        return order
+
+    order = asyncio.run(run())
+    assert order.index(f"start {elsewhere}") < order.index(f"done {changed}")
+    assert order.index(f"start {changed}") < order.index(f"done {changed}") < order.index(
+        f"start {unchanged}")
