@@ -9,7 +9,9 @@ MultiClusterInferenceServices are created at once, changed at once (``minReplica
 and deleted at once; a phase ends when every intent's works carry the expected content on
 every cluster (or none is left). Each phase's row: seconds, works per second, and the CPU
 seconds the managers and the hub's API server used per work written (on 2 cores the API
-server is the limit, so throughput alone says little).
+server is the limit, so throughput alone says little). After the update, once every replica
+made no write for 10 s, their API writes over :data:`AT_REST` seconds are logged (expected:
+none).
 """
 
 from __future__ import annotations
@@ -38,6 +40,7 @@ from bench.common import (
     isvc_work_name,
     log,
     memory_mib,
+    quiesce,
     rendered,
     table,
     wait_for,
@@ -48,6 +51,8 @@ from testbed.fleet import Testbed
 from testbed.support.manager import Manager
 
 PLACEMENT = "fleet"
+AT_REST = 30.0
+"""Seconds the replicas are watched for writes once the update settled (expected: none)."""
 
 
 def _replicas(tb: Testbed, logs: Path, count: int, shards: int, tag: str) -> list[Manager]:
@@ -137,6 +142,12 @@ def run(tb: Testbed, api: client.ApiClient, names: list[str], intents: int, coun
 
             phase("create", create, lambda: content_everywhere(0))
             phase("update", update, lambda: content_everywhere(1))
+            for m in mgrs:  # every status written: then the replicas must stay quiet
+                quiesce(m)
+            w0 = sum(api_writes(m) for m in mgrs)
+            time.sleep(AT_REST)
+            idle = sum(api_writes(m) for m in mgrs) - w0
+            log(f"{count} replica(s) at rest: {idle:.0f} API writes in {AT_REST:.0f}s")
             phase("delete", delete, gone)
         peaks = [memory_mib(m.proc.pid) for m in mgrs if m.proc is not None]
         log(f"{count} replica(s): peak RSS {', '.join(f'{p:.0f}' for p in peaks)} MiB")
