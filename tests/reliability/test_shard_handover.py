@@ -3,12 +3,14 @@ intents change; after each fault every intent's works are exactly the pure rende
 the replica that holds its shard now, at that shard's epoch.
 
 Three replicas split six ModelServings (``--shards=6``), each on a fleet of spoke-less
-clusters of its own. Round by round a replica is SIGKILLed, then another SIGSTOPped (a
-replica cut off from the hub: its Leases expire while it believes nothing changed) and woken
-after the others took its shards, then a third stopped cleanly; between a fault and the
-check every intent's spec changes, so the new holders must fan out. The hub's fence policy
-(the chart's ``-shard-fence``) is installed: a frozen replica that resumed and wrote with its
-old epoch would be refused, and the test requires that it never even tried.
+clusters of its own. Round by round a replica is SIGKILLed halfway through a fan-out (the
+survivors write what it had not, and nothing twice: each work's generation moves once),
+then another SIGSTOPped (a replica cut off from the hub: its Leases expire while it believes
+nothing changed) and woken after the others took its shards, then a third stopped cleanly;
+between a fault and the check every intent's spec changes, so the new holders must fan out.
+The hub's fence policy (the chart's ``-shard-fence``) is installed: a frozen replica that
+resumed and wrote with its old epoch would be refused, and the test requires that it never
+even tried.
 """
 
 from __future__ import annotations
@@ -19,10 +21,12 @@ import signal
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from kubernetes import client
 
+from addon_api import constants as c
 from addon_api.hub import ModelServing
 from addon_manager.engine import sharding
 from testbed import chart, identities
@@ -61,6 +65,33 @@ def fleets(hub_testbed: Testbed) -> Iterator[list[FakeFleet]]:
     """One spoke-less fleet per intent."""
     with contextlib.ExitStack() as stack:
         yield [stack.enter_context(fake_fleet(hub_testbed)) for _ in range(INTENTS)]
+
+
+def _hold(ns: str, intents: list[str], clusters: set[str]) -> list[dict[str, Any]]:
+    """A policy refusing every write of ``intents``' works to ``clusters`` (a fault: a
+    fan-out that gets only part of the way)."""
+    label = c.LABEL_INTENT_NAME
+    ns_label = c.LABEL_INTENT_NAMESPACE
+    labels = "object.metadata.labels"
+    matched = (f"object.metadata.namespace in {json.dumps(sorted(clusters))}"
+               f" && has(object.metadata.labels) && '{label}' in {labels}"
+               f" && '{ns_label}' in {labels} && {labels}['{ns_label}'] == '{ns}'"
+               f" && {labels}['{label}'] in {json.dumps(sorted(intents))}")
+    name = f"hold-{ns}"
+    return [
+        {"apiVersion": "admissionregistration.k8s.io/v1", "kind": "ValidatingAdmissionPolicy",
+         "metadata": {"name": name},
+         "spec": {"failurePolicy": "Fail",
+                  "matchConstraints": {"resourceRules": [{
+                      "apiGroups": ["work.open-cluster-management.io"], "apiVersions": ["v1"],
+                      "operations": ["CREATE", "UPDATE"], "resources": ["manifestworks"]}]},
+                  "matchConditions": [{"name": "held", "expression": matched}],
+                  "validations": [{"expression": "false",
+                                   "message": "held by the test: a fan-out stopped midway"}]}},
+        {"apiVersion": "admissionregistration.k8s.io/v1",
+         "kind": "ValidatingAdmissionPolicyBinding", "metadata": {"name": name},
+         "spec": {"policyName": name, "validationActions": ["Deny"]}},
+    ]
 
 
 def _names(ns: str) -> list[str]:
@@ -129,14 +160,43 @@ def test_shards_survive_kills_freezes_and_stops(
         holders = {n: intent(n).status.shard.replica for n in names}  # type: ignore[union-attr]
         print(f"held by {holders}")
 
-        # 1. SIGKILL: the survivors take its shards once the Leases expire.
+        # 1. SIGKILL mid fan-out: the hub refuses the victim's writes to a third of its
+        # intents' clusters, so once it wrote the rest it is stuck halfway; it is killed
+        # there. The survivors take its shards once the Leases expire and write only what
+        # it had not: no work is written twice.
         victim = max(REPLICAS, key=lambda r: list(holders.values()).count(r))
-        managers[victim].kill()
+        theirs = [n for n in names if holders[n] == victim]
+        held = {cluster for n in theirs for cluster in sorted(members[n])[::3]}
+        hold = _hold(ns, theirs, held)
+        hub.apply_objects(hold)
+        probe = next(w for n in theirs for w in intent_works(custom, ns, n)
+                     if w["metadata"]["namespace"] in held)
+        eventually(lambda: "held by the test" in hub.kubectl(
+            "annotate", "manifestwork", probe["metadata"]["name"], "-n",
+            probe["metadata"]["namespace"], "probe=1", "--dry-run=server", check=False).stderr)
         change(1)
+
+        def halfway() -> bool:
+            return all(("round-1" in json.dumps(w["spec"])) == (w["metadata"]["namespace"]
+                                                                 not in held)
+                       for n in theirs for w in intent_works(custom, ns, n))
+
+        eventually(halfway, timeout=60)
+        managers[victim].kill()
+        before = {(n, w["metadata"]["namespace"]): (w["metadata"]["generation"],
+                                                   "round-1" in json.dumps(w["spec"]))
+                  for n in theirs for w in intent_works(custom, ns, n)}
+        assert {k[1] for k, (_, new) in before.items() if not new} == held  # stopped halfway
+        for obj in hold:
+            hub.kubectl("delete", obj["kind"].lower(), obj["metadata"]["name"])
         started = time.monotonic()
         live = set(REPLICAS) - {victim}
         eventually(lambda: settled(live), timeout=120, interval=1)
-        print(f"killed {victim}: exact on {live} after {time.monotonic() - started:.1f}s")
+        print(f"killed {victim} mid fan-out: exact on {live} after "
+              f"{time.monotonic() - started:.1f}s")
+        after = {(n, w["metadata"]["namespace"]): w["metadata"]["generation"]
+                 for n in theirs for w in intent_works(custom, ns, n)}
+        assert after == {k: gen + (0 if new else 1) for k, (gen, new) in before.items()}
         managers[victim].start()  # it comes back and takes its share again
         live = set(REPLICAS)
         eventually(lambda: {intent(n).status.shard.replica  # type: ignore[union-attr]
