@@ -14,24 +14,42 @@ and show up there as awaits.
 from __future__ import annotations
 
 import argparse
+import json
 import signal
 import subprocess
 import tempfile
 import time
 from pathlib import Path
+from typing import Any, cast
 
+from kubernetes import client
+
+from addon_api import constants as c
+from addon_manager.kinds import registry
+from addon_manager.shell import informers
 from bench.common import (
+    INTENTS,
+    NAMESPACE,
     Fleet,
     Platforms,
+    WorkWatch,
     api_client,
+    content,
     ensure_placement,
     hub,
+    inference_service,
+    isvc_work_name,
     log,
+    quiesce,
+    rendered,
+    settled,
     wait_for,
+    writes,
 )
 from bench.fanout import PLACEMENT, run_ours
 from testbed import identities
-from testbed.support.manager import ROOT, Manager, free_port
+from testbed.processes import free_port
+from testbed.support.manager import ROOT, Manager
 
 
 class ProfiledManager(Manager):
@@ -68,11 +86,85 @@ class ProfiledManager(Manager):
                 super().stop()
 
 
+def restart(clusters: int, intents: int, out: Path) -> None:
+    """A manager restarted under the profiler on a settled fleet, one intent changed.
+
+    The fleet is ``bench.restart``'s (``intents - 1`` MultiClusterInferenceServices written
+    by a first manager); before the profiled start, the same lists the manager's first pass
+    makes are timed bare (the API server's share, no parsing).
+    """
+    with tempfile.TemporaryDirectory(prefix="bench-profile-") as tmp, hub() as tb:
+        api = api_client(tb)
+        with settled(tb, api, Path(tmp) / "first.log", clusters, intents - 1) as (
+                first, _, isvcs):
+            quiesce(first)
+        name = isvcs[0]
+        owner = (c.KIND_INFERENCE_SERVICE, NAMESPACE, name)
+        selectors = [informers.SELECTOR, *informers.prefetch_selectors(
+            owner, registry.works_read(c.KIND_INFERENCE_SERVICE))]
+        for selector in selectors:
+            log(f"bare list of {selector!r}: {_bare_list(api, selector)}")
+        with WorkWatch(api, isvc_work_name(name)) as works:
+            client.CustomObjectsApi(api).patch_namespaced_custom_object(
+                *INTENTS[:2], NAMESPACE, INTENTS[2], name,
+                {"spec": {"template": {"predictor": {"minReplicas": 2}}}})
+            digest = content(rendered(inference_service(name, PLACEMENT, 2), "x"))
+            started = time.monotonic()
+            mgr = ProfiledManager(identities.manager_kubeconfig(tb.hub),
+                                  Path(tmp) / "manager.log", out).start()
+            try:
+                wait_for(lambda: _writes(mgr) > 0, 900, "first write", 0.1)
+                log(f"first write {time.monotonic() - started:.1f}s after the start")
+                works.wait_content(clusters, digest)
+                log(f"{clusters} works changed {time.monotonic() - started:.1f}s after it")
+                wait_for(lambda: _ready(mgr), 900, "manager ready", interval=0.5)
+                log(f"ready {time.monotonic() - started:.1f}s after it")
+            finally:
+                mgr.stop()
+                log("manager log:\n" + (Path(tmp) / "manager.log").read_text()[-6000:])
+
+
+def _bare_list(api: client.ApiClient, selector: str, page: int = 500) -> str:
+    """List the works ``selector`` selects, in pages as the informer does, without parsing
+    the objects: seconds, objects, bytes."""
+    started, count, size, cont = time.monotonic(), 0, 0, ""
+    while True:
+        query: list[tuple[str, str | int]] = [("labelSelector", selector), ("limit", page)]
+        if cont:
+            query.append(("continue", cont))
+        resp = cast(Any, api).call_api(
+            "/apis/work.open-cluster-management.io/v1/manifestworks", "GET",
+            query_params=query, auth_settings=["BearerToken"], _preload_content=False,
+            _return_http_data_only=True)
+        body = resp.data
+        size += len(body)
+        head = json.loads(body)
+        count += len(head["items"])
+        cont = head["metadata"].get("continue", "")
+        if not cont:
+            break
+    return f"{time.monotonic() - started:.1f}s, {count} objects, {size / 2**20:.0f} MiB"
+
+
+def _writes(mgr: Manager) -> float:
+    try:
+        return writes(mgr)
+    except OSError:
+        return 0.0
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--clusters", type=int, default=1000)
     parser.add_argument("--out", type=Path, default=Path("/tmp/manager.pyisession"))
+    parser.add_argument("--restart", type=int, metavar="INTENTS", default=0,
+                        help="profile a restart on a settled fleet of this many intents "
+                             "instead of a fan-out")
     args = parser.parse_args()
+    if args.restart:
+        restart(args.clusters, args.restart, args.out)
+        log(f"profile in {args.out}")
+        return
     with tempfile.TemporaryDirectory(prefix="bench-profile-") as tmp, hub() as tb:
         api = api_client(tb)
         clusters = Fleet(api).grow(args.clusters)

@@ -13,10 +13,11 @@ then:
   settled (every work and intent of the fleet in memory), then its API writes in a minute at
   rest (expected: none).
 - **takeover**: two managers with ``--leader-elect`` (the restarted one leads, a second one
-  waits). The leader is SIGKILLed and, at the same moment, another intent changes. Measured
-  from the kill: seconds until the standby's first API write and until all N works carry the
-  change. A killed leader does not release its Lease: the standby acquires it once the
-  Lease expires (``--lease-duration``), so that duration is part of the figure.
+  waits, warm: its three informers synced). The leader is SIGKILLed and, at the same
+  moment, another intent changes. Measured from the kill: seconds until the standby's first
+  API write and until all N works carry the change. A killed leader does not release its
+  Lease: the standby acquires it once the Lease expires (``--lease-duration``), so that
+  duration is part of the figure.
 """
 
 from __future__ import annotations
@@ -114,7 +115,10 @@ def measure(clusters: int, intents: int, lease: int, logs: Path | None = None
                 # takeover ---------------------------------------------------------------
                 standby = _elected(tb, Path(tmp) / "standby.log", "standby", lease)
                 try:
-                    time.sleep(max(20.0, lease * 2))  # the standby is up and waiting
+                    warm = time.monotonic()  # the standby is up, has listed, and waits
+                    wait_for(lambda: _metric(standby, "model_serving_manager_informer_synced")
+                             == 3, 900, "standby's informers synced", 0.5)
+                    log(f"standby warm after {time.monotonic() - warm:.1f}s")
                     other = isvcs[1] if len(isvcs) > 1 else isvcs[0]
                     with WorkWatch(api, isvc_work_name(other)) as others:
                         mgr.kill()

@@ -44,6 +44,7 @@ from kubernetes import client
 from addon_api import constants as c
 from addon_manager.facts.records import WorkFact
 from addon_manager.kinds.registry import parse as parse_work
+from addon_manager.shell import metrics
 from addon_manager.shell.hubhttp import HubHttp
 
 log = logging.getLogger(__name__)
@@ -617,6 +618,7 @@ class WorkInformer:
         changes = self.store.replace_all(listed, int(version) if version.isdigit() else 0)
         self.resource_version = version
         self.synced.set()
+        metrics.INFORMER_SYNCED.labels(self.what).set(1)
         log.info("%s listed: %d at resourceVersion %s, %d changed", self.what,
                  len(listed), version, len(changes))
         for old, new in changes:

@@ -187,6 +187,14 @@ LEADER = Gauge(
     "1 while this replica holds the manager Lease and acts; 0 while it stands by.",
 )
 
+INFORMER_SYNCED = Gauge(
+    "model_serving_manager_informer_synced",
+    "1 once an informer has listed every object of its resource (ManifestWork, "
+    "ManagedCluster, ManagedClusterAddOn); a standby with all three at 1 takes over without "
+    "listing.",
+    ["resource"],
+)
+
 SHARDS_HELD = Gauge(
     "model_serving_manager_shards_held",
     "Shards this replica holds and writes (sharded managers, --shards).",
@@ -196,7 +204,7 @@ INTENT_SHARD = Gauge(
     "model_serving_intent_shard_held",
     "1 for each intent whose shard this replica holds: which replica writes which intent "
     "(sharded managers, --shards).",
-    ["kind", "namespace", "name", "shard", "replica"],
+    ["kind", "intent_namespace", "name", "shard", "replica"],
 )
 
 

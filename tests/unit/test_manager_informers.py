@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 from aiohttp import web
+from prometheus_client import REGISTRY
 
 from addon_api import constants as c
 from addon_manager.facts.records import WorkFact
@@ -293,13 +294,17 @@ def test_first_list_is_paged_reports_every_work_and_sets_synced() -> None:
 
     async def check(inf: WorkInformer, changes: Changes) -> None:
         assert inf.synced.is_set()
+        assert REGISTRY.get_sample_value("model_serving_manager_informer_synced",
+                                         {"resource": "PagedThing"}) == 1
         assert src.list_calls == [("", 2), ("2", 2), ("4", 2)]
         assert sorted(n or "" for _, n in changes) == [f"c{i}/w:True" for i in range(5)]
         assert len(inf.store) == 5
         assert inf.resource_version == "100"
         assert src.watch_calls == ["100"]
 
-    run_informer(src, check)
+    assert REGISTRY.get_sample_value("model_serving_manager_informer_synced",
+                                     {"resource": "PagedThing"}) is None
+    run_informer(src, check, what="PagedThing")
 
 
 def test_watch_events_update_the_store_and_the_resource_version() -> None:
