@@ -183,6 +183,16 @@ class WorkStore:
         for owner in list(self._owners.get(kind, ())):
             yield from list(self._by_owner.get(owner, {}).values())
 
+    def kept(self, fact: WorkFact) -> WorkFact:
+        """The fact to hold for a listed work: the stored one when equal, else interned.
+
+        A relist of 100,000 works holds every listed fact until the list ends: kept as
+        decoded (no string shared with another fact), those copies set the manager's peak
+        memory. Interned (:func:`lean`), or the stored object itself, they cost little.
+        """
+        old = self.get(fact.cluster, fact.name)
+        return old if old is not None and old == fact else lean(fact)
+
     def snapshot(self) -> dict[Key, WorkFact]:
         """Every work by (cluster, name): a copy."""
         return {(w.cluster, w.name): w for w in self}
@@ -274,6 +284,11 @@ class KeyedStore(Generic[T]):
     def values(self) -> list[T]:
         """Every fact kept."""
         return list(self._items.values())
+
+    def kept(self, item: T) -> T:
+        """The fact to hold for a listed object: the stored one when equal, else ``item``."""
+        old = self._items.get(self._key(item))
+        return old if old is not None and old == item else item
 
     def put(self, item: T) -> tuple[T | None, T | None] | None:
         """Keep ``item``; the change, None if it equals the one kept."""
@@ -552,7 +567,7 @@ class WorkInformer:
             for item in page.items:
                 fact = self.parse(item)
                 if fact is not None:
-                    listed[self.store.key(fact)] = fact
+                    listed[self.store.key(fact)] = self.store.kept(fact)
             if not page.cont:
                 break
             cont = page.cont

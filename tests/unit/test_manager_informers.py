@@ -301,6 +301,12 @@ def test_first_list_is_paged_reports_every_work_and_sets_synced() -> None:
         assert len(inf.store) == 5
         assert inf.resource_version == "100"
         assert src.watch_calls == ["100"]
+        # A list holds, until it ends, the stored fact of every unchanged work (not a second
+        # copy of it) and the others interned: its peak memory.
+        src.add(work("c9", "w", rv=150))
+        listed, _ = await inf._list()
+        assert all(listed[(f"c{i}", "w")] is inf.store.get(f"c{i}", "w") for i in range(5))
+        assert listed[("c9", "w")].name is listed[("c0", "w")].name
 
     assert REGISTRY.get_sample_value("model_serving_manager_informer_synced",
                                      {"resource": "PagedThing"}) is None
