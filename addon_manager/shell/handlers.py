@@ -239,13 +239,10 @@ class ManagerState:
         if works is None or not selectors:  # (None: planned from the fake hub in tests)
             await self.works_synced()
             return
-        for informer in self.informers:
-            if informer is not works:
-                await informer.synced.wait()
         works.hold()  # until this intent's first reconcile has written (see reconciled())
         self.held.add(key)
-        try:
-            count = await works.prefetch(selectors)
+        try:  # while the clusters and add-ons are listed: the API server lists one while
+            count = await works.prefetch(selectors)  # this process decodes the other
         except Exception as err:  # the full list still comes: wait for it instead
             log.warning("%s %s/%s: prefetching its works failed (%s); waiting for the full "
                         "list", *key, err)
@@ -253,6 +250,9 @@ class ManagerState:
             works.release()
             await self.works_synced()
             return
+        for informer in self.informers:
+            if informer is not works:
+                await informer.synced.wait()
         log.info("%s %s/%s: %d works prefetched ahead of the full list", *key, count)
 
     def reconciled(self, key: firstpass.IntentKey) -> None:

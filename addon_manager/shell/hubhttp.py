@@ -18,11 +18,25 @@ from dataclasses import dataclass
 from typing import Any
 
 import aiohttp
+import orjson
 from kubernetes import client
 
 TOKEN_SECONDS = 10.0
 """How long a bearer token read from the configuration is used before it is read again (the
 kubelet rotates projected tokens well before they expire)."""
+
+
+def loads(data: bytes) -> Any:
+    """Decode a JSON body from the hub.
+
+    orjson first: it decodes the API server's lists in half the time of the json module.
+    It refuses nesting deeper than 1,024 levels, which the API server admits in the open
+    parts of a schema: the json module (the manager raises the recursion limit) takes those.
+    """
+    try:
+        return orjson.loads(data)
+    except orjson.JSONDecodeError:
+        return json.loads(data)
 
 
 @dataclass(frozen=True)
@@ -35,7 +49,7 @@ class Response:
 
     def json(self) -> Any:
         """The body decoded as JSON."""
-        return json.loads(self.body)
+        return loads(self.body)
 
     def message(self) -> str:
         """The API server's message (a Status object's ``message``), else the body's start."""

@@ -30,7 +30,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
-import json
 import logging
 import random
 import sys
@@ -45,7 +44,7 @@ from addon_api import constants as c
 from addon_manager.facts.records import WorkFact
 from addon_manager.kinds.registry import parse as parse_work
 from addon_manager.shell import metrics
-from addon_manager.shell.hubhttp import HubHttp
+from addon_manager.shell.hubhttp import HubHttp, loads
 
 log = logging.getLogger(__name__)
 
@@ -413,7 +412,7 @@ class HubSource:
         ) as resp:
             if resp.status != 200:
                 raise _status_error(resp.status, await resp.text())
-            body = await resp.json(loads=json.loads)
+            body = loads(await resp.read())
         meta = body.get("metadata") or {}
         return Page(list(body.get("items") or []), str(meta.get("resourceVersion", "")),
                     str(meta.get("continue") or ""))
@@ -431,7 +430,7 @@ class HubSource:
             if resp.status != 200:
                 raise _status_error(resp.status, await resp.text())
             async for line in _lines(resp.content):
-                yield json.loads(line)
+                yield loads(line)
 
 
 # The informer ------------------------------------------------------------------------------------

@@ -233,3 +233,28 @@ def test_a_rotated_token_is_used_within_token_seconds(monkeypatch: pytest.Monkey
     tokens = [s.auth for s in seen]
     assert tokens[:3] == [tokens[0]] * 3 and tokens[3] != tokens[0]
     assert reads["n"] == 4  # two lookups (BearerToken, authorization) per refresh
+
+
+def test_bodies_decode_as_the_json_module_would_even_past_orjsons_nesting_limit() -> None:
+    import sys
+
+    from addon_manager.shell.main import RECURSION_LIMIT
+
+    body = {"items": [{"metadata": {"name": "w", "resourceVersion": "12"}, "n": 1.5, "b": None,
+                       "s": "é\u2028"}]}
+    raw = json.dumps(body).encode()
+    assert hubhttp.loads(raw) == json.loads(raw)
+    # the API server admits 10,000 levels in a schema's open parts; orjson stops at 1,024
+    deep = b'{"a":' * 5000 + b"1" + b"}" * 5000
+    limit = sys.getrecursionlimit()
+    sys.setrecursionlimit(max(limit, RECURSION_LIMIT))  # as the manager's main() does
+    try:
+        decoded = hubhttp.loads(deep)
+    finally:
+        sys.setrecursionlimit(limit)
+    depth = 0
+    while isinstance(decoded, dict):
+        decoded, depth = decoded["a"], depth + 1
+    assert (depth, decoded) == (5000, 1)
+    with pytest.raises(ValueError):
+        hubhttp.loads(b'{"a": ')  # what neither decodes is still an error

@@ -565,6 +565,11 @@ def test_prefetch_lists_what_one_intent_reads_while_the_full_list_is_still_runni
     asyncio.run(main())
 
 
+async def _until(check: Callable[[], bool]) -> None:
+    while not check():
+        await asyncio.sleep(0.01)
+
+
 def test_a_changed_intent_plans_from_a_prefetch_and_the_others_wait_for_the_full_list() -> None:
     from addon_manager.shell.handlers import ManagerState
 
@@ -581,9 +586,16 @@ def test_a_changed_intent_plans_from_a_prefetch_and_the_others_wait_for_the_full
         state = ManagerState()
         state.informers = [WorkInformer(src, store=state.works, page_size=2),
                            WorkInformer(clusters, store=WorkStore(), what="ManagedCluster")]
+        clusters.hold_full_list = asyncio.Event()  # the clusters are still being listed
         tasks = [asyncio.create_task(i.run()) for i in state.informers]
         await state.first_pass.turn(changed, lambda: [changed])
-        await asyncio.wait_for(state.works_ready_for(changed), 5)
+        ready = asyncio.create_task(state.works_ready_for(changed))
+        # its works are prefetched meanwhile, but it plans only once the clusters are in
+        await asyncio.wait_for(_until(lambda: len(src.selector_calls) == 2), 5)
+        await asyncio.sleep(0.05)
+        assert not ready.done()
+        clusters.hold_full_list.set()
+        await asyncio.wait_for(ready, 5)
         assert set(state.works.works_of(ISVC, "team", "iris")) == {"c1", "c2"}
         assert state.works.works_of(ISVC, "team", "other") == {}
         assert not state.informers[0].synced.is_set()
