@@ -2,6 +2,8 @@
 taking over from a leader that was killed.
 
 ``python -m bench.restart --clusters 3000 --intents 10 [--lease-duration 6]``
+(at 10,000 clusters with ``TESTBED_GOGC=100``: the hub API server outgrows the machine at the
+testbed's GOGC=400)
 
 One settled fleet (``--clusters`` clusters, the ModelServing Available everywhere and
 ``--intents - 1`` MultiClusterInferenceServices, every work written by a first manager),
