@@ -1,6 +1,6 @@
 """Sharded managers: many intents fanned out by 1 replica and by several (issue 35).
 
-``TESTBED_GOGC=100 python -m bench.shards --clusters 3000 --intents 30 --replicas 1,3 [--shards 12]``
+``TESTBED_GOGC=100 python -m bench.shards --clusters 3000 --intents 30 --replicas 1,3``
 
 At that size, 90,000 works changed at once, the hub API server needs Go's default GOGC: with
 the testbed's GOGC=400 it grew past 20 GiB and the kernel killed it mid update.
