@@ -918,9 +918,9 @@ class TestServedOnTheFleet:
                 for x in sets)))
             after = [x for x in sets if x["phase"] == "RolledBack"]
             assert after, sets[-3:]
-            for seen in after:
+            for serving in after:  # (not ``seen``: the traffic thread still appends to it)
                 assert roll["failedRevision"] not in [
-                    m.get("revision") for m in seen.get("members", [])], seen
+                    m.get("revision") for m in serving.get("members", [])], serving
             assert sorted(m["cluster"] for m in after[-1]["members"]) == sorted(REPLICAS), (
                 after[-1])
         finally:
