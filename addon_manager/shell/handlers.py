@@ -87,9 +87,18 @@ class Settings:
 
 @dataclass
 class Wakeups:
-    """One asyncio.Event per intent; set when something the intent depends on changed."""
+    """One asyncio.Event per intent; set when something the intent depends on changed.
+
+    An intent's daemon pauses between reconciles (at most one status write a second); an
+    edit of the intent itself (a new ``metadata.generation``) ends the pause at once, so a
+    user's change is never kept waiting for the coalescing of feedback.
+    """
 
     events: dict[tuple[str, str, str], asyncio.Event] = field(default_factory=dict)
+    edits: dict[tuple[str, str, str], asyncio.Event] = field(default_factory=dict)
+    """Per intent, set when its generation differs from the one last reconciled."""
+    generations: dict[tuple[str, str, str], int] = field(default_factory=dict)
+    """Per intent, the generation its latest reconcile started from."""
 
     def get(self, key: tuple[str, str, str]) -> asyncio.Event:
         """The event of an intent (created on first use)."""
@@ -101,6 +110,33 @@ class Wakeups:
         """Wake these intents."""
         for key in keys:
             self.get(key).set()
+
+    def reconciling(self, key: tuple[str, str, str], generation: int) -> None:
+        """The intent's reconcile starts from ``generation``."""
+        self.generations[key] = generation
+        self._edit(key).clear()
+
+    def seen(self, key: tuple[str, str, str], generation: int) -> None:
+        """The intent was seen at ``generation``: an edit when its daemon reconciled another."""
+        if key in self.generations and generation != self.generations[key]:
+            self._edit(key).set()
+
+    async def pause(self, key: tuple[str, str, str], seconds: float) -> None:
+        """Wait ``seconds``, or less when the intent is edited meanwhile."""
+        if seconds <= 0:
+            return
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self._edit(key).wait(), timeout=seconds)
+
+    def forget(self, key: tuple[str, str, str]) -> None:
+        """The intent is gone."""
+        for held in (self.events, self.edits, self.generations):
+            held.pop(key, None)
+
+    def _edit(self, key: tuple[str, str, str]) -> asyncio.Event:
+        if key not in self.edits:
+            self.edits[key] = asyncio.Event()
+        return self.edits[key]
 
 
 @dataclass
@@ -426,6 +462,10 @@ def _ready(memo: Any, indexes: Mapping[str, Any]) -> tuple[ManagerState, IndexWo
     return state, _world(state, indexes)
 
 
+def _generation(body: Mapping[str, Any]) -> int:
+    return int((body.get("metadata") or {}).get("generation") or 0)
+
+
 def _world(state: ManagerState, indexes: Mapping[str, Any]) -> IndexWorld:
     return IndexWorld(indexes, state)
 
@@ -731,9 +771,12 @@ def _register_intent(spec: KindSpec, registry: kopf.OperatorRegistry) -> None:
     kind, plural = spec.kind, spec.plural
 
     @kopf.on.event(c.GROUP, c.VERSION, plural, id=f"{plural}_event", registry=registry)
-    async def changed(namespace: str | None, name: str, memo: kopf.Memo, **kwargs: Any) -> None:
+    async def changed(body: kopf.Body, namespace: str | None, name: str, memo: kopf.Memo,
+                      **kwargs: Any) -> None:
         state, world = _ready(memo, kwargs)
-        state.wakeups.poke([(kind, str(namespace), name)])
+        key = (kind, str(namespace), name)
+        state.wakeups.poke([key])
+        state.wakeups.seen(key, _generation(body))
         if spec.owns_stack:  # claims changed: other stack owners may win/lose clusters
             state.wakeups.poke(world.intents_of_kind(kind))
 
@@ -772,6 +815,7 @@ def _register_intent(spec: KindSpec, registry: kopf.OperatorRegistry) -> None:
                     if (held := shards.held(key)) is None:
                         continue
             started = time.monotonic()
+            state.wakeups.reconciling(key, _generation(body))
             if (spec.seals and settings.secrets is not None
                     and storage_connection.secrets_named(body.get("spec") or {})):
                 await settings.secrets.settled(str(namespace))  # its namespace's watch
@@ -794,7 +838,8 @@ def _register_intent(spec: KindSpec, registry: kopf.OperatorRegistry) -> None:
             if outcome.conflicts and outcome.status_written:
                 kopf.event(body, type="Warning", reason="Conflict",
                            message="another ModelServing serves " + ", ".join(outcome.conflicts))
-            await asyncio.sleep(outcome.pause(started, settings.min_interval, time.monotonic()))
+            await state.wakeups.pause(
+                key, outcome.pause(started, settings.min_interval, time.monotonic()))
             # A work waiting for its work agent turns stale by the clock alone, and the grace of
             # a cluster that left while unavailable ends by the clock: look again then.
             timeout = outcome.wait(settings.resync)
@@ -862,7 +907,7 @@ def _register_intent(spec: KindSpec, registry: kopf.OperatorRegistry) -> None:
             metrics.intent_shard(kind, str(namespace), name, shards.shard(key), shards.replica,
                                  False)
         reconciler.stale.forget((kind, str(namespace), name))
-        state.wakeups.events.pop((kind, str(namespace), name), None)
+        state.wakeups.forget((kind, str(namespace), name))
         reconciler.removal_waits.pop((kind, str(namespace), name), None)
         if spec.owns_stack:
             state.wakeups.poke(_world(state, kwargs).intents_of_kind(kind))

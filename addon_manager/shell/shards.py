@@ -111,17 +111,20 @@ class ShardKeeper:
         with self._lock:
             held, self._held = dict(self._held), {}
         self._changed({}, set(held))
+        released = []
         for shard in held:
             try:
                 self._release(shard)
             except ApiException as err:
                 log.warning("shard %d not released (it lapses by its Lease): %s", shard, err)
+            else:
+                released.append(shard)
         try:
             self._api.delete_namespaced_lease(
                 sharding.member_lease_name(self.settings.identity), self.settings.namespace)
         except ApiException as err:
             log.warning("member Lease not deleted: %s", err)
-        log.info("stopped: released shards %s", sorted(held))
+        log.info("stopped: released shards %s", sorted(released))
         metrics.SHARDS_HELD.set(0)
 
     def tick(self) -> None:

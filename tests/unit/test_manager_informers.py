@@ -132,6 +132,21 @@ def test_replace_all_makes_the_store_match_the_list() -> None:
     assert store.snapshot() == listed
 
 
+def test_a_relist_holds_the_facts_kept_returned_without_interning_them_again(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    store = WorkStore()
+    store.put(fact("c1", "a"))
+    listed = {(f.cluster, f.name): store.kept(f)
+              for f in (fact("c1", "a"), fact("c1", "b", available="False"))}
+    calls: list[str] = []
+    monkeypatch.setattr(informers, "lean", lambda f: calls.append(f.name) or f)
+    store.replace_all(listed)
+    assert calls == []
+    assert store.get("c1", "b") is listed[("c1", "b")]
+    store.put(fact("c1", "c"))  # a watch event is interned as it is stored
+    assert calls == ["c"]
+
+
 def test_the_store_never_takes_an_older_view_of_a_work() -> None:
     store = WorkStore()
     newer = fact("c1", "w", rv=50, available="False")

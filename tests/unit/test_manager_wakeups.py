@@ -121,3 +121,38 @@ def test_a_burst_of_helper_work_events_is_judged_once(monkeypatch: Any) -> None:
     assert asked == [frozenset(f"c{i}" for i in range(500))]
     assert state.reconciler is not None
     assert not state.reconciler.writer.writes  # type: ignore[attr-defined]
+
+
+def test_an_edit_ends_the_pause_between_reconciles_and_feedback_does_not() -> None:
+    async def scenario() -> None:
+        wakeups = handlers.Wakeups()
+        key = (c.KIND_INFERENCE_SERVICE, "team-a", "iris")
+
+        async def ends_pause(generation: int) -> bool:
+            pause = asyncio.create_task(wakeups.pause(key, 3600))
+            await asyncio.sleep(0)  # the pause is waiting
+            wakeups.seen(key, generation)
+            for _ in range(5):
+                await asyncio.sleep(0)
+            ended = pause.done()
+            pause.cancel()
+            return ended
+
+        assert not await ends_pause(1)  # before the first reconcile: nothing to compare with
+        wakeups.reconciling(key, 1)
+        assert not await ends_pause(1)  # a status write or a work's feedback: same generation
+        assert await ends_pause(2)  # the user changed the spec
+        wakeups.reconciling(key, 2)
+        assert not await ends_pause(2)  # the edit was reconciled: pauses as before
+
+    asyncio.run(scenario())
+
+
+def test_a_gone_intent_is_forgotten() -> None:
+    wakeups = handlers.Wakeups()
+    key = (c.KIND_INFERENCE_SERVICE, "team-a", "iris")
+    wakeups.poke([key])
+    wakeups.reconciling(key, 3)
+    wakeups.seen(key, 4)
+    wakeups.forget(key)
+    assert not wakeups.events and not wakeups.edits and not wakeups.generations
