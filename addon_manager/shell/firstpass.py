@@ -21,8 +21,15 @@ IntentKey = tuple[str, str, str]
 
 
 def changed(body: Mapping[str, Any]) -> bool:
-    """Whether an intent's spec changed since its status was last written (or it has none)."""
-    generation = (body.get("metadata") or {}).get("generation")
+    """Whether an intent's spec changed since its status was last written (or it has none).
+
+    An intent being deleted is not: its removal runs instead of a reconcile (no daemon runs
+    for it), so the others must not wait for it.
+    """
+    meta = body.get("metadata") or {}
+    if meta.get("deletionTimestamp"):
+        return False
+    generation = meta.get("generation")
     observed = (body.get("status") or {}).get("observedGeneration")
     return generation is None or observed != generation
 
@@ -38,18 +45,19 @@ class FirstPass:
     settled: asyncio.Event = field(default_factory=asyncio.Event)
     """Set once ``pending`` is empty."""
 
-    async def turn(self, key: IntentKey, changed_now: Callable[[], Iterable[IntentKey]]
-                   ) -> None:
+    async def turn(self, key: IntentKey, changed_now: Callable[[], Iterable[IntentKey]],
+                   is_changed: bool = False) -> None:
         """Return when intent ``key`` may make its first reconcile.
 
         ``changed_now`` lists the changed intents; it is called once, by the first daemon
-        that asks (every intent is in kopf's index by then).
+        that asks (every intent is in kopf's index by then). ``is_changed``: ``key`` itself
+        is changed now (one created or edited after that list was made): it waits for no one.
         """
         if self.pending is None:
             self.pending = set(changed_now())
             if not self.pending:
                 self.settled.set()
-        if key in self.pending or self.settled.is_set():
+        if is_changed or key in self.pending or self.settled.is_set():
             return
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(self.settled.wait(), self.limit)

@@ -184,18 +184,20 @@ class Sharding:
         self.takeover, self.taken = firstpass.FirstPass(), frozenset(shards)
 
     async def first_turn(self, key: firstpass.IntentKey,
-                         changed_now: Callable[[], Iterable[firstpass.IntentKey]]) -> None:
+                         changed_now: Callable[[], Iterable[firstpass.IntentKey]],
+                         is_changed: bool = False) -> None:
         """Return when intent ``key``, whose shard was just gained, may plan.
 
-        At once if its spec changed while another replica held it (or its shard is not of
-        the latest gain), else once every changed intent of the gained shards made its first
-        reconcile (at most the first pass's limit).
+        At once if its spec changed while another replica held it (``is_changed``, or in
+        ``changed_now``) or its shard is not of the latest gain, else once every changed
+        intent of the gained shards made its first reconcile (at most the first pass's
+        limit).
         """
         taken = self.taken
         if self.shard(key) not in taken:
             return
         await self.takeover.turn(
-            key, lambda: [k for k in changed_now() if self.shard(k) in taken])
+            key, lambda: [k for k in changed_now() if self.shard(k) in taken], is_changed)
 
 
 def shards_changed(state: ManagerState, gained: Mapping[int, int], lost: set[int]) -> None:
@@ -795,7 +797,7 @@ def _register_intent(spec: KindSpec, registry: kopf.OperatorRegistry) -> None:
         shards = state.sharding
         if shards is not None and shards.held(key) is None:
             state.first_pass.skip(key, world.changed_intents)  # another replica's to plan
-        await state.first_pass.turn(key, world.changed_intents)
+        await state.first_pass.turn(key, world.changed_intents, firstpass.changed(body))
         await state.works_ready_for(key)  # never plan from an empty store
         waited = False
         while not stopped:
@@ -811,7 +813,8 @@ def _register_intent(spec: KindSpec, registry: kopf.OperatorRegistry) -> None:
                     continue
                 if waited:  # just gained: the shards' changed intents plan first
                     waited = False
-                    await shards.first_turn(key, world.changed_intents)
+                    await shards.first_turn(key, world.changed_intents,
+                                            firstpass.changed(body))
                     if (held := shards.held(key)) is None:
                         continue
             started = time.monotonic()
@@ -855,8 +858,9 @@ def _register_intent(spec: KindSpec, registry: kopf.OperatorRegistry) -> None:
         state = state_of(memo)
         settings = state.settings
         reconciler = _reconciler(state, kwargs)
-        await state.works_synced()
         key = (kind, str(namespace), name)
+        state.reconciled(key)  # its removal is its reconcile: a first pass waits no more for it
+        await state.works_synced()
         shards = state.sharding
         held = shards.held(key) if shards is not None else None
         if shards is not None and held is None:

@@ -17,6 +17,9 @@ def test_an_intent_is_changed_until_its_status_observes_its_generation() -> None
     assert firstpass.changed({"metadata": {"generation": 1}})  # never reconciled
     assert not firstpass.changed({"metadata": {"generation": 3},
                                   "status": {"observedGeneration": 3}})
+    # being deleted: its removal runs, never a daemon's reconcile that others could wait for
+    assert not firstpass.changed({"metadata": {"generation": 2, "deletionTimestamp": "x"},
+                                  "status": {"observedGeneration": 1}})
 
 
 def test_unchanged_intents_wait_for_every_changed_ones_first_reconcile() -> None:
@@ -57,3 +60,20 @@ def test_nothing_waits_when_nothing_changed_and_a_missing_intent_waits_at_most_t
     nothing, limited = asyncio.run(run())
     assert nothing < 0.01
     assert 0.05 <= limited < 1.0
+
+
+def test_an_intent_that_changed_after_the_list_of_changed_ones_waits_for_no_one() -> None:
+    async def run() -> tuple[bool, bool]:
+        gate = FirstPass()
+        await gate.turn(A, lambda: [A])  # the first pass: A, still before its reconcile
+        created = asyncio.create_task(gate.turn(C, list, is_changed=True))  # new since
+        unchanged = asyncio.create_task(gate.turn(B, list))
+        for _ in range(5):
+            await asyncio.sleep(0)
+        done = created.done(), unchanged.done()
+        gate.reconciled(A)
+        await asyncio.wait_for(unchanged, 5)
+        return done
+
+    created, unchanged = asyncio.run(run())
+    assert created and not unchanged
