@@ -428,9 +428,10 @@ class FleetEndpoint(ApiModel):
     rollout's metric gate, judged per cluster): with ``metric``, the manager selects only this
     model's own series on each member (``query``, free PromQL keeping the ``cluster`` label,
     only in the hub namespaces trusted with the stack). A member outside the bounds takes no
-    traffic (MetricOutOfBounds) and comes back once within them; judged again every 15
-    seconds against the manager's --prometheus-url; never every member at once (when all are
-    out of bounds, all keep serving). Use ``rate`` for a window."""
+    traffic (MetricOutOfBounds) and comes back once within them; judged again every
+    --gate-refresh seconds (default 15) against the manager's --prometheus-url; never every
+    member at once (when all are out of bounds, all keep serving). Use ``rate`` for a
+    window."""
     inference_pool_import: bool = False
     """Publish the serving set on the hub as a Gateway API Inference Extension
     InferencePoolImport (inference.networking.x-k8s.io/v1alpha1) named like this object, in

@@ -40,7 +40,7 @@ from addon_manager.shell import firstpass, informers, metrics
 from addon_manager.shell.execute import Writer
 from addon_manager.shell.informers import KeyedStore, WorkInformer, WorkStore
 from addon_manager.shell.metricgate import PrometheusGate
-from addon_manager.shell.reconcile import Reconciler
+from addon_manager.shell.reconcile import GATE_REFRESH, Reconciler
 from addon_manager.shell.sealkeys import Sealer
 from addon_manager.shell.secrets import SecretWatches
 from addon_manager.shell.shards import ShardKeeper
@@ -83,6 +83,8 @@ class Settings:
     """Seconds between two reads of the pins and approvals (a hub admin's approval)."""
     gate: PrometheusGate | None = None
     """Where progressive rollouts' metric gates are queried (``--prometheus-url``)."""
+    gate_refresh: float = GATE_REFRESH
+    """Seconds a metric gate or spillover answer is used before its query runs again."""
 
 
 @dataclass
@@ -481,6 +483,7 @@ def _reconciler(state: ManagerState, indexes: Mapping[str, Any]) -> Reconciler:
             _world(state, indexes), settings.writer, settings.sealer, addons=settings.addons,
             stale_after=settings.stale_after, admin=settings.policy,
             unavailable_grace=settings.unavailable_grace, gate=settings.gate,
+            gate_refresh=settings.gate_refresh,
         )
     return state.reconciler
 

@@ -31,6 +31,7 @@ from addon_manager.kinds.registry import KINDS
 from addon_manager.shell import addonconfig, crds, handlers, informers, leadership, sealkeys
 from addon_manager.shell.apply import HubWriter
 from addon_manager.shell.metricgate import PrometheusGate
+from addon_manager.shell.reconcile import GATE_REFRESH
 from addon_manager.shell.secrets import SecretWatches
 from addon_manager.shell.shards import ShardKeeper, ShardSettings
 
@@ -147,6 +148,10 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
                    "token)")
     p.add_argument("--prometheus-ca-file", type=Path, default=None,
                    help="CA bundle that signed --prometheus-url's certificate")
+    p.add_argument("--gate-refresh", type=float, default=GATE_REFRESH,
+                   help="seconds a metric gate's or an endpoint spillover's answer is used "
+                   "before its query runs again (how soon a change of the metric is acted "
+                   "on, against one query per intent per interval)")
     p.add_argument("--log-level", default="INFO",
                    choices=["DEBUG", "INFO", "WARNING", "ERROR"])
     p.add_argument("--log-format", default="json", choices=["json", "text"])
@@ -181,6 +186,8 @@ def main(argv: list[str]) -> int:
                          "each other (sharded replicas all act, each on its shards)")
     if args.shards < 0:
         raise SystemExit("model-serving-addon manager: --shards must be 0 or more")
+    if args.gate_refresh <= 0:
+        raise SystemExit("model-serving-addon manager: --gate-refresh must be more than 0")
     handler = logging.StreamHandler(sys.stderr)
     if args.log_format == "json":
         handler.setFormatter(JsonFormatter())
@@ -217,6 +224,7 @@ def main(argv: list[str]) -> int:
     settings.unavailable_grace = args.unavailable_grace
     settings.sealer = sealer_from_hub(client.ApiClient(cfg), args)
     settings.sealing_refresh = args.sealing_refresh
+    settings.gate_refresh = args.gate_refresh
     if args.prometheus_url:
         settings.gate = PrometheusGate(args.prometheus_url, args.prometheus_token_file,
                                        args.prometheus_ca_file)

@@ -98,7 +98,8 @@ STEP_ENDS = {"RolloutStepPassed": "Passed", "RolloutRolledBack": "RolledBack",
 POOL_IMPORT_RETRY = 300
 """Seconds before writing InferencePoolImports again after the hub did not serve them."""
 GATE_REFRESH = 15.0
-"""Seconds a metric gate answer is used before the query runs again."""
+"""Seconds a metric gate or spillover answer is used before the query runs again (the
+default of the manager's ``--gate-refresh``)."""
 
 
 class MetricGateClient(Protocol):
@@ -126,11 +127,13 @@ class Reconciler:
         self, world: World, writer: Writer, sealer: sealkeys.Sealer, *, addons: bool = True,
         stale_after: float = st.STALE_AFTER, admin: policy.Policy | None = None,
         unavailable_grace: float = partition.UNAVAILABLE_GRACE,
-        gate: MetricGateClient | None = None,
+        gate: MetricGateClient | None = None, gate_refresh: float = GATE_REFRESH,
     ) -> None:
         self.world = world
         self.gate = gate
         """Where metric gates of progressive rollouts are queried (None: no endpoint)."""
+        self.gate_refresh = gate_refresh
+        """Seconds a metric gate or spillover answer is used before its query runs again."""
         self.answers: dict[tuple[str, str, str], tuple[MetricAnswer, float]] = {}
         """The last metric gate answer of each intent, with when it was received."""
         self.imports: dict[tuple[str, str, str], str] = {}
@@ -160,7 +163,7 @@ class Reconciler:
 
     def snapshot(self) -> Snapshot:
         """The facts a plan is computed from, now."""
-        fresh = time.monotonic() - GATE_REFRESH
+        fresh = time.monotonic() - self.gate_refresh
         return Snapshot(
             self.world, self.policy, self.sealer, self.executor.recent(), _now(),
             stamp=str(int(time.time())), stale_after=self.stale_after,
@@ -240,8 +243,8 @@ class Reconciler:
                                              todo.spilled):
                     out.recheck_after = 0.0  # the set again, with the new answer
                 else:  # judged again after the refresh, or sooner if something else is due
-                    out.recheck_after = GATE_REFRESH if out.recheck_after is None else min(
-                        out.recheck_after, GATE_REFRESH)
+                    out.recheck_after = self.gate_refresh if out.recheck_after is None else (
+                        min(out.recheck_after, self.gate_refresh))
             else:
                 self.spills.pop(key, None)
             kept = await self._keep_pool_import(key, todo, body, result.status.endpoint)
@@ -265,7 +268,7 @@ class Reconciler:
         key = (kind, ns, name)
         known = self.answers.get(key)
         if known is not None and known[0].clusters == clusters and (
-                time.monotonic() - known[1] < GATE_REFRESH):
+                time.monotonic() - known[1] < self.gate_refresh):
             return False
         if self.gate is None:
             answer = MetricAnswer(clusters, "Pending", "the manager has no --prometheus-url "
@@ -344,7 +347,7 @@ class Reconciler:
         asked = (*clusters, gate.model_dump_json())  # a changed gate is asked at once
         known = self.spills.get(key)
         if known is not None and known[0] == asked and (
-                time.monotonic() - known[2] < GATE_REFRESH):
+                time.monotonic() - known[2] < self.gate_refresh):
             return dict(known[1]) != dict(used)
         found: dict[str, str] | str = "the manager has no --prometheus-url"
         if self.gate is not None and clusters:

@@ -94,6 +94,7 @@ def test_default_render() -> None:
     # A cluster whose work agent does not pick up a new spec within a minute shows Stale.
     assert "--stale-after=60" in args
     assert not [a for a in args if a.startswith("--prometheus")]  # no metric gate endpoint
+    assert "--gate-refresh=15" in args  # a metric gate's answer is used 15 s
     env = {e["name"]: e["valueFrom"]["fieldRef"]["fieldPath"] for e in pod["containers"][0]["env"]}
     assert env == {"POD_NAME": "metadata.name", "POD_NAMESPACE": "metadata.namespace"}
     role = next(o for o in objs if o["kind"] == "Role")
@@ -193,6 +194,7 @@ def test_sharded_replicas_all_act_instead_of_electing_a_leader() -> None:
         (("manager.policy.sharedCredentialNamespaces={shared-models}",),
          "--shared-credential-namespaces=shared-models"),
         (("image.tag=v9.9.9",), "quay.io/opendatahub/model-serving-addon:v9.9.9"),
+        (("manager.prometheus.refreshSeconds=3",), "--gate-refresh=3"),
     ],
 )
 def test_feature_flags(sets: tuple[str, ...], expect: str) -> None:
@@ -211,6 +213,7 @@ def test_feature_flags(sets: tuple[str, ...], expect: str) -> None:
         (("manager.unavailableGraceSeconds=-1",), "unavailableGraceSeconds"),
         (("manager.staleAfterSeconds=soon",), "staleAfterSeconds"),
         (("manager.prometheus.url=thanos:9090",), "url"),
+        (("manager.prometheus.refreshSeconds=0",), "refreshSeconds"),
         (("addon.installStrategy=Sometimes",), "installStrategy"),
         (("agent.installNamespace=Not_A_Label",), "installNamespace"),
         (("unknownKey=1",), "unknownKey"),

@@ -784,7 +784,8 @@ class TestServedOnTheFleet:
         # The manager judges metric gates against the hub's Prometheus.
         manager = next(p for p in bed.processes if p.name == "manager")
         manager.kill()
-        manager.argv.append(f"--prometheus-url=http://{prometheus.hub.address}")
+        manager.argv += [f"--prometheus-url=http://{prometheus.hub.address}",
+                         "--gate-refresh=2"]  # asked again every 2 s, not 15
         manager.start()
         scope = f'cluster=~"$clusters",namespace="{TARGET}",inferenceservice="{canary}"'
         failed = f"sum by (cluster) (rate(model_infer_request_failure_total{{{scope}}}[1m]))"

@@ -89,8 +89,11 @@ def metrics(testbed: Testbed, tmp_path_factory: pytest.TempPathFactory) -> Itera
 def manager(testbed: Testbed, tmp_path_factory: pytest.TempPathFactory,
             metrics: Metrics) -> Iterator[Manager]:
     """One manager for the module (no addon manager here: add-on enablement off)."""
+    # The spillover is judged again every 2 s (the default 15 s would make each of the test's
+    # moves wait up to 15 s: how soon is not the subject, what moves is).
     with running_manager(testbed, tmp_path_factory.mktemp("manager"), "--no-addon-enablement",
-                         f"--prometheus-url=http://{metrics.server.address}") as mgr:
+                         f"--prometheus-url=http://{metrics.server.address}",
+                         "--gate-refresh=2") as mgr:
         yield mgr
 
 

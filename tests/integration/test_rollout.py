@@ -297,7 +297,8 @@ def test_a_metric_gate_decides_and_a_killed_manager_resumes_without_double_write
     server, errors = gate_prometheus
     manager = _manager(bed)
     manager.kill()  # (a clean stop waits for every daemon to finish: seconds for nothing)
-    manager.argv.append(f"--prometheus-url=http://{server.address}")
+    # Asked again every 2 s, not 15: how soon a changed metric is seen is not the subject.
+    manager.argv += [f"--prometheus-url=http://{server.address}", "--gate-refresh=2"]
     manager.start()
     for cl in CLUSTERS:
         errors.labels(cl).set(0.5)  # whichever cluster goes first fails the gate
