@@ -20,18 +20,21 @@ IntentKey = tuple[str, str, str]
 """(kind, namespace, name)."""
 
 
+def generation(body: Mapping[str, Any]) -> int:
+    """An intent's ``metadata.generation`` (0 when it has none)."""
+    return int((body.get("metadata") or {}).get("generation") or 0)
+
+
 def changed(body: Mapping[str, Any]) -> bool:
     """Whether an intent's spec changed since its status was last written (or it has none).
 
     An intent being deleted is not: its removal runs instead of a reconcile (no daemon runs
     for it), so the others must not wait for it.
     """
-    meta = body.get("metadata") or {}
-    if meta.get("deletionTimestamp"):
+    if (body.get("metadata") or {}).get("deletionTimestamp"):
         return False
-    generation = meta.get("generation")
-    observed = (body.get("status") or {}).get("observedGeneration")
-    return generation is None or observed != generation
+    current = generation(body)
+    return current == 0 or (body.get("status") or {}).get("observedGeneration") != current
 
 
 @dataclass

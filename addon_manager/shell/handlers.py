@@ -88,25 +88,37 @@ class Settings:
 
 
 @dataclass
+class Wake:
+    """What wakes one intent's daemon."""
+
+    event: asyncio.Event = field(default_factory=asyncio.Event)
+    """Set when something the intent depends on changed."""
+    edited: asyncio.Event = field(default_factory=asyncio.Event)
+    """Set when its generation differs from the one its latest reconcile started from."""
+    generation: int | None = None
+    """The generation its latest reconcile started from (None: no reconcile yet)."""
+
+
+@dataclass
 class Wakeups:
-    """One asyncio.Event per intent; set when something the intent depends on changed.
+    """What wakes each intent's daemon (:class:`Wake`), by intent.
 
     An intent's daemon pauses between reconciles (at most one status write a second); an
     edit of the intent itself (a new ``metadata.generation``) ends the pause at once, so a
     user's change is never kept waiting for the coalescing of feedback.
     """
 
-    events: dict[tuple[str, str, str], asyncio.Event] = field(default_factory=dict)
-    edits: dict[tuple[str, str, str], asyncio.Event] = field(default_factory=dict)
-    """Per intent, set when its generation differs from the one last reconciled."""
-    generations: dict[tuple[str, str, str], int] = field(default_factory=dict)
-    """Per intent, the generation its latest reconcile started from."""
+    intents: dict[tuple[str, str, str], Wake] = field(default_factory=dict)
+
+    def of(self, key: tuple[str, str, str]) -> Wake:
+        """The record of an intent (created on first use)."""
+        if key not in self.intents:
+            self.intents[key] = Wake()
+        return self.intents[key]
 
     def get(self, key: tuple[str, str, str]) -> asyncio.Event:
-        """The event of an intent (created on first use)."""
-        if key not in self.events:
-            self.events[key] = asyncio.Event()
-        return self.events[key]
+        """The event of an intent, set when something it depends on changed."""
+        return self.of(key).event
 
     def poke(self, keys: Iterable[tuple[str, str, str]]) -> None:
         """Wake these intents."""
@@ -115,30 +127,26 @@ class Wakeups:
 
     def reconciling(self, key: tuple[str, str, str], generation: int) -> None:
         """The intent's reconcile starts from ``generation``."""
-        self.generations[key] = generation
-        self._edit(key).clear()
+        wake = self.of(key)
+        wake.generation = generation
+        wake.edited.clear()
 
     def seen(self, key: tuple[str, str, str], generation: int) -> None:
         """The intent was seen at ``generation``: an edit when its daemon reconciled another."""
-        if key in self.generations and generation != self.generations[key]:
-            self._edit(key).set()
+        wake = self.intents.get(key)
+        if wake is not None and wake.generation is not None and generation != wake.generation:
+            wake.edited.set()
 
     async def pause(self, key: tuple[str, str, str], seconds: float) -> None:
         """Wait ``seconds``, or less when the intent is edited meanwhile."""
         if seconds <= 0:
             return
         with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(self._edit(key).wait(), timeout=seconds)
+            await asyncio.wait_for(self.of(key).edited.wait(), timeout=seconds)
 
     def forget(self, key: tuple[str, str, str]) -> None:
         """The intent is gone."""
-        for held in (self.events, self.edits, self.generations):
-            held.pop(key, None)
-
-    def _edit(self, key: tuple[str, str, str]) -> asyncio.Event:
-        if key not in self.edits:
-            self.edits[key] = asyncio.Event()
-        return self.edits[key]
+        self.intents.pop(key, None)
 
 
 @dataclass
@@ -219,7 +227,7 @@ def shards_changed(state: ManagerState, gained: Mapping[int, int], lost: set[int
         shards.gain(gained)
     for shard in gained:
         shards.event(shard).set()
-    moved = [key for key in list(state.wakeups.events) if shards.shard(key) in set(gained) | lost]
+    moved = [key for key in list(state.wakeups.intents) if shards.shard(key) in set(gained) | lost]
     for kind, namespace, name in moved:  # the metric says so now, not at the daemon's next turn
         shard = shards.shard((kind, namespace, name))
         metrics.intent_shard(kind, namespace, name, shard, shards.replica, shard in gained)
@@ -464,10 +472,6 @@ def _ready(memo: Any, indexes: Mapping[str, Any]) -> tuple[ManagerState, IndexWo
     state.kopf_seen = True
     state.mark_ready()
     return state, _world(state, indexes)
-
-
-def _generation(body: Mapping[str, Any]) -> int:
-    return int((body.get("metadata") or {}).get("generation") or 0)
 
 
 def _world(state: ManagerState, indexes: Mapping[str, Any]) -> IndexWorld:
@@ -781,7 +785,7 @@ def _register_intent(spec: KindSpec, registry: kopf.OperatorRegistry) -> None:
         state, world = _ready(memo, kwargs)
         key = (kind, str(namespace), name)
         state.wakeups.poke([key])
-        state.wakeups.seen(key, _generation(body))
+        state.wakeups.seen(key, firstpass.generation(body))
         if spec.owns_stack:  # claims changed: other stack owners may win/lose clusters
             state.wakeups.poke(world.intents_of_kind(kind))
 
@@ -821,7 +825,7 @@ def _register_intent(spec: KindSpec, registry: kopf.OperatorRegistry) -> None:
                     if (held := shards.held(key)) is None:
                         continue
             started = time.monotonic()
-            state.wakeups.reconciling(key, _generation(body))
+            state.wakeups.reconciling(key, firstpass.generation(body))
             if (spec.seals and settings.secrets is not None
                     and storage_connection.secrets_named(body.get("spec") or {})):
                 await settings.secrets.settled(str(namespace))  # its namespace's watch

@@ -20,6 +20,10 @@ def test_an_intent_is_changed_until_its_status_observes_its_generation() -> None
     # being deleted: its removal runs, never a daemon's reconcile that others could wait for
     assert not firstpass.changed({"metadata": {"generation": 2, "deletionTimestamp": "x"},
                                   "status": {"observedGeneration": 1}})
+    # no generation (an object the API server never counted): changed, generation 0
+    assert firstpass.changed({"metadata": {}, "status": {"observedGeneration": 1}})
+    assert firstpass.generation({"metadata": {}}) == 0
+    assert firstpass.generation({"metadata": {"generation": 4}}) == 4
 
 
 def test_unchanged_intents_wait_for_every_changed_ones_first_reconcile() -> None:

@@ -682,4 +682,3 @@ def test_a_hold_on_the_full_list_ends_by_itself_after_its_limit() -> None:
         await _stopped(task)
 
     asyncio.run(main())
-

@@ -42,7 +42,7 @@ def _woken(kind: str, namespace: str, name: str, *, gone: bool = False,
     fact = WorkFact(name="w", cluster="c1", kind=kind, intent_namespace=namespace,
                     intent_name=name, render_hash="x")
     handlers.work_changed(state, fact if gone else None, None if gone else fact)
-    return {key for key, event in state.wakeups.events.items() if event.is_set()}
+    return {key for key, wake in state.wakeups.intents.items() if wake.event.is_set()}
 
 
 def test_a_stack_work_wakes_its_owner_and_what_it_gates() -> None:
@@ -84,7 +84,7 @@ def test_an_identity_work_wakes_the_storage_connections_and_collects_a_leftover(
         await asyncio.gather(*state.background)
 
     asyncio.run(changed())
-    assert {key for key, e in state.wakeups.events.items() if e.is_set()} == {
+    assert {key for key, w in state.wakeups.intents.items() if w.event.is_set()} == {
         (c.KIND_STORAGE_CONNECTION, ns, n) for ns, n in INTENTS[c.KIND_STORAGE_CONNECTION]}
     assert state.reconciler is not None
     assert ("delete", f"c9/{naming.IDENTITY_WORK_NAME}") in state.reconciler.writer.writes  # type: ignore[attr-defined]
@@ -155,4 +155,4 @@ def test_a_gone_intent_is_forgotten() -> None:
     wakeups.reconciling(key, 3)
     wakeups.seen(key, 4)
     wakeups.forget(key)
-    assert not wakeups.events and not wakeups.edits and not wakeups.generations
+    assert not wakeups.intents
