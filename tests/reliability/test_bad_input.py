@@ -254,7 +254,9 @@ class Verdict:
     def names_a_field(self) -> bool:
         """Whether the rejection says which field is wrong."""
         named = re.search(r"\b(metadata|spec)\.[a-zA-Z]", self.message)
-        return bool(self.fields) or named is not None
+        # an unknown key, named whatever its spelling: 'unknown field "spec."' is the key ""
+        unknown = re.search(r'unknown field "(metadata|spec)\.[^"]*"', self.message)
+        return bool(self.fields) or named is not None or unknown is not None
 
 
 @pytest.fixture(scope="module")
