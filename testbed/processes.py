@@ -174,17 +174,22 @@ class Process:
             return False
         return True
 
-    def reap(self, deadline: float) -> None:
-        """Wait for the exit after :meth:`terminate`; SIGKILL the group at ``deadline``."""
+    def reap(self, deadline: float) -> bool:
+        """Wait for the exit after :meth:`terminate`; SIGKILL the group at ``deadline``.
+
+        True when it had to be killed.
+        """
         proc = self._proc
         if proc is None:
-            return
+            return False
         try:
             proc.wait(max(0.0, deadline - time.monotonic()))
         except subprocess.TimeoutExpired:
             with contextlib.suppress(ProcessLookupError):
                 os.killpg(proc.pid, signal.SIGKILL)
             proc.wait(5)
+            return True
+        return False
 
     def kill(self) -> None:
         """SIGKILL the process at once (fault injection)."""
