@@ -499,6 +499,11 @@ def _sealing(world: IndexWorld) -> list[tuple[str, str, str]]:
 
 # Startup and login -------------------------------------------------------------------------------
 
+EVENT_BACKOFFS = (1.0, 2.0)
+"""Seconds between the retries of an Event post that failed (kopf's default: eight retries
+over 54 s). Events say what the status says already; a stop waits for these at most."""
+
+
 
 async def configure(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) -> None:
     """Our finalizer, progress kept in annotations, only warnings posted as Events."""
@@ -514,6 +519,10 @@ async def configure(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) 
         prefix=c.GROUP, key="last-handled-configuration"
     )
     settings.posting.level = logging.WARNING
+    # An Event that cannot be posted (its namespace is being deleted: 403 every time) was
+    # retried eight times over 54 s, and the manager's shutdown waited for it: past its
+    # grace period, and with it the Lease a standby waits for.
+    settings.posting.default_backoffs = settings.posting.logging_backoffs = EVENT_BACKOFFS
     settings.watching.server_timeout = 300
     loop = asyncio.get_running_loop()
     tasks = []

@@ -89,14 +89,19 @@ class Manager:
             self.proc.send_signal(signal.SIGKILL)
             self.proc.wait(timeout=10)
 
-    def stop(self) -> None:
-        """Stop the manager (SIGTERM, then SIGKILL)."""
+    def stop(self) -> bool:
+        """Stop the manager: SIGTERM, then SIGKILL 15 s later.
+
+        True when it had to be killed.
+        """
         if self.proc and self.proc.poll() is None:
             self.proc.terminate()
             try:
                 self.proc.wait(timeout=15)
             except subprocess.TimeoutExpired:
                 self.kill()
+                return True
+        return False
 
     def metrics(self) -> dict[str, float]:
         """Every sample of /metrics, keyed by name{labels}."""
