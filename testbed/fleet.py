@@ -105,6 +105,14 @@ replica count through the HPA it makes (test_dataplane_fleet's two replicas), an
 holding a PVC is deleted in the agent's tests)."""
 
 
+APISERVER_STOP_GRACE = 3.0
+"""Seconds a testbed's API server is given to exit on SIGTERM when the testbed stops (its
+clients have stopped; etcd goes after it). An idle one exits in about 1.3 s; a data-plane
+spoke's never did within 10 s (its shutdown started at once, then waited on something not
+found yet; one bare fleet's in three waited too, while its etcd was stopped beside it), and
+nothing needs it by then."""
+
+
 INOTIFY_INSTANCES = Path("/proc/sys/fs/inotify/max_user_instances")
 INOTIFY_WANTED = 1024
 """Each cluster's API server and controller-manager hold about a dozen inotify instances (cert
@@ -186,25 +194,29 @@ class Testbed:
         return proc
 
     def stop(self, timeout: float = 10.0) -> None:
-        """Stop every process the testbed started, all at once.
+        """Stop every process the testbed started, clients before servers.
 
         The data plane's pods first (their processes, then the watches); then SIGTERM goes to
-        all but etcd, newest first; they are waited for together, and any still running
-        ``timeout`` seconds later gets SIGKILL; etcd last. (With etcd stopped at the same
-        time, an API server's shutdown now and then waited for its storage until it was
-        killed, 10 s later.)
+        every client of the API servers (controllers, agents, the manager), newest first, then
+        to the API servers, then to etcd; each wave is waited for together, and a process
+        still running ``timeout`` seconds later gets SIGKILL: the API servers
+        :data:`APISERVER_STOP_GRACE` seconds later.
         """
         for plane in self.dataplanes.values():
             plane.stop()
         self.dataplanes.clear()
         store = getattr(self, "etcd", None)
-        for group in ([p for p in reversed(self.processes) if p is not store],
-                      [p for p in self.processes if p is store]):
-            signalled = [proc for proc in group if proc.terminate()]
-            deadline = time.monotonic() + timeout
+        servers = [c.processes.get("kube-apiserver") for c in getattr(self, "all_clusters", [])]
+        waves = ([p for p in reversed(self.processes) if p is not store and p not in servers],
+                 [p for p in self.processes if p in servers],
+                 [p for p in self.processes if p is store])
+        for wave, grace in zip(waves, (timeout, min(timeout, APISERVER_STOP_GRACE), timeout),
+                               strict=True):
+            signalled = [proc for proc in wave if proc.terminate()]
+            deadline = time.monotonic() + grace
             killed = [proc.name for proc in signalled if proc.reap(deadline)]
             if killed:
-                self.log(f"[testbed] still running {timeout:g}s after SIGTERM, killed: "
+                self.log(f"[testbed] still running {grace:g}s after SIGTERM, killed: "
                          f"{', '.join(killed)}")
         self.processes.clear()
 
