@@ -497,6 +497,23 @@ def _sealing(world: IndexWorld) -> list[tuple[str, str, str]]:
     return world.intents_of(registry.where(lambda s: s.seals))
 
 
+STOP_BACKOFF = 2.0
+"""Seconds kopf gives an intent's daemon to return by itself once asked to stop (the manager
+stops, the intent goes) before cancelling it. A daemon waiting for a wakeup returns at once;
+a cancelled one is logged as a warning, which kopf posts as an Event on the intent: one per
+intent at every stop of the manager."""
+
+
+async def until_woken(wake: asyncio.Event, stopped: kopf.DaemonStopped, timeout: float) -> None:
+    """Wait until ``wake`` is set, the daemon is asked to stop, or ``timeout`` seconds pass."""
+    waits = [asyncio.ensure_future(wake.wait()), asyncio.ensure_future(stopped.wait())]
+    try:
+        await asyncio.wait(waits, timeout=timeout, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        for waiting in waits:
+            waiting.cancel()
+
+
 # Startup and login -------------------------------------------------------------------------------
 
 EVENT_BACKOFFS = (1.0, 2.0)
@@ -799,7 +816,7 @@ def _register_intent(spec: KindSpec, registry: kopf.OperatorRegistry) -> None:
             state.wakeups.poke(world.intents_of_kind(kind))
 
     @kopf.daemon(c.GROUP, c.VERSION, plural, id=f"{plural}_daemon", cancellation_timeout=10,
-                 registry=registry)
+                 cancellation_backoff=STOP_BACKOFF, registry=registry)
     async def run(
         body: kopf.Body, namespace: str | None, name: str, stopped: kopf.DaemonStopped,
         logger: logging.Logger | logging.LoggerAdapter[Any], memo: kopf.Memo, **kwargs: Any,
@@ -863,8 +880,7 @@ def _register_intent(spec: KindSpec, registry: kopf.OperatorRegistry) -> None:
             # a cluster that left while unavailable ends by the clock: look again then.
             timeout = outcome.wait(settings.resync)
             if timeout > 0:
-                with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(wake.wait(), timeout=timeout)
+                await until_woken(wake, stopped, timeout)
 
     @kopf.on.delete(c.GROUP, c.VERSION, plural, id=f"{plural}_cleanup", registry=registry)
     async def delete(
