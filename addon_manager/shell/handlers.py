@@ -180,11 +180,18 @@ class Sharding:
             self.gained[shard] = asyncio.Event()
         return self.gained[shard]
 
-    async def until_held(self, key: tuple[str, str, str], timeout: float) -> None:
-        """Return once this replica holds the intent's shard (or after ``timeout``)."""
+    async def until_held(self, key: tuple[str, str, str], timeout: float,
+                         stopped: kopf.DaemonStopped | None = None) -> None:
+        """Return once this replica holds the intent's shard, or after ``timeout``.
+
+        Also once ``stopped`` (the waiting daemon's) is set: kopf asks the daemon to stop.
+        """
         event = self.event(self.shard(key))
         if event.is_set():  # set, but lapsed since: wait for the next gain
             event.clear()
+        if stopped is not None:
+            await until_woken(event, stopped, timeout)
+            return
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(event.wait(), timeout)
 
@@ -841,7 +848,7 @@ def _register_intent(spec: KindSpec, registry: kopf.OperatorRegistry) -> None:
                 metrics.intent_shard(kind, str(namespace), name, shards.shard(key),
                                      shards.replica, held is not None)
                 if held is None:  # another replica writes it: wait until this one may
-                    await shards.until_held(key, settings.resync)
+                    await shards.until_held(key, settings.resync, stopped)
                     waited = True
                     continue
                 if waited:  # just gained: the shards' changed intents plan first
