@@ -229,6 +229,9 @@ class Executed:
     fenced: bool = False
     """The hub refused a write as coming from a replica that lost the intent's shard (sharded
     managers): another replica writes this intent now, its status included."""
+    withheld: bool = False
+    """A write was not sent: this replica handed the intent's shard over while the write
+    waited for its turn. As for ``fenced``, the new holder writes the rest."""
 
 
 @dataclass(frozen=True)

@@ -61,6 +61,17 @@ def _path(group: str, version: str, namespace: str, plural: str, name: str = "")
     return f"{base}/namespaces/{namespace}/{plural}" + (f"/{name}" if name else "")
 
 
+Holds = Callable[[], bool]
+"""Whether this replica still holds the shard a write is made by (sharded managers)."""
+
+
+class Withheld(Exception):
+    """A work write not sent: the replica handed over the shard it was to be written by.
+
+    It did while the write waited for its turn (:class:`HubWriter`'s concurrency).
+    """
+
+
 class HubWriter:
     """Bounded, retrying, counted access to the hub API server (async, on the event loop)."""
 
@@ -78,13 +89,15 @@ class HubWriter:
 
     async def _call(
         self, verb: str, resource: str, fn: Callable[[], Awaitable[T]], *, write: bool = True,
-        retry_conflict: bool = True,
+        retry_conflict: bool = True, holds: Holds | None = None,
     ) -> T:
         if self._sem is None:
             self._sem = asyncio.Semaphore(self.concurrency)
         delay = 0.2
         for attempt in range(1, self.attempts + 1):
             async with self._sem:
+                if holds is not None and not holds():  # asked at its turn, not when queued
+                    raise Withheld(f"{verb} {resource}: not sent, the shard was handed over")
                 if write:
                     metrics.API_WRITES.labels(verb, resource).inc()
                 try:
@@ -121,12 +134,15 @@ class HubWriter:
             raise HttpStatus(response)
         return response
 
-    async def apply_work(self, body: dict[str, Any], *, force: bool) -> int | None:
+    async def apply_work(self, body: dict[str, Any], *, force: bool,
+                         holds: Holds | None = None) -> int | None:
         """Server-side apply one ManifestWork as field manager ``model-serving-addon``.
 
         ``force`` only for works already known to be ours: a work someone else manages
         makes a non-forced apply fail with a conflict instead of being taken over. Returns
         the work's resourceVersion after the write (None when the answer has none).
+        ``holds`` (sharded managers) is asked right before each attempt is sent: once it
+        says no, :class:`Withheld` is raised and nothing is sent.
         """
         meta = body["metadata"]
         path = _path(WORK_GROUP, WORK_VERSION, meta["namespace"], WORK_PLURAL, meta["name"])
@@ -135,18 +151,20 @@ class HubWriter:
             "apply", WORK_PLURAL,
             lambda: self._send("PATCH", path, params=params, body=body,
                                content_type=APPLY_CONTENT_TYPE),
-            retry_conflict=force,
+            retry_conflict=force, holds=holds,
         )
         return resource_version_of(response.body)
 
-    async def delete_work(self, namespace: str, name: str) -> None:
+    async def delete_work(self, namespace: str, name: str, *, holds: Holds | None = None
+                          ) -> None:
         """Delete one ManifestWork; one already gone is fine.
 
-        Foreground deletion on the spoke is the work's own ``deleteOption``.
+        Foreground deletion on the spoke is the work's own ``deleteOption``. ``holds`` as
+        for :meth:`apply_work`.
         """
         path = _path(WORK_GROUP, WORK_VERSION, namespace, WORK_PLURAL, name)
         await self._call("delete", WORK_PLURAL,
-                         lambda: self._send("DELETE", path, ok=(404,)))
+                         lambda: self._send("DELETE", path, ok=(404,)), holds=holds)
 
     async def patch_status(
         self, group: str, version: str, plural: str, namespace: str, name: str,

@@ -26,7 +26,7 @@ from addon_manager.facts.revisions import RevisionFact
 from addon_manager.facts.secrets import decode_value, forbidden_detail
 from addon_manager.kinds import storage_connection
 from addon_manager.shell import metrics, sealkeys
-from addon_manager.shell.apply import WriteError
+from addon_manager.shell.apply import Holds, Withheld, WriteError
 
 log = logging.getLogger(__name__)
 
@@ -34,11 +34,13 @@ log = logging.getLogger(__name__)
 class Writer(Protocol):
     """What the executor writes with (see :class:`~addon_manager.shell.apply.HubWriter`)."""
 
-    def apply_work(self, body: dict[str, Any], *, force: bool) -> Awaitable[int | None]:
-        """Server-side apply a ManifestWork."""
+    def apply_work(self, body: dict[str, Any], *, force: bool,
+                   holds: Holds | None = None) -> Awaitable[int | None]:
+        """Server-side apply a ManifestWork (not sent once ``holds`` says no)."""
 
-    def delete_work(self, namespace: str, name: str) -> Awaitable[None]:
-        """Delete a ManifestWork."""
+    def delete_work(self, namespace: str, name: str, *,
+                    holds: Holds | None = None) -> Awaitable[None]:
+        """Delete a ManifestWork (not sent once ``holds`` says no)."""
 
     def patch_status(
         self, group: str, version: str, plural: str, namespace: str, name: str,
@@ -130,11 +132,14 @@ class Executor:
         return Recent(self.applied, self.deleted, self.addons, self.grant_retries,
                       time.monotonic(), self.revisions)
 
-    async def run(self, plan: Plan, fence: str | None = None) -> Executed:
+    async def run(self, plan: Plan, fence: str | None = None,
+                  holds: Holds | None = None) -> Executed:
         """Perform ``plan``: pins, then every write at once; report what happened.
 
         ``fence`` (sharded managers): ``<shard>/<epoch>`` of the shard Lease this replica
-        writes by, set on every work it applies (``sharding.FENCE_ANNOTATION``).
+        writes by, set on every work it applies (``sharding.FENCE_ANNOTATION``). ``holds``
+        says whether the replica still holds that shard: a work write whose turn comes
+        after it was handed over is not sent (``Executed.withheld``).
         """
         done = Executed()
         roll = plan.rollout
@@ -163,14 +168,18 @@ class Executor:
                 data = decoded
             if item.grant_retry:
                 self.grant_retries[(item.work.cluster, item.work.name)] = time.monotonic()
-            jobs.append((item.what, item.work.cluster, self.apply(item, data, fence)))
+            jobs.append((item.what, item.work.cluster, self.apply(item, data, fence, holds)))
         for gone in plan.deletes:
-            jobs.append(("delete", gone.work.cluster, self.delete(gone.work, send=gone.send)))
+            jobs.append(("delete", gone.work.cluster,
+                         self.delete(gone.work, send=gone.send, holds=holds)))
         jobs.extend(("addon", cl, self.ensure_addon(cl)) for cl in plan.addons)
         results = await asyncio.gather(*(j[2] for j in jobs), return_exceptions=True)
         kind = plan.spec.kind
         for (what, cl, _), result in zip(jobs, results, strict=True):
             if isinstance(result, BaseException):
+                if isinstance(result, Withheld):
+                    done.withheld = True
+                    continue
                 if not isinstance(result, (WriteError, sealing.SealError)):
                     raise result
                 if FENCED in str(result):
@@ -201,7 +210,7 @@ class Executor:
         return done
 
     async def apply(self, item: Apply, secret: dict[str, str] | None = None,
-                    fence: str | None = None) -> None:
+                    fence: str | None = None, holds: Holds | None = None) -> None:
         """Apply one work (sealing its payload first when it carries credentials)."""
         rw, body = item.work, item.work.body
         if fence is not None:  # not part of the render: an unchanged work is not rewritten
@@ -216,18 +225,19 @@ class Executor:
                 rw.seal_inputs.public_key, storage_connection.binding_of(rw), sequence, payload,
                 self.sealer.keys.signing_key,
             ))
-        version = await self.writer.apply_work(body, force=item.have is not None)
+        version = await self.writer.apply_work(body, force=item.have is not None, holds=holds)
         self.applied[(rw.cluster, rw.name)] = (rw.render_hash, time.monotonic(), version or 0)
         # Written again: a delete of it is due again whenever asked for, however recently
         # the one of that name before it was deleted.
         self.deleted.pop((rw.cluster, rw.name), None)
         metrics.WORK_APPLIES.labels(item.kind).inc()
 
-    async def delete(self, work: WorkFact, *, send: bool = True) -> bool:
+    async def delete(self, work: WorkFact, *, send: bool = True,
+                     holds: Holds | None = None) -> bool:
         """Delete one work unless ``send`` is False; True when a delete was sent."""
         if not send:
             return False
-        await self.writer.delete_work(work.cluster, work.name)
+        await self.writer.delete_work(work.cluster, work.name, holds=holds)
         key = (work.cluster, work.name)
         self.deleted[key] = time.monotonic()
         self.applied.pop(key, None)

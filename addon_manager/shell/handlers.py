@@ -174,6 +174,13 @@ class Sharding:
         return None if epoch is None else ShardStatus(index=shard, replica=self.replica,
                                                       epoch=epoch)
 
+    def holds(self, held: ShardStatus) -> Callable[[], bool]:
+        """Whether this replica still holds ``held``'s shard at its epoch.
+
+        Asked before each work write of a reconcile by it.
+        """
+        return lambda: self.keeper.epoch(held.index) == held.epoch
+
     def event(self, shard: int) -> asyncio.Event:
         """The event set while this replica holds ``shard``."""
         if shard not in self.gained:
@@ -863,7 +870,9 @@ def _register_intent(spec: KindSpec, registry: kopf.OperatorRegistry) -> None:
                     and storage_connection.secrets_named(body.get("spec") or {})):
                 await settings.secrets.settled(str(namespace))  # its namespace's watch
             try:
-                outcome = await reconciler.reconcile(kind, body, shard=held)
+                outcome = await reconciler.reconcile(
+                    kind, body, shard=held,
+                    holds=shards.holds(held) if shards is not None and held else None)
             except Exception:
                 logger.exception("reconcile of %s %s/%s failed", kind, str(namespace), name)
                 await asyncio.sleep(5)
@@ -916,7 +925,9 @@ def _register_intent(spec: KindSpec, registry: kopf.OperatorRegistry) -> None:
         if spec.owns_stack:
             # The status is kept current while the stacks go; a stack that add-on intents
             # still use is not removed (DeletionBlocked names them) until they are gone.
-            outcome = await reconciler.reconcile(kind, body, overdue=overdue, shard=held)
+            outcome = await reconciler.reconcile(
+                kind, body, overdue=overdue, shard=held,
+                holds=shards.holds(held) if shards is not None and held else None)
             if outcome.phase_after == "Invalid":  # spec unreadable: cleanup keeps the rule
                 outcome.remaining = await reconciler.cleanup(kind, str(namespace), name)
             if outcome.blocked:

@@ -35,7 +35,7 @@ from addon_manager.kinds.base import HelperSpec
 from addon_manager.kinds.registry import HELPERS, KINDS, TENANT_KINDS, spec_of
 from addon_manager.kinds.render import owner_labels
 from addon_manager.shell import metrics, sealkeys
-from addon_manager.shell.apply import WriteError
+from addon_manager.shell.apply import Holds, WriteError
 from addon_manager.shell.execute import Executor, Writer
 
 
@@ -69,15 +69,16 @@ class Outcome:
     def wait(self, resync: float) -> float:
         """Seconds to wait, after :meth:`pause`, for a change before reconciling again.
 
-        The resync period, or less when something is due by the clock (a second after it, so
-        that it is past); none when the plan asked to look again at once (``recheck_after``
-        0: a metric answer to judge with, exporting works to follow the set just published).
+        The resync period, or less when something is due by the clock (:data:`DUE_MARGIN`
+        after it, so that it is past); none when the plan asked to look again at once
+        (``recheck_after`` 0: a metric answer to judge with, exporting works to follow the set
+        just published).
         """
         if self.recheck_after is None:
             return resync
         if self.recheck_after <= 0:
             return 0.0
-        return min(resync, self.recheck_after + 1)
+        return min(resync, self.recheck_after + DUE_MARGIN)
 
     def pause(self, started: float, min_interval: float, now: float) -> float:
         """Seconds to wait before the intent's next reconcile (monotonic times).
@@ -90,6 +91,13 @@ class Outcome:
         since = self.status_sent_at if self.status_sent_at is not None else started
         return max(0.0, since + min_interval - now)
 
+
+DUE_MARGIN = 0.1
+"""Seconds past a clock-due moment (a rollout step's minSuccessTime, a grace period) at which
+the intent is reconciled again. The plan counts in whole seconds from a ``now`` rounded down
+(:func:`_now`), so a wait of ``recheck_after`` already ends at or after the due second; the
+margin covers a timer that fires a little early. (It was a whole second, which every
+time-bound rollout step waited on top of its minSuccessTime.)"""
 
 STEP_ENDS = {"RolloutStepPassed": "Passed", "RolloutRolledBack": "RolledBack",
              "RolloutHalted": "Halted"}
@@ -178,7 +186,7 @@ class Reconciler:
 
     async def reconcile(
         self, kind: str, body: Mapping[str, Any], *, overdue: bool = False,
-        shard: ShardStatus | None = None,
+        shard: ShardStatus | None = None, holds: Holds | None = None,
     ) -> Outcome:
         """Bring one intent's works to the desired set and write its status if it changed.
 
@@ -186,7 +194,8 @@ class Reconciler:
         safety, gates); ``overdue`` says a deletion has waited long enough for the remaining
         works to be reported as ``WorksRemain``. ``shard`` (sharded managers): the shard this
         replica holds the intent by; its epoch goes on every work written, and the status
-        names it.
+        names it. ``holds`` says whether the replica still holds it: no work write is sent
+        once it says no (the shard handed over mid fan-out).
         """
         started = time.monotonic()
         todo = self.plan(kind, body, overdue=overdue)
@@ -214,10 +223,15 @@ class Reconciler:
         out.skipped = todo.skipped
         metrics.WORK_SKIPS.labels(kind).inc(todo.skipped)
         written_at = sharding.fence(shard.index, shard.epoch) if shard is not None else None
-        done = await self.executor.run(todo, fence=written_at)
+        done = await self.executor.run(todo, fence=written_at, holds=holds)
         if done.fenced:  # another replica holds the shard now: it writes the status too
             log.warning("%s %s/%s: the hub refused a write at shard epoch %s: another replica "
                         "holds the shard", kind, todo.namespace, todo.name, written_at)
+            out.recheck_after = None
+            return out
+        if done.withheld:  # handed over mid fan-out: the new holder writes the rest
+            log.info("%s %s/%s: shard %s handed over during the fan-out: its other writes "
+                     "were not sent", kind, todo.namespace, todo.name, written_at)
             out.recheck_after = None
             return out
         out.applied, out.deleted, out.errors = done.applied, done.deleted, done.errors

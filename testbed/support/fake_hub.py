@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import base64
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -23,7 +24,7 @@ from addon_manager.facts.secrets import (
     parse_secret,
 )
 from addon_manager.kinds.registry import parse as parse_work
-from addon_manager.shell.apply import WriteError
+from addon_manager.shell.apply import Withheld, WriteError
 
 OPEN_POLICY = Policy(namespaces=tenancy.parse("*=*"))
 """Any hub namespace may target any spoke namespace (but the always-denied ones), without
@@ -142,7 +143,10 @@ class FakeHub:
         for facts in self.revisions.values():
             facts[:] = [f for f in facts if f.name != name]
 
-    async def apply_work(self, body: dict[str, Any], *, force: bool) -> None:
+    async def apply_work(self, body: dict[str, Any], *, force: bool,
+                         holds: Callable[[], bool] | None = None) -> None:
+        if holds is not None and not holds():
+            raise Withheld(f"apply {body['metadata']['name']}: not sent")
         key = (body["metadata"]["namespace"], body["metadata"]["name"])
         self.writes.append(("apply", "/".join(key)))
         self.bodies[key] = body
@@ -150,7 +154,10 @@ class FakeHub:
         assert fact is not None
         self.works[key] = fact
 
-    async def delete_work(self, namespace: str, name: str) -> None:
+    async def delete_work(self, namespace: str, name: str, *,
+                          holds: Callable[[], bool] | None = None) -> None:
+        if holds is not None and not holds():
+            raise Withheld(f"delete {name}: not sent")
         self.writes.append(("delete", f"{namespace}/{name}"))
         self.works.pop((namespace, name), None)
 

@@ -258,3 +258,32 @@ def test_bodies_decode_as_the_json_module_would_even_past_orjsons_nesting_limit(
     assert (depth, decoded) == (5000, 1)
     with pytest.raises(ValueError):
         hubhttp.loads(b'{"a": ')  # what neither decodes is still an error
+
+
+def test_a_work_write_whose_turn_comes_after_its_shard_went_is_not_sent() -> None:
+    """Sharded managers: ``holds`` is asked when a write gets its turn (the writer sends at
+    most ``concurrency``, 2, at once), not when it was queued. Four applies queued at once by
+    a replica whose shard goes once the first write is answered: the two sent at once reach
+    the hub, the other two are withheld (before, they were sent with the old epoch and the
+    hub's fence refused them, after the new holder had started)."""
+    sent: list[int] = []
+
+    async def fan_out(w: apply.HubWriter) -> list[BaseException | None]:
+        async def one(i: int) -> None:
+            body = {**WORK, "metadata": {"name": f"w{i}", "namespace": "c1"}}
+            await w.apply_work(body, force=True, holds=lambda: not sent)
+            sent.append(i)
+
+        return await asyncio.gather(*(one(i) for i in range(4)), return_exceptions=True)
+
+    results, seen = run([], fan_out)
+    assert [r is None for r in results] == [True, True, False, False]
+    assert all(isinstance(r, apply.Withheld) for r in results[2:])
+    assert [s.path.rsplit("/", 1)[1] for s in seen] == ["w0", "w1"]
+
+    async def delete(w: apply.HubWriter) -> None:
+        with pytest.raises(apply.Withheld):
+            await w.delete_work("c1", "w", holds=lambda: False)
+
+    _, seen = run([], delete)
+    assert seen == []

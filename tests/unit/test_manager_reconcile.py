@@ -19,7 +19,7 @@ from addon_manager.facts import conflicts, naming
 from addon_manager.facts.records import ClusterFact, WorkFact
 from addon_manager.facts.secrets import parse_secret
 from addon_manager.kinds.registry import parse as parse_work
-from addon_manager.shell.reconcile import Outcome, Reconciler
+from addon_manager.shell.reconcile import DUE_MARGIN, Outcome, Reconciler
 from testbed.support.fake_hub import OPEN_POLICY, FakeHub
 from testbed.support.sealing import memory_sealer
 
@@ -1132,7 +1132,7 @@ def test_the_wait_is_the_resync_or_until_something_is_due_or_none_when_asked_at_
     follow the set just published) is not made to wait the resync period: ``0 or resync``
     read it as "nothing due" until 2026-12-06."""
     assert Outcome().wait(300.0) == 300.0
-    assert Outcome(recheck_after=14.0).wait(300.0) == 15.0
+    assert Outcome(recheck_after=14.0).wait(300.0) == 14.0 + DUE_MARGIN
     assert Outcome(recheck_after=900.0).wait(300.0) == 300.0
     assert Outcome(recheck_after=0.0).wait(300.0) == 0.0
 

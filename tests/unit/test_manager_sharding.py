@@ -126,7 +126,8 @@ def test_a_write_the_hub_fences_off_leaves_the_status_to_the_shards_holder() -> 
     from tests.unit.test_namespace_policy_work import POLICY, msv
 
     class Fenced(FakeHub):
-        async def apply_work(self, body: dict[str, object], *, force: bool) -> None:
+        async def apply_work(self, body: dict[str, object], *, force: bool,
+                             holds: object = None) -> None:
             raise WriteError("admission webhook denied: written by a manager replica that no "
                              "longer holds shard 3/6 (its Lease ... is at epoch 7)", 403)
 
@@ -135,6 +136,34 @@ def test_a_write_the_hub_fences_off_leaves_the_status_to_the_shards_holder() -> 
         "ModelServing", msv(), shard=ShardStatus(index=3, replica="old", epoch=6)))
     assert "kserve" not in hub.statuses  # no status claiming a failure it did not see
     assert not out.status_written
+
+
+def test_a_shard_handed_over_mid_fan_out_sends_no_more_writes_and_no_status() -> None:
+    """The replica handed the shard over while its fan-out waited: the writes whose turn
+    came after are not sent (none reaches the hub's fence), and the status is the new
+    holder's to write."""
+    import asyncio
+
+    from addon_api.common import ShardStatus
+    from addon_manager.shell.reconcile import Reconciler
+    from testbed.support.fake_hub import FakeHub
+    from testbed.support.sealing import memory_sealer
+    from tests.unit.test_namespace_policy_work import POLICY, msv
+
+    hub = FakeHub(placements={("ns", "p"): frozenset({"c1", "c2", "c3"})})
+    held = ShardStatus(index=3, replica="old", epoch=6)
+    asked: list[bool] = []
+
+    def holds() -> bool:  # handed over after the first write's turn
+        asked.append(not asked)
+        return asked[-1]
+
+    out = asyncio.run(Reconciler(hub, hub, memory_sealer(), admin=POLICY).reconcile(
+        "ModelServing", msv(), shard=held, holds=holds))
+    assert [w[0] for w in hub.writes if w[0] in ("apply", "delete")] == ["apply"]
+    assert len(asked) > 1  # asked per work write
+    assert "kserve" not in hub.statuses and not out.status_written
+    assert out.recheck_after is None
 
 
 def test_after_a_gain_the_gained_shards_changed_intents_plan_before_the_others() -> None:
