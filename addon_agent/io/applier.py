@@ -13,13 +13,13 @@ import hashlib
 import json
 import logging
 import time
-from typing import Any, NamedTuple
+from typing import Any
 
 from kubernetes.client.exceptions import ApiException
 
 from addon_agent import labels as lb
 from addon_agent.io.crd_cache import CrdCache
-from addon_agent.io.inventory import Inventory, Ref
+from addon_agent.io.inventory import Applied, Inventory, Ref
 from addon_agent.io.kube import Kube
 from addon_agent.pure import planning, status
 from addon_agent.pure.decisions import Upgrade
@@ -30,16 +30,6 @@ log = logging.getLogger(__name__)
 
 Obj = dict[str, Any]
 ESTABLISHED_TIMEOUT = 60.0
-
-
-class Applied(NamedTuple):
-    """What one write of the agent left: the hash of what it applied and the object it made."""
-
-    digest: str
-    resource_version: str
-    uid: str
-    generation: int | None
-    """``metadata.generation`` after the write; None for kinds that keep none."""
 
 
 def applied_of(digest: str, written: Obj) -> Applied:
@@ -88,8 +78,6 @@ class Applier:
         self.kube = kube
         self.crds = crds
         self.inventory = inventory
-        self._applied: dict[Ref, Applied] = {}
-        """Per applied object: what was applied and the object it produced."""
         self._foreign: set[Ref] = set()
         """Objects of the plan found to be someone else's (logged once)."""
         self._crds_written = False
@@ -109,6 +97,7 @@ class Applier:
         Established in time.
         """
         the_plan.runtime_errors.clear()
+        the_plan.webhook_unreachable = False
         the_plan.conflicts.clear()
         the_plan.runtime_conflicts.clear()
         previous = self.inventory.load()
@@ -285,7 +274,8 @@ class Applier:
 
         A runtime the stack's admission webhook rejects or cannot be asked about (its
         controller not serving yet) does not stop the install: it is reported in the plan's
-        ``runtime_errors`` and tried again on the next reconcile.
+        ``runtime_errors`` and tried again on the next reconcile (soon when the webhook could
+        not be called: ``webhook_unreachable``).
         """
         ref = Ref.of(obj)
         theirs, live = self._someone_elses(obj, the_plan)
@@ -297,6 +287,8 @@ class Applier:
             reason = api_error_message(err)
             log.warning("%s %s not applied: %s", ref.kind, ref.name, reason)
             the_plan.runtime_errors.append(f"{ref.kind} {ref.name}: {reason}")
+            if (err.status or 0) >= 500:  # not refused: the webhook could not be asked
+                the_plan.webhook_unreachable = True
         return True
 
     def _same_platform_crd(self, name: str, platform: str) -> bool:
@@ -314,7 +306,7 @@ class Applier:
         """
         ref = Ref.of(obj)
         digest = hashlib.sha256(json.dumps(obj, sort_keys=True).encode()).hexdigest()
-        known = self._applied.get(ref)
+        known = self.inventory.applied.get(ref)
         if known is not None and known.digest == digest:
             if not live_read:
                 live = self.kube.metadata(
@@ -322,7 +314,7 @@ class Applier:
             if unchanged_since(known, obj, live):
                 return
         out = self.kube.apply(obj)
-        self._applied[ref] = applied_of(digest, out)
+        self.inventory.applied[ref] = applied_of(digest, out)
         if ref.kind == "CustomResourceDefinition":
             self._crds_written = True
 
@@ -353,7 +345,7 @@ class Applier:
             if current is None or not lb.is_ours(current):
                 continue
             self.kube.delete(ref.api_version, ref.kind, ref.name, ref.namespace or None)
-            self._applied.pop(ref, None)
+            self.inventory.applied.pop(ref, None)
             remaining.append(ref)
         return remaining
 

@@ -62,6 +62,11 @@ class Outcome:
     """Not "": after the write, the handler fails with this message and kopf retries."""
     done: bool = True
     """False while a removal has not finished (a deletion keeps its finalizer)."""
+    again: float = 0.0
+    """Seconds after which the reconcile runs again by itself, sooner than the resync:
+    something under way ends on its own and nothing the agent watches says when (a removal's
+    deletes, a stack's webhook not serving yet). 0: at the next event or resync (also while it
+    waits for someone else, such as the objects that hold a removal)."""
     after: Callable[[], None] | None = None
     """Run once the status is written (the metrics of what the status says)."""
 

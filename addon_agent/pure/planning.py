@@ -79,6 +79,9 @@ class Plan:
     certificates: list[CertRequest] = field(default_factory=list)
     runtime_errors: list[str] = field(default_factory=list)
     """Serving runtimes the last install could not apply (filled in by the applier)."""
+    webhook_unreachable: bool = False
+    """Some of them because the stack's admission webhook could not be called (a 5xx, as
+    while its controller restarts), not because it refused them: worth trying again soon."""
     conflicts: list[str] = field(default_factory=list)
     """``Kind ns/name`` of objects of the plan that exist and are someone else's: not taken
     over (filled in by the applier); the stack is not Ready while there are any."""

@@ -41,6 +41,14 @@ log = logging.getLogger(__name__)
 SPOKE_API = f"{c.GROUP}/{c.VERSION}"
 APPLY_RETRY_SECONDS = 10
 """kopf retries a reconcile whose write the API server refused after this long."""
+REMOVAL_RECHECK = 3.0
+"""Seconds between two looks at a removal under way (``managementState: Removed``, or the
+ServingPlatform deleted): its namespaces and CRDs go within seconds, and nothing the agent
+watches says when. (At the resync, a Removed stack took up to a minute to say so.)"""
+WEBHOOK_RECHECK = APPLY_RETRY_SECONDS
+"""Seconds before serving runtimes the stack's webhook could not be asked about are applied
+again (its controller restarting, as in every upgrade). At the resync, the models of such a
+runtime waited up to a minute after an upgrade."""
 
 
 class Platforms:
@@ -64,6 +72,9 @@ class Platforms:
         self.kept: dict[str, list[str]] = {}
         """Namespaces kept when dropped from servingNamespaces, and what each holds (as the
         last reconcile found them; the namespaces' kept label is what survives a restart)."""
+        self.due_again: dict[str, threading.Timer] = {}
+        """ServingPlatforms to reconcile again soon (:meth:`again_soon`), by name."""
+        self._again_lock = threading.Lock()
 
     # The one writer -----------------------------------------------------------------------------
 
@@ -95,7 +106,43 @@ class Platforms:
             return
         reading = Reading.of(body)
         with self.lock, metrics.RECONCILE_SECONDS.labels(kind="ServingPlatform").time():
-            self.finish(reading, self._decide_platform(reading, body))
+            outcome = self.finish(reading, self._decide_platform(reading, body))
+        if outcome.again > 0:
+            self.again_soon(reading.name, outcome.again)
+
+    def again_soon(self, name: str, seconds: float) -> None:
+        """Reconcile the ServingPlatform ``name`` again after ``seconds``, at most a resync.
+
+        Once: a reconcile already due is kept. (A kopf retry would write its progress on the
+        object and count as a failed reconcile; a timer does neither.)
+        """
+        with self._again_lock:
+            if name in self.due_again:
+                return
+            timer = threading.Timer(min(self.config.resync_seconds, seconds),
+                                    self.reconcile_again, args=(name,))
+            timer.daemon = True
+            self.due_again[name] = timer
+        timer.start()
+
+    def reconcile_again(self, name: str) -> None:
+        """The reconcile :meth:`again_soon` asked for: of the ServingPlatform as it is now."""
+        with self._again_lock:
+            self.due_again.pop(name, None)
+        try:
+            body = self.kube.get(SPOKE_API, c.KIND_SERVING_PLATFORM, name)
+            if body is not None:
+                self.reconcile(kopf.Body(cast(kopf.RawBody, body)))
+        except Exception:  # the resync tries again
+            metrics.RECONCILE_ERRORS.labels(kind="ServingPlatform").inc()
+            log.exception("%s: reconcile failed", name)
+
+    def removal_recheck(self) -> float:
+        """Seconds before a deletion under way is looked at again.
+
+        :data:`REMOVAL_RECHECK`, never more than the resync.
+        """
+        return min(self.config.resync_seconds, REMOVAL_RECHECK)
 
     def _refusal(self, spec: ServingPlatformSpec) -> tuple[Reason, str] | None:
         """The agent's own policy check of a ServingPlatform to install (None: it proceeds)."""
@@ -159,7 +206,8 @@ class Platforms:
                                    self.observer.crds_of(the_plan), self.kept)
         log.info("%s: %s (%s)", name, status.phase, status.message[:200])
         return Outcome(status, after=lambda: self._record_metrics(
-            spec.platform, status, the_plan.controllers()))
+            spec.platform, status, the_plan.controllers()),
+            again=WEBHOOK_RECHECK if the_plan.webhook_unreachable else 0.0)
 
     def _serve_unmanaged(self, reading: Reading, spec: ServingPlatformSpec) -> Outcome:
         """``Unmanaged``: check the stack someone else installed; change nothing of it.
@@ -233,7 +281,7 @@ class Platforms:
         remaining = self.applier.uninstall(keep=keep)
         if remaining:
             return Outcome(decisions.removal_waiting(
-                reading, [(r.kind, r.name) for r in remaining]), done=False)
+                reading, [(r.kind, r.name) for r in remaining]), done=False, again=REMOVAL_RECHECK)
         # What is kept now is named in the message, with the stack's own leftovers.
         self.kept = {}
 
@@ -290,6 +338,4 @@ class Platforms:
         with self.lock:
             outcome = self.finish(reading, self._remove(reading, spec.force))
         if not outcome.done:
-            raise kopf.TemporaryError(
-                "stack not removed yet", delay=min(self.config.resync_seconds, 10)
-            )
+            raise kopf.TemporaryError("stack not removed yet", delay=self.removal_recheck())

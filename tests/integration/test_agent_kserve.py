@@ -13,6 +13,7 @@ from typing import Any
 import yaml
 
 from addon_agent.bundle_render import RUNTIMES_FILE, bundle_path
+from addon_agent.io.inventory import INVENTORY_CONFIGMAP
 from addon_agent.pure import certs
 from addon_agent.stacks import KSERVE
 from addon_api import constants as c
@@ -251,11 +252,15 @@ def test_lease_is_renewed(spoke: Any, agent: AgentProcess) -> None:
 def test_runtimes_the_unserved_webhook_cannot_admit_are_reported(
     spoke: Any, agent: AgentProcess
 ) -> None:
-    """A restarted agent applies its runtimes again: updates now, which KServe's validating
-    webhook must admit. Its server (KServe's controller) does not run here: the runtimes are
-    reported, the install is not stuck and the platform stays Available. (That the report
-    clears once the webhook serves: tests/integration/test_e2e.py, with the real controller.)"""
+    """A restarted agent that does not know what it applied (the inventory of an older agent
+    keeps no records of its writes) applies its runtimes again: updates now, which KServe's
+    validating webhook must admit. Its server (KServe's controller) does not run here: the
+    runtimes are reported, the install is not stuck and the platform stays Available. (That
+    the report clears once the webhook serves: tests/integration/test_e2e.py, with the real
+    controller.)"""
     agent.stop()
+    spoke.kubectl("patch", "configmap", INVENTORY_CONFIGMAP, "-n", c.AGENT_NAMESPACE,
+                  "--type=json", "-p", '[{"op": "remove", "path": "/data/applied"}]')
     agent.start()
 
     status, seconds = timed(lambda: wait_runtimes_reported(spoke, NAME))

@@ -214,3 +214,31 @@ def test_status_written_by_others_costs_no_write_but_their_spec_labels_or_recrea
     kube.controller_writes("ConfigMap", "inferenceservice-config")
     applier.install(plan())
     assert kube.writes[first + 3:] == ["inferenceservice-config"]
+
+
+def test_a_restarted_agent_applies_only_what_changed_while_it_was_down() -> None:
+    """What each write left is kept in the inventory ConfigMap: a new agent process (a new
+    Applier and Inventory on the same cluster) writes nothing for a stack nobody touched, and
+    applies again what changed meanwhile (before, it applied the whole stack again: KServe's
+    CRDs alone are megabytes)."""
+    kube = ServerKube()
+    plan = functools.partial(_plan, "v0.17.0")
+    Applier(kube, CrdCache(kube), Inventory(kube, "agent-ns")).install(  # type: ignore[arg-type]
+        plan())
+    first = len(kube.writes)
+    assert first >= 3
+    kube.controller_writes("Deployment", "kserve-controller-manager",
+                           status={"readyReplicas": 1})  # while no agent runs
+    restarted = Applier(kube, CrdCache(kube), Inventory(kube, "agent-ns"))  # type: ignore[arg-type]
+    assert restarted.install(plan()) is None
+    assert kube.writes[first:] == []
+    kube.controller_writes("Deployment", "kserve-controller-manager", replicas=3)
+    again = Applier(kube, CrdCache(kube), Inventory(kube, "agent-ns"))  # type: ignore[arg-type]
+    again.install(plan())
+    assert kube.writes[first:] == ["kserve-controller-manager"]
+    # A record the ConfigMap lost (an older agent's, without them): the stack applied again.
+    cm = kube.objects[("ConfigMap", "agent-ns", INVENTORY_CONFIGMAP)]
+    cm["data"].pop("applied")
+    Applier(kube, CrdCache(kube), Inventory(kube, "agent-ns")).install(  # type: ignore[arg-type]
+        plan())
+    assert len(kube.writes[first + 1:]) == first

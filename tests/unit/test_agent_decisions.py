@@ -23,7 +23,7 @@ from addon_agent.io.inventory import Ref
 from addon_agent.main import parse
 from addon_agent.pure import decisions, ownership, planning, removal
 from addon_agent.pure.decisions import Failure, Outcome, Reading, Route, Upgrade
-from addon_agent.shell.platform import Platforms
+from addon_agent.shell.platform import REMOVAL_RECHECK, WEBHOOK_RECHECK, Platforms
 from addon_agent.stacks import KSERVE, UnknownVersion
 from addon_api import constants as c
 from addon_api.reasons import ServingPlatformPhase as Phase
@@ -267,9 +267,11 @@ class _Observer:
 
 
 class _Applier:
-    def __init__(self, outcome: Exception | Upgrade | None, remaining: list[Ref]) -> None:
+    def __init__(self, outcome: Exception | Upgrade | None, remaining: list[Ref],
+                 webhook_unreachable: bool = False) -> None:
         self.outcome = outcome
         self.remaining = remaining
+        self.webhook_unreachable = webhook_unreachable
         self.installed = 0
         self.redeployed: list[str] = []
 
@@ -277,6 +279,9 @@ class _Applier:
         if isinstance(self.outcome, Exception):
             raise self.outcome
         self.installed += 1
+        if self.webhook_unreachable:
+            the_plan.runtime_errors.append("ClusterServingRuntime x: failed calling webhook")
+            the_plan.webhook_unreachable = True
         return self.outcome
 
     def uninstall(self, keep: frozenset[str] = frozenset()) -> list[Ref]:
@@ -300,13 +305,14 @@ def _refused_write() -> ApiException:
 def _agent(kube: _Kube, *, plan: Exception | None = None,
            install: Exception | Upgrade | None = None, available: bool = True,
            installation: ownership.Installation | None = None,
-           remaining: list[Ref] | None = None, flags: tuple[str, ...] = ()) -> Platforms:
+           remaining: list[Ref] | None = None, flags: tuple[str, ...] = (),
+           webhook_unreachable: bool = False) -> Platforms:
     return Platforms(
         parse(["--namespace=agent-ns", *flags]),
         kube,  # type: ignore[arg-type]
         _Planner(plan),  # type: ignore[arg-type]
         _Observer(installation or ownership.Installation(KSERVE), available),  # type: ignore[arg-type]
-        _Applier(install, remaining or []),  # type: ignore[arg-type]
+        _Applier(install, remaining or [], webhook_unreachable),  # type: ignore[arg-type]
         _Inventory(),  # type: ignore[arg-type]
     )
 
@@ -354,9 +360,6 @@ MARKED["metadata"]["labels"] = {c.LABEL_MANAGED_BY: "opendatahub-operator",
      [("Available", "UsingExistingStack")]),
     ({"managementState": "Removed"}, {}, [("Removing", "Removing"), ("Removed", "Removed")]),
     ({"managementState": "Removed"},
-     {"remaining": [Ref("v1", "ConfigMap", "kserve", "inferenceservice-config")]},
-     [("Removing", "Removing"), ("Removing", "Removing")]),
-    ({"managementState": "Removed"},
      {"installation": ownership.Installation(KSERVE, crd=_crd(removal.ISVC_CRD))},
      [("RemovalBlocked", "ForeignObjectsPresent")]),
 ])
@@ -368,6 +371,49 @@ def test_each_way_a_reconcile_ends_writes_its_one_status(
     agent.reconcile(kopf.Body(_platform(**spec)))  # type: ignore[arg-type]
     assert _written(kube) == written
     assert {name for name, _ in kube.written} == {"default"}
+
+
+def _due(agent: Platforms) -> dict[str, float]:
+    """The reconciles :meth:`Platforms.again_soon` scheduled, by name: their delays (the
+    timers are cancelled: the test runs what they would run itself)."""
+    due = {name: timer.interval for name, timer in agent.due_again.items()}
+    for timer in agent.due_again.values():
+        timer.cancel()
+    return due
+
+
+def test_what_ends_by_itself_is_reconciled_again_soon_and_what_waits_for_someone_is_not() -> None:
+    """A removal whose deletes are under way, and runtimes the webhook could not be asked
+    about, are reconciled again within seconds (at most a resync), not at the next resync; a
+    removal held by someone else's objects, and a finished one, wait for an event or the
+    resync."""
+    removed = _platform(managementState="Removed")
+    left = [Ref("v1", "ConfigMap", "kserve", "inferenceservice-config")]
+    kube = _Kube(removed)
+    agent = _agent(kube, remaining=left)
+    agent.reconcile(kopf.Body(removed))  # type: ignore[arg-type]
+    agent.reconcile(kopf.Body(removed))  # type: ignore[arg-type]  # one due is kept
+    assert _written(kube) == [("Removing", "Removing")] * 4
+    assert _due(agent) == {"default": REMOVAL_RECHECK} and REMOVAL_RECHECK == 3.0
+    # What the timer runs: the platform as it is now; the deletes are done.
+    agent.applier.remaining = []  # type: ignore[attr-defined]
+    agent.due_again.clear()
+    agent.reconcile_again("default")
+    assert _written(kube)[-1] == ("Removed", "Removed") and _due(agent) == {}
+    short = _agent(_Kube(removed), remaining=left, flags=("--resync-seconds=2",))
+    short.reconcile(kopf.Body(removed))  # type: ignore[arg-type]
+    assert _due(short) == {"default": 2}
+    kube = _Kube(removed)
+    held = _agent(kube, installation=ownership.Installation(KSERVE, crd=_crd(removal.ISVC_CRD)))
+    held.reconcile(kopf.Body(removed))  # type: ignore[arg-type]
+    assert _written(kube) == [("RemovalBlocked", "ForeignObjectsPresent")] and _due(held) == {}
+    kube = _Kube(_platform())
+    unreachable = _agent(kube, webhook_unreachable=True)
+    unreachable.reconcile(kopf.Body(_platform()))  # type: ignore[arg-type]
+    assert _due(unreachable) == {"default": WEBHOOK_RECHECK} and WEBHOOK_RECHECK == 10
+    served = _agent(_Kube(_platform()))
+    served.reconcile(kopf.Body(_platform()))  # type: ignore[arg-type]
+    assert _due(served) == {}
 
 
 def test_a_platform_that_does_not_own_the_stack_only_says_so() -> None:
@@ -394,8 +440,9 @@ def test_a_deleted_platform_is_not_reconciled_and_a_deletion_waits_for_the_remov
     agent.reconcile(kopf.Body(deleting))  # type: ignore[arg-type]
     assert kube.written == []
     agent = _agent(kube, remaining=[Ref("v1", "ConfigMap", "kserve", "inferenceservice-config")])
-    with pytest.raises(kopf.TemporaryError, match="stack not removed yet"):
+    with pytest.raises(kopf.TemporaryError, match="stack not removed yet") as waiting:
         agent.delete(kopf.Body(deleting))  # type: ignore[arg-type]
+    assert waiting.value.delay == REMOVAL_RECHECK
     assert _written(kube) == [("Removing", "Removing"), ("Removing", "Removing")]
     kube.written.clear()
     agent = _agent(kube)

@@ -54,12 +54,14 @@ USERS = {
 
 
 class FakeKube:
-    """Just what :meth:`Applier.install` uses; ``refuse`` makes runtime updates fail."""
+    """Just what :meth:`Applier.install` uses; ``refuse`` makes runtime updates fail (with
+    ``refuse_status``)."""
 
     def __init__(self) -> None:
         self.objects: dict[Key, Obj] = {}
         self.version = 0
         self.refuse: str | None = None
+        self.refuse_status = 500
 
     def rediscover(self) -> None:
         """Nothing cached here."""
@@ -89,7 +91,7 @@ class FakeKube:
         meta = obj["metadata"]
         key = self._key(obj["kind"], meta["name"], meta.get("namespace"))
         if self.refuse and planning.is_runtime(obj) and key in self.objects:
-            raise _refused(self.refuse)
+            raise _refused(self.refuse, self.refuse_status)
         self.version += 1
         stored = copy.deepcopy(obj)
         stored["metadata"]["resourceVersion"] = str(self.version)
@@ -100,8 +102,9 @@ class FakeKube:
         return self.objects.pop(self._key(kind, name, namespace), None) is not None
 
 
-def _refused(message: str) -> ApiException:
-    err = ApiException(status=500, reason="Internal Server Error")
+def _refused(message: str, status: int = 500) -> ApiException:
+    err = ApiException(status=status, reason="Internal Server Error" if status >= 500
+                       else "Bad Request")
     err.body = json.dumps({"kind": "Status", "message": message})
     return err
 
@@ -152,24 +155,48 @@ def test_builtin_runtimes_installed_and_removed_leaving_a_foreign_one() -> None:
     assert runtime(kube, "kserve-sklearnserver") is not None
 
 
+def _edited(kube: FakeKube) -> None:
+    """Someone changes the agent's runtimes: the agent applies them again (an update)."""
+    for (kind, _, _), obj in kube.objects.items():
+        if kind == "ClusterServingRuntime" and lb.is_ours(obj):
+            kube.version += 1
+            obj["metadata"]["resourceVersion"] = str(kube.version)
+
+
 def test_runtime_the_webhook_refuses_is_reported_and_retried() -> None:
     kube = FakeKube()
-    install(applier(kube))  # first install: created before the webhook exists
-    # A new agent process (nothing cached) applies again: now updates, through the webhook,
-    # whose server does not answer yet.
-    kube.refuse = 'Internal error occurred: failed calling webhook "clusterservingruntime"'
     inst = applier(kube)
+    install(inst)  # first install: created before the webhook exists
+    # Edited since: applied again, now an update through the webhook, whose server does not
+    # answer yet.
+    _edited(kube)
+    kube.refuse = 'Internal error occurred: failed calling webhook "clusterservingruntime"'
     the_plan = install(inst)
     assert sorted(the_plan.runtime_errors) == [
         f"ClusterServingRuntime {name}: {kube.refuse}"
         for name in ("kserve-sklearnserver", "kserve-xgbserver")
     ]
+    assert the_plan.webhook_unreachable  # a 5xx: asked again soon, not at the resync
     # the rest of the install went on; the runtimes stay the agent's (kept in the inventory)
     inventory = {(r.kind, r.name) for r in inst.inventory.load()}
     assert ("ClusterServingRuntime", "kserve-sklearnserver") in inventory
     assert runtime(kube, "kserve-sklearnserver") is not None
     kube.refuse = None  # the webhook serves: the next reconcile clears the errors
-    assert install(inst).runtime_errors == []
+    served = install(inst)
+    assert served.runtime_errors == [] and not served.webhook_unreachable
+
+
+def test_a_runtime_the_webhook_denies_is_reported_but_not_asked_again_soon() -> None:
+    """A denial (4xx) stands until the spec or the webhook changes: the resync tries it
+    again, not :data:`~addon_agent.shell.platform.WEBHOOK_RECHECK`."""
+    kube = FakeKube()
+    inst = applier(kube)
+    install(inst)
+    _edited(kube)
+    kube.refuse = 'admission webhook "clusterservingruntime" denied the request: no'
+    kube.refuse_status = 400
+    the_plan = install(inst)
+    assert len(the_plan.runtime_errors) == 2 and not the_plan.webhook_unreachable
 
 
 def test_a_same_named_object_someone_else_made_is_never_applied_labelled_or_deleted() -> None:
