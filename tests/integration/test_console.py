@@ -13,10 +13,13 @@ from __future__ import annotations
 
 import base64
 import contextlib
+import http.client
 import json
 import os
+import socket
 import sys
 import threading
+import urllib.parse
 import urllib.request
 import uuid
 from collections.abc import Iterator
@@ -55,25 +58,41 @@ def tenants(testbed: Testbed) -> Iterator[dict[str, Tenant]]:
     found = {"a": Tenant(f"ca-{tag}", users, "alice"), "b": Tenant(f"cb-{tag}", users, "bob"),
              "admin": Tenant(f"cadm-{tag}", users, "platform",
                              "model-serving-addon-stack-owner")}
-    hub.apply_objects([o for o in render() if o["kind"] == "ClusterRole" and o["metadata"][
-        "name"] in {*(t.role for t in found.values()), "model-serving-addon-viewer"}])
-    hub.kubectl("create", "namespace", users)
-    for t in found.values():
-        testbed.bind_clusterset(t.namespace)
-        hub.kubectl("create", "serviceaccount", t.name, "-n", users)
-        hub.kubectl("create", "rolebinding", "model-serving-user", "-n", t.namespace,
-                    f"--clusterrole={t.role}", f"--serviceaccount={users}:{t.name}")
-        t.token = hub.kubectl("create", "token", t.name, "-n", users,
-                              "--duration=1h").stdout.strip()
-        hub.kubectl("apply", f"--as={t.subject}", "-n", t.namespace, "-f", "-",
-                    input=json.dumps(placement("p", t.namespace)))
     # A fleet viewer (an SRE): the chart's read-only viewer role, cluster-wide.
     viewer = Tenant("", users, "sre", "model-serving-addon-viewer")
-    hub.kubectl("create", "serviceaccount", viewer.name, "-n", users)
-    hub.kubectl("create", "clusterrolebinding", f"console-viewer-{tag}",
-                "--clusterrole=model-serving-addon-viewer", f"--serviceaccount={users}:sre")
-    viewer.token = hub.kubectl("create", "token", viewer.name, "-n", users,
-                               "--duration=1h").stdout.strip()
+
+    def account(t: Tenant) -> dict[str, Any]:
+        return {"kind": "ServiceAccount", "name": t.name, "namespace": users}
+
+    # The chart's roles, the users' ServiceAccounts and their bindings in one apply (a
+    # kubectl process each cost the module seconds).
+    hub.apply_objects([
+        *[o for o in render() if o["kind"] == "ClusterRole" and o["metadata"]["name"]
+          in {*(t.role for t in found.values()), viewer.role}],
+        {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": users}},
+        *[{"apiVersion": "v1", "kind": "ServiceAccount",
+           "metadata": {"name": t.name, "namespace": users}} for t in (*found.values(), viewer)],
+    ])
+    for t in found.values():
+        testbed.bind_clusterset(t.namespace)
+    hub.apply_objects([
+        *[{"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
+           "metadata": {"name": "model-serving-user", "namespace": t.namespace},
+           "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole",
+                       "name": t.role},
+           "subjects": [account(t)]} for t in found.values()],
+        {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
+         "metadata": {"name": f"console-viewer-{tag}"},
+         "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole",
+                     "name": viewer.role},
+         "subjects": [account(viewer)]},
+    ])
+    for t in (*found.values(), viewer):
+        t.token = hub.kubectl("create", "token", t.name, "-n", users,
+                              "--duration=1h").stdout.strip()
+    for t in found.values():
+        hub.kubectl("apply", f"--as={t.subject}", "-n", t.namespace, "-f", "-",
+                    input=json.dumps(placement("p", t.namespace)))
     yield {**found, "viewer": viewer}
     hub.kubectl("delete", "clusterrolebinding", f"console-viewer-{tag}", check=False)
     for t in found.values():
@@ -339,14 +358,19 @@ def test_the_stream_follows_a_model_created_changed_and_deleted(
         testbed: Testbed, tenants: dict[str, Tenant], console: console_support.Console) -> None:
     a = tenants["a"]
     events: list[dict[str, Any]] = []
-    request = urllib.request.Request(f"{console.url}/api/fleet/events?namespace={a.namespace}",
-                                     headers={"Authorization": f"Bearer {a.token}"})
-    stream = urllib.request.urlopen(request, timeout=60)
+    where = urllib.parse.urlsplit(console.url)
+    connection = http.client.HTTPConnection(where.hostname or "", where.port, timeout=60)
+    connection.request("GET", f"/api/fleet/events?namespace={a.namespace}",
+                       headers={"Authorization": f"Bearer {a.token}"})
+    stream = connection.getresponse()
+    assert stream.status == 200 and connection.sock is not None, stream.status
+    sock = connection.sock
 
     def read() -> None:
         event = ""
-        # Ends when the test closes the stream (the read then fails inside http.client).
-        with contextlib.suppress(OSError, ValueError, AttributeError):
+        # Ends when the test shuts the connection down (the read then ends or fails inside
+        # http.client).
+        with contextlib.suppress(OSError, ValueError, AttributeError, http.client.HTTPException):
             for raw in stream:
                 line = raw.decode().rstrip("\n")
                 if line.startswith("event: "):
@@ -367,8 +391,13 @@ def test_the_stream_follows_a_model_created_changed_and_deleted(
                             f"--as={a.subject}", "--wait=false")
         eventually(lambda: "iris-live" not in names(events[-1]), timeout=60)
     finally:
-        stream.close()
+        # A shutdown wakes the reader blocked in recv at once; a close alone did not, and the
+        # reader waited for the server's next heartbeat (15 s).
+        with contextlib.suppress(OSError):
+            sock.shutdown(socket.SHUT_RDWR)
         reader.join(timeout=10)
+        assert not reader.is_alive()
+        connection.close()
 
 
 def test_the_page_in_a_browser_shows_a_tenant_its_fleet_live(

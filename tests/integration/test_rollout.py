@@ -2,7 +2,7 @@
 
 A model with ``maxConcurrency: 1`` takes every change to one cluster at a time: a cluster gets
 the new revision only once every cluster before it was Ready on it (read from the works on the
-hub: the revision each carries and the Ready KServe reports about it, sampled as the rollout
+hub: the revision each carries and the Ready KServe reports about it, watched as the rollout
 runs); a change KServe rejects rolls back at the first step and never reaches the others; a
 metric gate on a real Prometheus (scraping an exporter the test controls) decides; the manager
 SIGKILLed mid-step resumes without writing a cluster twice; pause, resume and undo act. A
@@ -15,6 +15,7 @@ marks Running, so a model is Ready when KServe's controller says so.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import time
 from collections.abc import Callable, Iterator
@@ -34,7 +35,7 @@ from addon_manager.kinds.registry import parse as parse_work
 from testbed import demo, observability
 from testbed.fleet import Testbed
 from testbed.processes import Process, free_port
-from testbed.support import fleetcli
+from testbed.support import fleetcli, watching
 from testbed.support.serving import hub_entry_serving
 from testbed.support.waiting import eventually, on_fleet
 
@@ -47,11 +48,10 @@ CANARY = "canary"
 ISVC = c.KIND_INFERENCE_SERVICE
 RUNTIME = "rings-runtime"
 Fleet = tuple[Testbed, Callable[[], None]]
-SAMPLED_SUCCESS = "10s"
-"""minSuccessTime of the rollouts whose every step the tests sample (History): a step's
-clusters stay Ready this long before the next step starts, longer than the gaps between two
-samples on a loaded machine (with 3s, a CI run once saw a whole step pass between two samples,
-and the test could not tell that it had waited)."""
+SAMPLED_SUCCESS = "3s"
+"""minSuccessTime of the rollouts whose every step the tests follow (History). It was 10s
+while History sampled the works every second: with 3s, a CI run once saw a whole step pass
+between two samples. History now watches them, so no step is missed however short."""
 
 
 @pytest.fixture(scope="module")
@@ -134,35 +134,87 @@ def _revisions(hub: Any, work: str) -> dict[str, int | None]:
 
 
 class History:
-    """Samples of every cluster's (revision, ready) over a rollout, checked as they come.
+    """Every state of every cluster's (revision, ready) over a rollout, checked as they come.
 
     A cluster may get the target revision only once every cluster that had it before was seen
-    ready on it, and at most ``step`` clusters get it at once: with ``maxConcurrency: 1``,
-    never two clusters on it before the first passed its gates. ``ready`` is what the gate
-    reads: KServe's Ready fed back about the work's current generation (for a runtime: the
-    work agent's Available).
+    ready on it, unless it is one of the at most ``step`` clusters of the step under way: with
+    ``maxConcurrency: 1``, never two clusters on it before the first passed its gates.
+    ``ready`` is what the gate reads: KServe's Ready fed back about the work's current
+    generation (for a runtime: the work agent's Available).
+
+    The works are watched (:mod:`testbed.support.watching`), not polled: every write of each
+    is seen, in the hub's order, however short the state it left (a sampled history missed a
+    whole step on a loaded machine unless each lasted longer than the gaps between samples).
+    Used as a context manager around the rollout; :meth:`sample` takes in what came so far.
     """
 
-    def __init__(self, work: str, ready: Callable[[WorkFact], bool], step: int = 1) -> None:
+    def __init__(self, hub: Any, work: str, ready: Callable[[WorkFact], bool],
+                 step: int = 1) -> None:
+        self.hub = hub
         self.work = work
         self.ready = ready
         self.step = step
         """Clusters one step may move at once (``maxConcurrency``)."""
         self.samples: list[dict[str, tuple[int | None, bool]]] = []
+        """The state after each write, the first one the works as they were listed."""
+        self.moving: list[str] = []
+        """The clusters that got the target since every earlier one was seen ready on it."""
+        self._watch: contextlib.ExitStack | None = None
+        self._recorder: watching.Recorder | None = None
+        self._taken = 0
 
-    def sample(self, hub: Any, target: int) -> dict[str, tuple[int | None, bool]]:
-        now = {cl: (w.revision, self.ready(w) and not w.unobserved)
-               for cl, (w, _) in _works(hub, self.work).items()}
-        before = self.samples[-1] if self.samples else {}
+    def __enter__(self) -> History:
+        api = _api(self.hub)
+        self._watch = contextlib.ExitStack()
+        self._recorder = self._watch.enter_context(watching.recording({"work": (
+            api.list_cluster_custom_object,
+            {"group": "work.open-cluster-management.io", "version": "v1",
+             "plural": "manifestworks", "field_selector": f"metadata.name={self.work}"})}))
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        assert self._watch is not None
+        self._watch.close()
+
+    def sample(self, target: int) -> dict[str, tuple[int | None, bool]]:
+        """Check every write seen since the last call against the rules above; the state now."""
+        assert self._recorder is not None, "use History as a context manager"
+        with self._recorder.lock:
+            events = self._recorder.events[self._taken:]
+            self._taken += len(events)
+        if not self.samples:  # the works as listed when the watch began: one state
+            listed = [e for e in events if e.type == "ADDED"]
+            self.samples.append({f.cluster: self._state(f) for f in map(parse_work,
+                                 (e.object for e in listed)) if f is not None})
+            events = events[len(listed):]
+        for event in events:
+            now = dict(self.samples[-1])
+            fact = parse_work(event.object)
+            assert fact is not None
+            if event.type == "DELETED":
+                now.pop(fact.cluster, None)
+            else:
+                now[fact.cluster] = self._state(fact)
+            self._check(now, target)
+            self.samples.append(now)
+        return self.samples[-1]
+
+    def _state(self, work: WorkFact) -> tuple[int | None, bool]:
+        return work.revision, self.ready(work) and not work.unobserved
+
+    def _check(self, now: dict[str, tuple[int | None, bool]], target: int) -> None:
+        before = self.samples[-1]
         arrived = [cl for cl, (rev, _) in now.items()
                    if rev == target and before.get(cl, (None, False))[0] != target]
-        if arrived and self.samples:
-            had = [cl for cl, (rev, _) in before.items() if rev == target]
-            unproven = [cl for cl in had if not self.seen_ready(cl, target)]
-            assert not unproven, f"{arrived} got revision {target} before {unproven} was ready"
-        assert len(arrived) <= self.step or not self.samples, f"{arrived} at once: {self.samples}"
-        self.samples.append(now)
-        return now
+        if not arrived:
+            return
+        had = [cl for cl, (rev, _) in before.items() if rev == target]
+        if all(self.seen_ready(cl, target) for cl in had):
+            self.moving = []  # a new step
+        self.moving += arrived
+        assert len(self.moving) <= self.step, (
+            f"{self.moving} got revision {target} before the ones before them were ready "
+            f"(at most {self.step} at once): {self.samples[-3:]}")
 
     def seen_ready(self, cluster: str, revision: int) -> bool:
         return any(s.get(cluster) == (revision, True) for s in self.samples)
@@ -188,7 +240,7 @@ def _complete_on(fleet: Fleet, revision: int, history: History | None = None,
 
     def done() -> dict[str, Any] | None:
         if history is not None:
-            history.sample(hub, revision)
+            history.sample(revision)
         roll = _rollout(hub, plural, name)
         ok = (roll.get("phase"), roll.get("stableRevision")) == ("Complete", revision)
         return roll if ok else None
@@ -210,9 +262,9 @@ def test_a_good_change_reaches_the_clusters_one_at_a_time(fleet: Fleet) -> None:
     assert _revisions(hub, CANARY_WORK) == dict.fromkeys(CLUSTERS)
     # A good change, progressively: revision 1 reaches one cluster at a time, each only after
     # the ones before were Ready on it; the others keep their work from before until then.
-    _apply(hub, _model(minReplicas=2))
-    history = History(CANARY_WORK, _isvc_ready)
-    roll = _complete_on(fleet, 1, history)
+    with History(hub, CANARY_WORK, _isvc_ready) as history:
+        _apply(hub, _model(minReplicas=2))
+        roll = _complete_on(fleet, 1, history)
     assert roll["steps"] == len(CLUSTERS) and sorted(history.order(1)) == list(CLUSTERS)
     assert any(s.get(CLUSTERS[-1], (0, False))[0] is None for s in history.samples)
     revisions = json.loads(hub.kubectl(
@@ -235,15 +287,15 @@ def test_a_change_kserve_rejects_rolls_back_at_the_first_step(fleet: Fleet) -> N
     before = _works(hub, CANARY_WORK)
     bad = _model(minReplicas=2)
     bad["spec"]["template"]["predictor"]["model"]["modelFormat"] = {"name": "no-such-format"}
-    _apply(hub, bad)
-    history = History(CANARY_WORK, _isvc_ready)
 
     def rolled_back() -> dict[str, Any] | None:
-        history.sample(hub, 2)
+        history.sample(2)
         roll = _rollout(hub)
         return roll if roll.get("phase") == "RolledBack" else None
 
-    roll = _until(fleet, rolled_back)
+    with History(hub, CANARY_WORK, _isvc_ready) as history:
+        _apply(hub, bad)
+        roll = _until(fleet, rolled_back)
     print(f"rolled back: {roll['message']}")
     assert roll["failedRevision"] == 2 and roll["stableRevision"] == 1
     assert "no-such-format" in roll["message"] or "NoSupportingRuntime" in roll["message"]
@@ -329,7 +381,8 @@ def test_a_metric_gate_decides_and_a_killed_manager_resumes_without_double_write
     killed = time.monotonic()
     time.sleep(0.5)
     manager.start()
-    roll = _complete_on(fleet, 4, History(CANARY_WORK, _isvc_ready))
+    with History(hub, CANARY_WORK, _isvc_ready) as history:
+        roll = _complete_on(fleet, 4, history)
     print(f"revision 4 complete {time.monotonic() - killed:.1f}s after the kill")
     after = _works(hub, CANARY_WORK)
     for cl in CLUSTERS:  # one write per cluster for revision 4, across the restart
@@ -422,9 +475,9 @@ def test_a_runtime_rolls_out_per_decision_group_the_canary_group_first(fleet: Fl
     _apply(hub, _runtime("docker.io/kserve/sklearnserver:v0.20.0"))
     _complete_on(fleet, 1, None, "mcsr", RUNTIME)  # the first revision rolls out too
     assert all(e["ready"] for e in _entries(hub, "mcsr", RUNTIME).values())
-    _apply(hub, _runtime("docker.io/kserve/sklearnserver:v0.17.1"))
-    history = History(work, lambda w: w.available == "True", step=2)
-    roll = _complete_on(fleet, 2, history, "mcsr", RUNTIME)
+    with History(hub, work, lambda w: w.available == "True", step=2) as history:
+        _apply(hub, _runtime("docker.io/kserve/sklearnserver:v0.17.1"))
+        roll = _complete_on(fleet, 2, history, "mcsr", RUNTIME)
     assert roll["steps"] == 2, roll
     # The canary clusters first (History: the others only once those were Available on it).
     order = history.order(2)
@@ -465,15 +518,12 @@ def test_a_stack_upgrade_goes_one_cluster_at_a_time_while_the_models_stay_ready(
     stack["spec"]["version"] = current
     stack["spec"]["rollout"] = {"strategy": "Progressive", "maxConcurrency": 1,
                                 "minSuccessTime": SAMPLED_SUCCESS, "progressDeadline": "240s"}
-    _apply(hub, stack)
 
     def stack_ready(w: WorkFact) -> bool:
         return w.value("phase") == "Available" and w.value("stackVersion") == current
 
-    history = History(STACK_WORK, stack_ready)
-
     def done() -> dict[str, Any] | None:
-        history.sample(hub, 1)
+        history.sample(1)
         models = _entries(hub, name="steady")
         assert all(hub_entry_serving(e) for e in models.values()), (
             f"a model stopped serving: {models}")
@@ -481,7 +531,9 @@ def test_a_stack_upgrade_goes_one_cluster_at_a_time_while_the_models_stay_ready(
         complete = (roll.get("phase"), roll.get("stableRevision")) == ("Complete", 1)
         return roll if complete and all(e["ready"] for e in models.values()) else None
 
-    roll = _until(fleet, done, timeout=400)
+    with History(hub, STACK_WORK, stack_ready) as history:
+        _apply(hub, stack)
+        roll = _until(fleet, done, timeout=400)
     assert roll["steps"] == len(CLUSTERS) and sorted(history.order(1)) == list(CLUSTERS)
     assert versions() == dict.fromkeys(CLUSTERS, current)
     entries = _entries(hub, "msv", "kserve")

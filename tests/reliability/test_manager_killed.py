@@ -54,7 +54,7 @@ def test_manager_killed_during_fan_out(
     t0 = time.monotonic()
     members = set(fleet.create(n, f"k{rng.randrange(16**4):04x}"))
     hub.apply_objects([fleet_placement(ns, fleet.label)])
-    eventually(lambda: decided(custom, ns) == members, timeout=600, interval=2)
+    eventually(lambda: decided(custom, ns) == members, timeout=600, interval=0.5)
     print(f"{n} clusters created and decided in {time.monotonic() - t0:.1f}s")
 
     def intent() -> ModelServing:
@@ -89,7 +89,7 @@ def test_manager_killed_during_fan_out(
                 down = ", fleet changed while down"
             started = time.monotonic()
             mgr.start()
-            eventually(converged, timeout=900, interval=2)
+            eventually(converged, timeout=900, interval=1)
             times.append(time.monotonic() - started)
             print(
                 f"kill {round_ + 1}/{scale.kills} after {target - before:.0f} applies "
@@ -104,7 +104,7 @@ def test_manager_killed_during_fan_out(
               f"{min(times):.1f}-{max(times):.1f}s (mean {sum(times) / len(times):.1f}s)")
 
         hub.kubectl("delete", "msv", "fleet", "-n", ns, "--wait=false")
-        eventually(lambda: intent_works(custom, ns, "fleet") == [], timeout=600, interval=2)
+        eventually(lambda: intent_works(custom, ns, "fleet") == [], timeout=600, interval=0.5)
         eventually(lambda: hub.kubectl("get", "msv", "fleet", "-n", ns, check=False)
                    .returncode != 0, timeout=120)
     finally:
