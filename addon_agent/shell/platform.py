@@ -42,13 +42,15 @@ SPOKE_API = f"{c.GROUP}/{c.VERSION}"
 APPLY_RETRY_SECONDS = 10
 """kopf retries a reconcile whose write the API server refused after this long."""
 REMOVAL_RECHECK = 3.0
-"""Seconds between two looks at a removal under way (``managementState: Removed``, or the
-ServingPlatform deleted): its namespaces and CRDs go within seconds, and nothing the agent
-watches says when. (At the resync, a Removed stack took up to a minute to say so.)"""
+"""Seconds before a removal under way is looked at again (``managementState: Removed``, or the
+ServingPlatform deleted; twice as long after each look that found it still under way, at most
+a resync): its namespaces and CRDs go within seconds, and nothing the agent watches says when.
+(At the resync, a Removed stack took up to a minute to say so.)"""
 WEBHOOK_RECHECK = APPLY_RETRY_SECONDS
 """Seconds before serving runtimes the stack's webhook could not be asked about are applied
-again (its controller restarting, as in every upgrade). At the resync, the models of such a
-runtime waited up to a minute after an upgrade."""
+again (its controller restarting, as in every upgrade; doubling as for
+:data:`REMOVAL_RECHECK`). At the resync, the models of such a runtime waited up to a minute
+after an upgrade."""
 
 
 class Platforms:
@@ -74,6 +76,8 @@ class Platforms:
         last reconcile found them; the namespaces' kept label is what survives a restart)."""
         self.due_again: dict[str, threading.Timer] = {}
         """ServingPlatforms to reconcile again soon (:meth:`again_soon`), by name."""
+        self.again_streak: dict[str, int] = {}
+        """Per ServingPlatform, how many reconciles in a row asked to look again soon."""
         self._again_lock = threading.Lock()
 
     # The one writer -----------------------------------------------------------------------------
@@ -108,7 +112,13 @@ class Platforms:
         with self.lock, metrics.RECONCILE_SECONDS.labels(kind="ServingPlatform").time():
             outcome = self.finish(reading, self._decide_platform(reading, body))
         if outcome.again > 0:
-            self.again_soon(reading.name, outcome.again)
+            # Sooner than a resync, but backing off while it does not end (a namespace
+            # stuck Terminating, a webhook down for good): 3, 6, 12 ... s, at most a resync.
+            streak = self.again_streak.get(reading.name, 0)
+            self.again_streak[reading.name] = streak + 1
+            self.again_soon(reading.name, outcome.again * 2 ** min(streak, 10))
+        else:
+            self.again_streak.pop(reading.name, None)
 
     def again_soon(self, name: str, seconds: float) -> None:
         """Reconcile the ServingPlatform ``name`` again after ``seconds``, at most a resync.

@@ -627,7 +627,7 @@ def test_the_fleet_command_line_shows_where_a_model_serves_and_why_not(
         bed.hub.kubectl("apply", "-n", NS, "-f", "-", input=yaml.safe_dump(obj))
     # --wait-ready gives up with exit code 1 and says why.
     waited = fleetcli.run(admin, "status", "mcisvc/half", "-n", NS, "--wait-ready",
-                          "--timeout=3", "--interval=1")
+                          "--timeout=1", "--interval=1")
     print(waited.stdout, waited.stderr)
     assert waited.returncode == 1, waited
     assert "mcisvc/half in model-serving-demo" in waited.stderr

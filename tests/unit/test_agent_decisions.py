@@ -375,10 +375,11 @@ def test_each_way_a_reconcile_ends_writes_its_one_status(
 
 def _due(agent: Platforms) -> dict[str, float]:
     """The reconciles :meth:`Platforms.again_soon` scheduled, by name: their delays (the
-    timers are cancelled: the test runs what they would run itself)."""
+    timers are cancelled and forgotten: the test runs what they would run itself)."""
     due = {name: timer.interval for name, timer in agent.due_again.items()}
     for timer in agent.due_again.values():
         timer.cancel()
+    agent.due_again.clear()
     return due
 
 
@@ -395,11 +396,16 @@ def test_what_ends_by_itself_is_reconciled_again_soon_and_what_waits_for_someone
     agent.reconcile(kopf.Body(removed))  # type: ignore[arg-type]  # one due is kept
     assert _written(kube) == [("Removing", "Removing")] * 4
     assert _due(agent) == {"default": REMOVAL_RECHECK} and REMOVAL_RECHECK == 3.0
+    # Still under way when looked at again: twice as long for each reconcile in a row that
+    # found it so (the two above counted), at most a resync.
+    for delay in (12, 24, 48, 60, 60):
+        agent.reconcile_again("default")
+        assert _due(agent) == {"default": delay}
     # What the timer runs: the platform as it is now; the deletes are done.
     agent.applier.remaining = []  # type: ignore[attr-defined]
-    agent.due_again.clear()
     agent.reconcile_again("default")
     assert _written(kube)[-1] == ("Removed", "Removed") and _due(agent) == {}
+    assert agent.again_streak == {}  # ended: the next one starts at 3 s again
     short = _agent(_Kube(removed), remaining=left, flags=("--resync-seconds=2",))
     short.reconcile(kopf.Body(removed))  # type: ignore[arg-type]
     assert _due(short) == {"default": 2}
