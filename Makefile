@@ -54,11 +54,12 @@ unit: venv
 # workers (pytest-xdist): the tests on each shared testbed run on one worker in file order,
 # every other file (its own fleet, or pure Python) is a unit another worker can take
 # (tests/conftest.py: _worker_group).
-# Three: the run waits on its fleets more than it computes (2026-12-05, clean clone, 2 cores:
-# 19 min 32 s with two workers, the machine 60 % busy; 13 min 20 s with three, 90 % busy;
-# 14 min 42 s with four, saturated, and two tests failed). On 2026-12-01, when the fleets cost
-# twice the CPU, a third worker slowed the run (18 min 21 s with two, 21 min 31 s with three).
-PYTEST_WORKERS ?= 3
+# Four: the run waits on its fleets as much as it computes. 2026-12-06 (eighth session, clones
+# of main, 2 cores): 11 min 39 s with three workers, the machine 0.63-0.99 busy a minute; 10 min
+# 38 s to 11 min 3 s with four (three runs), 0.80-1.00 busy. Earlier, when the fleets cost more
+# CPU, a fourth worker saturated the machine and gained nothing (2026-12-05: 19 min 32 s with
+# two, 13 min 20 s with three, 14 min 42 s with four; 2026-12-06 morning: 14 min 24 s with four).
+PYTEST_WORKERS ?= 4
 test: venv binaries lint
 	$(BIN)/pytest -q --durations=10 -n $(PYTEST_WORKERS) --dist loadgroup --no-loadscope-reorder -m "not image" tests $(ARGS)
 

@@ -262,21 +262,20 @@ def pytest_itemcollected(item: pytest.Item) -> None:
 
 LONGEST_GROUPS = (
     "test_dataplane_fleet", "testbed-hub", "testbed-works", "testbed-spokes", "test_e2e",
-    "test_rollout", "reliability", "test_stack_upgrade", "testbed-stacks", "test_docs_hub_setup",
+    "test_rollout", "reliability", "testbed-stacks", "test_stack_upgrade", "test_docs_hub_setup",
 )
-"""The worker groups that take minutes, in the order they are handed out, longest first: 389,
-313, 284, 246, 214, 195, 164, 150, 131 and 33 s of test time (``pytest --durations=0`` with
-``make test``'s options, 2026-12-06, after the metric gates' ``--gate-refresh`` shortened the
-``works`` testbed's spillover test by a minute).
+"""The worker groups that take minutes, in the order they are handed out, longest first: 394,
+370, 297, 295, 216, 213, 202, 169, 80 and 40 s of test time (``pytest --durations=0`` with
+``make test``'s options and four workers, 2026-12-06 evening; ``stacks`` took 97 to 169 s in
+three runs, ``test_stack_upgrade`` 80 to 106).
 
 They go first: pytest-xdist hands a worker the next group in this order when the one it runs
 has at most two tests left, so the longest start at once and the short files fill the ends
 (``make test`` passes ``--no-loadscope-reorder``, which keeps this order). With the longest
 group seventh, as the order of 2026-12-01 had it, one worker ran alone for the last five
-minutes. Until 2026-12-06 the order put the agent's spoke tests and the rollouts (which wait
-on timers) before the ``hub`` testbed; with the groups' times of that day, handing them out
-longest first ends the three workers' queues within about 30 s of each other (a simulation
-of the hand-out: 760 s, against 790 s for the earlier order)."""
+minutes. With four workers (and ``test_stack_upgrade`` before ``stacks``) the four queues ended
+within 25 s of each other (a timeline of each worker's groups, 2026-12-06: 600 to 624 s after
+the first test)."""
 
 
 def _group_rank(item: pytest.Item) -> int:
