@@ -108,7 +108,16 @@ class Cluster:
         self.kubectl(*args, timeout=300)
 
     def apply_objects(self, objects: list[dict[str, Any]]) -> None:
-        """Server-side apply objects given as dicts."""
+        """Server-side apply objects given as dicts, taking every field they set (``testbed``).
+
+        In process (:meth:`Reader.apply`), or by kubectl when that leaves it to kubectl, so a
+        refusal raises :class:`KubectlError` with kubectl's message.
+        """
+        try:
+            self.reader().apply(objects, "testbed", timeout=120)
+            return
+        except NotHandled:
+            pass
         self.kubectl(
             "apply",
             "--server-side",

@@ -7,6 +7,9 @@ import subprocess
 import uuid
 from typing import Any
 
+import pytest
+
+from testbed.cluster import KubectlError
 from testbed.fleet import Testbed
 from testbed.support.waiting import eventually
 
@@ -279,3 +282,43 @@ def test_in_process_get_answers_as_kubectl_does(testbed: Testbed) -> None:
         )
         assert (mine.returncode != 0) == (theirs.returncode != 0), query
         assert ("NotFound" in mine.stderr) == ("NotFound" in theirs.stderr), query
+
+
+def test_in_process_apply_is_kubectls_server_side_apply(
+        testbed: Testbed, hub_namespace: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``Cluster.apply_objects`` sends kubectl's server-side apply requests itself
+    (testbed.reading): the field manager ``testbed`` takes fields another manager set, a
+    cluster-scoped object of a named group applies as a namespaced core one does, and a
+    refusal is kubectl's error, naming the field."""
+    hub = testbed.hub
+    config = {"apiVersion": "v1", "kind": "ConfigMap",
+              "metadata": {"name": "applied", "namespace": hub_namespace}, "data": {"a": "1"}}
+    role = {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
+            "metadata": {"name": f"applied-{hub_namespace}"},
+            "rules": [{"apiGroups": [""], "resources": ["configmaps"], "verbs": ["get"]}]}
+    try:
+        with monkeypatch.context() as no_kubectl:
+            no_kubectl.setattr(subprocess, "run", _no_process)
+            hub.apply_objects([config, role])
+        hub.kubectl("patch", "configmap", "applied", "-n", hub_namespace, "--type=merge",
+                    "-p", '{"data":{"a":"2"}}')
+        with monkeypatch.context() as no_kubectl:
+            no_kubectl.setattr(subprocess, "run", _no_process)
+            hub.apply_objects([config])  # forced: the patched field is taken back
+        got = _get_json(hub, "configmap", "applied", "-n", hub_namespace)
+        assert got["data"] == {"a": "1"}
+        assert ("testbed", "Apply") in {
+            (m["manager"], m["operation"]) for m in got["metadata"]["managedFields"]}
+        assert _get_json(hub, "clusterrole", role["metadata"]["name"])["rules"] == role["rules"]
+        with pytest.raises(KubectlError) as refused:
+            hub.apply_objects([{**config, "metadata": {**config["metadata"], "name": "bad"},
+                                "spec": {"x": 1}}])
+        assert ".spec: field not declared in schema" in refused.value.stderr
+        assert hub.kubectl("get", "configmap", "bad", "-n", hub_namespace,
+                           check=False).returncode != 0
+    finally:
+        hub.kubectl("delete", "clusterrole", role["metadata"]["name"], "--ignore-not-found")
+
+
+def _no_process(*args: object, **kwargs: object) -> None:
+    raise AssertionError(f"a process was started: {args}")
