@@ -128,6 +128,25 @@ class Cluster:
             input=yaml.safe_dump_all(objects),
         )
 
+    def create_token(self, account: str, namespace: str, duration: str) -> str:
+        """A token of ServiceAccount ``namespace/account`` valid for ``duration`` (``30m``).
+
+        Requested in process, as ``kubectl create token --duration`` does; kubectl says why
+        when the API server refuses.
+        """
+        unit = {"s": 1, "m": 60, "h": 3600}
+        seconds = int(duration[:-1]) * unit[duration[-1]]
+        try:
+            return self.reader().token(namespace, account, seconds, timeout=60)
+        except NotHandled:
+            return self.kubectl(
+                "create", "token", account, "-n", namespace, f"--duration={duration}"
+            ).stdout.strip()
+
+    def ready(self, timeout: float = 10) -> bool:
+        """Whether the API server is ready (its ``/readyz``), asked in process."""
+        return self.reader().ready(timeout)
+
     def wait_crds_established(self, *names: str, timeout: int = 120) -> None:
         """Block until the named CRDs (default: every CRD on the cluster) are Established.
 

@@ -401,9 +401,7 @@ class Testbed:
         proc = cluster.processes["kube-apiserver"]
         wait_until(
             f"{cluster.name} kube-apiserver /readyz",
-            lambda: (
-                cluster.kubectl("get", "--raw=/readyz", check=False, timeout=10).returncode == 0
-            ),
+            cluster.ready,
             timeout=120,
             watch=[self.etcd, proc],
             interval=0.5,

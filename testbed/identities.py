@@ -141,9 +141,7 @@ def token_kubeconfig(cluster: Cluster, namespace: str, account: str, path: Path)
     The token comes from the TokenRequest API (``kubectl create token``), as a projected
     token of a pod running as that ServiceAccount would.
     """
-    token = cluster.kubectl(
-        "create", "token", account, "-n", namespace, f"--duration={TOKEN_DURATION}"
-    ).stdout.strip()
+    token = cluster.create_token(account, namespace, TOKEN_DURATION)
     admin = yaml.safe_load(cluster.kubeconfig.read_text())
     name = f"{namespace}:{account}"
     path.write_text(

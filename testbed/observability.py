@@ -604,7 +604,7 @@ def monitoring_token(spoke: Any, directory: Path) -> Path:
                      "name": METRICS_READER},
          "subjects": [{"kind": "ServiceAccount", "name": name, "namespace": namespace}]},
     ])
-    token = spoke.kubectl("create", "token", name, "-n", namespace, "--duration=24h").stdout
+    token = spoke.create_token(name, namespace, "24h")
     directory.mkdir(parents=True, exist_ok=True)
     path = directory / "token"
     path.write_text(token.strip())

@@ -220,6 +220,35 @@ class Reader:
                 message = body.get("message", "") if isinstance(body, dict) else str(body)
                 raise NotHandled(f"{kind}/{name}: {status} {message}")
 
+    def token(self, namespace: str, account: str, seconds: int, timeout: float) -> str:
+        """A token of ServiceAccount ``namespace/account``, valid for ``seconds``.
+
+        From the TokenRequest API, as ``kubectl create token --duration`` asks for it;
+        :class:`NotHandled` on a refusal.
+        """
+        path = f"/api/v1/namespaces/{namespace}/serviceaccounts/{account}/token"
+        request = {"apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest",
+                   "spec": {"expirationSeconds": seconds}}
+        try:
+            status, body = self._request(path, timeout, method="POST", body=request,
+                                         content_type="application/json")
+        except OSError as err:
+            raise NotHandled(str(err)) from err
+        if status >= 400 or not isinstance(body, dict):
+            raise NotHandled(f"TokenRequest for {namespace}/{account}: {status}")
+        token = (body.get("status") or {}).get("token")
+        if not token:
+            raise NotHandled(f"TokenRequest for {namespace}/{account}: {status}")
+        return str(token)
+
+    def ready(self, timeout: float) -> bool:
+        """Whether the API server answers ``/readyz`` with 200 (``kubectl get --raw``)."""
+        try:
+            status, _ = self._request("/readyz", timeout)
+        except OSError:
+            return False
+        return status == 200
+
     def _resolve(self, token: str, timeout: float) -> Resource:
         key = token.lower()
         with self._lock:
@@ -252,7 +281,8 @@ class Reader:
 
     def _request(
         self, path: str, timeout: float, query: dict[str, str] | None = None,
-        method: str = "GET", body: str | None = None, content_type: str | None = None,
+        method: str = "GET", body: str | dict[str, Any] | None = None,
+        content_type: str | None = None,
     ) -> tuple[int, Any]:
         url = self._api.configuration.host + path
         if query:

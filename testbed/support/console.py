@@ -177,7 +177,7 @@ def tenant_user(hub: Any, namespace: str, name: str, users: str = "console-users
     hub.kubectl("create", "serviceaccount", name, "-n", users)
     hub.kubectl("create", "rolebinding", f"console-{name}", "-n", namespace,
                 f"--clusterrole={role}", f"--serviceaccount={users}:{name}")
-    token = hub.kubectl("create", "token", name, "-n", users, "--duration=1h").stdout.strip()
+    token = hub.create_token(name, users, "1h")
     return f"system:serviceaccount:{users}:{name}", token
 
 

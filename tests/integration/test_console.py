@@ -88,8 +88,7 @@ def tenants(testbed: Testbed) -> Iterator[dict[str, Tenant]]:
          "subjects": [account(viewer)]},
     ])
     for t in (*found.values(), viewer):
-        t.token = hub.kubectl("create", "token", t.name, "-n", users,
-                              "--duration=1h").stdout.strip()
+        t.token = hub.create_token(t.name, users, "1h")
     for t in found.values():
         hub.kubectl("apply", f"--as={t.subject}", "-n", t.namespace, "-f", "-",
                     input=json.dumps(placement("p", t.namespace)))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import base64
 import json
 import subprocess
 import uuid
@@ -318,6 +319,28 @@ def test_in_process_apply_is_kubectls_server_side_apply(
                            check=False).returncode != 0
     finally:
         hub.kubectl("delete", "clusterrole", role["metadata"]["name"], "--ignore-not-found")
+
+
+def test_in_process_token_and_readiness_are_kubectls(
+        testbed: Testbed, hub_namespace: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A ServiceAccount token (``kubectl create token --duration``) and the API server's
+    readiness (``kubectl get --raw=/readyz``) are asked for in process: the token
+    authenticates as the account and lives as long as asked."""
+    hub = testbed.hub
+    hub.apply_objects([{"apiVersion": "v1", "kind": "ServiceAccount",
+                        "metadata": {"name": "tokened", "namespace": hub_namespace}}])
+    with monkeypatch.context() as no_kubectl:
+        no_kubectl.setattr(subprocess, "run", _no_process)
+        token = hub.create_token("tokened", hub_namespace, "10m")
+        assert hub.ready()
+    claims = json.loads(base64.urlsafe_b64decode(token.split(".")[1] + "=="))
+    assert claims["exp"] - claims["iat"] == 600, claims
+    review = json.loads(subprocess.run(
+        ["kubectl", "--kubeconfig=/dev/null", f"--server={hub.server}",
+         f"--certificate-authority={testbed.ca.pair.cert}", f"--token={token}",
+         "auth", "whoami", "-o", "json"], capture_output=True, text=True, check=True).stdout)
+    assert review["status"]["userInfo"]["username"] == (
+        f"system:serviceaccount:{hub_namespace}:tokened")
 
 
 def _no_process(*args: object, **kwargs: object) -> None:
