@@ -6,9 +6,11 @@ import base64
 import json
 import subprocess
 import uuid
+from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
 from testbed.cluster import KubectlError
 from testbed.fleet import Testbed
@@ -286,7 +288,8 @@ def test_in_process_get_answers_as_kubectl_does(testbed: Testbed) -> None:
 
 
 def test_in_process_apply_is_kubectls_server_side_apply(
-        testbed: Testbed, hub_namespace: str, monkeypatch: pytest.MonkeyPatch) -> None:
+        testbed: Testbed, hub_namespace: str, monkeypatch: pytest.MonkeyPatch,
+        tmp_path: Path) -> None:
     """``Cluster.apply_objects`` sends kubectl's server-side apply requests itself
     (testbed.reading): the field manager ``testbed`` takes fields another manager set, a
     cluster-scoped object of a named group applies as a namespaced core one does, and a
@@ -311,6 +314,16 @@ def test_in_process_apply_is_kubectls_server_side_apply(
         assert ("testbed", "Apply") in {
             (m["manager"], m["operation"]) for m in got["metadata"]["managedFields"]}
         assert _get_json(hub, "clusterrole", role["metadata"]["name"])["rules"] == role["rules"]
+        # a file of several objects, as the fleets' CRDs are applied
+        applied = tmp_path / "applied.yaml"
+        applied.write_text(yaml.safe_dump_all([
+            {**config, "data": {"a": "3"}},
+            {**config, "metadata": {**config["metadata"], "name": "applied-2"}}]))
+        with monkeypatch.context() as no_kubectl:
+            no_kubectl.setattr(subprocess, "run", _no_process)
+            hub.apply_files([applied])
+        assert _get_json(hub, "configmap", "applied", "-n", hub_namespace)["data"] == {"a": "3"}
+        assert _get_json(hub, "configmap", "applied-2", "-n", hub_namespace)["data"] == {"a": "1"}
         with pytest.raises(KubectlError) as refused:
             hub.apply_objects([{**config, "metadata": {**config["metadata"], "name": "bad"},
                                 "spec": {"x": 1}}])
