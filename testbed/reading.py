@@ -192,9 +192,9 @@ class Reader:
         --field-manager=<field_manager>``.
 
         :class:`NotHandled` when kubectl should do it: an object without a name or of a type
-        discovery does not list (yet), or a refusal by the server (invalid, a webhook's
-        denial). Applying is idempotent, so kubectl then applies them all again and says what
-        failed in its own words.
+        discovery does not list (yet), an API server that does not answer, or a refusal by
+        the server (invalid, a webhook's denial). Applying is idempotent, so kubectl then
+        applies them all again and says what failed in its own words.
         """
         for obj in objects:
             meta = obj.get("metadata") or {}
@@ -211,11 +211,14 @@ class Reader:
                 raise NotHandled(f"{api_version} {kind} resolves to {res.api_version} {res.kind}")
             namespace = (meta.get("namespace") or self._default_namespace) if res.namespaced \
                 else None
-            status, body = self._request(
-                res.path(namespace, str(name)), timeout,
-                {"fieldManager": field_manager, "force": "true", "fieldValidation": "Strict"},
-                method="PATCH", body=json.dumps(obj), content_type=APPLY_PATCH,
-            )
+            try:
+                status, body = self._request(
+                    res.path(namespace, str(name)), timeout,
+                    {"fieldManager": field_manager, "force": "true", "fieldValidation": "Strict"},
+                    method="PATCH", body=json.dumps(obj), content_type=APPLY_PATCH,
+                )
+            except OSError as err:  # unreachable: kubectl tries, and fails in its words
+                raise NotHandled(str(err)) from err
             if status >= 400:
                 message = body.get("message", "") if isinstance(body, dict) else str(body)
                 raise NotHandled(f"{kind}/{name}: {status} {message}")

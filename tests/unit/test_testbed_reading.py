@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from testbed.reading import NotHandled, Query, index, parse
+from testbed.reading import NotHandled, Query, Reader, index, parse
 
 
 def test_parse_reads_what_kubectl_get_takes() -> None:
@@ -64,3 +64,14 @@ def test_types_resolve_by_every_name_core_group_first() -> None:
         )
     assert "pods/log" not in found
     assert found["event"].path(None, None) == "/api/v1/events"
+
+
+@pytest.mark.parametrize("obj", [
+    {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"generateName": "x-"}},
+    {"kind": "ConfigMap", "metadata": {"name": "x"}},
+    {"apiVersion": "v1", "metadata": {"name": "x"}},
+])
+def test_an_object_apply_cannot_address_is_left_to_kubectl(obj: dict[str, object]) -> None:
+    """No request is made (there is no API server here): kubectl says what is wrong."""
+    with pytest.raises(NotHandled):
+        Reader(api_client=None).apply([obj], "testbed", timeout=1)
