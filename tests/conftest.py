@@ -266,7 +266,7 @@ LONGEST_GROUPS = (
 )
 """The worker groups that take minutes, in the order they are handed out, longest first: 394,
 370, 297, 295, 216, 213, 202, 169, 80 and 40 s of test time (``pytest --durations=0`` with
-``make test``'s options and four workers, 2026-12-06 evening; ``stacks`` took 97 to 169 s in
+``make test``'s options but four workers, 2026-12-06 evening; ``stacks`` took 97 to 169 s in
 three runs, ``test_stack_upgrade`` 80 to 106).
 
 They go first: pytest-xdist hands a worker the next group in this order when the one it runs
