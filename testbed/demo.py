@@ -37,6 +37,7 @@ from addon_cli import views
 from testbed import build, chart, identities, upstream, versions
 from testbed.cluster import Cluster
 from testbed.fleet import Testbed
+from testbed.kservepod import release_of
 from testbed.paths import cache_dir
 from testbed.processes import Process, ProcessFailed, free_port
 
@@ -494,26 +495,20 @@ def traffic_lines(bed: Testbed, servers: Any, name: str = "sklearn-iris",
 def start_kserve_when_stack_ready(testbed: Testbed) -> Callable[[], None]:
     """A poll step starting KServe's controller on each cluster once its stack is Available.
 
-    Once started, the controller follows the release of its Deployment's image (an upgrade
-    or downgrade of the stack replaces it, as a kubelet replaces the pod).
+    Once started, the controller follows the release of its Deployment's image by itself (an
+    upgrade or downgrade of the stack replaces it, as a kubelet replaces the pod:
+    :class:`testbed.kservepod.ReleaseFollower`).
     """
-    running: dict[str, str] = {}
 
     def step() -> None:
         for spoke in testbed.spokes:
             if "kserve-controller" in spoke.processes:
-                version = kserve_release(spoke)
-                if version and version != running.get(spoke.name):
-                    testbed.start_kserve_controller(spoke, version)
-                    running[spoke.name] = version
-                    print(f"[demo] KServe controller {version} runs for {spoke.name}", flush=True)
                 continue
             out = spoke.kubectl("get", "servingplatforms", "-o", "json", check=False)
             items = json.loads(out.stdout)["items"] if out.returncode == 0 else []
             if any((i.get("status") or {}).get("phase") == "Available" for i in items):
                 version = kserve_release(spoke) or versions.KSERVE
                 testbed.start_kserve_controller(spoke, version)
-                running[spoke.name] = version
                 print(f"[demo] KServe controller started for {spoke.name}", flush=True)
 
     return step
@@ -523,16 +518,11 @@ def kserve_release(spoke: Cluster) -> str:
     """The KServe release of the spoke's controller Deployment image.
 
     "" when there is none, or its tag is not a release the testbed builds. Read in process
-    (``get -o json``): the fleet's poll steps call this for every spoke on every poll.
+    (``get -o json``).
     """
     out = spoke.kubectl("get", "deployment", "-n", KSERVE.namespace, KSERVE.controller, "-o",
                         "json", check=False)
-    if out.returncode != 0:
-        return ""
-    containers = json.loads(out.stdout)["spec"]["template"]["spec"]["containers"]
-    image = next((str(x.get("image", "")) for x in containers if x.get("name") == "manager"), "")
-    tag = image.rpartition(":")[2]
-    return tag if tag in versions.KSERVE_ALL else ""
+    return release_of(json.loads(out.stdout)) if out.returncode == 0 else ""
 
 
 def watch_until_ready(

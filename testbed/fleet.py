@@ -19,9 +19,11 @@ Startup order (each step in parallel across clusters where it can be):
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 import shutil
 import tempfile
+import threading
 import time
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -33,13 +35,14 @@ from typing import Any
 import yaml
 
 from addon_agent.config import DEV_EXTERNAL_WEBHOOK_CA_FILE, DEV_EXTERNAL_WEBHOOK_URL
-from testbed import identities, upstream
+from testbed import identities, upstream, versions
 from testbed.build import binary
 from testbed.cluster import Cluster, write_kubeconfig
 from testbed.dataplane import envs, kwok, podspec
 from testbed.dataplane.ingress import Ingress
 from testbed.dataplane.kubelet import SpokeDataPlane
 from testbed.dataplane.s3 import S3Server
+from testbed.kservepod import ReleaseFollower
 from testbed.pki import CertificateAuthority, KeyPair, service_account_key
 from testbed.processes import Process, ProcessFailed, free_port, wait_until
 
@@ -167,6 +170,9 @@ class Testbed:
         self.hub: Cluster
         self.spokes: list[Cluster] = []
         self._kserve: dict[str, KServeController] = {}
+        self.kserve_followers: dict[str, ReleaseFollower] = {}
+        """Spoke -> what runs the release of its KServe controller Deployment's image."""
+        self._kserve_lock = threading.RLock()
         self.startup_seconds = 0.0
 
     # ----------------------------------------------------------------- lifecycle
@@ -219,6 +225,10 @@ class Testbed:
                 self.log(f"[testbed] still running {grace:g}s after SIGTERM, killed: "
                          f"{', '.join(killed)}")
         self.processes.clear()
+        # Last: a follower's thread ending kills what it forked (the parent-death signal).
+        for follower in self.kserve_followers.values():
+            follower.stop()
+        self.kserve_followers.clear()
 
     def cleanup(self) -> None:
         """Stop everything and remove the run directory if the testbed created it."""
@@ -277,6 +287,10 @@ class Testbed:
         for name, plane in self.dataplanes.items():
             if plane.failed:
                 raise ProcessFailed(f"the data plane of {name} failed: {plane.failed}")
+        for name, follower in self.kserve_followers.items():
+            if follower.failed:
+                raise ProcessFailed(f"KServe's controller on {name} no longer follows its "
+                                    f"Deployment: {follower.failed}")
 
     # ------------------------------------------------------------------- etcd
     def _start_etcd(self) -> None:
@@ -780,8 +794,23 @@ class Testbed:
         ServiceAccount; the agent still installs the stack (the controller needs its
         ``inferenceservice-config`` and its ServiceAccount and RBAC to start). ``version``
         (default: the pin) is the release to run: a running controller of another release is
-        replaced, as a kubelet replaces the pod when the Deployment's image changes.
+        replaced, as a kubelet replaces the pod. From the first start on, a
+        :class:`~testbed.kservepod.ReleaseFollower` does that whenever the controller
+        Deployment's image changes release.
         """
+        with self._kserve_lock:
+            controller = self._run_kserve_controller(spoke, version)
+            release = version or versions.KSERVE
+            follower = self.kserve_followers.get(spoke.name)
+            if follower is None:
+                self.kserve_followers[spoke.name] = ReleaseFollower(
+                    spoke, functools.partial(self.start_kserve_controller, spoke),
+                    release=release, log=self.log).start()
+            else:
+                follower.release = release
+            return controller
+
+    def _run_kserve_controller(self, spoke: Cluster, version: str | None) -> KServeController:
         controller = self.kserve_controller(spoke)
         wanted = str(binary("kserve-manager", version))
         if controller.process.argv[0] != wanted:

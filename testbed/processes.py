@@ -119,7 +119,6 @@ class Process:
 
     def start(self) -> Process:
         """Start the process, appending its output to its log file."""
-        self.stopped = False
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
         with self.log_path.open("ab") as log:
             log.write(f"--- start {' '.join(self.argv)}\n".encode())
@@ -132,6 +131,9 @@ class Process:
                 env={**os.environ, **GO_RUNTIME, **(self.env or {})},
                 preexec_fn=die_with_parent,
             )
+        # Only now: a check() from another thread meanwhile must not take the process stopped
+        # on purpose (the one replaced) for a failure.
+        self.stopped = False
         return self
 
     def alive(self) -> bool:

@@ -154,14 +154,17 @@ def _change_version(fleet: Fleet, version: str | None, target: str,
     the spoke can tell, asserting at every sample that the model serves (an available
     predictor replica; Ready on the spoke, as KServe's controller reports it, and on the hub,
     but for the predictor's own roll to the new runtime image), and that the configuration does
-    not carry the target version before the controller has rolled out at it."""
-    bed, step = fleet
+    not carry the target version before the controller has rolled out at it, nor before the
+    testbed began replacing the controller's process (it follows the Deployment's image by
+    itself, as a kubelet would: :class:`testbed.kservepod.ReleaseFollower`; nothing here
+    starts it)."""
+    bed, _ = fleet
+    follower = bed.kserve_followers[bed.spokes[0].name]
     _apply(bed, _modelserving(version))
     samples: list[dict[str, Any]] = []
     deadline = time.monotonic() + timeout
     while True:
         bed.check_processes()
-        step()  # the controller follows its Deployment's image, as a kubelet would
         now = _spoke_stack(bed)
         now["hub_stack"], now["hub_model"] = _hub_stack(bed), _hub_model(bed)
         isvc = _spoke_isvc(bed)
@@ -176,7 +179,12 @@ def _change_version(fleet: Fleet, version: str | None, target: str,
         if now["config"] == target:
             assert now["image"].endswith(f":{target}") and now["rolled_out"], (
                 f"the configuration moved before the controller rolled out: {now}")
+            assert follower.release == target, (
+                f"the configuration moved before the testbed replaced the controller: "
+                f"{follower.swaps}")
         if _at(target, now):
+            proc = bed.spokes[0].processes["kserve-controller"]
+            assert f"kserve-{target}" in proc.argv[0] and proc.alive(), proc.argv
             return samples
         assert time.monotonic() < deadline, f"not done in {timeout}s: {samples[-3:]}"
         time.sleep(0.3)
