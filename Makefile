@@ -54,15 +54,14 @@ unit: venv
 # workers (pytest-xdist): the tests on each shared testbed run on one worker in file order,
 # every other file (its own fleet, or pure Python) is a unit another worker can take
 # (tests/conftest.py: _worker_group).
-# Three. With four the run is about a minute shorter (2026-12-06, eighth session, clones of main,
-# 2 cores: 10 min 10 s to 11 min 3 s of pytest against 11 min 39 s, the machine 0.80-1.00 busy a
-# minute), but one run in six failed: test_stack_upgrade's downgrade saw the hub report the
-# predictor's new pod refused, KServe's pod webhook not answering while the testbed swapped the
-# controller process for the other release. The testbed swaps it when the test's poll sees the
-# Deployment's new image, after kwok has reported the pod rolled out; a kubelet would keep the
-# old pod serving until the new one is ready (README timing note, issue 31). Five saturate the
-# machine (13 min 39 s, three tests timed out).
-PYTEST_WORKERS ?= 3
+# Four: the machine stays busy (0.8 to 1.0 a minute) and the four queues end within about 25 s
+# of each other, about a minute sooner than three (2026-12-06, eighth session: 10 min 10 s to
+# 11 min 3 s of pytest against 11 min 39 s). One run in six with four had failed on a testbed
+# race, KServe's controller process swapped after the agent had moved on (a predictor's pod
+# refused by the webhook meanwhile); since the ninth session the testbed swaps it from a watch
+# of the controller Deployment (testbed/kservepod.py). Five saturate the machine (13 min 39 s,
+# three tests timed out). README timing note, issue 31.
+PYTEST_WORKERS ?= 4
 test: venv binaries lint
 	$(BIN)/pytest -q --durations=10 -n $(PYTEST_WORKERS) --dist loadgroup --no-loadscope-reorder -m "not image" tests $(ARGS)
 
