@@ -14,7 +14,7 @@ from typing import Any
 
 import yaml
 
-from testbed import versions
+from testbed import documents, versions
 from testbed.build import binary
 
 CHART = Path(__file__).resolve().parent.parent / "charts" / "model-serving-addon"
@@ -38,11 +38,9 @@ def render(*sets: str, namespace: str = "model-serving-system") -> list[dict[str
     """``helm template`` with ``--set`` values; the rendered objects (CRDs included).
 
     New objects on each call (callers rewrite them); helm runs once per process for the same
-    values, and the output is parsed with libyaml when PyYAML has it: the pure-Python parser
-    was two fifths of the test processes' CPU.
+    values, and the output is parsed once (:mod:`testbed.documents`).
     """
-    loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
-    return [d for d in yaml.load_all(_rendered(sets, namespace), Loader=loader) if d]
+    return [d for d in documents.load_all(_rendered(sets, namespace)) if d]
 
 
 @functools.lru_cache(maxsize=64)

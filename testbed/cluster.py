@@ -11,6 +11,7 @@ from typing import Any
 
 import yaml
 
+from testbed import documents
 from testbed.pki import KeyPair
 from testbed.processes import Process
 from testbed.reading import NotHandled, Reader
@@ -105,9 +106,7 @@ class Cluster:
 
         As :meth:`apply_objects` does: in process, by kubectl when that leaves them to it.
         """
-        loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # libyaml: CRDs are megabytes
-        objects = [doc for p in paths for doc in yaml.load_all(p.read_text(), Loader=loader)
-                   if doc]
+        objects = [doc for p in paths for doc in documents.load_file(p) if doc]
         if all(isinstance(o, dict) and not str(o.get("kind", "")).endswith("List")
                for o in objects):
             try:

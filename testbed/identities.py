@@ -18,7 +18,7 @@ from typing import Any
 
 import yaml
 
-from testbed import gotemplate, upstream, versions
+from testbed import documents, gotemplate, upstream, versions
 from testbed.cluster import Cluster
 
 KLUSTERLET = "klusterlet"
@@ -62,7 +62,7 @@ def _render_rbac(files: Iterable[Path], values: dict[str, str]) -> list[dict[str
     out: list[dict[str, Any]] = []
     for path in sorted(files):
         text = gotemplate.render(path.read_text(), values, _CONDITIONS)
-        for doc in yaml.safe_load_all(text):
+        for doc in documents.load_all(text):
             if doc and doc.get("kind") in _RBAC_KINDS:
                 meta = doc["metadata"]
                 if not meta.get("labels"):

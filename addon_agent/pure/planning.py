@@ -105,9 +105,17 @@ class Plan:
 
 def parse_bundle(text: str) -> list[Obj]:
     """The Kubernetes objects of a multi-document YAML text (empty documents dropped)."""
-    out: list[Obj] = []
     loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # libyaml is ~6x faster
-    for doc in yaml.load_all(text, Loader=loader):
+    return bundle_objects(yaml.load_all(text, Loader=loader))
+
+
+def bundle_objects(documents: Iterable[Any]) -> list[Obj]:
+    """The Kubernetes objects of a bundle's parsed YAML documents.
+
+    Empty documents are dropped; a ``List`` gives its items in its place.
+    """
+    out: list[Obj] = []
+    for doc in documents:
         if not doc:
             continue
         if doc.get("kind") == "List":

@@ -9,6 +9,8 @@ from typing import Any
 
 import yaml
 
+from testbed import documents
+
 REPO = Path(__file__).resolve().parents[2]
 
 IRIS = [[6.8, 2.8, 4.8, 1.4], [6.0, 3.4, 4.5, 1.6]]
@@ -72,7 +74,7 @@ def bundle_runtimes(bundles: Path, version: str) -> dict[str, dict[str, Any]]:
     from addon_agent.bundle_render import RUNTIMES_FILE
 
     text = (bundles / "KServe" / version / RUNTIMES_FILE).read_text()
-    return {d["metadata"]["name"]: d for d in yaml.safe_load_all(text)
+    return {d["metadata"]["name"]: d for d in documents.load_all(text)
             if d and d.get("kind") == "ClusterServingRuntime"}
 
 
@@ -83,7 +85,7 @@ def storage_initializer_image(bundles: Path, version: str) -> str:
     from addon_agent.bundle_render import BUNDLE_FILE
 
     text = (bundles / "KServe" / version / BUNDLE_FILE).read_text()
-    for doc in yaml.safe_load_all(text):
+    for doc in documents.load_all(text):
         if doc and doc.get("kind") == "ConfigMap" and (
                 doc["metadata"]["name"] == "inferenceservice-config"):
             return str(json.loads(doc["data"]["storageInitializer"])["image"])

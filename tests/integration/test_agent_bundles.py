@@ -20,7 +20,7 @@ from addon_agent.bundle_render import BUNDLE_FILE, bundle_path
 from addon_agent.io import bundle_source
 from addon_agent.pure import certs
 from addon_agent.stacks import KSERVE
-from testbed import upstream
+from testbed import documents, upstream
 from testbed.support.agent import (
     AgentProcess,
     agent_log,
@@ -250,7 +250,7 @@ def test_pinned_bundles_hold_only_allowed_kinds(bundles: Path) -> None:
         for name in (BUNDLE_FILE, RUNTIMES_FILE):
             path = bundle_path(bundles, stack) / name
             if path.is_file():
-                objects = planning.parse_bundle(path.read_text())
+                objects = planning.bundle_objects(documents.load_file(path))
                 bundle_source.check_kinds(objects)  # raises naming what is not allowed
                 seen |= {(o["apiVersion"].rpartition("/")[0], o["kind"]) for o in objects}
     # the list is no wider than the bundles need (ServingRuntime: the namespaced twin)
@@ -268,9 +268,9 @@ def test_every_pod_of_every_carried_stack_passes_pod_security_restricted(bundles
     for stack in CARRIED:
         directory = bundle_path(bundles, stack)
         text = (directory / BUNDLE_FILE).read_text()
-        objects = planning.parse_bundle(text)
+        objects = planning.bundle_objects(documents.load_all(text))
         if (directory / RUNTIMES_FILE).is_file():
-            objects += planning.parse_bundle((directory / RUNTIMES_FILE).read_text())
+            objects += planning.bundle_objects(documents.load_file(directory / RUNTIMES_FILE))
         spec = ServingPlatformSpec.model_validate({"platform": stack.platform,
                                                    "version": stack.version})
         plan = planning.plan(objects, spec, stack, planning.ClusterFacts())
@@ -308,9 +308,9 @@ def test_every_carried_stack_fits_one_node_under_the_single_node_profile(bundles
     caps = {k: profiles.quantity(v) for k, v in profiles.SINGLE_NODE_REQUESTS.items()}
     for stack in CARRIED:
         directory = bundle_path(bundles, stack)
-        objects = planning.parse_bundle((directory / BUNDLE_FILE).read_text())
+        objects = planning.bundle_objects(documents.load_file(directory / BUNDLE_FILE))
         if (directory / RUNTIMES_FILE).is_file():
-            objects += planning.parse_bundle((directory / RUNTIMES_FILE).read_text())
+            objects += planning.bundle_objects(documents.load_file(directory / RUNTIMES_FILE))
         spec = ServingPlatformSpec.model_validate(
             {"platform": stack.platform, "version": stack.version, "profile": "SingleNode"})
         plan = planning.plan(objects, spec, stack, planning.ClusterFacts())

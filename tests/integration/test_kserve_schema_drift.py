@@ -14,12 +14,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 
 from addon_agent.stacks import KSERVE, MODELMESH
 from addon_api.crdgen import openapi_schema
 from addon_api.hub import MultiClusterInferenceService, MultiClusterServingRuntime
 from addon_api.kserve import KSERVE_ONLY_PREDICTOR_FIELDS
+from testbed import documents
 
 pytestmark = pytest.mark.testbed
 
@@ -29,7 +29,7 @@ Modules = Callable[[str, str], Path]
 
 def upstream_spec(path: Path, version: str) -> Schema:
     """The ``spec`` schema of one served version of an upstream CRD file."""
-    doc = yaml.safe_load(path.read_text())
+    doc = documents.load(path.read_text())
     (found,) = [v for v in doc["spec"]["versions"] if v["name"] == version]
     spec: Schema = found["schema"]["openAPIV3Schema"]["properties"]["spec"]
     return spec

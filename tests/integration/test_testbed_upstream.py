@@ -5,9 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
-import yaml
-
-from testbed import build, upstream, versions
+from testbed import build, documents, upstream, versions
 
 GoModules = Callable[[str, str], Path]
 
@@ -21,7 +19,7 @@ def test_kubernetes_staging_modules_pinned_to_matching_v0_release(go_modules: Go
 
 
 def _kinds(paths: list[Path]) -> set[str]:
-    docs = (yaml.load(p.read_text(), Loader=yaml.CSafeLoader) for p in paths)
+    docs = (documents.load(p.read_text()) for p in paths)
     return {d["spec"]["names"]["kind"] for d in docs}
 
 
@@ -45,7 +43,7 @@ def test_kube_rbac_proxy_pin_is_the_kserve_bundles_sidecar(bundles: Path) -> Non
     from addon_agent.bundle_render import BUNDLE_FILE, bundle_path
     from addon_agent.stacks import KSERVE
 
-    docs = yaml.safe_load_all((bundle_path(bundles, KSERVE) / BUNDLE_FILE).read_text())
+    docs = documents.load_file(bundle_path(bundles, KSERVE) / BUNDLE_FILE)
     images = {c["image"] for d in docs if d and d["kind"] == "Deployment"
               for c in d["spec"]["template"]["spec"]["containers"]
               if c["name"] == "kube-rbac-proxy"}

@@ -29,6 +29,7 @@ from addon_agent.pure import planning
 from addon_agent.stacks import STACKS
 from addon_api import constants as c
 from addon_api.spoke import ServingPlatformSpec
+from testbed import documents
 from testbed.support.agent import (
     AgentProcess,
     get,
@@ -103,7 +104,7 @@ def expected_objects(bundle_root: Path) -> list[dict[str, Any]]:
     spec = ServingPlatformSpec.model_validate(SPEC)
     text, stack = bundle_source.load(STACKS["KServe"], bundle_root, None, bundle_root)
     the_plan = planning.plan(
-        planning.parse_bundle(text), spec, stack, planning.ClusterFacts(),
+        planning.bundle_objects(documents.load_all(text)), spec, stack, planning.ClusterFacts(),
         agent_metrics=(c.AGENT_NAMESPACE, 0),
     )
     secrets = [
