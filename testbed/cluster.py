@@ -162,8 +162,9 @@ class Cluster:
     def wait_crds_established(self, *names: str, timeout: int = 120) -> None:
         """Block until the named CRDs (default: every CRD on the cluster) are Established.
 
-        Polls the CRD list rather than using ``kubectl wait``: that command fails outright
-        on a CRD created a moment ago, whose ``status.conditions`` is still null.
+        And served: listed in the API server's discovery, where clients (kubectl, the
+        agents) find them. Polls rather than using ``kubectl wait``: that command fails
+        outright on a CRD created a moment ago, whose ``status.conditions`` is still null.
         """
         deadline = time.monotonic() + timeout
         while True:
@@ -175,6 +176,20 @@ class Cluster:
             time.sleep(0.5)
 
     def _crds_not_established(self, names: tuple[str, ...]) -> list[str]:
+        """The CRDs (of ``names``, or all) not served yet: missing, or not in discovery.
+
+        From the CRDs' names and the aggregated discovery (:meth:`Reader.crds`), which lists a
+        CRD once it is Established; else from the whole CRD list and their conditions.
+        """
+        try:
+            listed, served = self.reader().crds(timeout=30)
+        except NotHandled:
+            return self._crds_not_established_by_condition(names)
+        missing = [name for name in names if name not in listed]
+        return missing + [name for name in listed
+                          if (not names or name in names) and name not in served]
+
+    def _crds_not_established_by_condition(self, names: tuple[str, ...]) -> list[str]:
         listing = json.loads(self.kubectl("get", "crd", "-o", "json").stdout)
         crds = {crd["metadata"]["name"]: crd for crd in listing.get("items", [])}
         missing = [name for name in names if name not in crds]

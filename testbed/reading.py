@@ -26,6 +26,11 @@ from typing import Any
 APPLY_PATCH = "application/apply-patch+yaml"
 """The content type of a server-side apply request (JSON is YAML)."""
 
+AGGREGATED_DISCOVERY = "application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList"
+"""What to accept for ``/apis`` in one document: every group, version and resource."""
+METADATA_LIST = "application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1"
+"""What to accept for a list of names and labels only (a CRD list is megabytes otherwise)."""
+
 DISCOVERY_REFRESH_SECONDS = 1.0
 """An unknown type re-reads discovery at most this often (a CRD may just have appeared)."""
 
@@ -118,6 +123,22 @@ def parse(args: tuple[str, ...]) -> Query:
     if name is not None and len(types) != 1:
         raise NotHandled(" ".join(args))
     return Query(types, name, namespace, all_namespaces, selector)
+
+
+def served_resources(discovery: dict[str, Any]) -> set[str]:
+    """``plural.group`` of each resource of an aggregated discovery document (``/apis``).
+
+    The name of a CRD whose API the server serves: its discovery lists a CRD only once the
+    CRD is Established (apiextensions-apiserver's DiscoveryController), and a client finds it
+    there. Raises :class:`NotHandled` for another document (a server without aggregated
+    discovery answers the plain group list).
+    """
+    if discovery.get("kind") != "APIGroupDiscoveryList":
+        raise NotHandled(f"not aggregated discovery: {discovery.get('kind')}")
+    return {f"{r['resource']}.{group['metadata']['name']}"
+            for group in discovery.get("items") or []
+            for version in group.get("versions") or []
+            for r in version.get("resources") or []}
 
 
 def index(groups: list[tuple[str, str, list[dict[str, Any]]]]) -> dict[str, Resource]:
@@ -223,6 +244,27 @@ class Reader:
                 message = body.get("message", "") if isinstance(body, dict) else str(body)
                 raise NotHandled(f"{kind}/{name}: {status} {message}")
 
+    def crds(self, timeout: float) -> tuple[list[str], set[str]]:
+        """The names of the cluster's CRDs, and of those whose API is served.
+
+        Two small requests: the CRDs' metadata only, and the aggregated discovery document
+        (:func:`served_resources`), where a full CRD list is megabytes for the server to
+        encode and the harness to decode. :class:`NotHandled` when either is not answered so.
+        """
+        try:
+            status, listing = self._request(
+                "/apis/apiextensions.k8s.io/v1/customresourcedefinitions", timeout,
+                accept=METADATA_LIST)
+            if status >= 400 or listing.get("kind") != "PartialObjectMetadataList":
+                raise NotHandled(f"CRD metadata list: {status} {listing.get('kind')}")
+            status, discovery = self._request("/apis", timeout, accept=AGGREGATED_DISCOVERY)
+        except OSError as err:
+            raise NotHandled(str(err)) from err
+        if status >= 400:
+            raise NotHandled(f"aggregated discovery: {status}")
+        names = [str(i["metadata"]["name"]) for i in listing.get("items") or []]
+        return names, served_resources(discovery)
+
     def token(self, namespace: str, account: str, seconds: int, timeout: float) -> str:
         """A token of ServiceAccount ``namespace/account``, valid for ``seconds``.
 
@@ -285,12 +327,12 @@ class Reader:
     def _request(
         self, path: str, timeout: float, query: dict[str, str] | None = None,
         method: str = "GET", body: str | dict[str, Any] | None = None,
-        content_type: str | None = None,
+        content_type: str | None = None, accept: str = "application/json",
     ) -> tuple[int, Any]:
         url = self._api.configuration.host + path
         if query:
             url += "?" + urllib.parse.urlencode(query)
-        headers = {"Accept": "application/json"}
+        headers = {"Accept": accept}
         if content_type:
             headers["Content-Type"] = content_type
         try:

@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 import yaml
 
+from testbed import reading
 from testbed.cluster import KubectlError
 from testbed.fleet import Testbed
 from testbed.support.waiting import eventually
@@ -332,6 +333,45 @@ def test_in_process_apply_is_kubectls_server_side_apply(
                            check=False).returncode != 0
     finally:
         hub.kubectl("delete", "clusterrole", role["metadata"]["name"], "--ignore-not-found")
+
+
+def test_a_crd_waited_for_is_served_at_once(
+        testbed: Testbed, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``wait_crds_established`` reads names and discovery, not the megabytes of every CRD:
+    it waits for a CRD created a moment ago, and once it returns the CRD is Established and
+    kubectl (its own discovery) lists its objects; a CRD that does not exist is waited for
+    until the timeout names it."""
+    hub = testbed.hub
+    group = "smoke.testbed.local"
+    crd = {"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+           "metadata": {"name": f"gadgets.{group}"},
+           "spec": {"group": group, "scope": "Namespaced",
+                    "names": {"plural": "gadgets", "singular": "gadget", "kind": "Gadget"},
+                    "versions": [{"name": "v1", "served": True, "storage": True,
+                                  "schema": {"openAPIV3Schema": {"type": "object"}}}]}}
+    try:
+        hub.apply_objects([crd])
+        reader = hub.reader()
+        asked: list[tuple[str, str]] = []
+        request = reader._request
+
+        def recorded(path: str, timeout: float, *args: Any, **kwargs: Any) -> Any:
+            asked.append((path, kwargs.get("accept", "application/json")))
+            return request(path, timeout, *args, **kwargs)
+
+        with monkeypatch.context() as no_kubectl:
+            no_kubectl.setattr(subprocess, "run", _no_process)
+            no_kubectl.setattr(reader, "_request", recorded)
+            hub.wait_crds_established(f"gadgets.{group}")
+            with pytest.raises(TimeoutError, match=f"absent.{group}"):
+                hub.wait_crds_established(f"absent.{group}", timeout=1)
+        crd_lists = {accept for path, accept in asked
+                     if path.endswith("/customresourcedefinitions")}
+        assert crd_lists == {reading.METADATA_LIST}, asked  # never the whole CRDs
+        assert hub._crds_not_established_by_condition((f"gadgets.{group}",)) == []
+        assert hub.kubectl("get", f"gadgets.{group}", "-A").returncode == 0
+    finally:
+        hub.kubectl("delete", "crd", f"gadgets.{group}", "--ignore-not-found", "--wait=false")
 
 
 def test_in_process_token_and_readiness_are_kubectls(

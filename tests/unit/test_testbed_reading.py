@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from testbed import reading
 from testbed.reading import NotHandled, Query, Reader, index, parse
 
 
@@ -75,3 +76,19 @@ def test_an_object_apply_cannot_address_is_left_to_kubectl(obj: dict[str, object
     """No request is made (there is no API server here): kubectl says what is wrong."""
     with pytest.raises(NotHandled):
         Reader(api_client=None).apply([obj], "testbed", timeout=1)
+
+
+def test_served_resources_are_the_plural_and_group_of_aggregated_discovery() -> None:
+    discovery = {"kind": "APIGroupDiscoveryList", "items": [
+        {"metadata": {"name": "serving.kserve.io"}, "versions": [
+            {"version": "v1beta1", "resources": [{"resource": "inferenceservices"}]},
+            {"version": "v1alpha1", "resources": [{"resource": "servingruntimes"},
+                                                  {"resource": "inferenceservices"}]}]},
+        {"metadata": {"name": "apps"}, "versions": [{"version": "v1", "resources": []}]}]}
+    assert reading.served_resources(discovery) == {
+        "inferenceservices.serving.kserve.io", "servingruntimes.serving.kserve.io"}
+
+
+def test_a_plain_group_list_is_not_aggregated_discovery() -> None:
+    with pytest.raises(reading.NotHandled, match="APIGroupList"):
+        reading.served_resources({"kind": "APIGroupList", "groups": []})
