@@ -189,14 +189,15 @@ def enable_addon(bed: Testbed, agent_namespace: str) -> dict[str, Path]:
 
 @contextmanager
 def fleet(phases: Phases, agent_namespace: str = c.AGENT_NAMESPACE, spokes: int = 2,
-          dataplane: bool = False, status_sync_interval: str = "1s") -> Iterator[Testbed]:
+          dataplane: bool = False, status_sync_interval: str = "10s") -> Iterator[Testbed]:
     """The testbed with the add-on installed, the manager and one agent per spoke running.
 
     Every long-running process has its production identity: the manager the chart's
     ServiceAccount on the hub, each agent the ServiceAccount the AddOnTemplate deploys.
     ``dataplane`` runs the predictor pods of known runtimes as real servers
     (:class:`~testbed.fleet.Testbed`); ``status_sync_interval`` is how often OCM's work agents
-    poll what they applied.
+    poll what they applied (OCM's default, 10 s;
+    :attr:`~testbed.fleet.Testbed.status_sync_interval`).
     """
     build.build_all()
     bundles = bundle_dir()
