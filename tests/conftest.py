@@ -278,15 +278,31 @@ within 25 s of each other (a timeline of each worker's groups, 2026-12-06: 600 t
 the first test)."""
 
 
-def _group_rank(item: pytest.Item) -> int:
+FIRST_IN_GROUP = ("test_shard_handover", "test_manager_killed")
+"""Files that go first in their worker group, which otherwise keeps file order: the
+``reliability`` group's two longest tests, one per file, independent of the others there
+(each has its own namespace and clusters on the package's hub).
+
+pytest-xdist hands a worker its next group as soon as its current one has two tests left.
+Last in their group (file order), these two were those two tests: on 2026-12-06 the worker
+took the stack upgrade's group 147 s before it could start it, and ended 40 s after the
+other three workers, which had run out of groups."""
+
+
+def _group_rank(item: pytest.Item) -> tuple[int, int]:
+    """Where a test goes: its worker group's place in :data:`LONGEST_GROUPS` (after them all
+    if not there), then :data:`FIRST_IN_GROUP` before the rest of its group."""
     group = _worker_group(item)
-    return LONGEST_GROUPS.index(group) if group in LONGEST_GROUPS else len(LONGEST_GROUPS)
+    rank = LONGEST_GROUPS.index(group) if group in LONGEST_GROUPS else len(LONGEST_GROUPS)
+    stem = Path(str(item.path)).stem
+    return rank, FIRST_IN_GROUP.index(stem) if stem in FIRST_IN_GROUP else len(FIRST_IN_GROUP)
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Mark ``testbed`` every test that uses one of :data:`HARNESS_FIXTURES`; skip ``image``
     tests unless ``-m`` asks for them; check that every ``needs`` names an earlier step of the
-    same class; put the longest worker groups first (file order kept within each)."""
+    same class; put the longest worker groups first (file order kept within each, but for
+    :data:`FIRST_IN_GROUP`)."""
     items.sort(key=_group_rank)
     wants_image = "image" in (config.option.markexpr or "")
     for item in items:
