@@ -32,7 +32,14 @@ from pathlib import Path
 from typing import Any, BinaryIO
 
 from addon_agent import kustomize
-from addon_agent.bundle_render import BUNDLE_FILE, MANIFEST_FILE, RUNTIMES_FILE, bundle_path
+from addon_agent.bundle_render import (
+    BUNDLE_FILE,
+    MANIFEST_FILE,
+    OBJECTS_FILE,
+    RUNTIMES_FILE,
+    bundle_path,
+    installed_text,
+)
 from addon_agent.stacks import Stack
 from addon_api.hashing import short_hash
 from addon_api.platform import ManifestsSource
@@ -224,12 +231,32 @@ def _rendered(directory: Path, runtimes_required: bool) -> str:
     text = (directory / BUNDLE_FILE).read_text()
     runtimes = directory / RUNTIMES_FILE
     if runtimes.is_file():
-        return f"{text}\n---\n{runtimes.read_text()}"
+        return installed_text(text, runtimes.read_text())
     if runtimes_required:
         raise BundleError(
             f"no rendered runtimes at {runtimes}; run python -m addon_agent.bundle_render"
         )
     return text
+
+
+def rendered_objects(directory: Path, digest: str) -> list[dict[str, Any]] | None:
+    """The stored objects of the rendered bundle in ``directory``, if of the text ``digest``.
+
+    :func:`~addon_agent.bundle_render.render` stores them
+    (:data:`~addon_agent.bundle_render.OBJECTS_FILE`) with the sha256 of the text the agent
+    installs; None when there is no record, it is of another text or cannot be read: the
+    caller parses the text then.
+    """
+    try:
+        record = json.loads((directory / OBJECTS_FILE).read_text())
+    except (OSError, ValueError):
+        return None
+    if not isinstance(record, dict) or record.get("sha256") != digest:
+        return None
+    objects = record.get("objects")
+    if not isinstance(objects, list) or not all(isinstance(o, dict) for o in objects):
+        return None
+    return objects
 
 
 def check_kinds(objects: list[dict[str, Any]]) -> None:

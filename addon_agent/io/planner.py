@@ -13,6 +13,7 @@ import hashlib
 from pathlib import Path
 from typing import Any
 
+from addon_agent.bundle_render import bundle_path
 from addon_agent.io import bundle_source, webhook_ca
 from addon_agent.io.kube import Kube
 from addon_agent.io.observe import Observer
@@ -61,7 +62,12 @@ class Planner:
         )
         digest = hashlib.sha256(text.encode()).hexdigest()
         if self._parsed[0] != digest:
-            objects = planning.parse_bundle(text)
+            # The agent's own rendered bundles carry their objects as JSON; a bundle from
+            # devFlags.manifests is always parsed (its directory is not the agent's to trust).
+            objects = bundle_source.rendered_objects(
+                bundle_path(self.bundle_root, stack), digest) if manifests is None else None
+            if objects is None:
+                objects = planning.parse_bundle(text)
             bundle_source.check_kinds(objects)  # before anything of it is planned or applied
             self._parsed = (digest, objects)
         the_plan = planning.plan(

@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+import hashlib
+import json
 import tarfile
 import urllib.request
 from pathlib import Path
@@ -7,10 +9,22 @@ from typing import Any
 
 import pytest
 
-from addon_agent.bundle_render import BUNDLE_FILE, MANIFEST_FILE, RUNTIMES_FILE, bundle_path
+from addon_agent.bundle_render import (
+    BUNDLE_FILE,
+    MANIFEST_FILE,
+    OBJECTS_FILE,
+    RUNTIMES_FILE,
+    bundle_path,
+    installed_text,
+    objects_record,
+)
 from addon_agent.io import bundle_source
+from addon_agent.io.planner import Planner
+from addon_agent.pure import planning
+from addon_agent.pure.planning import ClusterFacts
 from addon_agent.stacks import KSERVE, MODELMESH
 from addon_api.platform import ManifestsSource
+from addon_api.spoke import ServingPlatformSpec
 
 CM = "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: %s, namespace: x}\n"
 
@@ -261,3 +275,73 @@ def test_kinds_off_the_allowlist_refuse_the_bundle() -> None:
         bundle_source.check_kinds(bad)
     assert "DaemonSet miner" in str(err.value) and "ConfigMap x (example.com/v1)" in str(err.value)
     assert "nothing was applied" in str(err.value)
+
+
+def _rendered_with_record(root: Path, objects_text: str) -> str:
+    """A rendered KServe bundle under ``root`` (stack and runtimes) whose objects record holds
+    the objects of ``objects_text`` under the sha256 of the text the agent installs; that
+    text."""
+    target = bundle_path(root, KSERVE)
+    target.mkdir(parents=True)
+    (target / BUNDLE_FILE).write_text(CM % "a")
+    (target / RUNTIMES_FILE).write_text(CM % "runtime")
+    text = installed_text(CM % "a", CM % "runtime")
+    record = json.loads(objects_record(objects_text) or "{}")
+    record["sha256"] = hashlib.sha256(text.encode()).hexdigest()
+    (target / OBJECTS_FILE).write_text(json.dumps(record))
+    return text
+
+
+def test_rendered_objects_are_those_of_the_text_they_were_stored_for(tmp_path: Path) -> None:
+    text = _rendered_with_record(tmp_path, installed_text(CM % "a", CM % "runtime"))
+    loaded, _ = bundle_source.load(KSERVE, tmp_path, None, tmp_path / "cache")
+    assert loaded == text
+    directory = bundle_path(tmp_path, KSERVE)
+    digest = hashlib.sha256(text.encode()).hexdigest()
+    assert bundle_source.rendered_objects(directory, digest) == planning.parse_bundle(text)
+    assert bundle_source.rendered_objects(directory, "0" * 64) is None  # another text
+    (directory / OBJECTS_FILE).write_text("{not json")
+    assert bundle_source.rendered_objects(directory, digest) is None
+    (directory / OBJECTS_FILE).write_text(json.dumps({"sha256": digest, "objects": ["x"]}))
+    assert bundle_source.rendered_objects(directory, digest) is None
+    (directory / OBJECTS_FILE).unlink()
+    assert bundle_source.rendered_objects(directory, digest) is None
+
+
+def test_no_record_where_json_would_change_the_objects() -> None:
+    assert objects_record(CM % "a") is not None
+    # YAML reads an unquoted date as a date, which JSON has no type for
+    assert objects_record(CM % "a" + "data: {since: 2026-12-06}\n") is None
+
+
+class _Facts:
+    def facts(self) -> ClusterFacts:
+        return ClusterFacts()
+
+
+def _planner(root: Path) -> Planner:
+    return Planner(None, _Facts(), root, root / "cache", "agent-ns", 8080)  # type: ignore[arg-type]
+
+
+def _config_maps(plan: planning.Plan) -> set[str]:
+    return {o["metadata"]["name"] for o in plan.objects if o["kind"] == "ConfigMap"}
+
+
+def test_the_planner_takes_a_rendered_bundles_objects_from_its_record(tmp_path: Path) -> None:
+    # A record whose objects differ from the text shows which one the plan came from.
+    _rendered_with_record(tmp_path, CM % "from-the-record")
+    spec = ServingPlatformSpec.model_validate({"platform": "KServe", "version": KSERVE.version})
+    assert "from-the-record" in _config_maps(_planner(tmp_path).build_plan(spec))
+    # A record of another text is not used: the text is parsed.
+    (bundle_path(tmp_path, KSERVE) / BUNDLE_FILE).write_text(CM % "b")
+    assert {"b", "runtime"} <= _config_maps(_planner(tmp_path).build_plan(spec))
+
+
+def test_a_devflags_bundle_is_parsed_even_beside_a_matching_record(tmp_path: Path) -> None:
+    _rendered_with_record(tmp_path / "own", CM % "from-the-record")
+    user = bundle_path(tmp_path / "own", KSERVE)  # the same files, named by devFlags
+    spec = ServingPlatformSpec.model_validate({
+        "platform": "KServe", "version": KSERVE.version,
+        "devFlags": {"manifests": {"uri": f"file://{user}"}}})
+    names = _config_maps(_planner(tmp_path / "own").build_plan(spec))
+    assert "from-the-record" not in names and "a" in names
