@@ -9,15 +9,8 @@ from typing import Any
 
 import pytest
 
-from addon_agent.bundle_render import (
-    BUNDLE_FILE,
-    MANIFEST_FILE,
-    OBJECTS_FILE,
-    RUNTIMES_FILE,
-    bundle_path,
-    installed_text,
-    objects_record,
-)
+from addon_agent import bundle_render as rendered
+from addon_agent.bundle_render import BUNDLE_FILE, MANIFEST_FILE, RUNTIMES_FILE, bundle_path
 from addon_agent.io import bundle_source
 from addon_agent.io.planner import Planner
 from addon_agent.pure import planning
@@ -285,33 +278,33 @@ def _rendered_with_record(root: Path, objects_text: str) -> str:
     target.mkdir(parents=True)
     (target / BUNDLE_FILE).write_text(CM % "a")
     (target / RUNTIMES_FILE).write_text(CM % "runtime")
-    text = installed_text(CM % "a", CM % "runtime")
-    record = json.loads(objects_record(objects_text) or "{}")
+    text = rendered.installed_text(CM % "a", CM % "runtime")
+    record = json.loads(rendered.objects_record(objects_text) or "{}")
     record["sha256"] = hashlib.sha256(text.encode()).hexdigest()
-    (target / OBJECTS_FILE).write_text(json.dumps(record))
+    (target / rendered.OBJECTS_FILE).write_text(json.dumps(record))
     return text
 
 
 def test_rendered_objects_are_those_of_the_text_they_were_stored_for(tmp_path: Path) -> None:
-    text = _rendered_with_record(tmp_path, installed_text(CM % "a", CM % "runtime"))
+    text = _rendered_with_record(tmp_path, rendered.installed_text(CM % "a", CM % "runtime"))
     loaded, _ = bundle_source.load(KSERVE, tmp_path, None, tmp_path / "cache")
     assert loaded == text
     directory = bundle_path(tmp_path, KSERVE)
     digest = hashlib.sha256(text.encode()).hexdigest()
     assert bundle_source.rendered_objects(directory, digest) == planning.parse_bundle(text)
     assert bundle_source.rendered_objects(directory, "0" * 64) is None  # another text
-    (directory / OBJECTS_FILE).write_text("{not json")
+    (directory / rendered.OBJECTS_FILE).write_text("{not json")
     assert bundle_source.rendered_objects(directory, digest) is None
-    (directory / OBJECTS_FILE).write_text(json.dumps({"sha256": digest, "objects": ["x"]}))
+    (directory / rendered.OBJECTS_FILE).write_text(json.dumps({"sha256": digest, "objects": ["x"]}))
     assert bundle_source.rendered_objects(directory, digest) is None
-    (directory / OBJECTS_FILE).unlink()
+    (directory / rendered.OBJECTS_FILE).unlink()
     assert bundle_source.rendered_objects(directory, digest) is None
 
 
 def test_no_record_where_json_would_change_the_objects() -> None:
-    assert objects_record(CM % "a") is not None
+    assert rendered.objects_record(CM % "a") is not None
     # YAML reads an unquoted date as a date, which JSON has no type for
-    assert objects_record(CM % "a" + "data: {since: 2026-12-06}\n") is None
+    assert rendered.objects_record(CM % "a" + "data: {since: 2026-12-06}\n") is None
 
 
 class _Facts:
