@@ -6,7 +6,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-$(shell sha1sum pyproject.toml | cut -c1-12)
 ARGS ?=
 
-.PHONY: all venv binaries bundles crds chart-docs console lint unit test soak demo bench image image-test clean
+.PHONY: all venv binaries bundles crds chart-docs olm-bundle console lint unit test soak demo bench image image-test clean
 
 all: test
 
@@ -32,6 +32,14 @@ crds: venv
 # The chart's README from the comments of its values.yaml (helm-docs, built by `binaries`).
 chart-docs: binaries
 	$(BIN)/python -m testbed.chart docs
+
+# The add-on as an OLM bundle (docs/olm.md) in $(OLM_OUT)/bundle, and in
+# $(OLM_OUT)/hub-objects.yaml what OLM cannot install: made from the chart by the testbed's
+# helm, then checked by operator-framework's validators (operator-verify; exit 1 on an error).
+OLM_OUT ?= dist/olm
+olm-bundle: venv
+	$(BIN)/python -m testbed build helm operator-framework
+	$(BIN)/python -m testbed.olm --out $(OLM_OUT) --verify
 
 # The fleet console's page (addon_cli/console/web: React and PatternFly from the npm registry,
 # built by Vite) into addon_cli/console/static, which `model-serving-addon console` serves.

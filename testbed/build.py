@@ -176,6 +176,14 @@ TOOLS: tuple[Tool, ...] = (
         versions.HELM_DOCS,
         {"helm-docs": "github.com/norwoodj/helm-docs/cmd/helm-docs"},
     ),
+    # The OLM bundle's validators (testbed/olm.py): the operator-framework's validation library
+    # behind `operator-sdk bundle validate`, as its own command line.
+    Tool(
+        "operator-framework",
+        "github.com/operator-framework/api",
+        versions.OPERATOR_FRAMEWORK_API,
+        {"operator-verify": "github.com/operator-framework/api/cmd/operator-verify"},
+    ),
     # The agent's pin (the image ships the same binary), not repeated here.
     Tool(
         "kustomize",

@@ -74,6 +74,15 @@ values.yaml (``make chart-docs``; a test regenerates it and compares)."""
 PROMETHEUS_OPERATOR = "v0.85.0"
 """github.com/prometheus-operator/prometheus-operator: ServiceMonitor/PodMonitor CRDs."""
 
+OPERATOR_FRAMEWORK_API = "v0.34.0"
+"""github.com/operator-framework/api: the OLM bundle's validators (``operator-verify``, with the
+validation library ``operator-sdk bundle validate`` runs; operator-sdk itself is not served by
+the module proxy here)."""
+
+OPERATOR_REGISTRY = "v1.57.0"
+"""github.com/operator-framework/operator-registry: the kinds a bundle may carry besides its
+ClusterServiceVersion (``pkg/lib/bundle/supported_resources.go``), read from the module cache."""
+
 # --------------------------------------------------------------- the data plane (Python)
 # The real model servers of the testbed's data plane run from PyPI packages, each server in a
 # virtualenv of its own under the cache (testbed/dataplane/envs.py): KServe's releases require
