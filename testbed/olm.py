@@ -353,6 +353,113 @@ def _dump(obj: Any) -> str:
     return yaml.safe_dump(obj, sort_keys=False, width=100)
 
 
+REGISTRATION_CONFIGMAP = "model-serving-registration"
+"""The bundle's ConfigMap of the add-on's registration, which the manager applies
+(``--registration-source``, :mod:`addon_manager.shell.addonregistration`)."""
+REGISTRATION_KEY = "registration.yaml"
+REGISTRATION_KINDS = ("ClusterManagementAddOn", "AddOnTemplate")
+ADDON_GROUP = "addon.open-cluster-management.io"
+
+
+def registered_by_manager(bundle: Bundle) -> Bundle:
+    """The bundle with the add-on's registration applied by its manager. Pure.
+
+    A bundle cannot carry the ClusterManagementAddOn and AddOnTemplate the chart renders, so
+    they move from ``hub_objects`` into ConfigMap :data:`REGISTRATION_CONFIGMAP` (key
+    ``registration.yaml``); the manager's container gets ``--registration-source`` naming it,
+    and its ServiceAccount the rights to read it and to create and update exactly those
+    objects (create cannot be limited by name). The rest of ``hub_objects`` stays.
+    """
+    moved = [x.obj for x in bundle.hub_objects if x.obj["kind"] in REGISTRATION_KINDS]
+    if [o["kind"] for o in moved].count("ClusterManagementAddOn") != 1:
+        raise ValueError("the render has no ClusterManagementAddOn (or several) to register")
+    text = "".join(f"---\n{_dump(o)}" for o in moved)
+    configmap = {"apiVersion": "v1", "kind": "ConfigMap",
+                 "metadata": {"name": REGISTRATION_CONFIGMAP},
+                 "data": {REGISTRATION_KEY: text}}
+    csv = copy.deepcopy(bundle.csv)
+    install = csv["spec"]["install"]["spec"]
+    manager = next(d for d in install["deployments"]
+                   if _pod_spec(d)["containers"][0].get("args", [None])[0] == "manager")
+    _pod_spec(manager)["containers"][0]["args"].append(
+        f"--registration-source={REGISTRATION_CONFIGMAP}")
+    account = _pod_spec(manager).get("serviceAccountName", "default")
+
+    def names(kind: str) -> list[str]:
+        return sorted(o["metadata"]["name"] for o in moved if o["kind"] == kind)
+
+    cluster_rules = [
+        {"apiGroups": [ADDON_GROUP], "resources": ["clustermanagementaddons", "addontemplates"],
+         "verbs": ["create"]},
+        {"apiGroups": [ADDON_GROUP], "resources": ["clustermanagementaddons"],
+         "resourceNames": names("ClusterManagementAddOn"), "verbs": ["get", "update"]},
+        {"apiGroups": [ADDON_GROUP], "resources": ["addontemplates"],
+         "resourceNames": names("AddOnTemplate"), "verbs": ["get", "update"]},
+    ]
+    ns_rules = [{"apiGroups": [""], "resources": ["configmaps"],
+                 "resourceNames": [REGISTRATION_CONFIGMAP], "verbs": ["get"]}]
+    for key, rules in (("clusterPermissions", cluster_rules), ("permissions", ns_rules)):
+        entry = next((e for e in install[key] if e["serviceAccountName"] == account), None)
+        if entry is None:
+            install[key].append({"serviceAccountName": account, "rules": rules})
+        else:
+            entry["rules"].extend(rules)
+    left = [x for x in bundle.hub_objects if x.obj["kind"] not in REGISTRATION_KINDS]
+    return Bundle(csv, [*bundle.manifests, configmap], bundle.annotations, left)
+
+
+NAMESPACED_BUNDLE_KINDS = frozenset({"Secret", "ConfigMap", "ServiceAccount", "Service", "Role",
+                                     "RoleBinding", "PrometheusRule", "ServiceMonitor",
+                                     "PodDisruptionBudget", "NetworkPolicy"})
+"""The namespaced kinds of :data:`BUNDLE_KINDS`, which OLM creates in the install namespace."""
+
+
+def olm_objects(bundle: Bundle, namespace: str) -> list[dict[str, Any]]:
+    """What OLM creates on the cluster from ``bundle`` installed into ``namespace``. Pure.
+
+    For the testbed, which runs no OLM: the CRDs; the other manifests (the namespaced ones in
+    ``namespace``); for each ServiceAccount of the CSV, the ServiceAccount, a ClusterRole and
+    ClusterRoleBinding of its ``clusterPermissions`` and a Role and RoleBinding in
+    ``namespace`` of its ``permissions`` (OLM's own names differ); and the CSV's Deployments.
+    An ``OwnNamespace`` install: the OperatorGroup targets ``namespace`` only.
+    """
+    csv_name = bundle.csv["metadata"]["name"]
+    install = bundle.csv["spec"]["install"]["spec"]
+    out: list[dict[str, Any]] = []
+    for obj in bundle.manifests:
+        placed = copy.deepcopy(obj)
+        if obj["kind"] in NAMESPACED_BUNDLE_KINDS:
+            placed["metadata"]["namespace"] = namespace
+        out.append(placed)
+    accounts = sorted({e["serviceAccountName"] for key in ("clusterPermissions", "permissions")
+                       for e in install.get(key) or []})
+    rbac = "rbac.authorization.k8s.io/v1"
+    for account in accounts:
+        out.append({"apiVersion": "v1", "kind": "ServiceAccount",
+                    "metadata": {"name": account, "namespace": namespace}})
+        subject = [{"kind": "ServiceAccount", "name": account, "namespace": namespace}]
+        for key, role, bind in (("clusterPermissions", "ClusterRole", "ClusterRoleBinding"),
+                                ("permissions", "Role", "RoleBinding")):
+            for entry in install.get(key) or []:
+                if entry["serviceAccountName"] != account:
+                    continue
+                meta: dict[str, Any] = {"name": f"{csv_name}-{account}"}
+                if role == "Role":
+                    meta["namespace"] = namespace
+                out.append({"apiVersion": rbac, "kind": role, "metadata": dict(meta),
+                            "rules": copy.deepcopy(entry["rules"])})
+                out.append({"apiVersion": rbac, "kind": bind, "metadata": dict(meta),
+                            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": role,
+                                        "name": meta["name"]},
+                            "subjects": subject})
+    for deployment in install["deployments"]:
+        out.append({"apiVersion": "apps/v1", "kind": "Deployment",
+                    "metadata": {"name": deployment["name"], "namespace": namespace,
+                                 "labels": dict(deployment.get("label") or {})},
+                    "spec": copy.deepcopy(deployment["spec"])})
+    return out
+
+
 def hub_objects_text(left: Sequence[LeftOut]) -> str:
     """What OLM cannot install, as one YAML stream for ``kubectl apply -f``.
 
@@ -468,8 +575,9 @@ def main(argv: Sequence[str]) -> int:
                         help="then run operator-verify on it; exit 1 on any error it reports")
     args = parser.parse_args(list(argv))
     rendered = chart.render(*OLM_VALUES, *args.sets, namespace=INSTALL_NAMESPACE)
-    bundle = make_bundle(rendered, chart_facts(chart.CHART, rendered),
-                         examples=example_intents(chart.CHART.parent.parent / "examples"))
+    bundle = registered_by_manager(make_bundle(
+        rendered, chart_facts(chart.CHART, rendered),
+        examples=example_intents(chart.CHART.parent.parent / "examples")))
     for path in write(bundle, args.out):
         print(path)
     if not args.verify:

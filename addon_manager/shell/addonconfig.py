@@ -24,6 +24,7 @@ from typing import Any
 import yaml
 
 from addon_api import constants as c
+from addon_manager.shell.keeping import keep
 from addon_manager.shell.sealkeys import (
     ADC_GROUP,
     ADC_PLURAL,
@@ -120,36 +121,24 @@ def publish(core: Any, custom: Any, namespace: str, name: str, source: str,
             raise
         owner = None
     want = desired(spec, verify_key, namespace, name, owner)
-    for _ in range(5):
-        try:
-            live = custom.get_namespaced_custom_object(ADC_GROUP, ADC_VERSION, namespace,
-                                                       ADC_PLURAL, name)
-        except ApiException as err:
-            if err.status != 404:
-                raise
-            try:
-                custom.create_namespaced_custom_object(ADC_GROUP, ADC_VERSION, namespace,
-                                                       ADC_PLURAL, want)
-                log.info("AddOnDeploymentConfig %s/%s created from ConfigMap %s", namespace,
-                         name, source)
-                return True
-            except ApiException as conflict:
-                if conflict.status != 409:
-                    raise
-                continue
-        if not differs(live, want):
-            return True
-        body = copy.deepcopy(want)
-        body["metadata"]["resourceVersion"] = live["metadata"]["resourceVersion"]
-        body["metadata"]["labels"] = {**(live["metadata"].get("labels") or {}),
-                                      **want["metadata"]["labels"]}
-        try:
-            custom.replace_namespaced_custom_object(ADC_GROUP, ADC_VERSION, namespace,
-                                                    ADC_PLURAL, name, body)
-            log.info("AddOnDeploymentConfig %s/%s updated from ConfigMap %s", namespace, name,
-                     source)
-            return True
-        except ApiException as err:
-            if err.status != 409:
-                raise
-    return False
+    return keep(
+        f"AddOnDeploymentConfig {namespace}/{name} (from ConfigMap {source})", want,
+        get=lambda: dict(custom.get_namespaced_custom_object(
+            ADC_GROUP, ADC_VERSION, namespace, ADC_PLURAL, name)),
+        create=lambda body: custom.create_namespaced_custom_object(
+            ADC_GROUP, ADC_VERSION, namespace, ADC_PLURAL, body),
+        replace=lambda body: custom.replace_namespaced_custom_object(
+            ADC_GROUP, ADC_VERSION, namespace, ADC_PLURAL, name, body),
+        differs=differs, merged=merged)
+
+
+def merged(live: Obj, want: Obj) -> Obj:
+    """The body that replaces ``live``: ``want`` at its resourceVersion. Pure.
+
+    The labels others put on the object stay.
+    """
+    body = copy.deepcopy(want)
+    body["metadata"]["resourceVersion"] = live["metadata"]["resourceVersion"]
+    body["metadata"]["labels"] = {**(live["metadata"].get("labels") or {}),
+                                  **want["metadata"]["labels"]}
+    return body

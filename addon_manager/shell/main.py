@@ -28,7 +28,15 @@ from addon_manager.engine import partition
 from addon_manager.engine.policy import Policy, parse_namespaces
 from addon_manager.facts import records
 from addon_manager.kinds.registry import KINDS
-from addon_manager.shell import addonconfig, crds, handlers, informers, leadership, sealkeys
+from addon_manager.shell import (
+    addonconfig,
+    addonregistration,
+    crds,
+    handlers,
+    informers,
+    leadership,
+    sealkeys,
+)
 from addon_manager.shell.apply import HubWriter
 from addon_manager.shell.metricgate import PrometheusGate
 from addon_manager.shell.reconcile import GATE_REFRESH
@@ -137,6 +145,10 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
                    "AddOnDeploymentConfig's spec (the chart's values): the manager then owns "
                    "the whole object and writes it from this and its key; empty: it only sets "
                    "its variable in an AddOnDeploymentConfig someone else keeps")
+    p.add_argument("--registration-source", default="",
+                   help="ConfigMap (in --namespace, key registration.yaml) with the add-on's "
+                   "ClusterManagementAddOn and AddOnTemplate, which the manager then creates "
+                   "and keeps (an OLM install: docs/olm.md); empty: the chart creates them")
     p.add_argument("--sealing-refresh", type=float, default=10.0,
                    help="seconds between two reads of pinned agent keys and approvals")
     p.add_argument("--prometheus-url", default="",
@@ -327,6 +339,12 @@ def sealer_from_hub(api: client.ApiClient, args: argparse.Namespace) -> sealkeys
             sealkeys.publish_verify_key, client.CustomObjectsApi(api), args.namespace,
             args.addon_config, keys.verify_key,
         )
+    if args.registration_source:
+        publish = functools.partial(
+            _registered_then, functools.partial(
+                addonregistration.apply, core, client.CustomObjectsApi(api), args.namespace,
+                args.registration_source),
+            publish)
     published = publish()
     if published:
         logging.getLogger(__name__).info(
@@ -339,6 +357,15 @@ def sealer_from_hub(api: client.ApiClient, args: argparse.Namespace) -> sealkeys
     sealer = sealkeys.Sealer(keys, sealkeys.HubStore(core, args.namespace), args.namespace)
     sealer.publish = publish
     return sealer
+
+
+def _registered_then(register: Callable[[], bool], publish: Callable[[], bool]) -> bool:
+    """Write the add-on's registration, then its AddOnDeploymentConfig; whether both are right.
+
+    The registration goes first: its ClusterManagementAddOn owns the AddOnDeploymentConfig.
+    """
+    registered = register()
+    return publish() and registered
 
 
 def policy_from_args(args: argparse.Namespace) -> Policy:

@@ -63,7 +63,8 @@ def rendered() -> list[dict[str, Any]]:
             "replicas": 1, "selector": {"matchLabels": {"app": "op"}},
             "template": {"metadata": {"labels": {"app": "op"}},
                          "spec": {"serviceAccountName": "op",
-                                  "containers": [{"name": "op", "image": CHART.image}]}}}),
+                                  "containers": [{"name": "op", "image": CHART.image,
+                                                  "args": ["manager", "--x=1"]}]}}}),
         obj("ClusterRole", "op", rules=[RULE_CLUSTER]),
         binding("ClusterRoleBinding", "op", "ClusterRole", "op"),
         obj("Role", "op", NS, rules=[RULE_NS]),
@@ -244,3 +245,53 @@ def test_findings_read_operator_verify_log_levels() -> None:
         "error": ['Error: Value op: "quoted" bad'],
         "warning": ["Warning: Value : (op.v1) csv.Spec.Icon not specified", "short"],
     }
+
+
+def test_the_manager_registers_the_addon_from_a_configmap_of_the_bundle() -> None:
+    template = {"apiVersion": "addon.open-cluster-management.io/v1alpha1",
+                "kind": "AddOnTemplate", "metadata": {"name": "op-1.2.3"},
+                "spec": {"addonName": "op"}}
+    plain = bundle_of([*rendered(), template])
+    bundle = olm.registered_by_manager(plain)
+    [configmap] = [o for o in bundle.manifests
+                   if o["metadata"]["name"] == olm.REGISTRATION_CONFIGMAP]
+    moved = list(yaml.safe_load_all(configmap["data"][olm.REGISTRATION_KEY]))
+    assert [o["kind"] for o in moved if o] == ["ClusterManagementAddOn", "AddOnTemplate"]
+    assert {x.obj["kind"] for x in bundle.hub_objects} == {"ConfigMap", "RoleBinding"}
+    strategy = bundle.csv["spec"]["install"]["spec"]
+    args = strategy["deployments"][0]["spec"]["template"]["spec"]["containers"][0]["args"]
+    assert args == ["manager", "--x=1", f"--registration-source={olm.REGISTRATION_CONFIGMAP}"]
+    cluster_rules = strategy["clusterPermissions"][0]["rules"]
+    assert cluster_rules[0] == RULE_CLUSTER
+    assert {"apiGroups": [olm.ADDON_GROUP], "resources": ["addontemplates"],
+            "resourceNames": ["op-1.2.3"], "verbs": ["get", "update"]} in cluster_rules
+    assert {"apiGroups": [olm.ADDON_GROUP], "resources": ["clustermanagementaddons"],
+            "resourceNames": ["op"], "verbs": ["get", "update"]} in cluster_rules
+    assert strategy["permissions"][0]["rules"] == [RULE_NS, {
+        "apiGroups": [""], "resources": ["configmaps"],
+        "resourceNames": [olm.REGISTRATION_CONFIGMAP], "verbs": ["get"]}]
+    # The bundle it came from is left as it was.
+    assert plain.csv["spec"]["install"]["spec"]["permissions"][0]["rules"] == [RULE_NS]
+
+
+def test_registering_needs_a_cluster_management_addon() -> None:
+    objs = [o for o in rendered() if o["kind"] != "ClusterManagementAddOn"]
+    with pytest.raises(ValueError, match="no ClusterManagementAddOn"):
+        olm.registered_by_manager(bundle_of(objs))
+
+
+def test_what_olm_creates_for_an_own_namespace_install() -> None:
+    created = olm.olm_objects(bundle_of(), "elsewhere")
+    by = {(o["kind"], o["metadata"]["name"]): o for o in created}
+    account = by[("ServiceAccount", "op")]
+    assert account["metadata"]["namespace"] == "elsewhere"
+    generated = f"{olm.PACKAGE}.v1.2.3-op"
+    role = by[("Role", generated)]
+    assert (role["metadata"]["namespace"], role["rules"]) == ("elsewhere", [RULE_NS])
+    assert by[("ClusterRole", generated)]["rules"] == [RULE_CLUSTER]
+    binding = by[("ClusterRoleBinding", generated)]
+    assert binding["subjects"] == [{"kind": "ServiceAccount", "name": "op",
+                                    "namespace": "elsewhere"}]
+    assert by[("ConfigMap", "op-config")]["metadata"]["namespace"] == "elsewhere"
+    assert "namespace" not in by[("ClusterRole", "op-tenant")]["metadata"]
+    assert by[("Deployment", "op")]["metadata"]["namespace"] == "elsewhere"
