@@ -6,7 +6,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-$(shell sha1sum pyproject.toml | cut -c1-12)
 ARGS ?=
 
-.PHONY: all venv binaries bundles crds chart-docs olm-bundle console lint unit test soak demo bench image image-test clean
+.PHONY: all venv binaries bundles crds chart-docs olm-bundle console lint unit test soak demo bench image image-test release clean
 
 all: test
 
@@ -111,6 +111,23 @@ image:
 image-test: venv binaries image
 	IMAGE=$(IMAGE) PODMAN=$(PODMAN) PODMAN_FLAGS="$(PODMAN_FLAGS)" \
 	  $(BIN)/pytest -q -s --durations=10 -m image tests/image $(ARGS)
+
+# A release (docs/operations.md, "Release"): the image (make image) pushed with podman to
+# $(REGISTRY)/model-serving-addon:<version>, then the chart, pinned to the digest the registry
+# gave (image.digest), packaged by helm and pushed to oci://$(REGISTRY)/charts; both at the
+# chart's version, which must equal appVersion and the Python package's. Written to dist/.
+# RELEASE_FLAGS: --plain-http for a registry without TLS.
+REGISTRY ?=
+RELEASE_FLAGS ?=
+ifneq ($(filter release,$(MAKECMDGOALS)),)
+ifeq ($(REGISTRY),)
+$(error make release needs REGISTRY=host[:port]/path)
+endif
+endif
+release: venv image
+	$(BIN)/python -m testbed build helm
+	$(BIN)/python -m testbed.release --registry $(REGISTRY) --image $(IMAGE) \
+	  --podman "$(PODMAN)" $(RELEASE_FLAGS)
 
 clean:
 	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache .import_linter_cache

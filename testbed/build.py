@@ -45,6 +45,9 @@ class Tool:
     ldflags: str = "-s -w"
     tags: str = ""
     """Go build tags (comma-separated), e.g. to leave out code the testbed never runs."""
+    optional: bool = False
+    """Built only when named (``python -m testbed build NAME``, or a test's fixture), not by
+    ``make binaries``: only a test outside ``make test`` needs it."""
 
     @property
     def bin_dir(self) -> Path:
@@ -184,6 +187,15 @@ TOOLS: tuple[Tool, ...] = (
         versions.OPERATOR_FRAMEWORK_API,
         {"operator-verify": "github.com/operator-framework/api/cmd/operator-verify"},
     ),
+    # An OCI registry for the release test (tests/image/test_release.py): the image and the
+    # chart pushed to it as `make release` pushes them. Optional: that test is not in make test.
+    Tool(
+        "registry",
+        "github.com/distribution/distribution/v3",
+        versions.DISTRIBUTION,
+        {"registry": "github.com/distribution/distribution/v3/cmd/registry"},
+        optional=True,
+    ),
     # The agent's pin (the image ships the same binary), not repeated here.
     Tool(
         "kustomize",
@@ -302,14 +314,14 @@ DATAPLANE = "dataplane"
 
 
 def build_all(only: Sequence[str] = (), log: Callable[[str], None] = print) -> None:
-    """Build every tool (or only the named ones), printing progress and timings.
+    """Build every tool but the optional ones (or only the named ones), with progress and timings.
 
     ``dataplane`` names the real model servers' virtualenvs and the models they serve
     (:mod:`testbed.dataplane.envs`), built after the Go tools.
     """
     total = time.monotonic()
     for tool in TOOLS:
-        if only and tool.name not in only:
+        if (only or tool.optional) and tool.name not in only:
             continue
         if tool.is_built():
             log(f"[build] {tool.name} {tool.version}: cached in {tool.bin_dir}")

@@ -79,6 +79,10 @@ OPERATOR_FRAMEWORK_API = "v0.34.0"
 validation library ``operator-sdk bundle validate`` runs; operator-sdk itself is not served by
 the module proxy here)."""
 
+DISTRIBUTION = "v3.0.0"
+"""github.com/distribution/distribution/v3: the OCI registry the release test pushes the image
+and the chart to (built only for that test)."""
+
 OPERATOR_REGISTRY = "v1.57.0"
 """github.com/operator-framework/operator-registry: the kinds a bundle may carry besides its
 ClusterServiceVersion (``pkg/lib/bundle/supported_resources.go``), read from the module cache."""

@@ -194,6 +194,8 @@ def test_sharded_replicas_all_act_instead_of_electing_a_leader() -> None:
         (("manager.policy.sharedCredentialNamespaces={shared-models}",),
          "--shared-credential-namespaces=shared-models"),
         (("image.tag=v9.9.9",), "quay.io/opendatahub/model-serving-addon:v9.9.9"),
+        (("image.tag=v9.9.9", f"image.digest=sha256:{'ab' * 32}"),
+         f"quay.io/opendatahub/model-serving-addon@sha256:{'ab' * 32}"),
         (("manager.prometheus.refreshSeconds=3",), "--gate-refresh=3"),
     ],
 )
@@ -207,6 +209,7 @@ def test_feature_flags(sets: tuple[str, ...], expect: str) -> None:
     ("sets", "field"),
     [
         (("manager.logLevel=loud",), "logLevel"),
+        (("image.digest=latest",), "digest"),
         (("manager.replicas=6",), "replicas"),
         (("manager.leaseDurationSeconds=1",), "leaseDurationSeconds"),
         (("manager.shards=-1",), "shards"),

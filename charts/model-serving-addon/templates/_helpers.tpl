@@ -1,7 +1,13 @@
 {{/* Common names and labels. */}}
 {{- define "msa.name" -}}model-serving{{- end -}}
 {{- define "msa.manager" -}}model-serving-addon-manager{{- end -}}
-{{- define "msa.image" -}}{{ .Values.image.repository }}:{{ .Values.image.tag | default .Chart.AppVersion }}{{- end -}}
+{{- define "msa.image" -}}
+{{- if .Values.image.digest -}}
+{{ .Values.image.repository }}@{{ .Values.image.digest }}
+{{- else -}}
+{{ .Values.image.repository }}:{{ .Values.image.tag | default .Chart.AppVersion }}
+{{- end -}}
+{{- end -}}
 {{/* manager.policy.targetNamespaces as --target-namespaces takes it: hub=a,b;hub2=c */}}
 {{- define "msa.targetNamespaces" -}}
 {{- $out := list -}}
