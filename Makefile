@@ -6,7 +6,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-$(shell sha1sum pyproject.toml | cut -c1-12)
 ARGS ?=
 
-.PHONY: all venv binaries bundles crds chart-docs olm-bundle console lint unit test soak demo bench image image-test release clean
+.PHONY: all venv binaries browser bundles crds chart-docs olm-bundle console lint unit test soak demo bench image image-test release clean
 
 all: test
 
@@ -21,6 +21,11 @@ venv: $(STAMP)
 
 binaries: venv
 	$(BIN)/python -m testbed build
+
+# Debian's Chromium for the console's browser tests (apt, as root), installed before the tests
+# start so that no test's time goes to it (testbed/browser.py).
+browser: venv
+	$(BIN)/python -m testbed.browser
 
 bundles: venv
 	$(BIN)/python -m addon_agent.bundle_render --cache $(HOME)/.cache/model-serving-addon/bundles
@@ -70,7 +75,7 @@ unit: venv
 # of the controller Deployment (testbed/kservepod.py). Five saturate the machine (13 min 39 s,
 # three tests timed out). README timing note, issue 31.
 PYTEST_WORKERS ?= 4
-test: venv binaries lint
+test: venv binaries browser lint
 	$(BIN)/pytest -q --durations=10 -n $(PYTEST_WORKERS) --dist loadgroup --no-loadscope-reorder -m "not image" tests $(ARGS)
 
 # Long variants of tests/reliability (more rounds, more kills, issue 8's sizes), not part of

@@ -22,13 +22,12 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from testbed.browser import chromium
 from testbed.paths import cache_dir
 from testbed.processes import Process, free_port
 
 WEB = Path(__file__).resolve().parents[2] / "addon_cli" / "console" / "web"
 STATIC = WEB.parent / "static"
-CHROMIUM = (Path("/usr/lib/chromium/chromium"), Path("/usr/bin/chromium"))
-"""Debian's Chromium binary (the first; /usr/bin/chromium is its launcher script)."""
 AXE = WEB / "node_modules" / "axe-core" / "axe.min.js"
 """axe-core, Deque's accessibility engine (npm, a dev dependency of the page: `npm ci` of
 :func:`built_page` installs it; :func:`axe_script` finds it)."""
@@ -97,18 +96,6 @@ def _build() -> Path:
     shutil.rmtree(kept, ignore_errors=True)
     staging.rename(kept)
     return STATIC
-
-
-def chromium() -> Path:
-    """Debian's Chromium, installed with apt when it is not there yet."""
-    for path in CHROMIUM:
-        if path.is_file():
-            return path
-    subprocess.run(["apt-get", "update", "-qq"], check=True, timeout=600, capture_output=True)
-    subprocess.run(["apt-get", "install", "-y", "-qq", "chromium"], check=True, timeout=900,
-                   capture_output=True, env={"DEBIAN_FRONTEND": "noninteractive",
-                                             "PATH": "/usr/sbin:/usr/bin:/sbin:/bin"})
-    return next(p for p in CHROMIUM if p.is_file())
 
 
 class Console:

@@ -6,7 +6,9 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
 import subprocess
 import sys
 import threading
@@ -79,6 +81,30 @@ def router(hub: Any, haproxy: Path, via: Mapping[str, str], directory: Path
         log.close()
         hub.kubectl("delete", "clusterrolebinding", namespace, check=False)
         hub.kubectl("delete", "namespace", namespace, "--wait=false", check=False)
+
+
+def listening_pids(listen: str) -> set[int]:
+    """The processes that hold a listening TCP socket on ``listen`` (``host:port``; Linux).
+
+    HAProxy's reload hands the listening socket to the new worker and then tells the old one
+    to let go of it; until the old one has, both accept connections (the old one with the
+    previous routes). One pid here means the reload is over: HAProxy's master holds none.
+    """
+    port = int(listen.rsplit(":", 1)[1])
+    inodes = set()
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        for line in Path(table).read_text().splitlines()[1:]:
+            fields = line.split()
+            if fields[3] == "0A" and int(fields[1].rsplit(":", 1)[1], 16) == port:
+                inodes.add(f"socket:[{fields[9]}]")
+    holders = set()
+    for proc in Path("/proc").iterdir():
+        if not proc.name.isdigit():
+            continue
+        with contextlib.suppress(OSError):
+            if any(os.readlink(fd) in inodes for fd in (proc / "fd").iterdir()):
+                holders.add(int(proc.name))
+    return holders
 
 
 def predict(listen: str, name: str, namespace: str, domain: str = "fleet.local"

@@ -1063,8 +1063,12 @@ class TestServedOnTheFleet:
                             json.dumps({"spec": {"leaseDurationSeconds": 3}}))
                 gone = on_fleet(bed, step, excluded, timeout=120)
                 dropped = time.monotonic() - cut
-                # The router without cluster1: its reload is done when it logs the route.
+                # The router without cluster1: its reload is done when it logs the route and
+                # the previous HAProxy worker no longer holds the listening socket (until then
+                # both accept connections, the old one with cluster1 in its routes).
                 on_fleet(bed, step, lambda: " -> cluster2 (100)\n" in router.log_text(),
+                         timeout=60)
+                on_fleet(bed, step, lambda: len(support.listening_pids(router.listen)) == 1,
                          timeout=60)
                 left = time.monotonic()
                 on_fleet(bed, step, lambda: traffic.answered_by("cluster2", left) >= 20,
