@@ -31,8 +31,11 @@ STATIC = WEB.parent / "static"
 AXE = WEB / "node_modules" / "axe-core" / "axe.min.js"
 """axe-core, Deque's accessibility engine (npm, a dev dependency of the page: `npm ci` of
 :func:`built_page` installs it; :func:`axe_script` finds it)."""
-EXPECT_SECONDS = 30
-"""How long a page's expectation waits for what it expects (it ends as soon as it holds)."""
+EXPECT_SECONDS = 90
+"""How long a page's expectation, or a navigation's load, waits for what it expects (it ends
+as soon as it holds). Playwright's 30 s default for a navigation was not enough on this
+session's machine: with the suite's four workers busy (a load average of 15 to 20 on 2
+cores) the console's first page took longer than that to load in Chromium (2026-12-07)."""
 
 
 def _newest(paths: list[Path]) -> float:
@@ -205,8 +208,11 @@ def signed_in(*tokens: str) -> Iterator[list[Any]]:
     with sync_playwright() as pw:
         browser = pw.chromium.launch(executable_path=str(chromium()), args=["--no-sandbox"])
         try:
-            yield [browser.new_context(
+            pages = [browser.new_context(
                 extra_http_headers={"X-Forwarded-Access-Token": t}).new_page() for t in tokens]
+            for page in pages:
+                page.set_default_timeout(EXPECT_SECONDS * 1000)  # navigations and actions
+            yield pages
         finally:
             browser.close()
 
