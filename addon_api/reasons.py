@@ -113,6 +113,7 @@ class ClusterReason(StrEnum):
 
     WAITING_FOR_PLATFORM = "WaitingForPlatform"
     WAITING_FOR_STORAGE = "WaitingForStorage"
+    WAITING_FOR_RUNTIME = "WaitingForServingRuntime"
     WAITING_FOR_AGENT_KEY = "WaitingForAgentKey"
     AGENT_KEY_CHANGED = "AgentKeyChanged"
     IDENTITY_WORK_INVALID = "IdentityWorkInvalid"

@@ -12,6 +12,7 @@ from typing import Protocol
 from addon_manager.facts import conflicts
 from addon_manager.facts.records import ClusterFact, WorkFact
 from addon_manager.facts.revisions import RevisionFact
+from addon_manager.facts.runtimes import RuntimeFact
 from addon_manager.facts.secrets import SecretAccess, SecretFact
 
 
@@ -62,3 +63,6 @@ class World(Protocol):
 
     def agent_namespace(self, cluster: str) -> str:
         """The agent's install namespace on a cluster (from its ManagedClusterAddOn)."""
+
+    def serving_runtimes(self, namespace: str) -> list[RuntimeFact]:
+        """The MultiClusterServingRuntimes of a hub namespace."""

@@ -1,7 +1,8 @@
 """MultiClusterInferenceService: a KServe InferenceService (and its Route) on each cluster.
 
-Its render, feedback rules, gates (the stack Available, its StorageConnections delivered)
-and report, judged by the agent's data-plane verdict first, then by KServe's status.
+Its render, feedback rules, gates (the stack Available, its StorageConnections delivered,
+the fleet's ServingRuntimes it would run on Available) and report, judged by the agent's
+data-plane verdict first, then by KServe's status.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from addon_api.hub import FleetEndpoint, MultiClusterInferenceService
 from addon_api.reasons import ClusterPhase, ClusterReason
 from addon_manager.facts.canonical import canonical_hash
 from addon_manager.facts.records import WorkFact
+from addon_manager.facts.runtimes import RuntimeFact
 from addon_manager.kinds import storage_connection
 from addon_manager.kinds.base import Category, Context, Dependency, KindSpec, Prepared, Wait, text
 from addon_manager.kinds.model_serving import platform_waits
@@ -162,17 +164,22 @@ def prepare(ctx: Context, intent: Resource, cluster: str) -> Prepared:
     """An InferenceService's work, gated on the platform and its StorageConnections there."""
     isvc = cast(MultiClusterInferenceService, intent)
     storage = list(isvc.spec.storage_connections)
+    labels = ctx.world.cluster_labels(cluster)
     closed = waits(
         ctx.world.works_on(cluster, c.KIND_MODEL_SERVING),
         storage,
         {s: ctx.world.works_of(c.KIND_STORAGE_CONNECTION, ctx.namespace, s).get(cluster)
          for s in storage},
     )
+    _, spec = validated_cluster_spec(isvc, cluster, labels, ctx.specs)
+    runtimes = [r for r in ctx.world.serving_runtimes(ctx.namespace)
+                if cluster in ctx.world.placement_clusters(r.namespace, r.placement)]
+    closed += runtime_waits(spec, runtimes, {
+        r.name: ctx.world.works_of(c.KIND_SERVING_RUNTIME, r.namespace, r.name).get(cluster)
+        for r in runtimes})
     export = bool(isvc.spec.endpoint and isvc.spec.endpoint.service_export
                   and cluster in ctx.serving)
-    return Prepared(render(
-        isvc, cluster, ctx.world.cluster_labels(cluster), ctx.specs, export=export),
-        tuple(closed))
+    return Prepared(render(isvc, cluster, labels, ctx.specs, export=export), tuple(closed))
 
 
 def waits(
@@ -190,6 +197,40 @@ def waits(
         if not storage_connection.delivered(storage_works.get(name)):
             out.append(Wait(storage_connection.WAITING_FOR_STORAGE,
                             f"StorageConnection {name} delivered"))
+    return out
+
+
+WAITING_FOR_RUNTIME = ClusterReason.WAITING_FOR_RUNTIME
+"""Wait reason: a fleet ServingRuntime the model would run on there is not Available yet."""
+
+
+def runtime_waits(
+    spec: Mapping[str, Any],
+    runtimes: list[RuntimeFact],
+    runtime_works: Mapping[str, WorkFact | None],
+) -> list[Wait]:
+    """Gates of an InferenceService on the fleet's ServingRuntimes of one cluster.
+
+    ``spec``: the model's spec for the cluster (overrides applied); ``runtimes``: the
+    MultiClusterServingRuntimes of its hub namespace that select the cluster;
+    ``runtime_works``: each one's work there, by name (None when it has none yet). KServe
+    picks a model's runtime once, when it first reconciles the model, and does not look again
+    when a ServingRuntime appears (see :mod:`addon_manager.facts.runtimes`): a model sent
+    before the runtime would run on KServe's cluster-wide one of the same name until some
+    later event rolled it over, so the model's first work waits for the runtimes it would
+    resolve to be Available.
+    """
+    model = ((spec.get("template") or {}).get("predictor") or {}).get("model") or {}
+    target = str(spec.get("targetNamespace", ""))
+    runtime = str(model.get("runtime") or "")
+    model_format = str((model.get("modelFormat") or {}).get("name") or "")
+    out = []
+    for fact in sorted(runtimes, key=lambda r: r.name):
+        work = runtime_works.get(fact.name)
+        if fact.serves(target, runtime, model_format) and (
+                work is None or work.available != "True"):
+            out.append(Wait(WAITING_FOR_RUNTIME,
+                            f"MultiClusterServingRuntime {fact.name} Available"))
     return out
 
 
@@ -332,6 +373,7 @@ def external_url(work: WorkFact) -> str:
 SPEC = KindSpec(
     MultiClusterInferenceService, prepare, report,
     depends_on=(Dependency(c.KIND_MODEL_SERVING), Dependency(c.KIND_STORAGE_CONNECTION),
+                Dependency(c.KIND_SERVING_RUNTIME, same_namespace=True),
                 Dependency(ACCESS_KIND, same_namespace=True)),
     holds_stack=True, tenant=True, claims=True, spoke_namespaces=("targetNamespace", False),
     endpoint=lambda spec: spec.endpoint or FleetEndpoint(),

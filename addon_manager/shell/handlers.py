@@ -32,6 +32,7 @@ from addon_manager.facts import conflicts, revisions
 from addon_manager.facts.placement import decided_clusters, decision_group, decision_key
 from addon_manager.facts.records import AddonFact, ClusterFact, WorkFact, agent_namespace
 from addon_manager.facts.revisions import RevisionFact
+from addon_manager.facts.runtimes import RuntimeFact, parse_runtime
 from addon_manager.facts.secrets import PENDING, SecretAccess, SecretFact
 from addon_manager.kinds import registry, storage_connection
 from addon_manager.kinds.base import HelperSpec, KindSpec
@@ -447,6 +448,11 @@ class IndexWorld:
         found = self.addons.get(cluster, c.ADDON_NAME)
         return found.namespace if found is not None else agent_namespace(None)
 
+    def serving_runtimes(self, namespace: str) -> list[RuntimeFact]:
+        """The MultiClusterServingRuntimes of a hub namespace."""
+        return _store(self.ix[f"{KINDS[c.KIND_SERVING_RUNTIME].plural}_index"],
+                      ("runtime", namespace))
+
     def intents_of_kind(self, kind: str) -> list[tuple[str, str, str]]:
         """Keys of every intent of a kind."""
         return [(kind, ns, name) for ns, name, *_ in _store(
@@ -675,6 +681,8 @@ def _intent_index(spec: KindSpec) -> Any:
             out[("secret", namespace, read)] = (kind, namespace, name)
         if firstpass.changed(body):
             out[("changed",)] = (kind, namespace, name)
+        if kind == c.KIND_SERVING_RUNTIME:
+            out[("runtime", namespace)] = parse_runtime(body)
         return out
 
     seals = spec.seals

@@ -15,6 +15,7 @@ from addon_manager.facts import conflicts
 from addon_manager.facts.records import ClusterFact, WorkFact
 from addon_manager.facts.revisions import RevisionFact
 from addon_manager.facts.revisions import parse as parse_revision
+from addon_manager.facts.runtimes import RuntimeFact
 from addon_manager.facts.secrets import (
     PENDING,
     READABLE,
@@ -82,6 +83,12 @@ class FakeHub:
 
     def claims(self) -> list[conflicts.Claim]:
         return self.msv_claims
+
+    runtimes: list[RuntimeFact] = field(default_factory=list)
+    """The MultiClusterServingRuntimes of every namespace."""
+
+    def serving_runtimes(self, namespace: str) -> list[RuntimeFact]:
+        return [r for r in self.runtimes if r.namespace == namespace]
 
     storage: dict[tuple[str, str], frozenset[str]] = field(default_factory=dict)
 

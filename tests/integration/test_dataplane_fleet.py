@@ -178,9 +178,7 @@ class TestServedOnTheFleet:
               f"the examples were applied")
 
         def every_replica_served() -> bool:
-            # Exactly n pods, all ready: KServe may first have used the built-in
-            # ClusterServingRuntime (the namespaced one's work arrived later) and then rolls
-            # the Deployment over to the namespaced runtime; wait until the old pods are gone.
+            # Exactly n pods, all ready (the HPA raises the Deployment to minReplicas).
             return all(len(pods := served(bed, c)) == n and all(p.ready for p in pods)
                        for c, n in REPLICAS.items()) and ready_everywhere()
 
@@ -189,6 +187,15 @@ class TestServedOnTheFleet:
               f"{time.monotonic() - started:.1f}s")
         assert violations == []
         for cluster, replicas in REPLICAS.items():
+            # On the fleet's namespaced runtime from the start: the hub sent the model only once
+            # that runtime was Available there (WaitingForServingRuntime). KServe resolves a
+            # runtime once; sent before, the model ran on KServe's ClusterServingRuntime of the
+            # same name and rolled over at some later reconcile (once in the middle of step 4).
+            spoke = next(s for s in bed.spokes if s.name == cluster)
+            isvc = json.loads(spoke.kubectl("get", "inferenceservice", NAME, "-n", TARGET,
+                                            "-o", "json").stdout)["status"]
+            assert isvc.get("servingRuntimeName") == "kserve-sklearnserver", isvc
+            assert not isvc.get("clusterServingRuntimeName"), isvc
             pods = served(bed, cluster)
             assert len(pods) == replicas, [p.key for p in pods]
             for pod in pods:

@@ -175,7 +175,8 @@ def test_replace_all_keeps_what_the_store_saw_after_the_lists_version() -> None:
 
 
 def test_what_a_plan_reads_is_its_own_works_and_the_kinds_it_depends_on() -> None:
-    assert registry.works_read(ISVC) == {MS, c.KIND_STORAGE_CONNECTION, registry.ACCESS}
+    assert registry.works_read(ISVC) == {MS, c.KIND_STORAGE_CONNECTION, c.KIND_SERVING_RUNTIME,
+                                         registry.ACCESS}
     assert registry.IDENTITY in registry.works_read(c.KIND_STORAGE_CONNECTION)
     assert informers.prefetch_selectors((ISVC, "team", "iris"), registry.works_read(ISVC)) == [
         f"{informers.SELECTOR},{c.LABEL_INTENT_KIND}={ISVC},{c.LABEL_INTENT_NAMESPACE}=team,"

@@ -115,14 +115,17 @@ def test_what_a_change_of_each_kind_of_work_wakes() -> None:
                                            (c.KIND_SERVING_RUNTIME, False)]
     # a stack's removal waits for what holds it
     assert woken[c.KIND_INFERENCE_SERVICE] == [(c.KIND_MODEL_SERVING, False)]
-    assert woken[c.KIND_SERVING_RUNTIME] == [(c.KIND_MODEL_SERVING, False)]
+    # ... and a model's first work waits for the runtimes of its namespace it would run on
+    assert woken[c.KIND_SERVING_RUNTIME] == [(c.KIND_MODEL_SERVING, False),
+                                             (c.KIND_INFERENCE_SERVICE, True)]
     assert woken[c.KIND_STORAGE_CONNECTION] == [(c.KIND_INFERENCE_SERVICE, False)]
     assert woken[registry.IDENTITY] == [(c.KIND_STORAGE_CONNECTION, False)]
     assert woken[registry.ACCESS] == sorted((k, True) for k in registry.TENANT_KINDS)
     assert registry.ACCESS == api_tenancy.ACCESS_KIND
     # a model's or runtime's work that appears or changes does not concern the stack's owner
     assert registry.dependents(c.KIND_INFERENCE_SERVICE) == []
-    assert registry.dependents(c.KIND_SERVING_RUNTIME) == []
+    assert [(k, d.same_namespace) for k, d in registry.dependents(c.KIND_SERVING_RUNTIME)] == [
+        (c.KIND_INFERENCE_SERVICE, True)]
 
 
 # The plan is pure -------------------------------------------------------------------------------

@@ -1157,3 +1157,60 @@ def test_a_status_write_records_when_it_was_sent() -> None:
     still = asyncio.run(reconciler.reconcile(c.KIND_INFERENCE_SERVICE,
                                              isvc_body(hub.statuses["iris"])))
     assert again.status_written and not still.status_written and still.status_sent_at is None
+
+
+def _runtime_available(hub: FakeHub, cluster: str, name: str, available: str) -> None:
+    hub.works[(cluster, f"rt-{name}")] = WorkFact(
+        name=f"rt-{name}", cluster=cluster, kind=c.KIND_SERVING_RUNTIME, intent_namespace="ns",
+        intent_name=name, render_hash="x", applied="True", available=available)
+
+
+def test_a_model_waits_for_the_fleet_runtime_it_would_run_on_then_keeps_its_work() -> None:
+    """KServe resolves a model's runtime once: a model sent before the fleet's namespaced
+    runtime would stay on the cluster-wide one of that name. Its first work waits for the
+    runtimes it would resolve on each cluster (named, or auto-selecting its format), and
+    only for those."""
+    from addon_manager.facts.runtimes import RuntimeFact
+
+    hub = FakeHub(placements={("ns", "p"): frozenset({"c1", "c2"}),
+                              ("ns", "rt"): frozenset({"c1"})})
+    platform_ready(hub, "c1", "c2")
+    hub.runtimes = [
+        RuntimeFact("ns", "sk", "models", "rt", frozenset({"sklearn"})),
+        RuntimeFact("ns", "elsewhere", "other", "rt", frozenset({"sklearn"})),
+        RuntimeFact("ns", "going", "models", "rt", frozenset({"sklearn"}), deleting=True),
+        RuntimeFact("other-ns", "xgb", "models", "rt", frozenset({"xgboost"})),
+    ]
+    named = {"predictor": {"model": {"modelFormat": {"name": "sklearn"}, "runtime": "sk"}}}
+    run(hub, c.KIND_INFERENCE_SERVICE, isvc_body(template=named))
+    entries = {e["cluster"]: e for e in hub.statuses["iris"]["clusters"]}
+    # c2: no fleet runtime selects it, KServe's own runtime serves the model there.
+    assert set(hub.works_of(c.KIND_INFERENCE_SERVICE, "ns", "iris")) == {"c2"}
+    assert entries["c1"]["reason"] == "WaitingForServingRuntime", entries["c1"]
+    assert entries["c1"]["waitingFor"] == ["MultiClusterServingRuntime sk Available"]
+    _runtime_available(hub, "c1", "sk", "False")  # sent, not Available yet
+    run(hub, c.KIND_INFERENCE_SERVICE, isvc_body(template=named))
+    assert set(hub.works_of(c.KIND_INFERENCE_SERVICE, "ns", "iris")) == {"c2"}
+    _runtime_available(hub, "c1", "sk", "True")
+    run(hub, c.KIND_INFERENCE_SERVICE, isvc_body(template=named))
+    assert set(hub.works_of(c.KIND_INFERENCE_SERVICE, "ns", "iris")) == {"c1", "c2"}
+    _runtime_available(hub, "c1", "sk", "False")  # the runtime degrades: the model stays
+    out = run(hub, c.KIND_INFERENCE_SERVICE, isvc_body(template=named))
+    assert out.deleted == 0
+    assert set(hub.works_of(c.KIND_INFERENCE_SERVICE, "ns", "iris")) == {"c1", "c2"}
+
+    # Another model naming no runtime: the auto-selecting one of its format holds it back
+    # (format names compare as KServe compares them, case-insensitively).
+    hub.works.clear()
+    platform_ready(hub, "c1", "c2")
+    auto = {"predictor": {"model": {"modelFormat": {"name": "SKLearn"}}}}
+    run(hub, c.KIND_INFERENCE_SERVICE, isvc_body(template=auto))
+    assert set(hub.works_of(c.KIND_INFERENCE_SERVICE, "ns", "iris")) == {"c2"}
+    # Naming another runtime, or another format with none named: nothing to wait for.
+    for template in ({"predictor": {"model": {"modelFormat": {"name": "sklearn"},
+                                              "runtime": "kserve-sklearnserver"}}},
+                     {"predictor": {"model": {"modelFormat": {"name": "xgboost"}}}}):
+        hub.works.clear()
+        platform_ready(hub, "c1", "c2")
+        run(hub, c.KIND_INFERENCE_SERVICE, isvc_body(template=template))
+        assert set(hub.works_of(c.KIND_INFERENCE_SERVICE, "ns", "iris")) == {"c1", "c2"}, template

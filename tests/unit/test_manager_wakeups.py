@@ -67,6 +67,13 @@ def test_a_model_work_that_goes_wakes_the_stack_whose_removal_waits_for_it() -> 
         (c.KIND_INFERENCE_SERVICE, "team-b", "iris")}
 
 
+def test_a_runtime_work_wakes_its_owner_and_the_models_of_its_namespace() -> None:
+    """The models of its namespace may wait for it to be Available (WaitingForServingRuntime);
+    another namespace's models never resolve to it."""
+    assert _woken(c.KIND_SERVING_RUNTIME, "team-b", "rt") == {
+        (c.KIND_SERVING_RUNTIME, "team-b", "rt"), (c.KIND_INFERENCE_SERVICE, "team-b", "iris")}
+
+
 def test_an_access_work_wakes_its_own_namespace_tenant_intents_only() -> None:
     woken = _woken(tenancy.ACCESS_KIND, "team-b", "access")
     assert woken == {(k, "team-b", n) for k in INTENTS if k != c.KIND_MODEL_SERVING
