@@ -24,7 +24,7 @@ from typing import Any
 import yaml
 
 from addon_api import constants as c
-from addon_manager.shell.keeping import keep
+from addon_manager.shell.keeping import MANAGED_BY, keep
 from addon_manager.shell.sealkeys import (
     ADC_GROUP,
     ADC_PLURAL,
@@ -38,8 +38,6 @@ Obj = dict[str, Any]
 
 SOURCE_KEY = "spec.yaml"
 """The key of the chart's ConfigMap that holds the AddOnDeploymentConfig ``spec``."""
-MANAGED_BY = "model-serving-addon-manager"
-"""``app.kubernetes.io/managed-by`` of the AddOnDeploymentConfig: the manager, not Helm."""
 CMA_PLURAL = "clustermanagementaddons"
 
 

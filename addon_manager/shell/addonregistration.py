@@ -24,7 +24,7 @@ from typing import Any
 import yaml
 
 from addon_api import constants as c
-from addon_manager.shell.keeping import keep
+from addon_manager.shell.keeping import MANAGED_BY, keep
 
 log = logging.getLogger(__name__)
 
@@ -36,8 +36,6 @@ GROUP, VERSION = "addon.open-cluster-management.io", "v1alpha1"
 PLURALS = {"ClusterManagementAddOn": "clustermanagementaddons",
            "AddOnTemplate": "addontemplates"}
 """The kinds a registration is made of, by their plural."""
-MANAGED_BY = "model-serving-addon-manager"
-"""``app.kubernetes.io/managed-by`` of what the manager registers."""
 
 
 class SourceError(ValueError):

@@ -17,6 +17,9 @@ log = logging.getLogger(__name__)
 
 Obj = dict[str, Any]
 
+MANAGED_BY = "model-serving-addon-manager"
+"""``app.kubernetes.io/managed-by`` of the objects the manager keeps (not Helm, not OLM)."""
+
 ATTEMPTS = 5
 """Reads and writes before giving up on an object others keep writing."""
 

@@ -15,7 +15,7 @@ import yaml
 from kubernetes.client.exceptions import ApiException
 
 from addon_api import constants as c
-from addon_manager.shell import addonconfig
+from addon_manager.shell import addonconfig, keeping
 
 NS, NAME, SOURCE = "model-serving-system", "model-serving-defaults", "model-serving-agent-config"
 SPEC = {"agentInstallNamespace": "agents",
@@ -95,7 +95,7 @@ def test_the_manager_makes_it_from_the_charts_configmap_and_its_key_then_writes_
         "apiVersion": "addon.open-cluster-management.io/v1alpha1",
         "kind": "ClusterManagementAddOn", "name": c.ADDON_NAME, "uid": "cma-uid"}]
     assert hub.adc["metadata"]["labels"] == {
-        "app.kubernetes.io/managed-by": addonconfig.MANAGED_BY}
+        "app.kubernetes.io/managed-by": keeping.MANAGED_BY}
     for _ in range(3):  # the minute's republish, a restart: nothing to write
         assert publish(hub)
     assert hub.writes == 1
@@ -123,7 +123,7 @@ def test_someone_elses_edit_or_label_is_put_back_and_theirs_kept() -> None:
     hub.adc["metadata"]["labels"] = {"team": "platform"}
     assert publish(hub) and hub.writes == 2
     assert hub.adc["metadata"]["labels"] == {
-        "team": "platform", "app.kubernetes.io/managed-by": addonconfig.MANAGED_BY}
+        "team": "platform", "app.kubernetes.io/managed-by": keeping.MANAGED_BY}
 
 
 @pytest.mark.parametrize("data, reason", [

@@ -18,7 +18,7 @@ from addon_manager.shell import addonregistration, keeping
 from addon_manager.shell.main import parse_args
 
 API = "addon.open-cluster-management.io/v1alpha1"
-MANAGED, MANAGER = "app.kubernetes.io/managed-by", addonregistration.MANAGED_BY
+MANAGED, MANAGER = "app.kubernetes.io/managed-by", keeping.MANAGED_BY
 CMA = {"apiVersion": API, "kind": "ClusterManagementAddOn",
        "metadata": {"name": "model-serving", "labels": {"helm.sh/chart": "x-1"},
                     "annotations": {"addon.open-cluster-management.io/lifecycle":
