@@ -115,7 +115,8 @@ def platform(testbed: Testbed, tenants: Tenants, manager: Manager) -> str:
     hub.apply_objects([placement("p", ADMIN_NS, {tenants.label: "yes"}),
                        model_serving("kserve", ADMIN_NS, "p",
                                      servingNamespaces=[tenants.a, tenants.b])])
-    eventually(lambda: spoke.kubectl("get", "servingplatform", "model-serving"), timeout=90)
+    eventually(lambda: spoke.kubectl("get", "servingplatform", "model-serving", "-o", "json"),
+               timeout=90)
     set_platform_phase(spoke, "Available")
     return spoke.name
 
@@ -239,7 +240,8 @@ def runtime_a(testbed: Testbed, tenants: Tenants, platform: str) -> dict[str, An
     a = tenants.a
     tenants.apply_as(hub, a, intent("MultiClusterServingRuntime", "mine", a, "p",
                                     targetNamespace=a, template=RUNTIME))
-    eventually(lambda: spoke.kubectl("get", "servingruntime", "mine", "-n", a), timeout=120)
+    eventually(lambda: spoke.kubectl("get", "servingruntime", "mine", "-n", a, "-o", "json"),
+               timeout=120)
     return dict(works(hub, a, "mine", "MultiClusterServingRuntime")[platform])
 
 

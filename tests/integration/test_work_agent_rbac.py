@@ -78,7 +78,8 @@ def test_forbidden_apply_is_reported_and_heals_when_the_role_returns(
 
         # The add-on's role comes back (as OCM re-applies the AddOnTemplate would).
         identities.addon_agent_kubeconfig(spoke, c.AGENT_NAMESPACE)
-        eventually(lambda: spoke.kubectl("get", "servingplatform", "model-serving"), timeout=180)
+        eventually(lambda: spoke.kubectl("get", "servingplatform", "model-serving", "-o", "json"),
+                   timeout=180)
         set_platform_phase(spoke, "Available")  # what the agent reports once installed
 
         def ready() -> bool:
