@@ -753,6 +753,76 @@ class TestInferenceServiceWaitsForPlatformAndStorage:
         eventually(lambda: exists(s.spoke1, "inferenceservice", "iris", "-n", "models"), timeout=60)
 
 
+@dataclass
+class RuntimeGate:
+    """What the steps of :class:`TestAModelWaitsForTheFleetRuntimeItNames` share."""
+
+    hub: Any
+    spoke1: Any
+    ns: str
+    target: str
+    """The spoke namespace of both, missing on the spoke at first."""
+
+
+@pytest.fixture(scope="class")
+def runtime_gate_scenario(
+    testbed: Testbed, scenario_namespace: str, manager: Manager, scenario_cluster1_label: str
+) -> Iterator[RuntimeGate]:
+    """On cluster1: a ModelServing, a runtime and a model naming it, both in a spoke namespace
+    that does not exist yet (the runtime's work cannot be applied, so it is not Available)."""
+    hub, spoke1, ns = testbed.hub, testbed.spokes[0], scenario_namespace
+    target = f"rt-{uuid.uuid4().hex[:6]}"
+    runtime = _runtime("named", ns, "p")
+    runtime["spec"]["targetNamespace"] = target
+    model = intent("MultiClusterInferenceService", "iris", ns, "p", targetNamespace=target,
+                   template={"predictor": {"model": {"modelFormat": {"name": "sklearn"},
+                                                     "runtime": "named",
+                                                     "storageUri": "s3://models/iris"}}})
+    try:
+        hub.apply_objects([placement("p", ns, {scenario_cluster1_label: "yes"}),
+                           model_serving("kserve", ns, "p"), runtime, model])
+        yield RuntimeGate(hub, spoke1, ns, target)
+    finally:
+        _delete_all(hub, ns)
+        spoke1.kubectl("delete", "namespace", target, "--wait=false", check=False)
+
+
+class TestAModelWaitsForTheFleetRuntimeItNames:
+    """KServe picks a model's runtime once and ignores ServingRuntimes created later: the model
+    is sent to a cluster only once the fleet runtime it names is Available there, through the
+    real work agent (WaitingForServingRuntime)."""
+
+    def test_1_the_model_waits_while_the_runtime_is_not_available(
+            self, runtime_gate_scenario: RuntimeGate) -> None:
+        s = runtime_gate_scenario
+        eventually(lambda: exists(s.spoke1, "servingplatform", "model-serving"), timeout=60)
+        set_platform_phase(s.spoke1, "Available", components=False)
+        # The runtime's work is sent and fails there (no such namespace); the model waits.
+        eventually(lambda: works(s.hub, s.ns, "named", "MultiClusterServingRuntime") != {},
+                   timeout=60)
+
+        def waiting() -> bool:
+            entries = _status(s.hub, "mcisvc", s.ns, "iris").get("clusters") or []
+            return [(e["reason"], e.get("waitingFor")) for e in entries] == [
+                ("WaitingForServingRuntime", ["MultiClusterServingRuntime named Available"])]
+
+        eventually(waiting, timeout=60)
+        assert works(s.hub, s.ns, "iris", "MultiClusterInferenceService") == {}
+        assert not exists(s.spoke1, "servingruntime", "named", "-n", s.target)
+
+    @pytest.mark.needs("test_1_the_model_waits_while_the_runtime_is_not_available")
+    def test_2_the_runtime_lands_first_then_the_model(
+            self, runtime_gate_scenario: RuntimeGate) -> None:
+        s = runtime_gate_scenario
+        s.spoke1.kubectl("create", "namespace", s.target)
+        eventually(lambda: exists(s.spoke1, "inferenceservice", "iris", "-n", s.target),
+                   timeout=120)
+        runtime = get_json(s.spoke1, "servingruntime", "named", "-n", s.target)
+        model = get_json(s.spoke1, "inferenceservice", "iris", "-n", s.target)
+        assert runtime["metadata"]["creationTimestamp"] <= model["metadata"]["creationTimestamp"]
+        assert model["spec"]["predictor"]["model"]["runtime"] == "named"
+
+
 def test_leftover_identity_work_is_removed(testbed: Testbed, manager: Manager) -> None:
     # An identity work no StorageConnection needs (as left by a manager killed mid-way).
     hub = testbed.hub
