@@ -532,6 +532,12 @@ class Prometheus:
         result: list[Obj] = self._get("/api/v1/query", query=expr)["result"]
         return result
 
+    def query_range(self, expr: str, start: float, end: float, step: float) -> list[Obj]:
+        """A range query's result matrix (epoch seconds)."""
+        result: list[Obj] = self._get("/api/v1/query_range", query=expr, start=str(start),
+                                      end=str(end), step=str(step))["result"]
+        return result
+
     def alerts(self) -> list[Obj]:
         """The alerts pending or firing now."""
         alerts: list[Obj] = self._get("/api/v1/alerts")["alerts"]

@@ -18,20 +18,20 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import functools
-import hashlib
 import http.server
 import json
 import os
 import re
 import shutil
-import subprocess
 import threading
-from collections.abc import Iterator
+import urllib.parse
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from testbed.paths import cache_dir
+from testbed import npm
+from testbed.paths import cache_dir, sources_digest
 
 Obj = dict[str, Any]
 
@@ -62,6 +62,19 @@ def _query(target: Obj) -> Obj:
             "spec": {"plugin": {"kind": "PrometheusTimeSeriesQuery", "spec": spec}}}
 
 
+def _table_columns(panel: Obj) -> list[Obj]:
+    """A table's columns as Grafana shows an instant table.
+
+    The labels its query aggregates by, in that order, then ``Value``; Perses's sample time
+    column hidden (Perses would put the columns in name order, the time among them).
+    """
+    exprs = [str(t.get("expr", "")) for t in panel.get("targets", [])]
+    match = re.search(r"\bby\s*\(([^)]*)\)", exprs[0]) if len(exprs) == 1 else None
+    labels = [name.strip() for name in match.group(1).split(",")] if match else []
+    return [*({"name": label} for label in labels if label),
+            {"name": "value", "header": "Value"}, {"name": "timestamp", "hide": True}]
+
+
 def _panel(panel: Obj) -> Obj:
     kind = PANEL_KINDS.get(panel.get("type", ""))
     if kind is None:
@@ -76,7 +89,7 @@ def _panel(panel: Obj) -> Obj:
     if kind == "StatChart":
         plugin_spec = {"calculation": "last-number", "format": fmt}
     elif kind == "Table":
-        plugin_spec = {}
+        plugin_spec = {"columnSettings": _table_columns(panel)}
     else:
         plugin_spec = {"legend": {"position": "bottom", "mode": "list"},
                        "yAxis": {"format": fmt}}
@@ -161,10 +174,7 @@ def _sources() -> list[Path]:
 
 def _kept() -> Path:
     """Where the build of the current sources is kept (the testbed's cache)."""
-    digest = hashlib.sha256()
-    for path in _sources():
-        digest.update(str(path.relative_to(WEB)).encode() + b"\0" + path.read_bytes() + b"\0")
-    return cache_dir() / "perses" / digest.hexdigest()[:16]
+    return cache_dir() / "perses" / sources_digest(WEB, _sources())[:16]
 
 
 def built_page() -> Path:
@@ -179,15 +189,7 @@ def built_page() -> Path:
         fcntl.flock(lock, fcntl.LOCK_EX)
         if (kept / "index.html").is_file():
             return kept
-        npm = shutil.which("npm")
-        assert npm, "the dashboard page is built with npm (Node.js 20 or newer)"
-        marker = WEB / "node_modules" / ".package-lock.json"
-        if not marker.is_file() or marker.stat().st_mtime < (WEB / "package-lock.json"
-                                                             ).stat().st_mtime:
-            subprocess.run([npm, "ci", "--no-audit", "--no-fund"], cwd=WEB, check=True,
-                           timeout=900, capture_output=True)
-        subprocess.run([npm, "run", "build"], cwd=WEB, check=True, timeout=600,
-                       capture_output=True)
+        npm.build(WEB, "the dashboard's page")
         staging = kept.with_name(f"{kept.name}.{os.getpid()}")
         shutil.rmtree(staging, ignore_errors=True)
         shutil.copytree(DIST, staging)
@@ -240,24 +242,38 @@ _PANELS = """() => [...document.querySelectorAll('[data-testid="panel"]')].map((
 }))"""
 
 
-def _drawn(page: Any, expected: int) -> list[DrawnPanel]:
-    """Every panel as drawn, or nothing while one is still loading."""
-    found = page.evaluate(_PANELS)
-    if len(found) != expected or any(p["busy"] for p in found):
+def _undrawn(found: list[Obj]) -> list[str]:
+    """The panels of ``found`` not drawn yet, each as its title and why."""
+    pending = []
+    for panel in found:
+        title = panel["title"].strip()
+        if panel["busy"]:
+            pending.append(f"{title}: loading")
+        elif (not panel["canvas"] and "No data" not in panel["text"] and not panel["errors"]
+              and panel["text"].strip() == title):
+            pending.append(f"{title}: nothing but its title (an empty table)")
+    return pending
+
+
+def _drawn(found: list[Obj], expected: int) -> list[DrawnPanel]:
+    """Every panel as drawn, or nothing while one is still loading or empty."""
+    if len(found) != expected or _undrawn(found):
         return []
-    if any(not p["canvas"] and "No data" not in p["text"] and not p["errors"]
-           and p["text"].strip() == p["title"].strip() for p in found):
-        return []  # a panel with its title only: its content is not there yet
     return [DrawnPanel(p["title"].strip(), p["text"], p["canvas"], p["errors"]) for p in found]
 
 
 def picture(dashboard: Obj, out: Path, work_dir: Path, width: int = 1600,
-            timeout: float = 120) -> list[DrawnPanel]:
+            timeout: float = 300,
+            variables: Mapping[str, Sequence[str]] | None = None) -> list[DrawnPanel]:
     """Draw ``dashboard`` (from :func:`perses_dashboard`) in Debian's Chromium, save a PNG.
 
-    The PNG goes to ``out``; returns what each panel shows.
+    The PNG goes to ``out``; returns what each panel shows. ``variables``: values to select
+    in the variable bar (name -> values, Perses's ``var-<name>`` URL parameters) instead of
+    each variable's default.
 
-    Waits until every panel is drawn: no panel loading, each with a chart, a value, a table or
+    Waits up to ``timeout`` seconds (the page is 3 MB of script: with the suite's four workers
+    on 2 cores, the console's pages took minutes where they took seconds alone) until every
+    panel is drawn: no panel loading, each with a chart, a value, a table or
     Perses's "No data" (a page taller than the grid, since Perses draws only the panels in view).
     """
     from playwright.sync_api import sync_playwright
@@ -271,10 +287,48 @@ def picture(dashboard: Obj, out: Path, work_dir: Path, width: int = 1600,
         browser = pw.chromium.launch(executable_path=str(chromium()), args=["--no-sandbox"])
         try:
             page = browser.new_page(viewport={"width": width, "height": height})
-            page.goto(url, timeout=timeout * 1000)
-            # Perses's time-series charts draw without animation: drawn is final.
-            drawn: list[DrawnPanel] = eventually(lambda: _drawn(page, expected), timeout)
+            troubles: list[str] = []  # what the page met, for the message on a timeout
+
+            def console(message: Any) -> None:
+                if message.type == "error":
+                    troubles.append(f"console: {message.text[:200]}")
+
+            def response(answer: Any) -> None:
+                if answer.status >= 400:
+                    troubles.append(f"HTTP {answer.status}: {answer.request.method} "
+                                    f"{answer.url[:200]}")
+
+            def failed(request: Any) -> None:
+                troubles.append(f"failed: {request.method} {request.url[:200]} "
+                                f"({request.failure})")
+
+            def page_error(error: Any) -> None:
+                troubles.append(f"page error: {str(error)[:200]}")
+
+            page.on("console", console)
+            page.on("pageerror", page_error)
+            page.on("requestfailed", failed)
+            page.on("response", response)
+            selected = urllib.parse.urlencode(
+                [(f"var-{name}", value) for name, values in (variables or {}).items()
+                 for value in values])
+            page.goto(f"{url}?{selected}" if selected else url, timeout=timeout * 1000)
             out.parent.mkdir(parents=True, exist_ok=True)
+            found: list[Obj] = []
+
+            def now() -> list[DrawnPanel]:
+                found[:] = page.evaluate(_PANELS)
+                return _drawn(found, expected)
+
+            # Perses's time-series charts draw without animation: drawn is final.
+            try:
+                drawn: list[DrawnPanel] = eventually(now, timeout)
+            except AssertionError:
+                page.screenshot(path=str(out), full_page=True)
+                raise AssertionError(
+                    f"{len(found)} of {expected} panels on the page, not drawn after "
+                    f"{timeout}s: {_undrawn(found)}; the page as it was: {out}; what it met: "
+                    f"{troubles[-12:]}") from None
             page.screenshot(path=str(out), full_page=True)
             return drawn
         finally:

@@ -10,11 +10,9 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
-import hashlib
 import json
 import os
 import shutil
-import subprocess
 import time
 import urllib.error
 import urllib.request
@@ -22,8 +20,9 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from testbed import npm
 from testbed.browser import chromium
-from testbed.paths import cache_dir
+from testbed.paths import cache_dir, sources_digest
 from testbed.processes import Process, free_port
 
 WEB = Path(__file__).resolve().parents[2] / "addon_cli" / "console" / "web"
@@ -68,10 +67,7 @@ def _sources() -> list[Path]:
 
 def _kept() -> Path:
     """Where the build of the current sources is kept (the testbed's cache)."""
-    digest = hashlib.sha256()
-    for path in _sources():
-        digest.update(str(path.relative_to(WEB)).encode() + b"\0" + path.read_bytes() + b"\0")
-    return cache_dir() / "console" / digest.hexdigest()[:16]
+    return cache_dir() / "console" / sources_digest(WEB, _sources())[:16]
 
 
 def _build() -> Path:
@@ -83,15 +79,7 @@ def _build() -> Path:
         shutil.rmtree(STATIC, ignore_errors=True)
         shutil.copytree(kept / "static", STATIC, copy_function=shutil.copy)  # mtime: now
         return STATIC
-    npm = shutil.which("npm")
-    assert npm, "the console's page is built with npm (Node.js 20.19 or newer)"
-    lock = WEB / "package-lock.json"
-    marker = WEB / "node_modules" / ".package-lock.json"
-    if not marker.is_file() or marker.stat().st_mtime < lock.stat().st_mtime:
-        subprocess.run([npm, "ci", "--no-audit", "--no-fund"], cwd=WEB, check=True,
-                       timeout=600, capture_output=True)
-    subprocess.run([npm, "run", "build"], cwd=WEB, check=True, timeout=300,
-                   capture_output=True)
+    npm.build(WEB, "the console's page")
     staging = kept.with_name(f"{kept.name}.{os.getpid()}")
     shutil.rmtree(staging, ignore_errors=True)
     shutil.copytree(STATIC, staging / "static")

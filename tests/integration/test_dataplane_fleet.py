@@ -21,6 +21,7 @@ with the chart's allowlist, each series with its cluster.
 from __future__ import annotations
 
 import json
+import os
 import signal
 import sys
 import time
@@ -32,7 +33,7 @@ from urllib.parse import urlsplit
 import pytest
 
 from addon_api import constants as c
-from testbed import demo, observability
+from testbed import demo, observability, perses
 from testbed.dataplane.kubelet import FIELD_MANAGER, SERVED, ServedPod
 from testbed.dataplane.podspec import SIMULATED_LABEL, Environments
 from testbed.fleet import Testbed
@@ -47,6 +48,7 @@ REPLICAS = {"cluster1": 1, "cluster2": 2}
 """The examples' InferenceService: one replica, two on cluster2 (its override)."""
 
 Fleet = tuple[Testbed, Callable[[], None]]
+DOCS_IMAGES = Path(__file__).resolve().parents[2] / "docs" / "images"
 
 
 @pytest.fixture(scope="module")
@@ -756,6 +758,54 @@ class TestServedOnTheFleet:
         assert [line.split(":")[0] for line in lines] == list(REPLICAS), lines
         assert not [line for line in lines if "nan" in line], lines
 
+    @pytest.mark.needs("test_7_the_hubs_prometheus_holds_the_models_request_series_per_cluster")
+    def test_7b_the_dashboard_draws_every_panel_from_the_hubs_prometheus(
+            self, prometheus: observability.FleetPrometheus, tmp_path: Path) -> None:
+        """The chart's dashboard, drawn by Perses (testbed/perses.py) in Debian's Chromium
+        from the hub's federating Prometheus: every panel drawn, none with a query error; the
+        "now" panels count both clusters' platforms, and name each cluster's stack and the
+        model on both clusters; the model's request and latency panels draw a chart with a
+        series per cluster. ``DOCS_SCREENSHOTS=1`` keeps the picture for docs/metrics.md."""
+        dashboard = perses.perses_dashboard(prometheus.dashboard,
+                                            f"http://{prometheus.hub.address}")
+        shot = (DOCS_IMAGES if os.environ.get("DOCS_SCREENSHOTS") else tmp_path) \
+            / "fleet-dashboard.png"
+        # Perses charts its last 15 minutes at whole minutes (start and end multiples of its
+        # 60 s step): a series that began in this minute has no point yet. The latency panels'
+        # recorded quantiles begin an evaluation and a federation after the first requests.
+        titles = ("Model requests per second, per cluster", "Model latency p50, per cluster",
+                  "Model latency p99, per cluster")
+        exprs = [p["targets"][0]["expr"].replace("$cluster", ".*")
+                 for p in prometheus.dashboard["panels"] if p["title"] in titles]
+
+        def charted() -> bool:
+            end = time.time() // 60 * 60
+            return all({r["metric"].get("cluster") for r in prometheus.hub.query_range(
+                expr, end - 900, end, 60) if r["metric"].get("inferenceservice") == NAME}
+                == set(REPLICAS) for expr in exprs)
+
+        eventually(charted, timeout=150)
+        started = time.monotonic()
+        # The cluster variable's values are selected through the URL: left to its default
+        # (all the values Prometheus lists), the page drew with none selected in each of
+        # three runs on the fleet (its "now" panels empty, its stats at 0 for 300 s), and
+        # once of twelve alone against a Prometheus of the same series on a loaded machine;
+        # a second browser opened 20 s later on the same page and server drew them.
+        drawn = {p.title: p for p in perses.picture(dashboard, shot, tmp_path / "page",
+                                                    variables={"cluster": list(REPLICAS)})}
+        print(f"the dashboard's {len(drawn)} panels drawn in {time.monotonic() - started:.1f}s")
+        assert len(drawn) == len(prometheus.dashboard["panels"]), sorted(drawn)
+        assert not [title for title, panel in drawn.items() if panel.errors], drawn
+        now = drawn["Clusters with their platform Available (now)"].text
+        assert now.split()[-1] == str(len(REPLICAS)), now
+        where = drawn["Which model serves where (now)"].text
+        assert NAME in where and all(cluster in where for cluster in REPLICAS), where
+        stacks = drawn["Stack per cluster (now)"].text
+        assert "kserve" in stacks.lower() and all(cluster in stacks for cluster in REPLICAS), stacks
+        for title in titles:
+            panel = drawn[title]
+            assert panel.canvas and all(f"{cluster} {TARGET}/{NAME}" in panel.text
+                                        for cluster in REPLICAS), (title, panel.text)
 
     @pytest.mark.needs("test_7_the_hubs_prometheus_holds_the_models_request_series_per_cluster")
     def test_8_a_revision_whose_model_fails_its_requests_is_rolled_back_by_the_metric_gate(

@@ -55,6 +55,22 @@ def test_every_panel_keeps_its_kind_queries_legends_and_place(
     assert perses.grid_rows(dashboard) == 64
 
 
+def test_tables_show_the_labels_aggregated_by_in_order_then_the_value(
+        grafana: dict[str, Any]) -> None:
+    """As Grafana shows an instant table; Perses would sort the columns by name and show each
+    sample's time among them."""
+    columns = {p["spec"]["display"]["name"]: p["spec"]["plugin"]["spec"]["columnSettings"]
+               for p in _panels(perses.perses_dashboard(grafana, URL))
+               if p["spec"]["plugin"]["kind"] == "Table"}
+    tail = [{"name": "value", "header": "Value"}, {"name": "timestamp", "hide": True}]
+    assert columns == {
+        "Which model serves where (now)": [
+            {"name": "cluster"}, {"name": "model_namespace"}, {"name": "name"}, *tail],
+        "Stack per cluster (now)": [
+            {"name": "cluster"}, {"name": "platform"}, {"name": "version"}, *tail],
+    }
+
+
 def test_units_become_perses_units(grafana: dict[str, Any]) -> None:
     panels = {p["spec"]["display"]["name"]: p["spec"]["plugin"]["spec"]
               for p in _panels(perses.perses_dashboard(grafana, URL))}
