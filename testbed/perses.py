@@ -309,9 +309,9 @@ def picture(dashboard: Obj, out: Path, work_dir: Path, width: int = 1600,
             page.on("pageerror", page_error)
             page.on("requestfailed", failed)
             page.on("response", response)
+            # One parameter a variable, its values joined by commas (Perses's query-params).
             selected = urllib.parse.urlencode(
-                [(f"var-{name}", value) for name, values in (variables or {}).items()
-                 for value in values])
+                {f"var-{name}": ",".join(values) for name, values in (variables or {}).items()})
             page.goto(f"{url}?{selected}" if selected else url, timeout=timeout * 1000)
             out.parent.mkdir(parents=True, exist_ok=True)
             found: list[Obj] = []

@@ -786,11 +786,10 @@ class TestServedOnTheFleet:
 
         eventually(charted, timeout=150)
         started = time.monotonic()
-        # The cluster variable's values are selected through the URL: left to its default
-        # (all the values Prometheus lists), the page drew with none selected in each of
-        # three runs on the fleet (its "now" panels empty, its stats at 0 for 300 s), and
-        # once of twelve alone against a Prometheus of the same series on a loaded machine;
-        # a second browser opened 20 s later on the same page and server drew them.
+        # The clusters are selected in the variable bar through the URL: left to its default
+        # (All, the values Prometheus lists), the page drew its "now" tables empty and its
+        # stats at 0 for 300 s in each of three runs on the fleet, where a second browser
+        # opened 20 s later on the same page and server drew them (cause not found).
         drawn = {p.title: p for p in perses.picture(dashboard, shot, tmp_path / "page",
                                                     variables={"cluster": list(REPLICAS)})}
         print(f"the dashboard's {len(drawn)} panels drawn in {time.monotonic() - started:.1f}s")
