@@ -79,7 +79,9 @@ export function RuntimeForm({ namespace }: { namespace: string }) {
   );
 
   const object = useMemo(() => runtimeObject(namespace, f), [namespace, f]);
-  const set = (key: keyof Fields) => (_e: unknown, v: string) => setF({ ...f, [key]: v });
+  // Updates from the previous state: the placements arrive while the user types, and an
+  // update from a render before their arrival would put the placement back to none.
+  const set = (key: keyof Fields) => (_e: unknown, v: string) => setF((x) => ({ ...x, [key]: v }));
   const errors = (prefix: string) => <FieldErrors refused={refused} prefix={prefix} />;
 
   return (
@@ -103,7 +105,7 @@ export function RuntimeForm({ namespace }: { namespace: string }) {
             <HelperText>{errors("metadata.name")}</HelperText>
           </FormHelperText>
         </FormGroup>
-        <PlacementPicker id="runtime-placement" choices={choices} value={f.placement} onChange={(v) => setF({ ...f, placement: v })} />
+        <PlacementPicker id="runtime-placement" choices={choices} value={f.placement} onChange={(v) => setF((x) => ({ ...x, placement: v }))} />
         <FormGroup label="Spoke namespace" fieldId="runtime-targetNamespace">
           <TextInput id="runtime-targetNamespace" value={f.targetNamespace} onChange={set("targetNamespace")} />
           <FormHelperText>
@@ -118,12 +120,12 @@ export function RuntimeForm({ namespace }: { namespace: string }) {
             id="runtime-autoselect"
             label="Chosen for this format when a model names no runtime"
             isChecked={f.autoSelect}
-            onChange={(_e, v) => setF({ ...f, autoSelect: v })}
+            onChange={(_e, v) => setF((x) => ({ ...x, autoSelect: v }))}
           />
         </FormGroup>
         <FormGroup label="Protocols" fieldId="runtime-v1" role="group" isInline>
-          <Checkbox id="runtime-v1" label="v1" isChecked={f.v1} onChange={(_e, v) => setF({ ...f, v1: v })} />
-          <Checkbox id="runtime-v2" label="v2 (open inference)" isChecked={f.v2} onChange={(_e, v) => setF({ ...f, v2: v })} />
+          <Checkbox id="runtime-v1" label="v1" isChecked={f.v1} onChange={(_e, v) => setF((x) => ({ ...x, v1: v }))} />
+          <Checkbox id="runtime-v2" label="v2 (open inference)" isChecked={f.v2} onChange={(_e, v) => setF((x) => ({ ...x, v2: v }))} />
         </FormGroup>
         <FormGroup label="Image" fieldId="runtime-image">
           <TextInput id="runtime-image" value={f.image} onChange={set("image")} />
@@ -132,7 +134,7 @@ export function RuntimeForm({ namespace }: { namespace: string }) {
           </FormHelperText>
         </FormGroup>
         <FormGroup label="Arguments (one per line)" fieldId="runtime-args">
-          <TextArea id="runtime-args" value={f.args} onChange={(_e, v) => setF({ ...f, args: v })} rows={4} />
+          <TextArea id="runtime-args" value={f.args} onChange={(_e, v) => setF((x) => ({ ...x, args: v }))} rows={4} />
         </FormGroup>
         <FormGroup label="CPU request" fieldId="runtime-cpu">
           <TextInput id="runtime-cpu" value={f.cpu} onChange={set("cpu")} />

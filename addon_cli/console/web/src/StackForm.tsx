@@ -125,14 +125,14 @@ export function StackForm({ namespace, name }: { namespace: string; name: string
             id="stack-name"
             value={stack.name}
             isDisabled={Boolean(name)}
-            onChange={(_e, v) => setStack({ ...stack, name: v })}
+            onChange={(_e, v) => setStack((x) => ({ ...x, name: v }))}
           />
         </FormGroup>
         <FormGroup label="Platform" fieldId="stack-platform">
           <FormSelect
             id="stack-platform"
             value={stack.platform}
-            onChange={(_e, v) => setStack({ ...stack, platform: v })}
+            onChange={(_e, v) => setStack((x) => ({ ...x, platform: v }))}
           >
             <FormSelectOption value="KServe" label="KServe (Standard, headless)" />
             <FormSelectOption value="ModelMesh" label="ModelMesh Serving (deprecated upstream)" />
@@ -142,7 +142,7 @@ export function StackForm({ namespace, name }: { namespace: string; name: string
           id="stack-placement"
           choices={choices}
           value={stack.placement}
-          onChange={(v) => setStack({ ...stack, placement: v })}
+          onChange={(v) => setStack((x) => ({ ...x, placement: v }))}
         />
         <FormGroup label="Serving namespaces" fieldId="stack-namespace">
           <LabelGroup numLabels={20} data-testid="serving-namespaces">
@@ -150,7 +150,7 @@ export function StackForm({ namespace, name }: { namespace: string; name: string
               <Label
                 key={ns}
                 onClose={() =>
-                  setStack({ ...stack, servingNamespaces: stack.servingNamespaces.filter((x) => x !== ns) })
+                  setStack((x) => ({ ...x, servingNamespaces: x.servingNamespaces.filter((y) => y !== ns) }))
                 }
                 closeBtnAriaLabel={`Turn serving off in ${ns}`}
               >
@@ -169,7 +169,7 @@ export function StackForm({ namespace, name }: { namespace: string; name: string
             onClick={() => {
               const ns = adding.trim();
               if (ns && !stack.servingNamespaces.includes(ns))
-                setStack({ ...stack, servingNamespaces: [...stack.servingNamespaces, ns] });
+                setStack((x) => ({ ...x, servingNamespaces: [...x.servingNamespaces, ns] }));
               setAdding("");
             }}
           >
@@ -186,7 +186,7 @@ export function StackForm({ namespace, name }: { namespace: string; name: string
             id="stack-version"
             value={stack.version}
             placeholder="empty: the newest the agents carry"
-            onChange={(_e, v) => setStack({ ...stack, version: v })}
+            onChange={(_e, v) => setStack((x) => ({ ...x, version: v }))}
           />
         </FormGroup>
         {stack.removed && (
