@@ -44,6 +44,9 @@ STORAGE_INITIALIZER: Final = "storage-initializer"
 """KServe's name of the init container that downloads the model."""
 REJECTION_EVENT: Final = "InternalError"
 """The reason of the Warning event KServe's controller records when its reconcile fails."""
+CONFLICT: Final = "the object has been modified"
+"""What Kubernetes says of a write from a stale copy (409 Conflict): when KServe's reconcile
+fails on one, the event says nothing of the spec, and KServe reconciles again."""
 MESSAGE_LIMIT: Final = 512
 """At most this many characters of a fed-back message (what containers write is bounded)."""
 
@@ -133,11 +136,12 @@ def rejection(events: list[Obj], since: str) -> str:
     """KServe's newest reconcile error about the current spec ("" when there is none).
 
     ``events`` are the InferenceService's; only Warning ``InternalError`` events at or after
-    ``since`` (the spec's last change) are about the spec as it is.
+    ``since`` (the spec's last change) are about the spec as it is, and of those not the ones
+    of a write conflict (:data:`CONFLICT`).
     """
     found = [e for e in events
              if e.get("type") == "Warning" and e.get("reason") == REJECTION_EVENT
-             and _event_time(e) >= since]
+             and _event_time(e) >= since and CONFLICT not in str(e.get("message") or "")]
     if not found:
         return ""
     newest = max(found, key=_event_time)

@@ -360,3 +360,23 @@ def test_a_progressive_rollout_never_counts_a_spec_kserve_has_not_built() -> Non
     assert not refused.ready
     assert refused.failure.startswith("SpecRejected: KServe refused the current spec: "
                                       "StorageURI not supported"), refused.failure
+
+
+def test_a_write_conflict_in_kserves_reconcile_is_not_its_refusal_of_the_spec() -> None:
+    """KServe records an ``InternalError`` for every failed reconcile, a status write from a
+    stale copy too (seen in CI after its refusal of the spec): the refusal is still the one
+    named; a conflict alone is no refusal."""
+
+    def event(message: str, at: str) -> dict[str, Any]:
+        return {"type": "Warning", "reason": dataplane.REJECTION_EVENT, "message": message,
+                "lastTimestamp": at}
+
+    refused = event('no runtime found to support predictor with model type: '
+                    '{no-such-format <nil>}', "2026-12-07T10:00:01Z")
+    conflict = event('fails to update InferenceService status: Operation cannot be fulfilled '
+                     'on inferenceservices.serving.kserve.io "canary": the object has been '
+                     'modified; please apply your changes to the latest version and try again',
+                     "2026-12-07T10:00:02Z")
+    since = "2026-12-07T10:00:00Z"
+    assert "no-such-format" in dataplane.rejection([refused, conflict], since)
+    assert dataplane.rejection([conflict], since) == ""
