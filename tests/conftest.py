@@ -23,6 +23,7 @@ not hide the rest of the scenario.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import uuid
 from collections.abc import Callable, Iterator
@@ -79,6 +80,12 @@ def go_modules() -> Callable[[str, str], Path]:
     return upstream.module_dir
 
 
+DEMO = "demo"
+"""The shared testbed that is the demo's fleet (:func:`testbed.demo.fleet`): a hub and two
+spokes with the add-on installed, its manager and one agent per spoke running, each with its
+production identity, the agents in :data:`DEMO_AGENT_NAMESPACE`."""
+
+
 SHARED_TESTBED_OF_FILE = {
     # The agent and stacks on the first spoke: each file leaves cluster-wide state there (CRDs
     # installed before the agent, a stack removed) that the next one of its testbed expects.
@@ -97,12 +104,22 @@ SHARED_TESTBED_OF_FILE = {
     "test_work_agent_rbac": "works",
     "test_work_agent_stopped": "works",
     "test_endpoint_export": "works",
+    # The demo's fleet (the add-on installed, the manager and an agent per spoke running):
+    # the rollouts first, which put back what they changed, then the end-to-end flow, which
+    # ends by removing the stack and stopping an agent.
+    "test_rollout": DEMO,
+    "test_e2e": DEMO,
 }
 """Test files (by name) that do not use the default ``hub`` testbed, and the one they use.
 
 Files on one testbed run one after the other in file order, on one parallel worker; files on
 different testbeds run in parallel (``make test``). Every other file that asks for
 ``testbed`` uses ``hub`` (admission, the chart, the manager's leader election and scale)."""
+
+
+DEMO_AGENT_NAMESPACE = "model-serving-agent"
+"""The chart's ``agent.installNamespace`` on the shared demo fleet: not the default (the demo
+uses that), so that nothing finds the agent by that name alone."""
 
 
 SPOKES_OF_TESTBED = {"spokes": 1, "hub": 1}
@@ -122,6 +139,9 @@ def shared_testbed_name(path: Path) -> str:
 _RUNNING_SHARED: dict[str, Testbed] = {}
 """The shared testbeds running in this process, by name (:func:`_shared_testbeds`)."""
 
+_SHARED_EXITS: dict[str, contextlib.ExitStack] = {}
+"""What stops each shared testbed started through a context manager (the demo's fleet)."""
+
 
 @pytest.fixture(scope="session")
 def _shared_testbeds(built_binaries: Callable[[str], Path]) -> Iterator[dict[str, Testbed]]:
@@ -129,16 +149,36 @@ def _shared_testbeds(built_binaries: Callable[[str], Path]) -> Iterator[dict[str
     of theirs is done (:func:`pytest_runtest_teardown`) or at the end."""
     beds = _RUNNING_SHARED
     yield beds
-    for bed in beds.values():
-        _stop_shared(bed)
+    for name in list(beds):
+        _stop_shared(name)
 
 
-def _stop_shared(bed: Testbed) -> None:
+def _stop_shared(name: str) -> None:
     """Stop a shared testbed; keep its files when ``TESTBED_RUN_DIR`` asks for them."""
+    bed = _RUNNING_SHARED.pop(name)
+    exits = _SHARED_EXITS.pop(name, None)
+    if exits is not None:
+        exits.close()
     if os.environ.get("TESTBED_RUN_DIR"):
         bed.stop()
     else:
         bed.cleanup()
+
+
+def _start_shared(name: str) -> Testbed:
+    """Start the shared testbed ``name``: a bare one, or the demo's fleet (:data:`DEMO`)."""
+    run_dir = os.environ.get("TESTBED_RUN_DIR")
+    where = None
+    if run_dir:
+        where = Path(run_dir) / os.environ.get("PYTEST_XDIST_WORKER", "main") / name
+    if name != DEMO:
+        return Testbed(spokes=SPOKES_OF_TESTBED.get(name, 2), run_dir=where).__enter__()
+    from testbed import demo
+
+    exits = contextlib.ExitStack()
+    bed = exits.enter_context(demo.fleet(demo.Phases(), agent_namespace=DEMO_AGENT_NAMESPACE))
+    _SHARED_EXITS[name] = exits
+    return bed
 
 
 @pytest.fixture(scope="module")
@@ -157,13 +197,8 @@ def testbed(_shared_testbeds: dict[str, Testbed], request: pytest.FixtureRequest
         # first): a worker that moves on to another testbed is done with the one it had, and
         # an idle testbed still costs CPU (API servers, controllers, OCM's agents).
         for other in list(_shared_testbeds):
-            _stop_shared(_shared_testbeds.pop(other))
-        run_dir = os.environ.get("TESTBED_RUN_DIR")
-        where = None
-        if run_dir:
-            where = Path(run_dir) / os.environ.get("PYTEST_XDIST_WORKER", "main") / name
-        bed = Testbed(spokes=SPOKES_OF_TESTBED.get(name, 2), run_dir=where)
-        _shared_testbeds[name] = bed.__enter__()
+            _stop_shared(other)
+        _shared_testbeds[name] = _start_shared(name)
     return _shared_testbeds[name]
 
 
@@ -189,7 +224,7 @@ def pytest_runtest_teardown(item: pytest.Item, nextitem: pytest.Item | None) -> 
         item, "module", None)
     if module_done:
         for name in [n for n in _RUNNING_SHARED if n != _shared_name_of(nextitem)]:
-            _stop_shared(_RUNNING_SHARED.pop(name))
+            _stop_shared(name)
     return result
 
 
@@ -261,8 +296,8 @@ def pytest_itemcollected(item: pytest.Item) -> None:
 
 
 LONGEST_GROUPS = (
-    "test_dataplane_fleet", "testbed-hub", "testbed-works", "testbed-spokes", "test_e2e",
-    "test_rollout", "reliability", "testbed-stacks", "test_stack_upgrade", "test_docs_hub_setup",
+    "testbed-hub", "test_dataplane_fleet", "testbed-demo", "testbed-spokes", "testbed-works",
+    "reliability", "testbed-stacks", "test_stack_upgrade", "test_docs_hub_setup",
 )
 """The worker groups that take minutes, in the order they are handed out, longest first: 394,
 370, 297, 295, 216, 213, 202, 169, 80 and 40 s of test time (``pytest --durations=0`` with
@@ -278,7 +313,7 @@ within 25 s of each other (a timeline of each worker's groups, 2026-12-06: 600 t
 the first test)."""
 
 
-FIRST_IN_GROUP = ("test_shard_handover", "test_manager_killed")
+FIRST_IN_GROUP = ("test_shard_handover", "test_manager_killed", "test_rollout")
 """Files that go first in their worker group, which otherwise keeps file order: the
 ``reliability`` group's two longest tests, one per file, independent of the others there
 (each has its own namespace and clusters on the package's hub).
@@ -286,7 +321,10 @@ FIRST_IN_GROUP = ("test_shard_handover", "test_manager_killed")
 pytest-xdist hands a worker its next group as soon as its current one has two tests left.
 Last in their group (file order), these two were those two tests: on 2026-12-06 the worker
 took the stack upgrade's group 147 s before it could start it, and ended 40 s after the
-other three workers, which had run out of groups."""
+other three workers, which had run out of groups.
+
+``test_rollout`` goes before ``test_e2e`` on the demo's fleet: it puts back what it changed,
+where the end-to-end flow ends by removing the stack and stopping an agent."""
 
 
 def _group_rank(item: pytest.Item) -> tuple[int, int]:

@@ -1,11 +1,12 @@
-"""End to end: the mission's flow on its own fleet, asserted on hub status as an admin sees it.
+"""End to end: the mission's flow on the demo's fleet, asserted on hub status as an admin sees it.
 
 What is real: kube-apiservers, etcd, controller-managers, schedulers, OCM registration,
 placement and work agents, our manager and agents, KServe's own controller (run outside each
 cluster, webhooks included). What is not: containers never run (kwok marks pods Running and
 Ready), so a model is "Ready" when KServe's controller says so, without loading any model.
 
-The progressive rollouts (issue 17) have their own fleet: test_rollout.py.
+The progressive rollouts (issue 17, test_rollout.py) run on the same fleet before this module,
+which ends by removing the stack and stopping an agent.
 """
 
 from __future__ import annotations
@@ -39,7 +40,8 @@ from testbed.support.waiting import eventually, on_fleet
 NS = demo.NAMESPACE
 GROUP = "modelserving.opendatahub.io"
 AGENT_NS = "model-serving-agent"
-"""The chart's ``agent.installNamespace`` here: not the default (the demo uses that)."""
+"""The chart's ``agent.installNamespace`` on the shared demo fleet (``DEMO_AGENT_NAMESPACE``
+in ``tests/conftest.py``): not the default (the demo uses that)."""
 
 
 @dataclass
@@ -58,15 +60,14 @@ def demo_run() -> DemoRun:
 
 
 @pytest.fixture(scope="module")
-def fleet(
-    built_binaries: Callable[[str], Any], demo_run: DemoRun
-) -> Iterator[tuple[Testbed, Callable[[], None]]]:
-    """The demo's fleet (with the agent in a non-default namespace), examples applied."""
-    with demo.fleet(demo_run.phases, agent_namespace=AGENT_NS) as bed:
-        demo.apply_examples(bed.hub, bed)
-        demo_run.phases.done("examples applied on the hub")
-        yield bed, demo.start_kserve_when_stack_ready(bed)
-        bed.cleanup()
+def fleet(testbed: Testbed, demo_run: DemoRun) -> tuple[Testbed, Callable[[], None]]:
+    """The shared demo fleet (``tests/conftest.py``: the agents in :data:`AGENT_NS`), every
+    example applied. The progressive rollouts ran on it before (``test_rollout``) and put
+    back what they changed; this module is the fleet's last: it removes the stack and stops
+    an agent."""
+    demo.apply_examples(testbed.hub, testbed)
+    demo_run.phases.done("examples applied on the hub")
+    return testbed, demo.start_kserve_when_stack_ready(testbed)
 
 
 @pytest.fixture(scope="module")

@@ -1,4 +1,4 @@
-"""Progressive rollouts (issue 17) on a fleet of two spokes with KServe's real controller.
+"""Progressive rollouts (issue 17) on the demo's fleet of two spokes with KServe's real controller.
 
 A model with ``maxConcurrency: 1`` takes every change to one cluster at a time: a cluster gets
 the new revision only once every cluster before it was Ready on it (read from the works on the
@@ -40,7 +40,6 @@ from testbed.support.serving import hub_entry_serving
 from testbed.support.waiting import eventually, on_fleet
 
 NS = demo.NAMESPACE
-AGENT_NS = "model-serving-agent"
 CLUSTERS = ("cluster1", "cluster2")
 """Two are enough for every order the tests check (the second cluster waits for the first;
 a decision group of the last one goes first) and cost half the CPU and steps of four."""
@@ -55,17 +54,46 @@ between two samples. History now watches them, so no step is missed however shor
 
 
 @pytest.fixture(scope="module")
-def fleet(built_binaries: Callable[[str], Any]) -> Iterator[Fleet]:
-    """Two spokes with the add-on, the KServe stack on each (from the example ModelServing)."""
-    with demo.fleet(demo.Phases(), agent_namespace=AGENT_NS, spokes=len(CLUSTERS)) as bed:
-        bed.bind_clusterset(NS)
-        for name in ("placement.yaml", "modelserving-kserve.yaml"):
-            bed.hub.kubectl("apply", "-n", NS, "-f", str(demo.REPO / "examples" / name))
-        step = demo.start_kserve_when_stack_ready(bed)
-        _until((bed, step), lambda: all("kserve-controller" in s.processes for s in bed.spokes),
-               timeout=300)
-        yield bed, step
-        bed.cleanup()
+def fleet(testbed: Testbed) -> Iterator[Fleet]:
+    """The shared demo fleet (``tests/conftest.py``: two spokes, the agents in
+    ``DEMO_AGENT_NAMESPACE``) with the example Placement and ModelServing: the KServe stack on each.
+
+    Afterwards it puts back what the rollouts changed, for the next module on that fleet
+    (``test_e2e``): their intents removed from the clusters, the cluster labels and the
+    Placement they added gone, the stack's ModelServing and the manager's flags as before.
+    """
+    bed = testbed
+    manager_argv = list(_manager(bed).argv)
+    bed.bind_clusterset(NS)
+    for name in ("placement.yaml", "modelserving-kserve.yaml"):
+        bed.hub.kubectl("apply", "-n", NS, "-f", str(demo.REPO / "examples" / name))
+    step = demo.start_kserve_when_stack_ready(bed)
+    _until((bed, step), lambda: all("kserve-controller" in s.processes for s in bed.spokes),
+           timeout=300)
+    yield bed, step
+    _put_back(bed, step, manager_argv)
+
+
+def _put_back(bed: Testbed, step: Callable[[], None], manager_argv: list[str]) -> None:
+    """Undo what this module's tests did to the shared demo fleet (see :func:`fleet`)."""
+    hub = bed.hub
+    for plural, name in (("mcisvc", CANARY), ("mcisvc", "steady"), ("mcsr", RUNTIME)):
+        hub.kubectl("delete", plural, name, "-n", NS, "--ignore-not-found", "--wait=false")
+    hub.kubectl("delete", "placement", "rings", "-n", NS, "--ignore-not-found")
+    for cl in CLUSTERS:
+        hub.kubectl("label", "managedcluster", cl, "ring-")
+    manager = _manager(bed)
+    if manager.argv != manager_argv:
+        manager.kill()
+        manager.argv = list(manager_argv)
+        manager.start()
+    hub.kubectl("apply", "-n", NS, "-f", str(demo.REPO / "examples" / "modelserving-kserve.yaml"))
+    works = [naming.work_name(ISVC, NS, name) for name in (CANARY, "steady")]
+    works.append(naming.work_name(c.KIND_SERVING_RUNTIME, NS, RUNTIME))
+    _until((bed, step), lambda: not any(_works(hub, work) for work in works))
+    _until((bed, step), lambda: not _rollout(hub, "msv", "kserve") and all(
+        e["phase"] == "Available" and e["version"] == KSERVE.version
+        for e in _entries(hub, "msv", "kserve").values()))
 
 
 def _until(fleet: Fleet, check: Callable[[], Any], timeout: float = 240) -> Any:
