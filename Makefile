@@ -67,14 +67,13 @@ unit: venv
 # workers (pytest-xdist): the tests on each shared testbed run on one worker in file order,
 # every other file (its own fleet, or pure Python) is a unit another worker can take
 # (tests/conftest.py: _worker_group).
-# Four: the machine stays busy (0.8 to 1.0 a minute) and the four queues end within about 25 s
-# of each other, about a minute sooner than three (2026-12-06, eighth session: 10 min 10 s to
-# 11 min 3 s of pytest against 11 min 39 s). One run in six with four had failed on a testbed
-# race, KServe's controller process swapped after the agent had moved on (a predictor's pod
-# refused by the webhook meanwhile); since the ninth session the testbed swaps it from a watch
-# of the controller Deployment (testbed/kservepod.py). Five saturate the machine (13 min 39 s,
-# three tests timed out). README timing note, issue 31.
-PYTEST_WORKERS ?= 4
+# Three: on this machine (2026-12-07, thirteenth session) the suite is CPU-bound throughout, and
+# a fourth worker only adds contention: with four, 1,953 passed in 16 min 8 s of pytest and the
+# machine's processes used 1,781 CPU-seconds; with three, on the same commit right after, in
+# 14 min 31 s and 1,481 CPU-seconds (every wait is longer under contention, and every fleet
+# polls through it). On the tenth session's machine four had been a minute faster than three
+# (10 min 10 s to 11 min 3 s against 11 min 39 s); five saturated it. README timing note, issue 31.
+PYTEST_WORKERS ?= 3
 test: venv binaries browser lint
 	$(BIN)/pytest -q --durations=10 -n $(PYTEST_WORKERS) --dist loadgroup --no-loadscope-reorder -m "not image" tests $(ARGS)
 

@@ -296,21 +296,21 @@ def pytest_itemcollected(item: pytest.Item) -> None:
 
 
 LONGEST_GROUPS = (
-    "testbed-hub", "test_dataplane_fleet", "testbed-demo", "testbed-spokes", "testbed-works",
+    "test_dataplane_fleet", "testbed-hub", "testbed-demo", "testbed-spokes", "testbed-works",
     "reliability", "testbed-stacks", "test_stack_upgrade", "test_docs_hub_setup",
 )
-"""The worker groups that take minutes, in the order they are handed out, longest first: 394,
-370, 297, 295, 216, 213, 202, 169, 80 and 40 s of test time (``pytest --durations=0`` with
-``make test``'s options but four workers, 2026-12-06 evening; ``stacks`` took 97 to 169 s in
-three runs, ``test_stack_upgrade`` 80 to 106).
+"""The worker groups that take minutes, in the order they are handed out, longest first:
+``test_dataplane_fleet`` 477, ``hub`` 454, ``demo`` (the rollouts and the end-to-end module)
+354, ``spokes`` 330, ``works`` 327, ``reliability`` 222, ``stacks`` 141, ``test_stack_upgrade``
+83 and ``test_docs_hub_setup`` 40 s of test time (``pytest --durations=0`` with ``make test``'s
+options, three workers, 2026-12-07 thirteenth session; ``hub`` took 659 to 784 s with four).
 
 They go first: pytest-xdist hands a worker the next group in this order when the one it runs
 has at most two tests left, so the longest start at once and the short files fill the ends
 (``make test`` passes ``--no-loadscope-reorder``, which keeps this order). With the longest
 group seventh, as the order of 2026-12-01 had it, one worker ran alone for the last five
-minutes. With four workers (and ``test_stack_upgrade`` before ``stacks``) the four queues ended
-within 25 s of each other (a timeline of each worker's groups, 2026-12-06: 600 to 624 s after
-the first test)."""
+minutes. The groups' test time summed over the workers (2,551 s over three) is the bound:
+the longest is about half a worker's share."""
 
 
 FIRST_IN_GROUP = ("test_shard_handover", "test_manager_killed", "test_rollout")
