@@ -32,9 +32,11 @@ class CrdCache:
 
         ``cached`` lets the API server answer the metadata from its watch cache, which can
         trail a write by a moment: fine for polling (Established, status); a decision that
-        must see the latest state (whose CRD it is) passes ``cached=False``.
+        must see the latest state (whose CRD it is) passes ``cached=False``, a consistent
+        read (:meth:`~addon_agent.io.kube.Kube.latest_metadata`).
         """
-        meta = self._kube.metadata(CRD_API, CRD_KIND, name, cached=cached)
+        meta = (self._kube.metadata(CRD_API, CRD_KIND, name, cached=True) if cached
+                else self._kube.latest_metadata(CRD_API, CRD_KIND, name))
         if meta is None:
             self._full.pop(name, None)
             return None

@@ -18,6 +18,11 @@ from addon_api import constants as c
 
 Obj = dict[str, Any]
 PARTIAL_METADATA = "application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1"
+PARTIAL_METADATA_LIST = "application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1"
+CONSISTENT_LISTS_FROM_CACHE = (1, 31)
+"""The first Kubernetes release whose API server answers a LIST without resourceVersion from
+its watch cache once that cache has caught up with storage (consistent reads from cache, on
+by default since 1.31): a read as current as a GET, without reading the object from etcd."""
 
 AGGREGATED_DISCOVERY = (
     "application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList,application/json"
@@ -120,6 +125,8 @@ class Kube:
         handlers run in threads, so every lookup and invalidation holds this lock."""
         self._missing: dict[tuple[str, str], float] = {}
         """Kinds found not served, with when (monotonic seconds)."""
+        self._lists_from_cache: bool | None = None
+        """Whether the API server serves consistent LISTs from its watch cache (asked once)."""
 
     def resource(self, api_version: str, kind: str) -> Any:
         """The dynamic resource of a kind; raises ``ResourceNotFoundError`` if not served.
@@ -234,6 +241,39 @@ class Kube:
         except NotFoundError:
             return None
         meta: Obj = out.get("metadata") or {}
+        return meta
+
+    def lists_from_cache(self) -> bool:
+        """Whether the API server answers a consistent LIST from its watch cache.
+
+        That is, whether its release is :data:`CONSISTENT_LISTS_FROM_CACHE` or later
+        (``/version``, asked once).
+        """
+        if self._lists_from_cache is None:
+            info = client.VersionApi(self.api).get_code()
+            minor = int("".join(ch for ch in str(info.minor) if ch.isdigit()) or 0)
+            self._lists_from_cache = (int(info.major), minor) >= CONSISTENT_LISTS_FROM_CACHE
+        return self._lists_from_cache
+
+    def latest_metadata(self, api_version: str, kind: str, name: str) -> Obj | None:
+        """Metadata of a cluster-scoped object as it is now (a consistent read), or None.
+
+        None when the object is absent; needs the ``list`` verb on the kind. Asked as a LIST
+        of that one name where the API server serves those from its watch cache
+        (:meth:`lists_from_cache`), else as a metadata GET. A GET without resourceVersion
+        reads and decodes the whole object from etcd, whatever part of it is asked for: for
+        KServe's InferenceService CRD (a megabyte) 58.7 ms of the testbed's API server's CPU
+        against 1.2 ms for the LIST (200 reads each, Kubernetes 1.34).
+        """
+        if not self.lists_from_cache():
+            return self.metadata(api_version, kind, name)
+        res = self.resource(api_version, kind)
+        out = res.get(field_selector=f"metadata.name={name}",
+                      header_params={"Accept": PARTIAL_METADATA_LIST}, serializer=_plain)
+        items = out.get("items") or []
+        if not items:
+            return None
+        meta: Obj = items[0].get("metadata") or {}
         return meta
 
     def list(

@@ -21,6 +21,10 @@ class FakeKube:
         crd = self.crds.get(name)
         return dict(crd["metadata"]) if crd else None
 
+    def latest_metadata(self, api: str, kind: str, name: str) -> dict[str, Any] | None:
+        """A consistent read (``Kube.latest_metadata``): recorded as not cached."""
+        return self.metadata(api, kind, name, cached=False)
+
     def get(self, api: str, kind: str, name: str, namespace: Any = None) -> Any:
         self.full_reads += 1
         return self.crds.get(name)
@@ -123,3 +127,74 @@ def test_the_items_of_a_list_name_their_kind_as_the_clients_wrapper_did() -> Non
     items = kube.list("apps/v1", "Deployment")
     assert [(i["apiVersion"], i["kind"], i["metadata"]["name"]) for i in items] == [
         ("apps/v1", "Deployment", "a"), ("apps/v1", "Deployment", "b")]
+
+
+class RecordingResource:
+    """A dynamic resource that answers a metadata LIST or GET and records how it was asked."""
+
+    namespaced = False
+
+    def __init__(self, names: list[str]) -> None:
+        self.names = names
+        self.asked: list[dict[str, Any]] = []
+
+    def get(self, **kwargs: Any) -> Any:
+        self.asked.append(kwargs)
+        selector = kwargs.get("field_selector", "")
+        if selector:
+            wanted = selector.removeprefix("metadata.name=")
+            return {"items": [{"metadata": {"name": n, "resourceVersion": "7"}}
+                              for n in self.names if n == wanted]}
+        return {"metadata": {"name": kwargs["name"], "resourceVersion": "7"}}
+
+
+def _kube_of(release: tuple[str, str], resource: RecordingResource, monkeypatch: Any) -> Any:
+    from types import SimpleNamespace
+
+    from addon_agent.io import kube as kube_module
+    from addon_agent.io.kube import Kube
+
+    kube = Kube.__new__(Kube)
+    kube.api = None  # type: ignore[assignment]
+    kube._lists_from_cache = None
+    kube.resource = lambda api, kind: resource  # type: ignore[method-assign]
+    major, minor = release
+    monkeypatch.setattr(kube_module.client, "VersionApi", lambda api: SimpleNamespace(
+        get_code=lambda: SimpleNamespace(major=major, minor=minor)))
+    return kube
+
+
+def test_a_consistent_crd_read_is_a_list_of_its_name_where_the_server_lists_from_its_cache(
+        monkeypatch: Any) -> None:
+    """From Kubernetes 1.31 (a provider's "31+" too) the latest metadata of a CRD is asked
+    as a metadata LIST of its name, which the API server answers from its watch cache; a
+    GET would read and decode the whole CRD from etcd. A name that is not there is None."""
+    from addon_agent.io.kube import PARTIAL_METADATA_LIST
+
+    for release in (("1", "31"), ("1", "34+")):
+        resource = RecordingResource(["x.example.com"])
+        kube = _kube_of(release, resource, monkeypatch)
+        meta = kube.latest_metadata("apiextensions.k8s.io/v1", "CustomResourceDefinition",
+                                    "x.example.com")
+        assert meta == {"name": "x.example.com", "resourceVersion": "7"}
+        assert kube.latest_metadata("apiextensions.k8s.io/v1", "CustomResourceDefinition",
+                                    "y.example.com") is None
+        first = resource.asked[0]
+        assert len(resource.asked) == 2
+        assert first["field_selector"] == "metadata.name=x.example.com"
+        assert first["header_params"] == {"Accept": PARTIAL_METADATA_LIST}
+        assert "resource_version" not in first and "name" not in first
+
+
+def test_a_consistent_crd_read_is_a_get_where_the_server_lists_from_storage(
+        monkeypatch: Any) -> None:
+    """Before 1.31 a LIST without resourceVersion reads every CRD from etcd: the metadata
+    GET of the one name costs less there."""
+    resource = RecordingResource(["x.example.com"])
+    kube = _kube_of(("1", "30"), resource, monkeypatch)
+    meta = kube.latest_metadata("apiextensions.k8s.io/v1", "CustomResourceDefinition",
+                                "x.example.com")
+    assert meta == {"name": "x.example.com", "resourceVersion": "7"}
+    (asked,) = resource.asked
+    assert asked["name"] == "x.example.com" and "field_selector" not in asked
+    assert asked["resource_version"] is None

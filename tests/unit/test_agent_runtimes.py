@@ -87,6 +87,10 @@ class FakeKube:
         found = self.objects.get(self._key(kind, name, namespace))
         return None if found is None else copy.deepcopy(found["metadata"])
 
+    def latest_metadata(self, api_version: str, kind: str, name: str) -> Obj | None:
+        """A consistent read of a cluster-scoped object's metadata (the same here)."""
+        return self.metadata(api_version, kind, name, cached=False)
+
     def apply(self, obj: Obj) -> Obj:
         meta = obj["metadata"]
         key = self._key(obj["kind"], meta["name"], meta.get("namespace"))
