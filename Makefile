@@ -120,17 +120,22 @@ image-test: venv binaries image
 # $(REGISTRY)/model-serving-addon:<version>, then the chart, pinned to the digest the registry
 # gave (image.digest), packaged by helm and pushed to oci://$(REGISTRY)/charts; both at the
 # chart's version, which must equal appVersion and the Python package's. Written to dist/.
+# SOURCE: the project's https:// address, written into the packaged chart's home and sources.
 # RELEASE_FLAGS: --plain-http for a registry without TLS.
 REGISTRY ?=
+SOURCE ?=
 RELEASE_FLAGS ?=
 ifneq ($(filter release,$(MAKECMDGOALS)),)
 ifeq ($(REGISTRY),)
 $(error make release needs REGISTRY=host[:port]/path)
 endif
+ifeq ($(SOURCE),)
+$(error make release needs SOURCE=https://... (the chart's home and sources))
+endif
 endif
 release: venv image
 	$(BIN)/python -m testbed build helm
-	$(BIN)/python -m testbed.release --registry $(REGISTRY) --image $(IMAGE) \
+	$(BIN)/python -m testbed.release --registry $(REGISTRY) --source $(SOURCE) --image $(IMAGE) \
 	  --podman "$(PODMAN)" $(RELEASE_FLAGS)
 
 clean:

@@ -12,6 +12,11 @@ image, on the hub and through the AddOnTemplate on every cluster. The chart is p
 helm and pushed to ``oci://<registry>/charts``. What was pushed is written to
 ``dist/release.json``.
 
+The chart's ``home`` and ``sources`` (where a user finds the project and its code) are the
+address the release is published from, given to the release (``SOURCE=``) and written into the
+packaged Chart.yaml by :func:`stamped_chart`: the repository's Chart.yaml names no address,
+because none is public yet, and a made-up one would send users nowhere.
+
 The pure parts (:func:`version`, :func:`pinned_values`) have unit tests; the whole runs against
 a real registry (distribution's, built from the Go module proxy) in tests/image/test_release.py.
 """
@@ -86,6 +91,24 @@ def pinned_values(values_yaml: str, repository: str, tag: str, digest: str) -> s
     return "".join(lines)
 
 
+def stamped_chart(chart_yaml: str, source: str) -> str:
+    """Chart.yaml with ``home`` and ``sources`` set to ``source``, the project's address. Pure.
+
+    The address must be an ``https://`` URL with a host (helm shows it on ``helm show chart``
+    and Artifact Hub links it); raises ReleaseError otherwise, or when the chart already names
+    a ``home`` or ``sources`` (one place decides them: the release). The lines are appended, so
+    every comment of the chart stays.
+    """
+    if not re.fullmatch(r"https://[A-Za-z0-9.-]+(:[0-9]+)?(/[^\s]*)?", source):
+        raise ReleaseError(f"the source address must be an https:// URL, not {source!r}")
+    chart = yaml.safe_load(chart_yaml)
+    named = sorted(k for k in ("home", "sources") if k in chart)
+    if named:
+        raise ReleaseError(f"Chart.yaml already names {', '.join(named)}: the release sets them")
+    text = chart_yaml if chart_yaml.endswith("\n") else chart_yaml + "\n"
+    return text + f"home: {json.dumps(source)}\nsources:\n  - {json.dumps(source)}\n"
+
+
 @dataclass(frozen=True)
 class Released:
     """What a release pushed: the image and the chart, each by reference and digest."""
@@ -104,15 +127,18 @@ def _run(argv: Sequence[str], what: str) -> str:
     return proc.stdout + proc.stderr
 
 
-def release(registry: str, *, source_image: str, podman: Sequence[str], helm: Path,
-            out: Path, plain_http: bool = False) -> Released:
+def release(registry: str, *, source: str, source_image: str, podman: Sequence[str],
+            helm: Path, out: Path, plain_http: bool = False) -> Released:
     """Push ``source_image`` and the chart pinned to it to ``registry`` (``host[:port]/path``).
 
+    ``source`` is the project's address, the packaged chart's ``home`` and ``sources``
+    (:func:`stamped_chart`); it is checked before anything is pushed.
     ``podman`` is the podman command (with global flags only: ``tag`` and ``push`` take no
     build or run flags); ``plain_http`` talks HTTP to the registry (a local one). Writes the
     chart package and ``release.json`` into ``out``.
     """
     ver = version((CHART / "Chart.yaml").read_text(), (REPO / "pyproject.toml").read_text())
+    chart_yaml = stamped_chart((CHART / "Chart.yaml").read_text(), source)
     repository = f"{registry}/{IMAGE_NAME}"
     image = f"{repository}:{ver}"
     out.mkdir(parents=True, exist_ok=True)
@@ -126,6 +152,7 @@ def release(registry: str, *, source_image: str, podman: Sequence[str], helm: Pa
         shutil.copytree(CHART, chart)
         values = chart / "values.yaml"
         values.write_text(pinned_values(values.read_text(), repository, ver, digest))
+        (chart / "Chart.yaml").write_text(chart_yaml)
         _run([str(helm), "package", str(chart), "--destination", str(out)], "helm package")
     package = out / f"{CHART.name}-{ver}.tgz"
     pushed = _run([str(helm), "push", str(package), f"oci://{registry}/charts",
@@ -146,6 +173,8 @@ def main(argv: Sequence[str]) -> int:
     parser = argparse.ArgumentParser(prog="python -m testbed.release")
     parser.add_argument("--registry", required=True,
                         help="where to push: host[:port]/path (image and charts below it)")
+    parser.add_argument("--source", required=True,
+                        help="the project's https:// address: the chart's home and sources")
     parser.add_argument("--image", default="localhost/model-serving-addon:dev",
                         help="the image make image built")
     parser.add_argument("--podman", default="podman", help="podman command and its flags")
@@ -154,7 +183,7 @@ def main(argv: Sequence[str]) -> int:
                         help="the registry speaks HTTP (a local one)")
     args = parser.parse_args(list(argv))
     try:
-        released = release(args.registry, source_image=args.image,
+        released = release(args.registry, source=args.source, source_image=args.image,
                            podman=shlex.split(args.podman), helm=binary("helm"), out=args.out,
                            plain_http=args.plain_http)
     except ReleaseError as err:

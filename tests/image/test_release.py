@@ -60,8 +60,10 @@ def registry(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
 def test_a_release_pushes_the_image_and_a_chart_that_pins_its_digest(
         registry: str, tmp_path: Path) -> None:
     out = tmp_path / "dist"
-    pushed = release.release(f"{registry}/ms", source_image=pm.IMAGE, podman=[pm.PODMAN],
-                             helm=build.binary("helm"), out=out, plain_http=True)
+    source = "https://code.example.org/model-serving-addon"
+    pushed = release.release(f"{registry}/ms", source=source, source_image=pm.IMAGE,
+                             podman=[pm.PODMAN], helm=build.binary("helm"), out=out,
+                             plain_http=True)
     assert json.loads((out / "release.json").read_text())["image_digest"] == pushed.image_digest
     assert pushed.image == f"{registry}/ms/model-serving-addon:{pushed.version}"
     # The image is in the registry under the digest the chart names.
@@ -80,7 +82,8 @@ def test_a_release_pushes_the_image_and_a_chart_that_pins_its_digest(
                     "--version", pushed.version, "--plain-http", "--untar", "-d", str(pulled)],
                    check=True, capture_output=True, text=True, timeout=120)
     chart = pulled / "model-serving-addon"
-    assert yaml.safe_load((chart / "Chart.yaml").read_text())["version"] == pushed.version
+    meta = yaml.safe_load((chart / "Chart.yaml").read_text())
+    assert (meta["version"], meta["home"], meta["sources"]) == (pushed.version, source, [source])
     rendered = subprocess.run(
         [helm, "template", "msa", str(chart), "--kube-version", "v1.34.0"],
         check=True, capture_output=True, text=True, timeout=120).stdout

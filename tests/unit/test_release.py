@@ -50,3 +50,25 @@ def test_the_chart_is_pinned_to_the_pushed_image_and_keeps_every_comment() -> No
 def test_pinning_refuses_what_it_cannot_do(values: str, digest: str, message: str) -> None:
     with pytest.raises(release.ReleaseError, match=message):
         release.pinned_values(values, "r", "1", digest)
+
+
+def test_the_released_chart_names_its_home_and_sources_and_keeps_every_comment() -> None:
+    text = (release.CHART / "Chart.yaml").read_text()
+    stamped = release.stamped_chart(text, "https://code.example.org/ms")
+    meta = yaml.safe_load(stamped)
+    assert (meta["home"], meta["sources"]) == ("https://code.example.org/ms",
+                                               ["https://code.example.org/ms"])
+    assert stamped.startswith(text)
+    assert {k: v for k, v in meta.items() if k not in ("home", "sources")} == yaml.safe_load(text)
+
+
+@pytest.mark.parametrize(("chart", "source", "message"), [
+    ("name: c\n", "http://code.example.org/ms", "must be an https:// URL"),
+    ("name: c\n", "https://", "must be an https:// URL"),
+    ("name: c\n", "https://a b", "must be an https:// URL"),
+    ("name: c\nhome: https://x.org\n", "https://code.example.org/ms", "already names home"),
+])
+def test_a_release_refuses_an_address_it_cannot_stand_behind(
+        chart: str, source: str, message: str) -> None:
+    with pytest.raises(release.ReleaseError, match=message):
+        release.stamped_chart(chart, source)
