@@ -92,6 +92,7 @@ SHARED_TESTBED_OF_FILE = {
     "test_agent_bundles": "spokes",
     "test_agent_certmanager": "spokes",
     "test_agent_kserve": "spokes",
+    "test_agent_policy_watch": "spokes",
     "test_agent_storage": "spokes",
     "test_agent_sealing": "spokes",
     "test_identities": "spokes",
