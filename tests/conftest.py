@@ -24,7 +24,9 @@ not hide the rest of the scenario.
 from __future__ import annotations
 
 import contextlib
+import json
 import os
+import time
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -397,6 +399,30 @@ def _step_outcome(item: pytest.Item, step: str) -> str:
     if not found:
         return "did not run"
     return next((o for o in found if o != "passed"), "passed")
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> Iterator[None]:
+    """With ``TESTS_CPU_REPORT=FILE``, append what the test cost the machine (its CPU-seconds
+    from setup to teardown, and wall seconds) to FILE as a JSON line (:mod:`bench.cpu_per_test`;
+    meaningful with one worker only)."""
+    report = os.environ.get("TESTS_CPU_REPORT")
+    if not report:
+        return (yield)
+    from bench.cpu import TICKS, machine_times
+
+    busy_before, wall_before = _busy_ticks(machine_times()), time.monotonic()
+    result = yield
+    cpu = (_busy_ticks(machine_times()) - busy_before) / TICKS
+    with open(report, "a") as out:
+        out.write(json.dumps({"test": item.nodeid, "cpu": round(cpu, 2),
+                              "wall": round(time.monotonic() - wall_before, 2)}) + "\n")
+    return result
+
+
+def _busy_ticks(times: tuple[int, int]) -> int:
+    total, idle = times
+    return total - idle
 
 
 @pytest.hookimpl(tryfirst=True)
