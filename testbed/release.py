@@ -17,8 +17,9 @@ address the release is published from, given to the release (``SOURCE=``) and wr
 packaged Chart.yaml by :func:`stamped_chart`: the repository's Chart.yaml names no address,
 because none is public yet, and a made-up one would send users nowhere.
 
-The pure parts (:func:`version`, :func:`pinned_values`) have unit tests; the whole runs against
-a real registry (distribution's, built from the Go module proxy) in tests/image/test_release.py.
+The pure parts (:func:`version`, :func:`pinned_values`, :func:`stamped_chart`) have unit
+tests; the whole runs against a real registry (distribution's, built from the Go module proxy)
+in tests/image/test_release.py.
 """
 
 from __future__ import annotations
