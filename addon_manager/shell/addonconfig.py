@@ -101,7 +101,7 @@ def publish(core: Any, custom: Any, namespace: str, name: str, source: str,
     from kubernetes.client.exceptions import ApiException
 
     try:
-        data = core.read_namespaced_config_map(source, namespace).data
+        data = core.get("configmaps", namespace, source).get("data")
         spec = source_spec(data, source)
     except ApiException as err:
         log.warning("AddOnDeploymentConfig %s/%s not written: ConfigMap %s unreadable (%s)",

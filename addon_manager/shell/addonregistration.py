@@ -126,8 +126,7 @@ def apply(core: Any, custom: Any, namespace: str, source: str) -> bool:
     from kubernetes.client.exceptions import ApiException
 
     try:
-        objects = source_objects(core.read_namespaced_config_map(source, namespace).data,
-                                 source)
+        objects = source_objects(core.get("configmaps", namespace, source).get("data"), source)
     except ApiException as err:
         log.warning("add-on registration not written: ConfigMap %s/%s unreadable (%s)",
                     namespace, source, err.status)

@@ -38,6 +38,7 @@ from addon_manager.shell import (
     sealkeys,
 )
 from addon_manager.shell.apply import HubWriter
+from addon_manager.shell.corev1 import CoreV1
 from addon_manager.shell.metricgate import PrometheusGate
 from addon_manager.shell.reconcile import GATE_REFRESH
 from addon_manager.shell.secrets import SecretWatches
@@ -326,7 +327,7 @@ ADDONS_PATH = "/apis/addon.open-cluster-management.io/v1alpha1/managedclusteradd
 
 def sealer_from_hub(api: client.ApiClient, args: argparse.Namespace) -> sealkeys.Sealer:
     """Load (or create) the sealing keys; publish the verify key in the add-on's config."""
-    core = client.CoreV1Api(api)
+    core = CoreV1(api)
     keys = sealkeys.load_or_create_keys(core, args.namespace)
     publish: Callable[[], bool]
     if args.addon_config_source:

@@ -29,10 +29,13 @@ import logging
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Protocol, TypeVar
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from addon_api import sealing
 from addon_manager.facts.sealing import AgentKey
+
+if TYPE_CHECKING:
+    from addon_manager.shell.corev1 import CoreV1
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -218,14 +221,14 @@ ADC_GROUP, ADC_VERSION, ADC_PLURAL = (
 )
 
 
-def load_or_create_keys(core: Any, namespace: str) -> SealingKeys:
+def load_or_create_keys(core: CoreV1, namespace: str) -> SealingKeys:
     """The keys from the Secret in ``namespace``, created with new keys when absent."""
     from kubernetes.client.exceptions import ApiException
 
     for _ in range(3):
         try:
-            secret = core.read_namespaced_secret(KEYS_SECRET, namespace)
-            return SealingKeys.from_secret_data(dict(secret.data or {}))
+            secret = core.get("secrets", namespace, KEYS_SECRET)
+            return SealingKeys.from_secret_data(dict(secret.get("data") or {}))
         except ApiException as err:
             if err.status != 404:
                 raise
@@ -234,7 +237,7 @@ def load_or_create_keys(core: Any, namespace: str) -> SealingKeys:
                 "metadata": {"name": KEYS_SECRET, "namespace": namespace},
                 "data": keys.secret_data()}
         try:
-            core.create_namespaced_secret(namespace, body)
+            core.create("secrets", namespace, body)
             log.info("created the sealing keys Secret %s/%s", namespace, KEYS_SECRET)
             return keys
         except ApiException as err:
@@ -246,7 +249,7 @@ def load_or_create_keys(core: Any, namespace: str) -> SealingKeys:
 class HubStore:
     """A :class:`Store` on the hub: the ConfigMap ``model-serving-sealing`` (compare-and-swap)."""
 
-    def __init__(self, core: Any, namespace: str) -> None:
+    def __init__(self, core: CoreV1, namespace: str) -> None:
         self.core = core
         self.namespace = namespace
 
@@ -255,14 +258,14 @@ class HubStore:
 
         for _ in range(10):
             try:
-                cm = self.core.read_namespaced_config_map(STATE_CONFIGMAP, self.namespace)
+                cm = self.core.get("configmaps", self.namespace, STATE_CONFIGMAP)
             except ApiException as err:
                 if err.status != 404:
                     raise
                 data: dict[str, str] = {}
                 out = change(data)
                 try:
-                    self.core.create_namespaced_config_map(self.namespace, {
+                    self.core.create("configmaps", self.namespace, {
                         "apiVersion": "v1", "kind": "ConfigMap",
                         "metadata": {"name": STATE_CONFIGMAP, "namespace": self.namespace},
                         "data": data,
@@ -272,11 +275,11 @@ class HubStore:
                     if err2.status == 409:
                         continue
                     raise
-            data = dict(cm.data or {})
+            data = dict(cm.get("data") or {})
             out = change(data)
-            cm.data = data
+            cm["data"] = data
             try:
-                self.core.replace_namespaced_config_map(STATE_CONFIGMAP, self.namespace, cm)
+                self.core.replace("configmaps", self.namespace, STATE_CONFIGMAP, cm)
                 return out
             except ApiException as err:
                 if err.status == 409:  # someone else wrote in between: read again
@@ -303,12 +306,12 @@ class HubStore:
         from kubernetes.client.exceptions import ApiException
 
         try:
-            cm = self.core.read_namespaced_config_map(STATE_CONFIGMAP, self.namespace)
+            cm = self.core.get("configmaps", self.namespace, STATE_CONFIGMAP)
         except ApiException as err:
             if err.status == 404:
                 return {}
             raise
-        return dict(cm.data or {})
+        return dict(cm.get("data") or {})
 
     def write_pin(self, cluster: str, public_key: str) -> None:
         """See :class:`Store`."""

@@ -22,7 +22,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from kubernetes import client, watch
+from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
 from addon_manager.facts.secrets import (
@@ -33,6 +33,7 @@ from addon_manager.facts.secrets import (
     forbidden_detail,
     parse_secret,
 )
+from addon_manager.shell.corev1 import CoreV1
 
 log = logging.getLogger(__name__)
 
@@ -59,7 +60,7 @@ class SecretWatches:
     """Per-namespace Secret watches (one thread each) feeding a store read on the event loop."""
 
     def __init__(self, api_client: client.ApiClient, on_change: Changed) -> None:
-        self.core = client.CoreV1Api(api_client)
+        self.core = CoreV1(api_client)
         self.on_change = on_change
         self._ns: dict[str, _Namespace] = {}
         self._stop = threading.Event()
@@ -137,20 +138,17 @@ class SecretWatches:
     def _run(self, namespace: str) -> None:
         while not self._stop.is_set():
             try:
-                listed: Any = self.core.list_namespaced_secret(namespace)
-                facts = {s.metadata.name: parse_secret(s.data) for s in listed.items}
+                listed = self.core.list("secrets", namespace)
+                facts = {s["metadata"]["name"]: parse_secret(s.get("data"))
+                         for s in listed.get("items") or []}
                 self._post(self._listed, namespace, facts)
-                version = listed.metadata.resource_version
+                version = str(listed["metadata"]["resourceVersion"])
                 while not self._stop.is_set():
-                    stream = watch.Watch().stream(  # type: ignore[no-untyped-call]
-                        self.core.list_namespaced_secret, namespace,
-                        resource_version=version, timeout_seconds=WATCH_TIMEOUT,
-                    )
-                    for event in stream:
+                    for event in self.core.watch("secrets", namespace, version, WATCH_TIMEOUT):
                         obj = event["object"]
-                        version = obj.metadata.resource_version
-                        self._post(self._event, namespace, event["type"], obj.metadata.name,
-                                   parse_secret(obj.data))
+                        version = str(obj["metadata"]["resourceVersion"])
+                        self._post(self._event, namespace, event["type"],
+                                   obj["metadata"]["name"], parse_secret(obj.get("data")))
             except ApiException as err:
                 if err.status in (401, 403):
                     self._post(self._denied, namespace,

@@ -7,7 +7,6 @@ verify key; nothing else writes it, so a ``helm upgrade`` cannot take the key aw
 from __future__ import annotations
 
 import copy
-from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -35,11 +34,11 @@ class FakeHub:
         self.writes = 0
         self.version = 0
 
-    # CoreV1Api
-    def read_namespaced_config_map(self, name: str, namespace: str) -> Any:
-        if self.data is None or (name, namespace) != (SOURCE, NS):
+    # CoreV1 (addon_manager.shell.corev1)
+    def get(self, plural: str, namespace: str, name: str) -> dict[str, Any]:
+        if self.data is None or (plural, name, namespace) != ("configmaps", SOURCE, NS):
             raise ApiException(status=404)
-        return SimpleNamespace(data=self.data)
+        return {"data": self.data}
 
     # CustomObjectsApi
     def get_cluster_custom_object(self, group: str, version: str, plural: str,

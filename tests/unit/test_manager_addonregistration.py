@@ -88,10 +88,11 @@ class FakeApi:
         self.writes: list[tuple[str, str, str]] = []
         self.conflicts = 0
 
-    def read_namespaced_config_map(self, name: str, namespace: str) -> Any:
+    def get(self, plural: str, namespace: str, name: str) -> dict[str, Any]:
+        assert plural == "configmaps"
         if self.configmap is None:
             raise ApiException(status=404)
-        return type("ConfigMap", (), {"data": self.configmap})()
+        return {"data": self.configmap}
 
     def get_cluster_custom_object(self, group: str, version: str, plural: str,
                                   name: str) -> dict[str, Any]:
