@@ -404,8 +404,9 @@ def _step_outcome(item: pytest.Item, step: str) -> str:
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> Iterator[None]:
     """With ``TESTS_CPU_REPORT=FILE``, append what the test cost the machine (its CPU-seconds
-    from setup to teardown, and wall seconds) to FILE as a JSON line (:mod:`bench.cpu_per_test`;
-    meaningful with one worker only)."""
+    from setup to teardown, wall seconds, when it ended and on which worker) to FILE as a JSON
+    line (:mod:`bench.cpu_per_test`; the CPU is the machine's, meaningful with one worker only;
+    with several, the ends and workers give each worker's timeline)."""
     report = os.environ.get("TESTS_CPU_REPORT")
     if not report:
         return (yield)
@@ -416,7 +417,9 @@ def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> 
     cpu = (_busy_ticks(machine_times()) - busy_before) / TICKS
     with open(report, "a") as out:
         out.write(json.dumps({"test": item.nodeid, "cpu": round(cpu, 2),
-                              "wall": round(time.monotonic() - wall_before, 2)}) + "\n")
+                              "wall": round(time.monotonic() - wall_before, 2),
+                              "end": round(time.time(), 2),
+                              "worker": os.environ.get("PYTEST_XDIST_WORKER", "")}) + "\n")
     return result
 
 
