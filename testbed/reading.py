@@ -165,7 +165,8 @@ class Reader:
 
     def __init__(self, api_client: Any, default_namespace: str = "default") -> None:
         self._api = api_client
-        self._default_namespace = default_namespace
+        self.default_namespace = default_namespace
+        """The namespace of a namespaced type when the command names none (kubectl's)."""
         self._lock = threading.Lock()
         self._types: dict[str, Resource] = {}
         self._discovered_at = float("-inf")
@@ -174,15 +175,15 @@ class Reader:
         """What ``kubectl get <args>`` would answer (:class:`NotHandled` when unsure)."""
         query = parse(args)
         try:
-            resources = [self._resolve(t, timeout) for t in query.types]
+            resources = [self.resolve(t, timeout) for t in query.types]
         except LookupError as err:
             return Answer(1, "", f'error: the server doesn\'t have a resource type "{err}"\n')
         except OSError as err:
             return Answer(1, "", f"error: {err}\n")
-        namespace = None if query.all_namespaces else query.namespace or self._default_namespace
+        namespace = None if query.all_namespaces else query.namespace or self.default_namespace
         items: list[dict[str, Any]] = []
         for res in resources:
-            status, body = self._request(
+            status, body = self.request(
                 res.path(namespace, query.name), timeout,
                 {"labelSelector": query.selector} if query.selector else {},
             )
@@ -225,15 +226,15 @@ class Reader:
             group, _, version = str(api_version).rpartition("/")
             key = f"{kind}.{version}.{group}" if group else str(kind)
             try:
-                res = self._resolve(key, timeout)
+                res = self.resolve(key, timeout)
             except (LookupError, OSError) as err:
                 raise NotHandled(str(err)) from err
             if (res.group, res.version, res.kind) != (group, version, kind):
                 raise NotHandled(f"{api_version} {kind} resolves to {res.api_version} {res.kind}")
-            namespace = (meta.get("namespace") or self._default_namespace) if res.namespaced \
+            namespace = (meta.get("namespace") or self.default_namespace) if res.namespaced \
                 else None
             try:
-                status, body = self._request(
+                status, body = self.request(
                     res.path(namespace, str(name)), timeout,
                     {"fieldManager": field_manager, "force": "true", "fieldValidation": "Strict"},
                     method="PATCH", body=json.dumps(obj), content_type=APPLY_PATCH,
@@ -252,12 +253,12 @@ class Reader:
         encode and the harness to decode. :class:`NotHandled` when either is not answered so.
         """
         try:
-            status, listing = self._request(
+            status, listing = self.request(
                 "/apis/apiextensions.k8s.io/v1/customresourcedefinitions", timeout,
                 accept=METADATA_LIST)
             if status >= 400 or listing.get("kind") != "PartialObjectMetadataList":
                 raise NotHandled(f"CRD metadata list: {status} {listing.get('kind')}")
-            status, discovery = self._request("/apis", timeout, accept=AGGREGATED_DISCOVERY)
+            status, discovery = self.request("/apis", timeout, accept=AGGREGATED_DISCOVERY)
         except OSError as err:
             raise NotHandled(str(err)) from err
         if status >= 400:
@@ -275,7 +276,7 @@ class Reader:
         request = {"apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest",
                    "spec": {"expirationSeconds": seconds}}
         try:
-            status, body = self._request(path, timeout, method="POST", body=request,
+            status, body = self.request(path, timeout, method="POST", body=request,
                                          content_type="application/json")
         except OSError as err:
             raise NotHandled(str(err)) from err
@@ -289,12 +290,17 @@ class Reader:
     def ready(self, timeout: float) -> bool:
         """Whether the API server answers ``/readyz`` with 200 (``kubectl get --raw``)."""
         try:
-            status, _ = self._request("/readyz", timeout)
+            status, _ = self.request("/readyz", timeout)
         except OSError:
             return False
         return status == 200
 
-    def _resolve(self, token: str, timeout: float) -> Resource:
+    def resolve(self, token: str, timeout: float) -> Resource:
+        """The resource a type name means (plural, kind, short name, with ``.group``).
+
+        Discovery is read again, at most once a second, for a name not known yet;
+        :class:`LookupError` when the server serves no such type.
+        """
         key = token.lower()
         with self._lock:
             if key in self._types:
@@ -308,9 +314,9 @@ class Reader:
 
     def _discover(self, timeout: float) -> list[tuple[str, str, list[dict[str, Any]]]]:
         found: list[tuple[str, str, list[dict[str, Any]]]] = []
-        _, core = self._request("/api/v1", timeout)
+        _, core = self.request("/api/v1", timeout)
         found.append(("", "v1", core.get("resources") or []))
-        _, groups = self._request("/apis", timeout)
+        _, groups = self.request("/apis", timeout)
         for group in groups.get("groups") or []:
             # Every served version, the preferred one first: a kind may be served only in
             # another (KServe's ServingRuntimes are v1alpha1, its InferenceService v1beta1).
@@ -319,16 +325,20 @@ class Reader:
                 v["version"] for v in group.get("versions") or [] if v["version"] != preferred
             ]
             for version in versions:
-                status, listing = self._request(f"/apis/{group['name']}/{version}", timeout)
+                status, listing = self.request(f"/apis/{group['name']}/{version}", timeout)
                 if status < 400:
                     found.append((group["name"], version, listing.get("resources") or []))
         return found
 
-    def _request(
+    def request(
         self, path: str, timeout: float, query: dict[str, str] | None = None,
         method: str = "GET", body: str | dict[str, Any] | None = None,
         content_type: str | None = None, accept: str = "application/json",
     ) -> tuple[int, Any]:
+        """One request as the cluster's admin: (status, the decoded JSON answer).
+
+        :class:`OSError` when the server does not answer (refused, TLS, timeout).
+        """
         url = self._api.configuration.host + path
         if query:
             url += "?" + urllib.parse.urlencode(query)

@@ -353,7 +353,7 @@ def test_a_crd_waited_for_is_served_at_once(
         hub.apply_objects([crd])
         reader = hub.reader()
         asked: list[tuple[str, str]] = []
-        request = reader._request
+        request = reader.request
 
         def recorded(path: str, timeout: float, *args: Any, **kwargs: Any) -> Any:
             asked.append((path, kwargs.get("accept", "application/json")))
@@ -361,7 +361,7 @@ def test_a_crd_waited_for_is_served_at_once(
 
         with monkeypatch.context() as no_kubectl:
             no_kubectl.setattr(subprocess, "run", _no_process)
-            no_kubectl.setattr(reader, "_request", recorded)
+            no_kubectl.setattr(reader, "request", recorded)
             hub.wait_crds_established(f"gadgets.{group}")
             with pytest.raises(TimeoutError, match=f"absent.{group}"):
                 hub.wait_crds_established(f"absent.{group}", timeout=1)
