@@ -17,6 +17,7 @@ fixtures apply a few hundred times per run, each kubectl process about 0.1 s of 
 from __future__ import annotations
 
 import json
+import re
 import threading
 import time
 import urllib.parse
@@ -33,6 +34,19 @@ METADATA_LIST = "application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v
 
 DISCOVERY_REFRESH_SECONDS = 1.0
 """An unknown type re-reads discovery at most this often (a CRD may just have appeared)."""
+
+
+WARNING = re.compile(r'\d{3} \S+ "((?:[^"\\]|\\.)*)"')
+"""One warning of a ``Warning`` header (RFC 7234: code, agent, quoted text)."""
+
+
+def warning_texts(headers: list[str]) -> list[str]:
+    """The texts of ``Warning`` header values, unquoted, as kubectl prints them."""
+    out = []
+    for header in headers:
+        for match in WARNING.finditer(header):
+            out.append(re.sub(r"\\(.)", r"\1", match.group(1)))
+    return out
 
 
 class NotHandled(Exception):
@@ -334,10 +348,13 @@ class Reader:
         self, path: str, timeout: float, query: dict[str, str] | None = None,
         method: str = "GET", body: str | dict[str, Any] | None = None,
         content_type: str | None = None, accept: str = "application/json",
+        warnings: list[str] | None = None,
     ) -> tuple[int, Any]:
         """One request as the cluster's admin: (status, the decoded JSON answer).
 
-        :class:`OSError` when the server does not answer (refused, TLS, timeout).
+        The server's warnings (its ``Warning`` headers' texts, which kubectl prints as
+        ``Warning: ...``) are appended to ``warnings`` when given. :class:`OSError` when the
+        server does not answer (refused, TLS, timeout).
         """
         url = self._api.configuration.host + path
         if query:
@@ -352,6 +369,8 @@ class Reader:
             raw = resp.read()
         except Exception as err:  # connection refused, TLS, timeout: kubectl fails too
             raise OSError(str(err)) from err
+        if warnings is not None:
+            warnings.extend(warning_texts(resp.headers.getlist("Warning")))
         try:
             return int(resp.status), json.loads(raw or b"{}")
         except ValueError:

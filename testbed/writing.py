@@ -103,23 +103,31 @@ class Writer:
         self.reader = reader
 
     def run(self, args: tuple[str, ...], input: str | None, timeout: float) -> Answer:
-        """What ``kubectl <args>`` would answer, having done what it does."""
+        """What ``kubectl <args>`` would answer, having done what it does.
+
+        The server's warnings come first on stderr (``Warning: ...``), as kubectl prints them.
+        """
         verb, rest = args[0], args[1:]
+        warned: list[str] = []
         if verb == "delete" and input is None:
-            return self.delete(rest, timeout)
-        if verb == "create" and rest[:1] == ("namespace",) and input is None:
-            return self.create_namespace(rest[1:], timeout)
-        if verb == "create" and input is not None:
-            return self.create(rest, input, timeout)
-        if verb == "patch" and input is None:
-            return self.patch(rest, timeout)
-        if verb in ("label", "annotate") and input is None:
-            return self.label(verb, rest, timeout)
-        raise NotHandled(verb)
+            answer = self.delete(rest, timeout, warned)
+        elif verb == "create" and rest[:1] == ("namespace",) and input is None:
+            answer = self.create_namespace(rest[1:], timeout, warned)
+        elif verb == "create" and input is not None:
+            answer = self.create(rest, input, timeout, warned)
+        elif verb == "patch" and input is None:
+            answer = self.patch(rest, timeout, warned)
+        elif verb in ("label", "annotate") and input is None:
+            answer = self.label(verb, rest, timeout, warned)
+        else:
+            raise NotHandled(verb)
+        said = "".join(f"Warning: {text}\n" for text in warned)
+        return Answer(answer.returncode, answer.stdout, said + answer.stderr)
 
     # create -------------------------------------------------------------------------------
 
-    def create(self, args: tuple[str, ...], text: str, timeout: float) -> Answer:
+    def create(self, args: tuple[str, ...], text: str, timeout: float,
+               warned: list[str]) -> Answer:
         """``create [-n NS] -f - [-o json] [--dry-run=server] [--validate=...]``."""
         import yaml
 
@@ -137,8 +145,8 @@ class Writer:
             raise NotHandled("create: --validate")
         try:
             docs = [d for d in yaml.safe_load_all(text) if d is not None]
-        except yaml.YAMLError as err:
-            raise NotHandled(f"create: {err}") from err
+        except (yaml.YAMLError, RecursionError) as err:  # deeper than PyYAML goes: kubectl's
+            raise NotHandled(f"create: {type(err).__name__}") from err
         if len(docs) != 1 or not isinstance(docs[0], dict):
             raise NotHandled("create: not one object")
         obj = docs[0]
@@ -154,7 +162,8 @@ class Writer:
                  "fieldValidation": validation[cmd.flags.get("--validate")]}
         if dry_run:
             query["dryRun"] = "All"
-        status, body = self._request(res.path(namespace, None), timeout, query, "POST", obj)
+        status, body = self._request(res.path(namespace, None), timeout, query, "POST", obj,
+                                     warned=warned)
         if status >= 400:
             raise NotHandled(f"create refused: {status}")  # kubectl says why
         if output == "json":
@@ -162,7 +171,8 @@ class Writer:
         suffix = " (server dry run)" if dry_run else ""
         return Answer(0, f"{printed(res)}/{body['metadata']['name']} created{suffix}\n", "")
 
-    def create_namespace(self, args: tuple[str, ...], timeout: float) -> Answer:
+    def create_namespace(self, args: tuple[str, ...], timeout: float,
+                         warned: list[str]) -> Answer:
         """``create namespace NAME``."""
         cmd = parse(args, frozenset(), frozenset())
         if len(cmd.positional) != 1:
@@ -170,14 +180,15 @@ class Writer:
         name = cmd.positional[0]
         body = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}}
         status, _ = self._request("/api/v1/namespaces", timeout,
-                                  {"fieldManager": "kubectl-create"}, "POST", body)
+                                  {"fieldManager": "kubectl-create"}, "POST", body,
+                                  warned=warned)
         if status >= 400:
             raise NotHandled(f"create namespace refused: {status}")
         return Answer(0, f"namespace/{name} created\n", "")
 
     # delete -------------------------------------------------------------------------------
 
-    def delete(self, args: tuple[str, ...], timeout: float) -> Answer:
+    def delete(self, args: tuple[str, ...], timeout: float, warned: list[str]) -> Answer:
         """``delete TYPE[,TYPE] (NAME... | --all) | TYPE/NAME...``.
 
         With ``-n``, ``--wait`` and ``--ignore-not-found``; waiting (the default) until each
@@ -208,7 +219,7 @@ class Writer:
                 status, body = self._request(
                     res.path(namespace, one), timeout, None, "DELETE",
                     {"kind": "DeleteOptions", "apiVersion": "v1",
-                     "propagationPolicy": "Background"})
+                     "propagationPolicy": "Background"}, warned=warned)
                 if status == 404 and (ignore or every):
                     continue
                 if status >= 400:
@@ -262,7 +273,7 @@ class Writer:
 
     # patch, label, annotate ---------------------------------------------------------------
 
-    def patch(self, args: tuple[str, ...], timeout: float) -> Answer:
+    def patch(self, args: tuple[str, ...], timeout: float, warned: list[str]) -> Answer:
         """``patch TYPE NAME | TYPE/NAME -p PATCH [--type=...] [--subresource=...] [-n NS]``."""
         cmd = parse(args, frozenset({"--namespace", "--patch", "--type", "--subresource"}),
                     frozenset())
@@ -284,14 +295,15 @@ class Writer:
             raise NotHandled(f"patch: read refused: {status}")
         status, after = self._request(
             path, timeout, {"fieldManager": "kubectl-patch", "fieldValidation": "Strict"},
-            "PATCH", patch, content_type)
+            "PATCH", patch, content_type, warned=warned)
         if status >= 400:
             raise NotHandled(f"patch refused: {status}")  # nothing written: kubectl says why
         same = _version(before) == _version(after)
         return Answer(0, f"{printed(res)}/{name} patched{' (no change)' if same else ''}\n",
                       "")
 
-    def label(self, verb: str, args: tuple[str, ...], timeout: float) -> Answer:
+    def label(self, verb: str, args: tuple[str, ...], timeout: float,
+              warned: list[str]) -> Answer:
         """``label|annotate TYPE NAME KEY=VALUE... KEY-... [--overwrite] [-n NS]``."""
         cmd = parse(args, frozenset({"--namespace"}), frozenset({"--overwrite"}))
         split = 1 if cmd.positional and "/" in cmd.positional[0] else 2
@@ -319,7 +331,7 @@ class Writer:
             return Answer(0, f"{printed(res)}/{name} not {PAST[verb]}\n", "")
         status, _ = self._request(
             path, timeout, {"fieldManager": f"kubectl-{verb}"}, "PATCH",
-            {"metadata": {field: wanted}}, PATCH_TYPES["merge"])
+            {"metadata": {field: wanted}}, PATCH_TYPES["merge"], warned=warned)
         if status >= 400:
             raise NotHandled(f"{verb} refused: {status}")
         removed_only = all(v is None for v in wanted.values())
@@ -359,12 +371,13 @@ class Writer:
         return res
 
     def _request(self, path: str, timeout: float, query: dict[str, str] | None = None,
-                 method: str = "GET", body: Any = None,
-                 content_type: str = "application/json") -> tuple[int, Any]:
+                 method: str = "GET", body: Any = None, content_type: str = "application/json",
+                 warned: list[str] | None = None) -> tuple[int, Any]:
         try:
             # The client encodes the body itself for every JSON content type.
             return self.reader.request(path, timeout, query, method=method, body=body,
-                                       content_type=content_type if body is not None else None)
+                                       content_type=content_type if body is not None else None,
+                                       warnings=warned)
         except OSError as err:  # unreachable: kubectl tries, and fails in its words
             raise NotHandled(str(err)) from err
 

@@ -113,6 +113,10 @@ def test_create_label_annotate_patch_and_delete_answer_as_kubectl(twins: Twins) 
     assert "unknown field" in twins.same("create", "-n", "{ns}", "-f", "-", input=bogus,
                                          by_kubectl=True)[2]
     assert twins.same("create", "-n", "{ns}", "-f", "-", "--validate=false", input=bogus)[0] == 0
+    # The server's warnings, on stderr as kubectl prints them.
+    assert twins.same("create", "-n", "{ns}", "-f", "-", "--validate=warn",
+                      input=cm("e", bogus=1)) == (
+        0, "configmap/e created\n", 'Warning: unknown field "bogus"\n')
     # Labels and annotations, with kubectl's words for each outcome.
     assert twins.same("label", "-n", "{ns}", "configmap", "a", "k=v")[1] == "configmap/a labeled\n"
     assert twins.same("label", "-n", "{ns}", "configmap", "a", "k=v")[1] == (
@@ -138,7 +142,7 @@ def test_create_label_annotate_patch_and_delete_answer_as_kubectl(twins: Twins) 
     assert twins.same("patch", "-n", "{ns}", "configmap", "nope", "--type=merge", "-p", patch,
                       by_kubectl=True)[0] == 1
     real, proc = twins.objects("configmaps")
-    assert real == proc and len(real) == 3
+    assert real == proc and len(real) == 4
     # Deletes: one, one not there (an error, or nothing with --ignore-not-found), all.
     assert twins.same("delete", "-n", "{ns}", "configmap", "a") == (
         0, 'configmap "a" deleted\n', "")
@@ -147,7 +151,7 @@ def test_create_label_annotate_patch_and_delete_answer_as_kubectl(twins: Twins) 
     assert twins.same("delete", "-n", "{ns}", "configmap", "a", "--ignore-not-found") == (
         0, "", "")
     assert twins.same("delete", "-n", "{ns}", "configmap,secret", "--all") == (
-        0, 'configmap "c" deleted\nconfigmap "d" deleted\n'
+        0, 'configmap "c" deleted\nconfigmap "d" deleted\nconfigmap "e" deleted\n'
            'configmap "kube-root-ca.crt" deleted\n', "")
     assert twins.same("delete", "-n", "{ns}", "secret", "--all") == (
         0, "No resources found\n", "")

@@ -92,3 +92,25 @@ def test_served_resources_are_the_plural_and_group_of_aggregated_discovery() -> 
 def test_a_plain_group_list_is_not_aggregated_discovery() -> None:
     with pytest.raises(reading.NotHandled, match="APIGroupList"):
         reading.served_resources({"kind": "APIGroupList", "groups": []})
+
+
+def test_warning_headers_are_the_texts_kubectl_prints() -> None:
+    assert reading.warning_texts(['299 - "unknown field \\"bogus\\""', '299 - "a", 299 x "b"']) \
+        == ['unknown field "bogus"', "a", "b"]
+    assert reading.warning_texts(["not a warning"]) == []
+
+
+@pytest.mark.parametrize("args", [
+    ("delete", "ns", "x", "--as=alice"),  # a tenant's request: always kubectl
+    ("delete", "ns", "x", "--grace-period=0"),
+    ("label", "ns", "x", "a=b", "-l", "k=v"),
+    ("patch", "cm", "a", "--patch-file=p.json"),
+    ("create", "-f", "objects.yaml"),
+    ("apply", "-f", "-"),
+])
+def test_writes_the_writer_does_not_know_are_left_to_kubectl(args: tuple[str, ...]) -> None:
+    """Decided from the command line alone: no request (there is no API server here)."""
+    from testbed.writing import Writer
+
+    with pytest.raises(NotHandled):
+        Writer(Reader(api_client=None)).run(args, "{}" if args[0] == "create" else None, 1)
