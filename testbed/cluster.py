@@ -15,10 +15,7 @@ from testbed import documents
 from testbed.pki import KeyPair
 from testbed.processes import Process
 from testbed.reading import Answer, NotHandled, Reader
-from testbed.writing import Writer
-
-WRITES = frozenset({"delete", "create", "patch", "label", "annotate"})
-"""kubectl verbs :class:`~testbed.writing.Writer` may do in process."""
+from testbed.writing import VERBS, Writer
 
 
 def write_kubeconfig(path: Path, name: str, server: str, ca: Path, client: KeyPair) -> Path:
@@ -81,7 +78,7 @@ class Cluster:
         process per poll was a sixth of the suite's CPU time. So are the commonest writes
         (``delete``, ``create -f -``, ``patch``, ``label``: :mod:`testbed.writing`).
         """
-        if args and args[0] in WRITES:
+        if args and args[0] in VERBS:
             try:
                 answer = self.writer().run(args, input, timeout)
             except NotHandled:

@@ -49,6 +49,13 @@ def warning_texts(headers: list[str]) -> list[str]:
     return out
 
 
+def error_line(body: Any) -> str:
+    """The line kubectl prints for an API error: ``Error from server (Reason): message``."""
+    reason = body.get("reason", "Error") if isinstance(body, dict) else "Error"
+    message = body.get("message", "") if isinstance(body, dict) else str(body)
+    return f"Error from server ({reason}): {message}\n"
+
+
 class NotHandled(Exception):
     """These arguments need the real kubectl."""
 
@@ -208,9 +215,7 @@ class Reader:
                     f' "{query.name}" not found\n',
                 )
             if status >= 400:
-                reason = body.get("reason", "Error") if isinstance(body, dict) else "Error"
-                message = body.get("message", "") if isinstance(body, dict) else str(body)
-                return Answer(1, "", f"Error from server ({reason}): {message}\n")
+                return Answer(1, "", error_line(body))
             if query.name:
                 return Answer(0, json.dumps(body), "")
             for item in body.get("items") or []:

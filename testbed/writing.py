@@ -26,7 +26,10 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from testbed.reading import Answer, NotHandled, Reader, Resource
+from testbed.reading import Answer, NotHandled, Reader, Resource, error_line
+
+VERBS = frozenset({"delete", "create", "patch", "label", "annotate"})
+"""The kubectl verbs :meth:`Writer.run` may do in process (for some of their forms)."""
 
 PATCH_TYPES = {
     "strategic": "application/strategic-merge-patch+json",
@@ -87,13 +90,6 @@ def truthy(value: str | None) -> bool:
 def printed(res: Resource) -> str:
     """How kubectl names a type in what it prints: ``configmap``, ``deployment.apps``."""
     return f"{res.kind.lower()}.{res.group}" if res.group else res.kind.lower()
-
-
-def error_line(body: Any) -> str:
-    """The line kubectl prints for an API error: ``Error from server (Reason): message``."""
-    reason = body.get("reason", "Error") if isinstance(body, dict) else "Error"
-    message = body.get("message", "") if isinstance(body, dict) else str(body)
-    return f"Error from server ({reason}): {message}\n"
 
 
 class Writer:
@@ -311,10 +307,12 @@ class Writer:
         changes = cmd.positional[split:]
         overwrite = truthy(cmd.flags.get("--overwrite"))
         field = "labels" if verb == "label" else "annotations"
+        if not changes:
+            raise NotHandled(f"{verb}: nothing to change")
         path = res.path(self._namespace(res, cmd), name)
         status, live = self._request(path, timeout)
-        if status >= 400 or not changes:
-            raise NotHandled(f"{verb}: read refused or nothing to change")
+        if status >= 400:
+            raise NotHandled(f"{verb}: read refused")
         current = dict((live.get("metadata") or {}).get(field) or {})
         wanted: dict[str, str | None] = {}
         for change in changes:
