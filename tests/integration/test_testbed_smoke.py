@@ -251,14 +251,23 @@ def test_fake_nodes_renew_their_leases(testbed: Testbed) -> None:
         assert {c["type"]: c["status"] for c in ready}["Ready"] == "True"
 
 
-def test_in_process_get_answers_as_kubectl_does(testbed: Testbed) -> None:
+def test_in_process_get_answers_as_kubectl_does(testbed: Testbed, hub_namespace: str) -> None:
     """``Cluster.kubectl("get", ..., "-o", "json")`` is answered in process
-    (testbed.reading); the real kubectl must agree on every form the tests use."""
+    (testbed.reading); the real kubectl must agree on every form the tests use.
+
+    Each query reads what nothing else changes meanwhile: the two reads follow each other,
+    and an earlier test's namespace may still be going away (its Placements with it).
+    """
     hub = testbed.hub
+    hub.apply_objects([{"apiVersion": "cluster.open-cluster-management.io/v1beta1",
+                        "kind": "Placement",
+                        "metadata": {"name": "reading", "namespace": hub_namespace},
+                        "spec": {"clusterSets": ["default"]}}])
     queries = [
         ("namespace", "kube-system"),
         ("managedclusters",),
-        ("placements", "-A"),  # served in v1beta1 only, not the preferred v1
+        # served in v1beta1 only, not the preferred v1
+        ("placements", "-n", hub_namespace),
         ("managedcluster", "cluster1"),
         ("configmaps", "-A", "-l", "no-such-label=x"),
         ("clusterrolebindings,clusterroles", "-l", "kubernetes.io/bootstrapping=rbac-defaults"),
