@@ -6,6 +6,12 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-$(shell sha1sum pyproject.toml | cut -c1-12)
 ARGS ?=
 
+# Python keeps what it compiles (__pycache__, which git ignores), whatever the calling shell
+# says: with PYTHONDONTWRITEBYTECODE set, every pytest worker compiled the harness and rewrote
+# every test file's assertions again on each run (collecting the suite took 8.5 CPU-seconds a
+# process instead of 3.5; `make test` has four), as did each harness process.
+unexport PYTHONDONTWRITEBYTECODE
+
 .PHONY: all venv binaries browser bundles crds chart-docs olm-bundle console lint unit test soak demo bench image image-test release clean
 
 all: test

@@ -12,8 +12,9 @@ deleted``, ``configmap/a patched (no change)``).
 
 Anything else is :class:`~testbed.reading.NotHandled` and runs the real kubectl: a flag not
 listed here (``--as`` among them: a tenant's requests always go through kubectl), several
-objects in one input, a write the API server refuses (nothing was written, so kubectl sends
-it again and says why in its own words), a label that would need ``--overwrite``.
+objects in one input, a write other than a create that the API server refuses (nothing was
+written, so kubectl sends it again and says why in its own words), a refused create whose
+refusal :func:`refusal` cannot word as kubectl does, a label that would need ``--overwrite``.
 ``tests/integration/test_testbed_writing.py`` runs each form both ways and compares.
 """
 
@@ -43,6 +44,41 @@ PAST = {"label": "labeled", "annotate": "annotated"}
 
 WAIT_INTERVAL = 0.2
 """Seconds between two looks at an object ``kubectl delete`` waits for (until it is gone)."""
+
+
+QUOTABLE = frozenset(" !#$%&'()*+,-./0123456789:;<=>?@ABCDEFGHIJKLMNOPQRSTUVWXYZ[]^_`"
+                     "abcdefghijklmnopqrstuvwxyz{|}~")
+"""Characters Go's ``%q`` prints as they are (no escape), as kubectl quotes an object's name."""
+
+
+def refusal(doing: str, body: Any) -> str:
+    """What kubectl prints on stderr when the API server refused a write of ``-f -``.
+
+    An ``Invalid`` refusal names the object and lists the causes, one per line when there
+    are several (``The ConfigMap "A_B" is invalid: metadata.name: Invalid value: ...``);
+    any other reason is ``Error from server (Reason): error when creating "STDIN": message``.
+    :class:`NotHandled` for an answer kubectl words otherwise (no Status, no reason, no
+    details or causes, an unauthorised client, a name Go would escape).
+    """
+    if not isinstance(body, dict) or body.get("kind") != "Status":
+        raise NotHandled(f"refusal: not a Status: {str(body)[:80]}")
+    reason, message = body.get("reason") or "", str(body.get("message") or "")
+    if not reason or reason == "Unauthorized":
+        raise NotHandled(f"refusal: reason {reason!r}")
+    if reason != "Invalid":
+        said = f'Error from server ({reason}): error when {doing} "STDIN": {message}'
+        return said if said.endswith("\n") else said + "\n"  # kubectl ends it with one
+    details = body.get("details") or {}
+    kind, name = str(details.get("kind") or ""), str(details.get("name") or "")
+    causes = details.get("causes") or []
+    if not (kind or name) or not causes or not set(kind + name) <= QUOTABLE:
+        raise NotHandled("refusal: Invalid without kind, name or causes, or a quoted name")
+    # kubectl lists each "field: message" once, in the server's order.
+    lines = list(dict.fromkeys(f"{c.get('field', '')}: {c.get('message', '')}" for c in causes))
+    head = f'The {kind} "{name}" is invalid: '
+    if len(lines) == 1:
+        return f"{head}{lines[0]}\n"
+    return head + "\n" + "".join(f"* {line}\n" for line in lines)
 
 
 @dataclass(frozen=True)
@@ -161,7 +197,7 @@ class Writer:
         status, body = self._request(res.path(namespace, None), timeout, query, "POST", obj,
                                      warned=warned)
         if status >= 400:
-            raise NotHandled(f"create refused: {status}")  # kubectl says why
+            return Answer(1, "", refusal("creating", body))
         if output == "json":
             return Answer(0, json.dumps(body, indent=4) + "\n", "")
         suffix = " (server dry run)" if dry_run else ""

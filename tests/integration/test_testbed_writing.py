@@ -107,11 +107,24 @@ def test_create_label_annotate_patch_and_delete_answer_as_kubectl(twins: Twins) 
     stamped = ("uid", "resourceVersion", "creationTimestamp", "managedFields")
     assert [{k: v for k, v in json.loads(out)["metadata"].items() if k not in stamped}
             for out in (real[1], proc[1])] == [{"name": "c", "namespace": "{ns}"}] * 2
-    # Refusals: the writer leaves them to kubectl, which says why.
-    assert twins.same("create", "-n", "{ns}", "-f", "-", input=cm("a"), by_kubectl=True)[0] == 1
+    # Refused creates, in kubectl's words: the object's own causes (one, or several as a
+    # list), or the server's reason and message.
+    assert twins.same("create", "-n", "{ns}", "-f", "-", input=cm("a")) == (
+        1, "", 'Error from server (AlreadyExists): error when creating "STDIN": '
+               'configmaps "a" already exists\n')
     bogus = cm("d", bogus=1)
-    assert "unknown field" in twins.same("create", "-n", "{ns}", "-f", "-", input=bogus,
-                                         by_kubectl=True)[2]
+    assert "unknown field" in twins.same("create", "-n", "{ns}", "-f", "-", input=bogus)[2]
+    assert twins.same("create", "-n", "{ns}-none", "-f", "-", input=cm("a"))[2].startswith(
+        "Error from server (NotFound)")
+    for args in ((), ("-o", "json"), ("--dry-run=server",), ("-o", "json", "--dry-run=server")):
+        one = twins.same("create", "-n", "{ns}", "-f", "-", *args, input=cm("A_B"))
+        assert one[:2] == (1, "") and one[2].startswith(
+            'The ConfigMap "A_B" is invalid: metadata.name: Invalid value: "A_B": '), one
+        several = twins.same("create", "-n", "{ns}", "-f", "-", *args, input=json.dumps(
+            {"apiVersion": "v1", "kind": "Service", "metadata": {"name": "s"},
+             "spec": {"type": "Bogus", "ports": [{"port": 0}]}}))
+        assert several[2].startswith('The Service "s" is invalid: \n* spec.'), several
+        assert several[2].count("\n* ") == 3, several
     assert twins.same("create", "-n", "{ns}", "-f", "-", "--validate=false", input=bogus)[0] == 0
     # The server's warnings, on stderr as kubectl prints them.
     assert twins.same("create", "-n", "{ns}", "-f", "-", "--validate=warn",

@@ -114,3 +114,33 @@ def test_writes_the_writer_does_not_know_are_left_to_kubectl(args: tuple[str, ..
 
     with pytest.raises(NotHandled):
         Writer(Reader(api_client=None)).run(args, "{}" if args[0] == "create" else None, 1)
+
+
+def _invalid(*causes: tuple[str, str], name: str = "s") -> dict[str, object]:
+    return {"kind": "Status", "reason": "Invalid", "message": "whatever the server says",
+            "details": {"kind": "Service", "name": name,
+                        "causes": [{"field": f, "message": m} for f, m in causes]}}
+
+
+def test_a_refused_create_is_worded_as_kubectl_words_it() -> None:
+    """The forms ``test_testbed_writing`` compares with kubectl on a real API server, and the
+    answers kubectl words otherwise, which go to kubectl."""
+    from testbed.writing import refusal
+
+    assert refusal("creating", _invalid(("spec.type", "Unsupported value"))) == (
+        'The Service "s" is invalid: spec.type: Unsupported value\n')
+    # Several causes, one line each, a cause said twice said once.
+    assert refusal("creating", _invalid(("a", "x"), ("b", "y"), ("a", "x"))) == (
+        'The Service "s" is invalid: \n* a: x\n* b: y\n')
+    assert refusal("creating", {"kind": "Status", "reason": "AlreadyExists",
+                                "message": 'configmaps "a" already exists'}) == (
+        'Error from server (AlreadyExists): error when creating "STDIN": '
+        'configmaps "a" already exists\n')
+    for body in ({"kind": "Status", "reason": "Unauthorized", "message": "no"},
+                 {"kind": "Status", "message": "no reason"},
+                 {"kind": "Status", "reason": "Invalid", "message": "no details"},
+                 _invalid(),  # no causes
+                 _invalid(("a", "x"), name='say "hi"'),  # Go would escape the quotes
+                 "not a Status"):
+        with pytest.raises(NotHandled):
+            refusal("creating", body)
