@@ -186,6 +186,11 @@ class Reader:
 
     def __init__(self, api_client: Any, default_namespace: str = "default") -> None:
         self._api = api_client
+        self._auth = {a["key"]: a["value"] for a in (
+            api_client.configuration.auth_settings().values() if api_client is not None else ())
+            if a["in"] == "header" and a["value"]}
+        """The credentials sent as headers (a kubeconfig's bearer token; none for a client
+        certificate, which the connection itself carries)."""
         self.default_namespace = default_namespace
         """The namespace of a namespaced type when the command names none (kubectl's)."""
         self._lock = threading.Lock()
@@ -355,8 +360,9 @@ class Reader:
         content_type: str | None = None, accept: str = "application/json",
         warnings: list[str] | None = None,
     ) -> tuple[int, Any]:
-        """One request as the cluster's admin: (status, the decoded JSON answer).
+        """One request as the client's identity: (status, the decoded JSON answer).
 
+        The identity is the cluster's admin for :meth:`Cluster.reader`.
         The server's warnings (its ``Warning`` headers' texts, which kubectl prints as
         ``Warning: ...``) are appended to ``warnings`` when given. :class:`OSError` when the
         server does not answer (refused, TLS, timeout).
@@ -364,7 +370,7 @@ class Reader:
         url = self._api.configuration.host + path
         if query:
             url += "?" + urllib.parse.urlencode(query)
-        headers = {"Accept": accept}
+        headers = {"Accept": accept, **self._auth}
         if content_type:
             headers["Content-Type"] = content_type
         try:
